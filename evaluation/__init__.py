@@ -1,0 +1,1 @@
+"""Evaluation harness: topic readers, run files, official (prime) measures, run comparison."""

@@ -1,0 +1,163 @@
+"""The `mathscout` command line: index, search, run, eval, bench.
+
+Later issues add subcommands (`ask` with the agent, `serve` with the UI, `train` with the dense and
+type models) by adding a `_add_<name>` function to SUBCOMMANDS below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mathscout.errors import MathScoutError
+
+
+def _cmd_index(args: argparse.Namespace) -> None:
+    from mathscout.index.builder import add_components, build_index
+
+    components = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
+    if args.input:
+        manifest = build_index(args.input, args.index, components)
+    elif components:
+        manifest = add_components(args.index, components)
+    else:
+        raise MathScoutError("give --input PATH… to build an index, or --components NAME to add to one")
+    print(f"index {args.index}: {manifest.documents:,} documents, {manifest.formulas:,} formulas, "
+          f"components: {', '.join(manifest.components)}")
+
+
+def _open_index(args: argparse.Namespace):
+    from mathscout.config import default_index_path, ensure_demo_index
+    from mathscout.index.layout import IndexDir
+
+    if args.index is None:
+        return IndexDir(ensure_demo_index(default_index_path()))
+    return IndexDir(args.index)
+
+
+def _cmd_search(args: argparse.Namespace) -> None:
+    from mathscout.render import print_hits
+    from retrievers import open_retriever
+
+    index = _open_index(args)
+    retriever = open_retriever(index, args.mode)
+    if args.query:
+        hits = retriever.search(" ".join(args.query), k=args.k)
+        print_hits(hits, index.store, " ".join(args.query), as_json=args.json)
+        return
+    print(f"MathScout search over {index.path} ({index.manifest.documents:,} documents, mode {args.mode}). "
+          "Empty line or Ctrl-D quits.")
+    while True:
+        try:
+            line = input("query> ").strip()
+        except EOFError:
+            break
+        if not line:
+            break
+        try:
+            print_hits(retriever.search(line, k=args.k), index.store, line, as_json=args.json)
+        except MathScoutError as exc:
+            print(f"error: {exc}")
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    from evaluation.runner import run_topics
+
+    index = _open_index(args)
+    summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag)
+    print(summary)
+
+
+def _cmd_eval(args: argparse.Namespace) -> None:
+    from evaluation.measures import compare_runs, evaluate_run
+    from evaluation.report import format_comparison, format_evaluation
+
+    if len(args.run) == 1:
+        result = evaluate_run(args.run[0], args.qrels, prime=args.prime)
+        print(json.dumps(result.to_json(), indent=2) if args.json else format_evaluation(result, per_topic=args.per_topic))
+    else:
+        comparison = compare_runs(args.run, args.qrels, prime=args.prime)
+        print(json.dumps(comparison.to_json(), indent=2) if args.json else format_comparison(comparison))
+
+
+def _cmd_bench(args: argparse.Namespace) -> None:
+    from benchmarks import run_benchmark
+
+    run_benchmark(args.name, args.rest)
+
+
+def _add_index(sub) -> None:
+    p = sub.add_parser("index", help="build an index directory (or add components to one)")
+    p.add_argument("--input", nargs="+", type=Path, help="JSONL files, ARQMath Posts XML files, or folders of .md/.tex/.txt")
+    p.add_argument("--index", required=True, type=Path, help="the index directory to create or extend")
+    p.add_argument("--components", help="comma-separated components (default: all the installed code provides)")
+    p.set_defaults(func=_cmd_index)
+
+
+def _add_search(sub) -> None:
+    p = sub.add_parser("search", help="search an index (interactive when no query is given)")
+    p.add_argument("query", nargs="*", help="words and LaTeX, e.g. 'prove $a^2+b^2=c^2$'")
+    p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index)")
+    p.add_argument("--mode", default="bm25", help="search mode (default: bm25)")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--json", action="store_true", help="print hits as JSON")
+    p.set_defaults(func=_cmd_search)
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="search every topic of a topic file and write a TREC run")
+    p.add_argument("--index", type=Path)
+    p.add_argument("--topics", required=True, type=Path, help="ARQMath topic XML, JSONL {id,title,body} or {id,query}")
+    p.add_argument("--mode", default="bm25")
+    p.add_argument("--k", type=int, default=1000)
+    p.add_argument("--output", required=True, type=Path)
+    p.add_argument("--format", choices=["trec", "arqmath"], default="trec")
+    p.add_argument("--tag", default=None, help="run tag (default: mathscout-<mode>)")
+    p.set_defaults(func=_cmd_run)
+
+
+def _add_eval(sub) -> None:
+    p = sub.add_parser("eval", help="score runs against qrels (several runs: side by side with significance)")
+    p.add_argument("--run", nargs="+", required=True, type=Path)
+    p.add_argument("--qrels", required=True, type=Path)
+    p.add_argument("--prime", action="store_true", help="ARQMath prime measures (unjudged documents removed)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--per-topic", action="store_true", help="print the per-topic table")
+    p.set_defaults(func=_cmd_eval)
+
+
+def _add_bench(sub) -> None:
+    p = sub.add_parser("bench", help="benchmarks against peers, printed with ratios")
+    p.add_argument("name", help="benchmark name (e.g. bm25)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the benchmark")
+    p.set_defaults(func=_cmd_bench)
+
+
+SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mathscout", description="Math-aware search over math Q&A.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except MathScoutError as exc:
+        print(f"mathscout: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mathscout: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Where MathScout keeps its files, and the embedded demo corpus."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEMO_CORPUS = Path(__file__).parent / "data" / "demo_corpus.jsonl"
+
+
+def home() -> Path:
+    """MATHSCOUT_HOME, or ~/.cache/mathscout."""
+    return Path(os.environ.get("MATHSCOUT_HOME") or Path.home() / ".cache" / "mathscout")
+
+
+def default_index_path() -> Path:
+    """MATHSCOUT_INDEX, or the demo index under home()."""
+    return Path(os.environ.get("MATHSCOUT_INDEX") or home() / "indexes" / "demo")
+
+
+def ensure_demo_index(path: Path | None = None) -> Path:
+    """Build the demo index from the embedded corpus if it is not there yet; return its path."""
+    from mathscout.index.builder import build_index
+    from mathscout.index.layout import MANIFEST
+
+    path = Path(path or default_index_path())
+    if not (path / MANIFEST).is_file():
+        build_index([DEMO_CORPUS], path)
+    return path

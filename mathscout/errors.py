@@ -1,0 +1,13 @@
+"""User-facing errors: the CLI prints their message as one line, never a stack trace."""
+
+
+class MathScoutError(Exception):
+    """An error whose message is meant for the user (one line, says what to do)."""
+
+
+class IndexMissingError(MathScoutError):
+    """The index directory (or one of its components) does not exist or is incomplete."""
+
+
+class QueryError(MathScoutError):
+    """The query cannot be searched (empty, unreadable)."""

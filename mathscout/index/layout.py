@@ -1,0 +1,82 @@
+"""The on-disk layout of an index directory and its manifest.
+
+    <index>/
+      manifest.json   what was built: components, counts, sources, timings
+      store.sqlite    documents and formulas (mathscout.store.DocumentStore)
+      <component>/    one sub-folder per retrieval component (bm25/, structure/, dense/, …)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mathscout.errors import IndexMissingError, MathScoutError
+from mathscout.store import DocumentStore
+
+MANIFEST = "manifest.json"
+STORE = "store.sqlite"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Manifest:
+    """What an index directory holds."""
+
+    documents: int = 0
+    formulas: int = 0
+    sources: list[str] = field(default_factory=list)
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    version: int = FORMAT_VERSION
+
+    @classmethod
+    def read(cls, path: Path) -> Manifest:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise MathScoutError(f"the index manifest {path} is unreadable ({exc}); rebuild the index") from exc
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def write(self, path: Path) -> None:
+        """Write atomically (temp file + rename), so readers never see half a manifest."""
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".manifest-")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(self.__dict__, out, indent=2, ensure_ascii=False)
+        os.replace(tmp, path)
+
+
+class IndexDir:
+    """A built index directory. Opening it checks that it is complete."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        if not (self.path / MANIFEST).is_file() or not (self.path / STORE).is_file():
+            raise IndexMissingError(
+                f"no index at {self.path}: build it with 'mathscout index --input PATH --index {self.path}'"
+            )
+        self.manifest = Manifest.read(self.path / MANIFEST)
+        self._store: DocumentStore | None = None
+
+    @property
+    def store(self) -> DocumentStore:
+        if self._store is None:
+            self._store = DocumentStore.open(self.path / STORE)
+        return self._store
+
+    @property
+    def components(self) -> list[str]:
+        return list(self.manifest.components)
+
+    def component_path(self, name: str) -> Path:
+        """The folder of a built component; a clear error naming the build command when it is missing."""
+        if name not in self.manifest.components or not (self.path / name).exists():
+            raise IndexMissingError(
+                f"the index {self.path} has no '{name}' component: add it with "
+                f"'mathscout index --index {self.path} --components {name}'"
+            )
+        return self.path / name

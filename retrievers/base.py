@@ -1,0 +1,56 @@
+"""The Retriever protocol every search mode implements."""
+
+from __future__ import annotations
+
+import sys
+from typing import Protocol, runtime_checkable
+
+from mathscout.errors import QueryError
+from mathscout.types import Hit, Query
+
+MAX_QUERY_CHARS = 10_000
+
+
+def prepare_query(query: str | Query) -> Query:
+    """Validate a query: empty → QueryError; longer than MAX_QUERY_CHARS → truncated with a notice."""
+    q = query if isinstance(query, Query) else Query(id="q", text=query)
+    text = q.text or ""
+    if not text.strip() and not (q.formula or "").strip():
+        raise QueryError("the query is empty: type some words and/or a formula like $x^2+1$")
+    if len(text) > MAX_QUERY_CHARS:
+        print(
+            f"notice: query of {len(text):,} characters truncated to the first {MAX_QUERY_CHARS:,}",
+            file=sys.stderr,
+        )
+        q = Query(id=q.id, text=text[:MAX_QUERY_CHARS], formula=q.formula)
+    return q
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Query → ranked hits. `name` identifies the retriever in fused results and run tags."""
+
+    name: str
+
+    def search(self, query: str | Query, k: int = 10) -> list[Hit]:
+        """The top-k hits, best first, ranks from 1."""
+        ...
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        """Hits for many queries, keyed by query id."""
+        ...
+
+
+class BaseRetriever:
+    """Shared behaviour: query validation and a simple batch loop."""
+
+    name = "base"
+
+    def search(self, query: str | Query, k: int = 10) -> list[Hit]:
+        return self._search(prepare_query(query), k)
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        raise NotImplementedError
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        return {q.id: self.search(q, k) for q in queries}

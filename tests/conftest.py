@@ -1,0 +1,74 @@
+"""Shared fixtures, built once per test session: real data from ../shared/data and one small index."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("MATHSCOUT_SHARED_DATA", REPO.parent / "shared" / "data"))
+SUBSET_DEV_TOPICS = 60  # dev topics whose judged documents are all in the small index
+SUBSET_EXTRA_DOCS = 3000  # plus this many other documents (distractors) from the collection
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "collection" / "docs.jsonl").is_file():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def dev_topic_ids(shared_data) -> list[str]:
+    """The first SUBSET_DEV_TOPICS dev topic ids (in file order)."""
+    ids = []
+    with open(shared_data / "collection" / "topics.dev.jsonl", encoding="utf-8") as f:
+        for line in f:
+            ids.append(json.loads(line)["id"])
+            if len(ids) == SUBSET_DEV_TOPICS:
+                break
+    return ids
+
+
+@pytest.fixture(scope="session")
+def small_collection(shared_data, dev_topic_ids, tmp_path_factory) -> Path:
+    """A JSONL subset of the shared collection: every judged document of the subset's dev topics plus
+    the first SUBSET_EXTRA_DOCS documents of docs.jsonl."""
+    wanted = set()
+    topics = set(dev_topic_ids)
+    with open(shared_data / "collection" / "qrels.dev.txt", encoding="utf-8") as f:
+        for line in f:
+            qid, _, docid, _ = line.split()
+            if qid in topics:
+                wanted.add(docid)
+    out = tmp_path_factory.mktemp("collection") / "small.jsonl"
+    kept = 0
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(out, "w", encoding="utf-8") as w:
+        for n, line in enumerate(f):
+            doc_id = json.loads(line)["id"]
+            if n < SUBSET_EXTRA_DOCS or doc_id in wanted:
+                w.write(line)
+                kept += 1
+    assert kept >= SUBSET_EXTRA_DOCS
+    return out
+
+
+@pytest.fixture(scope="session")
+def small_index(small_collection, tmp_path_factory) -> Path:
+    """An index directory over `small_collection` with every default component."""
+    from mathscout.index.builder import build_index
+
+    path = tmp_path_factory.mktemp("indexes") / "small"
+    build_index([small_collection], path)
+    return path
+
+
+@pytest.fixture()
+def mathscout_home(tmp_path, monkeypatch) -> Path:
+    """An empty MATHSCOUT_HOME for tests that touch the default (demo) index."""
+    monkeypatch.setenv("MATHSCOUT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MATHSCOUT_INDEX", raising=False)
+    return tmp_path / "home"

@@ -1,0 +1,1 @@
+"""Agent tools (structure search, hybrid search, type expansion, rewriting, reranking): agent issue."""

@@ -1,0 +1,1 @@
+"""The Gradio chat page (`mathscout serve`): arrives with the UI issue."""
