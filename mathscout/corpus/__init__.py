@@ -1,0 +1,73 @@
+"""Corpus ingestion: JSONL collections, ARQMath `Posts` XML, and folders of .md/.tex/.txt notes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mathscout.corpus.html import html_to_text
+from mathscout.corpus.math_spans import MathSpan, find_math
+from mathscout.types import Document, Formula
+
+MAX_REASONS = 10
+
+
+@dataclass
+class IngestReport:
+    """What ingestion read and what it skipped (with the first few reasons, `where: why`)."""
+
+    documents: int = 0
+    formulas: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    reasons: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def skip(self, where: str, reason: str) -> None:
+        self.skipped += 1
+        if len(self.reasons) < MAX_REASONS:
+            self.reasons.append(f"{where}: {reason}")
+
+
+def make_document(doc_id: str, text: str, title: str = "", metadata: dict[str, Any] | None = None) -> Document:
+    """A Document with its formulas found; formula ids are `<doc_id>#<ordinal>`."""
+    formulas = [
+        Formula(id=f"{doc_id}#{n}", doc_id=doc_id, latex=s.latex, start=s.start, end=s.end, display=s.display)
+        for n, s in enumerate(find_math(text))
+    ]
+    return Document(id=doc_id, text=text, title=title, formulas=formulas, metadata=metadata or {})
+
+
+def read_corpus(paths: Sequence[Path | str], report: IngestReport) -> Iterator[Document]:
+    """Documents from every input: `.jsonl`/`.jsonl.gz` files, ARQMath `Posts` `.xml` files, folders.
+
+    Unreadable inputs are skipped with a reason in `report`; documents whose id was already seen are
+    counted in `report.duplicates` and dropped.
+    """
+    from mathscout.corpus.arqmath import read_posts_xml
+    from mathscout.corpus.folder import read_folder
+    from mathscout.corpus.jsonl import read_jsonl
+
+    seen: set[str] = set()
+    for path in map(Path, paths):
+        if path.is_dir():
+            source = read_folder(path, report)
+        elif path.name.endswith((".jsonl", ".jsonl.gz", ".json")):
+            source = read_jsonl(path, report)
+        elif path.suffix == ".xml":
+            source = read_posts_xml(path, report)
+        else:
+            source = read_folder(path, report)  # a single .md/.tex/.txt file
+        for doc in source:
+            if doc.id in seen:
+                report.duplicates += 1
+                continue
+            seen.add(doc.id)
+            report.documents += 1
+            report.formulas += len(doc.formulas)
+            yield doc
+
+
+__all__ = ["IngestReport", "MathSpan", "find_math", "html_to_text", "make_document", "read_corpus"]
