@@ -75,10 +75,10 @@ def _cmd_eval(args: argparse.Namespace) -> None:
     from evaluation.report import format_comparison, format_evaluation
 
     if len(args.run) == 1:
-        result = evaluate_run(args.run[0], args.qrels, prime=args.prime)
+        result = evaluate_run(args.run[0], args.qrels, prime=args.prime, measure_set=args.measures)
         print(json.dumps(result.to_json(), indent=2) if args.json else format_evaluation(result, per_topic=args.per_topic))
     else:
-        comparison = compare_runs(args.run, args.qrels, prime=args.prime)
+        comparison = compare_runs(args.run, args.qrels, prime=args.prime, measure_set=args.measures)
         print(json.dumps(comparison.to_json(), indent=2) if args.json else format_comparison(comparison))
 
 
@@ -123,6 +123,8 @@ def _add_eval(sub) -> None:
     p.add_argument("--run", nargs="+", required=True, type=Path)
     p.add_argument("--qrels", required=True, type=Path)
     p.add_argument("--prime", action="store_true", help="ARQMath prime measures (unjudged documents removed)")
+    p.add_argument("--measures", choices=["arqmath", "collection"], default=None,
+                   help="measure set (default: arqmath with --prime or ARQMath qrels, else collection)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--per-topic", action="store_true", help="print the per-topic table")
     p.set_defaults(func=_cmd_eval)

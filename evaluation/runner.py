@@ -1,0 +1,59 @@
+"""`mathscout run`: search every topic of a topic file and write the run file."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from evaluation.runs import format_run_lines, write_run
+from evaluation.topics import load_topics
+from mathscout.errors import MathScoutError
+from mathscout.index.layout import IndexDir
+from mathscout.types import Hit
+from retrievers.registry import open_retriever
+
+
+def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str,
+               fmt: str = "trec", tag: str | None = None) -> str:
+    """Search each topic (top `k`) with the `mode` retriever and write `output`; returns a summary line.
+
+    A topic whose search fails is reported on stderr and left out of the run; if every topic fails,
+    nothing is written and a MathScoutError explains why.
+    """
+    if k < 1:
+        raise MathScoutError(f"--k must be at least 1 (got {k})")
+    tag = tag or f"mathscout-{mode}"
+    format_run_lines({}, tag, fmt)  # a bad format or tag fails now, not after the whole run
+    topics = load_topics(topics_path)
+    retriever = open_retriever(index, mode)
+    results: dict[str, list[Hit]] = {}
+    failures: list[str] = []
+    latencies: list[float] = []
+    started = time.perf_counter()
+    for topic in tqdm(topics, desc=f"{mode} run", unit="topic", file=sys.stderr, disable=None):
+        t0 = time.perf_counter()
+        try:
+            hits = retriever.batch_search([topic], k=k)[topic.id]  # ranking only: runs need no snippets
+        except Exception as exc:  # one bad topic must not cost the whole run
+            failures.append(topic.id)
+            tqdm.write(f"topic {topic.id} skipped: {_describe(exc)}", file=sys.stderr)
+            continue
+        latencies.append(time.perf_counter() - t0)
+        results[topic.id] = hits
+    elapsed = time.perf_counter() - started
+    if not results:
+        raise MathScoutError(f"every one of the {len(topics)} topics failed to search; no run written")
+    lines = write_run(results, output, tag, fmt)
+    mean_ms = 1000 * sum(latencies) / len(latencies)
+    skipped = ""
+    if failures:
+        skipped = f", {len(failures)} skipped ({', '.join(failures[:5])}{', …' if len(failures) > 5 else ''})"
+    return (f"{output}: {len(results)} topics{skipped}, {lines:,} lines ({fmt}, tag {tag}) in {elapsed:.1f} s, "
+            f"mean latency {mean_ms:.1f} ms/topic")
+
+
+def _describe(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, MathScoutError) else f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,147 @@
+"""Run files: write TREC (`qid Q0 docid rank score tag`) and ARQMath Task 1 submissions
+(`TopicID<TAB>PostID<TAB>Rank<TAB>Score<TAB>RunTag`), and read either back.
+
+Columns are whitespace-separated, so a document id holding whitespace (ProofWiki ids like
+`pw:Euclid's Lemma`) is written with that whitespace and `%` percent-encoded (`pw:Euclid's%20Lemma`)
+and decoded again on reading.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+from mathscout.errors import MathScoutError
+from mathscout.types import Hit
+
+FORMATS = ("trec", "arqmath")
+_NEEDS_ESCAPE = re.compile(r"[%\s]")
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One line of a run file."""
+
+    doc_id: str
+    rank: int
+    score: float
+
+
+@dataclass
+class Run:
+    """A run read from disk: entries per topic in file order (first occurrence of a document kept)."""
+
+    topics: dict[str, list[RunEntry]]
+    tag: str = ""
+    format: str = "trec"
+    duplicates_dropped: int = 0
+
+    def scores(self) -> dict[str, dict[str, float]]:
+        """`{topic: {doc: score}}`, the shape the measure providers take."""
+        return {qid: {e.doc_id: e.score for e in entries} for qid, entries in self.topics.items()}
+
+
+def ranked(hits: Iterable[Hit]) -> list[Hit]:
+    """Hits by score, best first; equal scores keep the retriever's order (a stable sort)."""
+    return sorted(hits, key=lambda h: -h.score)
+
+
+def format_run_lines(results: Mapping[str, list[Hit]], tag: str, fmt: str = "trec") -> list[str]:
+    """The lines of a run file for `results` (topics in the mapping's order)."""
+    if fmt not in FORMATS:
+        raise MathScoutError(f"unknown run format '{fmt}' (use one of: {', '.join(FORMATS)})")
+    _check_token("run tag", tag)
+    lines = []
+    for qid, hits in results.items():
+        _check_token("topic id", qid)
+        for rank, hit in enumerate(ranked(hits), start=1):
+            if not hit.doc_id:
+                raise MathScoutError(f"topic {qid}: a hit has an empty document id")
+            doc_id = encode_doc_id(hit.doc_id)
+            score = repr(float(hit.score))
+            if fmt == "trec":
+                lines.append(f"{qid} Q0 {doc_id} {rank} {score} {tag}")
+            else:
+                lines.append(f"{qid}\t{doc_id}\t{rank}\t{score}\t{tag}")
+    return lines
+
+
+def write_run(results: Mapping[str, list[Hit]], path: Path | str, tag: str, fmt: str = "trec") -> int:
+    """Write `results` as a run file atomically (temp file + rename); returns the number of lines."""
+    lines = format_run_lines(results, tag, fmt)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.writelines(line + "\n" for line in lines)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(lines)
+
+
+def read_run(path: Path | str) -> Run:
+    """Read a TREC run (6 whitespace-separated columns) or an ARQMath Task 1 run (5 tab-separated
+    columns). A document listed twice for a topic keeps its first line; the others are counted."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MathScoutError(f"cannot read the run file {path}: {exc}") from exc
+    topics: dict[str, list[RunEntry]] = {}
+    seen: dict[str, set[str]] = {}
+    run = Run(topics=topics)
+    fmt = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        cols = line.split()
+        if len(cols) == 6:
+            qid, _, doc_id, rank, score, tag = cols
+            line_fmt = "trec"
+        elif len(cols) == 5:
+            qid, doc_id, rank, score, tag = cols
+            line_fmt = "arqmath"
+        else:
+            raise MathScoutError(
+                f"{path}:{number}: expected a TREC run line 'qid Q0 docid rank score tag' or an ARQMath "
+                f"line 'topic<TAB>post<TAB>rank<TAB>score<TAB>tag', got {len(cols)} columns"
+            )
+        if fmt is None:
+            fmt, run.format, run.tag = line_fmt, line_fmt, tag
+        elif line_fmt != fmt:
+            raise MathScoutError(f"{path}:{number}: mixes {fmt} and {line_fmt} run lines")
+        try:
+            entry = RunEntry(doc_id=decode_doc_id(doc_id), rank=int(rank), score=float(score))
+        except ValueError as exc:
+            raise MathScoutError(f"{path}:{number}: rank must be an integer and score a number ({exc})") from exc
+        if entry.doc_id in seen.setdefault(qid, set()):
+            run.duplicates_dropped += 1
+            continue
+        seen[qid].add(entry.doc_id)
+        topics.setdefault(qid, []).append(entry)
+    if not topics:
+        raise MathScoutError(f"the run file {path} is empty")
+    return run
+
+
+def encode_doc_id(doc_id: str) -> str:
+    """`doc_id` with `%` and whitespace percent-encoded, so it fits in one run-file column."""
+    return _NEEDS_ESCAPE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), doc_id)
+
+
+def decode_doc_id(column: str) -> str:
+    """The inverse of encode_doc_id."""
+    return unquote(column) if "%" in column else column
+
+
+def _check_token(what: str, value: str) -> None:
+    if not value or any(c.isspace() for c in value):
+        raise MathScoutError(f"{what} {value!r} cannot be written to a run file (empty or contains whitespace)")

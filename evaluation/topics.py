@@ -1,0 +1,127 @@
+"""Topic files → queries. The format is detected from the content:
+
+- ARQMath Task 1 XML (`<Topic number="A.1"><Title>…<Question>…<Tags>…`): title + question, HTML → text
+  with math as `$…$`;
+- ARQMath Task 2 XML (`B.*` topics with `<Latex>`): the query formula;
+- JSONL `{"id", "title", "body", "tags"?}` (the collection's topics) or `{"id", "query"}` (formula queries);
+- NTCIR-12 formula browsing topics: `id<TAB>latex` lines (`\\qvar{…}` wildcards kept as written).
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from mathscout.corpus.html import html_to_text
+from mathscout.errors import MathScoutError
+from mathscout.types import Query
+
+
+@dataclass(frozen=True)
+class Topic(Query):
+    """A query read from a topic file, with the topic's tags when the file has them."""
+
+    tags: tuple[str, ...] = ()
+
+
+def load_topics(path: Path | str) -> list[Query]:
+    """All topics of `path`, in file order; a clear MathScoutError when the file cannot be used."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MathScoutError(f"cannot read the topic file {path}: {exc}") from exc
+    start = text.lstrip()[:1]
+    if start == "<":
+        topics = _xml_topics(text, path)
+    elif start == "{":
+        topics = _jsonl_topics(text, path)
+    elif start:
+        topics = _tsv_formula_topics(text, path)
+    else:
+        raise MathScoutError(f"the topic file {path} is empty")
+    if not topics:
+        raise MathScoutError(f"no topics found in {path}")
+    seen: set[str] = set()
+    for topic in topics:
+        if topic.id in seen:
+            raise MathScoutError(f"{path}: topic id '{topic.id}' appears twice")
+        seen.add(topic.id)
+    return topics
+
+
+def _xml_topics(text: str, path: Path) -> list[Query]:
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise MathScoutError(f"{path} is not well-formed XML ({exc})") from exc
+    topics: list[Query] = []
+    for element in root.iter("Topic"):
+        topic_id = (element.get("number") or "").strip()
+        if not topic_id:
+            raise MathScoutError(f"{path}: a <Topic> has no number attribute")
+        tags = tuple(t.strip() for t in _child_text(element, "Tags").split(",") if t.strip())
+        latex = _child_text(element, "Latex").strip()
+        if latex:  # Task 2: the query is the formula
+            topics.append(Topic(id=topic_id, text=f"${latex}$", formula=latex, tags=tags))
+            continue
+        title = html_to_text(_child_text(element, "Title")).strip()
+        question = html_to_text(_child_text(element, "Question")).strip()
+        topics.append(Topic(id=topic_id, text="\n\n".join(p for p in (title, question) if p), tags=tags))
+    return topics
+
+
+def _child_text(element: ET.Element, tag: str) -> str:
+    child = element.find(tag)
+    return "" if child is None or child.text is None else child.text
+
+
+def _jsonl_topics(text: str, path: Path) -> list[Query]:
+    topics: list[Query] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise MathScoutError(f"{path}:{number}: not valid JSON ({exc})") from exc
+        if not isinstance(record, dict) or "id" not in record:
+            raise MathScoutError(f"{path}:{number}: expected an object with an \"id\"")
+        topic_id = str(record["id"])
+        tags = tuple(str(t) for t in record.get("tags") or ())
+        if "query" in record:
+            topics.append(_formula_query(topic_id, str(record["query"]), tags))
+        elif "title" in record or "body" in record:
+            parts = (str(record.get("title") or "").strip(), str(record.get("body") or "").strip())
+            topics.append(Topic(id=topic_id, text="\n\n".join(p for p in parts if p), tags=tags))
+        else:
+            raise MathScoutError(f"{path}:{number}: expected \"title\"/\"body\" or \"query\" fields")
+    return topics
+
+
+def _formula_query(topic_id: str, query: str, tags: tuple[str, ...]) -> Topic:
+    """A formula query: bare LaTeX or one `$…$` formula becomes a formula topic; text mixing words and
+    `$…$` formulas stays a text query."""
+    query = query.strip()
+    inner = query.strip("$").strip() if query.startswith("$") and query.endswith("$") else None
+    if inner is not None and "$" not in inner:
+        return Topic(id=topic_id, text=f"${inner}$", formula=inner, tags=tags)
+    if "$" in query:
+        return Topic(id=topic_id, text=query, tags=tags)
+    return Topic(id=topic_id, text=f"${query}$", formula=query, tags=tags)
+
+
+def _tsv_formula_topics(text: str, path: Path) -> list[Query]:
+    topics: list[Query] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        topic_id, tab, latex = line.partition("\t")
+        if not tab or not topic_id.strip() or not latex.strip():
+            raise MathScoutError(
+                f"{path}:{number}: unrecognised topic line (expected ARQMath XML, JSONL, or 'id<TAB>latex')"
+            )
+        topics.append(Topic(id=topic_id.strip(), text=f"${latex.strip()}$", formula=latex.strip()))
+    return topics
