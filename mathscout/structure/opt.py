@@ -20,6 +20,8 @@ class Node:
     symbol: leaves: the unified original symbol (`x`, `2`, `\\alpha`); operators: their source text.
     commutative: operand order is irrelevant (ADD, MUL, EQ, …); otherwise children are rank nodes.
     wildcard: a `\\qvar{…}` query wildcard (NTCIR-12) that may match any subtree.
+    start, end: leaves: the character span of the leaf in the parsed LaTeX (None when unknown);
+        not part of node equality.
     """
 
     token: str
@@ -27,6 +29,8 @@ class Node:
     children: list[Node] = field(default_factory=list)
     commutative: bool = False
     wildcard: bool = False
+    start: int | None = field(default=None, compare=False)
+    end: int | None = field(default=None, compare=False)
 
     @property
     def is_leaf(self) -> bool:
