@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-DEMO_CORPUS = Path(__file__).parent / "data" / "demo_corpus.jsonl"
+DEMO_CORPUS = Path(__file__).parent / "data" / "demo"  # a folder of JSONL files, one per area
 
 
 def home() -> Path:

@@ -1,0 +1,244 @@
+"""Readable search output: snippets around the best-matching passage, highlighted terms and formulas.
+
+Highlights are marked `**…**` in snippets (readable as Markdown and in JSON); on a terminal they are
+shown in bold colour instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict
+from typing import NamedTuple, TextIO
+
+from mathscout.latex.tokens import MATH_PREFIX, formula_terms, lex, query_terms, word_term_spans
+from mathscout.store import DocumentStore
+from mathscout.types import Document, Formula, Hit, MatchedFormula
+
+SNIPPET_CHARS = 320
+CONTEXT_BEFORE = 60  # characters shown before the first match of the chosen passage
+LONG_FORMULA = 160  # longer formulas are abbreviated in snippets and formula lists
+MAX_MATCHES = 5000  # matches considered when choosing the passage of a very long document
+MIN_FORMULA_SCORE = 0.35  # share of the query's math weight a formula must match to count as matched
+MARK = "**"
+
+_HIGHLIGHT = re.compile(r"\*\*(.+?)\*\*", re.S)
+_SPACES = re.compile(r"\s+")
+
+
+class _Match(NamedTuple):
+    start: int
+    end: int
+    terms: tuple[str, ...]
+    is_formula: bool = False
+
+
+def _weights(query_terms: Mapping[str, float] | Iterable[str]) -> dict[str, float]:
+    if isinstance(query_terms, Mapping):
+        return {t: float(w) for t, w in query_terms.items() if w > 0}
+    return {t: 1.0 for t in query_terms}
+
+
+def _formula_score(latex: str, math_weights: Mapping[str, float], total: float) -> tuple[float, set[str]]:
+    shared = {t[len(MATH_PREFIX):] for t in formula_terms(latex) if t[len(MATH_PREFIX):] in math_weights}
+    return (sum(math_weights[t] for t in shared) / total if total else 0.0), shared
+
+
+def _math_weights(weights: Mapping[str, float]) -> tuple[dict[str, float], float]:
+    math = {t[len(MATH_PREFIX):]: w for t, w in weights.items() if t.startswith(MATH_PREFIX)}
+    return math, sum(math.values())
+
+
+def match_formulas(document: Document, query_terms: Mapping[str, float] | Iterable[str], limit: int = 3) -> list[MatchedFormula]:
+    """The document's formulas that share math tokens with the query, best first (weights: e.g. idf)."""
+    math_weights, total = _math_weights(_weights(query_terms))
+    if not total:
+        return []
+    found: dict[str, MatchedFormula] = {}
+    for formula in document.formulas:
+        score, shared = _formula_score(formula.latex, math_weights, total)
+        if score < MIN_FORMULA_SCORE or formula.latex in found:
+            continue
+        spans = [(t.start, t.end) for t in lex(formula.latex) if not t.is_word and t.text in shared]
+        found[formula.latex] = MatchedFormula(formula.id, formula.latex, round(score, 4), spans)
+    return sorted(found.values(), key=lambda m: -m.score)[:limit]
+
+
+def _matches(document: Document, weights: Mapping[str, float]) -> list[_Match]:
+    """Spans of the text that match the query: single words, and whole formulas that match enough."""
+    text, matches, position = document.text, [], 0
+    math_weights, total = _math_weights(weights)
+
+    def words(start: int, end: int) -> None:
+        matches.extend(_Match(s, e, (t,)) for t, s, e in word_term_spans(text, start, end) if t in weights)
+
+    for formula in _ordered(document):
+        words(position, formula.start)
+        score, shared = _formula_score(formula.latex, math_weights, total)
+        if score >= MIN_FORMULA_SCORE:
+            matches.append(_Match(formula.start, formula.end, tuple(MATH_PREFIX + t for t in shared), True))
+        position = formula.end
+    words(position, len(text))
+    return matches
+
+
+def _ordered(document: Document) -> list[Formula]:
+    """The document's formulas in text order, overlapping ones dropped."""
+    kept, position = [], 0
+    for formula in sorted(document.formulas, key=lambda f: f.start):
+        if formula.start >= position:
+            kept.append(formula)
+            position = formula.end
+    return kept
+
+
+def _best_window(matches: list[_Match], weights: Mapping[str, float]) -> int:
+    """Index of the match that starts the passage with the most (distinct, weighted) query terms."""
+    best, best_score = 0, -1.0
+    for i, first in enumerate(matches):
+        seen: set[str] = set()
+        for match in matches[i:]:
+            if match.start - first.start > SNIPPET_CHARS - CONTEXT_BEFORE:
+                break
+            seen.update(match.terms)
+        score = sum(weights.get(t, 0.0) for t in seen)
+        if score > best_score:
+            best, best_score = i, score
+    return best
+
+
+def _shown_formula(text: str, formula: Formula) -> str:
+    """The formula as written, long ones abbreviated (`$\\begin{align} … $`)."""
+    span = text[formula.start : formula.end]
+    if len(span) <= LONG_FORMULA:
+        return span
+    body = text.find(formula.latex, formula.start, formula.end)
+    closing = text[body + len(formula.latex) : formula.end] if body >= 0 else ""
+    return span[: LONG_FORMULA - 10].rstrip() + " …" + closing
+
+
+def make_snippet(document: Document, query_terms: Mapping[str, float] | Iterable[str]) -> str:
+    """About SNIPPET_CHARS characters around the passage with the most query terms, matches marked `**…**`."""
+    weights = _weights(query_terms)
+    text = document.text
+    matches = _matches(document, weights)[:MAX_MATCHES]
+    formulas = _ordered(document)
+    start = 0
+    if matches:
+        first = matches[_best_window(matches, weights)]
+        start = max(0, first.start - CONTEXT_BEFORE)
+        space = text.find(" ", start, first.start)
+        start = space + 1 if start > 0 and space >= 0 else start
+    for formula in formulas:
+        if formula.start < start < formula.end:
+            start = formula.start
+    matched_formulas = {(m.start, m.end) for m in matches if m.is_formula}
+    words = [m for m in matches if not m.is_formula]
+    pieces: list[str] = []
+    budget, position = SNIPPET_CHARS, start
+    upcoming = iter([f for f in formulas if f.start >= start] + [None])
+    formula = next(upcoming)
+    while position < len(text) and budget > 0:
+        segment_end = formula.start if formula else len(text)
+        if position < segment_end:
+            cut = min(segment_end, position + budget)
+            if cut < segment_end:
+                space = text.rfind(" ", position, cut)
+                cut = space if space > position else cut
+            budget -= cut - position
+            for match in words:
+                if match.start >= position and match.end <= cut:
+                    pieces += [text[position:match.start], MARK, text[match.start:match.end], MARK]
+                    position = match.end
+            pieces.append(text[position:cut])
+            position = cut
+            continue
+        shown = _shown_formula(text, formula)
+        pieces.append(MARK + shown + MARK if (formula.start, formula.end) in matched_formulas else shown)
+        budget -= len(shown)
+        position = formula.end
+        formula = next(upcoming)
+    body = _SPACES.sub(" ", "".join(pieces)).strip()
+    return ("…" if start > 0 else "") + body + ("…" if position < len(text) else "")
+
+
+# ---- printing ------------------------------------------------------------------------------------
+
+class _Style:
+    def __init__(self, colour: bool):
+        self.colour = colour
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.colour else text
+
+    def highlights(self, snippet: str) -> str:
+        return _HIGHLIGHT.sub(lambda m: self(m.group(1), "1;33"), snippet) if self.colour else snippet
+
+    def formula(self, matched: MatchedFormula) -> str:
+        """`$latex$` with matched tokens in colour; long formulas shown around their first match."""
+        latex, spans = matched.latex, sorted(matched.highlight)
+        start = max(0, spans[0][0] - 20) if spans and len(latex) > LONG_FORMULA else 0
+        end = min(len(latex), start + LONG_FORMULA)
+        pieces, position = [], start
+        for span_start, span_end in spans if self.colour else []:
+            if span_start >= position and span_end <= end:
+                pieces += [latex[position:span_start], self(latex[span_start:span_end], "1;33")]
+                position = span_end
+        pieces.append(latex[position:end])
+        shown = _SPACES.sub(" ", "".join(pieces)).strip()
+        return "$" + ("… " if start else "") + shown + (" …" if end < len(latex) else "") + "$"
+
+
+def _explain(hits: list[Hit], store: DocumentStore, query: str) -> dict[str, Document]:
+    """Fill snippets/formulas that the retriever left empty; return the hits' documents."""
+    documents = store.get_many(h.doc_id for h in hits)
+    terms = None
+    for hit in hits:
+        document = documents.get(hit.doc_id)
+        if document is None or hit.snippet:
+            continue
+        terms = terms if terms is not None else query_terms(query)
+        hit.snippet = make_snippet(document, terms)
+        hit.formulas = hit.formulas or match_formulas(document, terms)
+    return documents
+
+
+def hits_as_json(hits: list[Hit], documents: Mapping[str, Document]) -> list[dict]:
+    return [
+        {
+            "rank": h.rank,
+            "doc_id": h.doc_id,
+            "score": round(h.score, 4),
+            "title": documents[h.doc_id].title if h.doc_id in documents else "",
+            "snippet": h.snippet,
+            "formulas": [asdict(f) for f in h.formulas],
+            "components": h.components,
+        }
+        for h in hits
+    ]
+
+
+def print_hits(hits: list[Hit], store: DocumentStore, query: str, as_json: bool = False, out: TextIO | None = None) -> None:
+    """Print ranked hits: rank, id, score, title, highlighted snippet and matched formulas (or JSON)."""
+    out = out or sys.stdout
+    documents = _explain(hits, store, query)
+    if as_json:
+        print(json.dumps(hits_as_json(hits, documents), ensure_ascii=False, indent=2), file=out)
+        return
+    if not hits:
+        print(f"no results for {query!r}", file=out)
+        return
+    style = _Style(out.isatty() and not os.environ.get("NO_COLOR"))
+    for hit in hits:
+        document = documents.get(hit.doc_id)
+        title = _SPACES.sub(" ", document.title).strip() if document else ""
+        header = f"{hit.rank:>3}. {style(hit.doc_id, '1')}  {style(f'score {hit.score:.3f}', '2')}"
+        print(header + (f"  {style(title, '1;36')}" if title else ""), file=out)
+        if hit.snippet:
+            print(f"     {style.highlights(hit.snippet)}", file=out)
+        if hit.formulas:
+            print("     formulas: " + "   ".join(style.formula(f) for f in hit.formulas), file=out)
+        print(file=out)

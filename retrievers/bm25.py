@@ -1,0 +1,185 @@
+"""Math-aware BM25: the `bm25` index component and the `bm25` search mode.
+
+Documents are analysed in Python (mathscout.latex.tokens: unified math tokens + Porter-stemmed words,
+thesis §5.3.1) and indexed pre-tokenized with Anserini, so Lucene's analyzer never touches math tokens.
+Queries are analysed the same way and sent as a weighted bag of words (one boosted clause per distinct
+term, like Anserini's BagOfWordsQueryGenerator), capped below Lucene's clause limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from mathscout import java
+from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import ComponentSpec, register_component
+from mathscout.index.layout import IndexDir
+from mathscout.latex.tokens import analyze, formula_terms, query_terms
+from mathscout.render import make_snippet, match_formulas
+from mathscout.store import DocumentStore
+from mathscout.types import Document, Hit, Query
+from retrievers.base import BaseRetriever, prepare_query
+from retrievers.registry import ModeSpec, register_mode
+
+FIELD = "contents"
+INDEX_THREADS = 2
+BATCH = 500
+DEFAULT_K1, DEFAULT_B = 1.2, 0.75  # measured better than Anserini's 0.9/0.4 on the dev topics
+MAX_QUERY_TERMS = 1000  # distinct terms per Lucene query; below IndexSearcher's default clause limit (1024)
+EXPLAINED_HITS = 20  # hits that get a snippet and matched formulas in `search`
+
+
+def document_terms(document: Document) -> list[str]:
+    """The BM25 terms of a document: its title (unless the text already starts with it) and its text."""
+    terms = analyze(document.text, document.formulas)
+    title = document.title.strip()
+    if title and not document.text.lstrip().startswith(title):
+        terms = query_terms(title) + terms
+    return terms
+
+
+class BM25Component:
+    """Builds a Lucene index of pre-tokenized documents into the component folder."""
+
+    name = "bm25"
+
+    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+        started = time.perf_counter()
+        indexer = java.lucene_index().LuceneIndexer(
+            args=["-index", str(target), "-pretokenized", "-quiet"], threads=INDEX_THREADS
+        )
+        total = store.count()
+        bar = tqdm(total=total, desc="bm25", unit=" docs", file=sys.stderr, mininterval=1.0)
+        docs = terms = 0
+        batch: list[str] = []
+        try:
+            for document in store.iter_documents():
+                doc_terms = document_terms(document)
+                terms += len(doc_terms)
+                batch.append(json.dumps({"id": document.id, FIELD: " ".join(doc_terms)}, ensure_ascii=False))
+                if len(batch) == BATCH:
+                    indexer.add_batch_raw(batch)
+                    docs += len(batch)
+                    bar.update(len(batch))
+                    batch = []
+            if batch:
+                indexer.add_batch_raw(batch)
+                docs += len(batch)
+                bar.update(len(batch))
+        finally:
+            indexer.close()
+            bar.close()
+        seconds = time.perf_counter() - started
+        print(f"bm25: {docs:,} documents, {terms:,} terms in {seconds:.1f} s ({docs / max(seconds, 1e-9):,.0f} docs/s)",
+              file=sys.stderr)
+        return {
+            "docs": docs,
+            "terms": terms,
+            "seconds": round(seconds, 2),
+            "bytes": sum(f.stat().st_size for f in target.rglob("*") if f.is_file()),
+            "analysis": "mathscout.latex.tokens (math tokens m_*, Porter-stemmed words)",
+        }
+
+
+class BM25Retriever(BaseRetriever):
+    """BM25 over the `bm25` component of an index directory."""
+
+    name = "bm25"
+
+    def __init__(self, index: IndexDir, k1: float = DEFAULT_K1, b: float = DEFAULT_B, math_weight: float = 1.0):
+        folder = index.component_path("bm25")
+        self.store = index.store
+        self.math_weight = math_weight
+        try:
+            self._searcher = java.lucene_search().LuceneSearcher(str(folder))
+            directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(
+                java.autoclass("java.io.File")(str(folder)).toPath()
+            )
+            self._reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+        except Exception as exc:  # a Java exception: the folder is not a readable Lucene index
+            raise IndexMissingError(
+                f"the bm25 index in {folder} is unreadable ({str(exc).splitlines()[0]}): rebuild it with "
+                f"'mathscout index --index {index.path} --components bm25'"
+            ) from exc
+        self._doc_count = max(self._reader.numDocs(), 1)
+        self._term = java.autoclass("org.apache.lucene.index.Term")
+        self._term_query = java.autoclass("org.apache.lucene.search.TermQuery")
+        self._boost_query = java.autoclass("org.apache.lucene.search.BoostQuery")
+        self._should = java.autoclass("org.apache.lucene.search.BooleanClause$Occur").SHOULD
+        self._boolean_builder = java.autoclass("org.apache.lucene.search.BooleanQuery$Builder")
+        self.set_bm25(k1, b)
+
+    def set_bm25(self, k1: float, b: float) -> None:
+        """Change the BM25 parameters (k1 ≥ 0, 0 ≤ b ≤ 1)."""
+        if k1 < 0 or not 0 <= b <= 1:
+            raise MathScoutError(f"invalid BM25 parameters k1={k1}, b={b} (need k1 ≥ 0 and 0 ≤ b ≤ 1)")
+        self.k1, self.b = float(k1), float(b)
+        self._searcher.set_bm25(self.k1, self.b)
+
+    def idf(self, term: str) -> float:
+        """Lucene's BM25 idf of an index term (0 for terms absent from the index)."""
+        df = self._reader.docFreq(self._term(FIELD, term))
+        return math.log(1 + (self._doc_count - df + 0.5) / (df + 0.5)) if df else 0.0
+
+    def query_weights(self, query: Query) -> Counter[str]:
+        """The weighted bag of words of a query: term counts (math tokens scaled by `math_weight`)."""
+        terms = query_terms(query.text) if query.text.strip() else []
+        if query.formula:
+            terms += formula_terms(query.formula)
+        weights: Counter[str] = Counter()
+        for term in terms:
+            weights[term] += self.math_weight if term.startswith("m_") else 1.0
+        if len(weights) > MAX_QUERY_TERMS:  # keep the terms that can matter most: weight × idf
+            ranked = sorted(weights, key=lambda t: weights[t] * self.idf(t), reverse=True)
+            weights = Counter({t: weights[t] for t in ranked[:MAX_QUERY_TERMS]})
+        return weights
+
+    def _lucene_query(self, weights: Counter[str]):
+        builder = self._boolean_builder()
+        for term, weight in weights.items():
+            clause = self._term_query(self._term(FIELD, term))
+            builder.add(self._boost_query(clause, float(weight)) if weight != 1.0 else clause, self._should)
+        return builder.build()
+
+    def rank(self, query: Query, k: int) -> list[Hit]:
+        """The top-k hits (ids and scores only)."""
+        return self._rank(query, self.query_weights(query), k)
+
+    def _rank(self, query: Query, weights: Counter[str], k: int) -> list[Hit]:
+        if not weights:
+            raise QueryError(f"the query {query.text[:60]!r} has no searchable words or math tokens")
+        results = self._searcher.search(self._lucene_query(weights), k)
+        return [Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
+                for n, r in enumerate(results, start=1)]
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        weights = self.query_weights(query)
+        hits = self._rank(query, weights, k)
+        term_weights = {t: self.idf(t) for t in weights}
+        documents = self.store.get_many(h.doc_id for h in hits[:EXPLAINED_HITS])
+        for hit in hits[:EXPLAINED_HITS]:
+            document = documents.get(hit.doc_id)
+            if document is not None:
+                hit.snippet = make_snippet(document, term_weights)
+                hit.formulas = match_formulas(document, term_weights)
+        return hits
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        """Ranked ids and scores for many queries (no snippets: runs need only the ranking)."""
+        return {q.id: self.rank(prepare_query(q), k) for q in queries}
+
+
+def _open(index: IndexDir, **options) -> BM25Retriever:
+    return BM25Retriever(index, **options)
+
+
+register_component(ComponentSpec("bm25", BM25Component, "math-aware BM25 (Lucene, pre-tokenized math + words)"))
+register_mode(ModeSpec("bm25", _open, ("bm25",), "math-aware BM25 over words and unified LaTeX tokens"))
