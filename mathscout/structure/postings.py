@@ -1,0 +1,143 @@
+"""Compact posting lists for the path index: delta-coded formula ids, variable-byte integers (§4.4.1).
+
+One posting list per token path; its entries are sorted by (formula id, root-end node) and each is
+
+    formula-id delta, root-end node, width |D_t^(n)|, number of symbol groups,
+    then per group: leaf symbol id, fingerprint, number of paths
+
+where a *symbol group* counts the paths of the entry that share leaf symbol and fingerprint. All
+integers are unsigned LEB128 (7 bits a byte). Lists are decoded once, when the index is opened, into
+flat numpy arrays (`DecodedPostings`) that the search kernel reads directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DecodedPostings:
+    """Every posting list, decoded and concatenated in list order.
+
+    List i occupies entries `list_start[i]:list_start[i + 1]`; entry e's symbol groups are
+    `sym_start[e]:sym_start[e + 1]` of the `sym_*` arrays.
+    """
+
+    list_start: np.ndarray  # int64, one more than the number of lists
+    fid: np.ndarray  # int32 formula ordinal
+    node: np.ndarray  # int32 root-end node (pre-order id in the formula's tree)
+    width: np.ndarray  # int32 paths of this token path under the node
+    sym_start: np.ndarray  # int64, one more than the number of entries
+    sym: np.ndarray  # int32 leaf symbol id
+    fp: np.ndarray  # int32 fingerprint
+    count: np.ndarray  # int32 paths with this symbol and fingerprint
+
+
+@numba.njit(cache=True)
+def _put(buf, at, value):
+    while value >= 128:
+        buf[at] = (value & 127) | 128
+        value >>= 7
+        at += 1
+    buf[at] = value
+    return at + 1
+
+
+@numba.njit(cache=True)
+def _get(buf, at):
+    value = 0
+    shift = 0
+    while True:
+        byte = buf[at]
+        at += 1
+        value |= (np.int64(byte) & 127) << shift
+        if byte < 128:
+            return value, at
+        shift += 7
+
+
+@numba.njit(cache=True)
+def encode_varbyte(values):
+    """Unsigned integers → LEB128 bytes."""
+    buf = np.empty(values.shape[0] * 10, dtype=np.uint8)
+    at = 0
+    for v in values:
+        at = _put(buf, at, np.int64(v))
+    return buf[:at].copy()
+
+
+@numba.njit(cache=True)
+def decode_varbyte(buf, n):
+    """The first n LEB128 integers of `buf`."""
+    out = np.empty(n, dtype=np.int64)
+    at = 0
+    for i in range(n):
+        out[i], at = _get(buf, at)
+    return out
+
+
+@numba.njit(cache=True)
+def encode_lists(order, list_start, fid, node, width, sym_start, sym, fp, count):
+    """Encode entries `order[list_start[i]:list_start[i+1]]` as list i; returns (bytes, byte offset of each list)."""
+    n_lists = list_start.shape[0] - 1
+    capacity = order.shape[0] * 20 + (sym.shape[0] * 15) + 16
+    buf = np.empty(capacity, dtype=np.uint8)
+    offsets = np.empty(n_lists + 1, dtype=np.int64)
+    at = 0
+    for i in range(n_lists):
+        offsets[i] = at
+        previous = 0
+        for j in range(list_start[i], list_start[i + 1]):
+            e = order[j]
+            at = _put(buf, at, np.int64(fid[e]) - previous)
+            previous = fid[e]
+            at = _put(buf, at, np.int64(node[e]))
+            at = _put(buf, at, np.int64(width[e]))
+            at = _put(buf, at, np.int64(sym_start[e + 1] - sym_start[e]))
+            for g in range(sym_start[e], sym_start[e + 1]):
+                at = _put(buf, at, np.int64(sym[g]))
+                at = _put(buf, at, np.int64(fp[g]))
+                at = _put(buf, at, np.int64(count[g]))
+    offsets[n_lists] = at
+    return buf[:at].copy(), offsets
+
+
+@numba.njit(cache=True)
+def _decode_lists(buf, byte_offsets, list_start, n_groups):
+    n_lists = list_start.shape[0] - 1
+    n_entries = list_start[n_lists]
+    fid = np.empty(n_entries, dtype=np.int32)
+    node = np.empty(n_entries, dtype=np.int32)
+    width = np.empty(n_entries, dtype=np.int32)
+    sym_start = np.empty(n_entries + 1, dtype=np.int64)
+    sym = np.empty(n_groups, dtype=np.int32)
+    fp = np.empty(n_groups, dtype=np.int32)
+    count = np.empty(n_groups, dtype=np.int32)
+    g = 0
+    for i in range(n_lists):
+        at = byte_offsets[i]
+        previous = 0
+        for e in range(list_start[i], list_start[i + 1]):
+            delta, at = _get(buf, at)
+            previous += delta
+            fid[e] = previous
+            node[e], at = _get(buf, at)
+            width[e], at = _get(buf, at)
+            groups, at = _get(buf, at)
+            sym_start[e] = g
+            for _ in range(groups):
+                sym[g], at = _get(buf, at)
+                fp[g], at = _get(buf, at)
+                count[g], at = _get(buf, at)
+                g += 1
+    sym_start[n_entries] = g
+    return fid, node, width, sym_start, sym, fp, count
+
+
+def decode_lists(buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> DecodedPostings:
+    """Decode every list of an encoded posting file (see `encode_lists`)."""
+    fid, node, width, sym_start, sym, fp, count = _decode_lists(buf, byte_offsets, list_start, n_groups)
+    return DecodedPostings(list_start, fid, node, width, sym_start, sym, fp, count)

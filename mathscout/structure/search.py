@@ -1,0 +1,517 @@
+"""Formula search over the path index: exhaustive, and rank-safe dynamic pruning (thesis ch. 4).
+
+The kernel is document-at-a-time over the query's posting lists (Alg. 4), compiled with numba:
+- candidates come from the *requirement set* of lists; the others are only skipped to (`_skip_to`);
+- a candidate's structure score is the widest (path-weighted) match over query/document node pairs
+  (Eq. 4.9, QRYNODEMATCH), its final score Eq. 3.16 with Alg. 2's symbol similarity;
+- when the top-k threshold θ rises, query nodes whose upper bound (Eq. 4.15) is ≤ θ are dropped,
+  lists no live node refers to are dropped, and the requirement set is re-chosen by the strategy:
+  MaxRef (§4.1.3), GBP-NUM or GBP-LEN (§4.1.4, Alg. 3 greedy solver).
+Pruning never changes the top k (ids and scores) unless an initial threshold θ0 > 0 is asked for
+(§4.3.1, Eq. 4.17), which trades safety for speed.
+
+In per-document mode formulas are aggregated as they stream by (a document's formulas have
+consecutive ordinals): a document scores its best formula (§4.2.2) and θ is the document-level one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from mathscout.errors import QueryError
+from mathscout.structure.index import PathIndex
+from mathscout.structure.opt import Node
+from mathscout.structure.parser import parse_latex
+from mathscout.structure.paths import PathPrefix, path_prefixes
+from mathscout.structure.scoring import B1, B2, ETA_ARQMATH, MAX_FORMULA_LEAVES, group_by_root, initial_threshold
+
+STRATEGIES = {"exhaustive": 0, "maxref": 1, "gbp-num": 2, "gbp-len": 3}
+_GIVEN = 4  # score an explicit, sorted list of candidates (no heap, no pruning)
+_SAFETY = 1.0 - 1e-12  # θ_s is shrunk by this factor so float rounding never prunes a candidate that ties θ
+_SLACK = 1.0 + 1e-9  # estimates are inflated by this factor before a node is abandoned, for the same reason
+
+
+@dataclass(frozen=True)
+class FormulaHit:
+    """A scored formula (or, per document, the document's best formula) and its matched root ends."""
+
+    formula: int  # formula ordinal
+    score: float
+    doc: int  # document ordinal
+    query_node: int  # pre-order ids of the matched subtrees' roots (paths.PathPrefix.root_end)
+    doc_node: int
+
+
+@dataclass
+class PreparedQuery:
+    """A query formula turned into the kernel's arrays (see `prepare_query`)."""
+
+    latex: str
+    tree: Node
+    prefixes: list[PathPrefix]
+    symbol_keys: dict[str, int]  # the query's symbols → Alg. 2 tie-breaking order (index ids, unseen symbols after them)
+    index_symbols: dict[str, int]
+    node_ids: np.ndarray  # query node (root-end id) of each kernel node, by decreasing upper bound
+    arrays: tuple
+
+    @property
+    def empty(self) -> bool:
+        return len(self.node_ids) == 0
+
+    def symbol_key(self, symbol: str) -> int:
+        """The order Alg. 2 breaks ties by (the kernel's), for the query's and indexed symbols alike."""
+        key = self.symbol_keys.get(symbol)
+        return key if key is not None else self.index_symbols[symbol]
+
+
+def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> PreparedQuery:
+    """Parse the query and lay out, for each query node m (root end), its lists t with w_{m,t} and symbol groups."""
+    result = parse_latex(latex)
+    if result.tree is None:
+        raise QueryError(f"could not read the formula '{latex[:80]}' ({result.error or 'no math content'})")
+    prefixes = path_prefixes(result.tree)
+    n_symbols = len(index.symbols)
+    unseen = sorted({p.symbol for p in prefixes if p.symbol not in index.symbols})
+    keys = {s: index.symbols.get(s, -1) for s in {p.symbol for p in prefixes}}
+    keys.update({s: n_symbols + i for i, s in enumerate(unseen)})
+
+    def weight(tid: int) -> float:
+        return float(index.idf[tid]) if path_weights else 1.0
+
+    nodes = []
+    for m, by_t in group_by_root(prefixes).items():
+        slots = [(index.paths[t], ps) for t, ps in by_t.items() if t in index.paths]
+        upper = 0.0
+        for tid, ps in slots:
+            upper += len(ps) * weight(tid)
+        if slots:
+            nodes.append((-upper, m, by_t, slots, upper))
+    nodes.sort(key=lambda n: (n[0], n[1]))
+
+    list_ids: dict[int, int] = {}
+    slot_list, slot_w, slot_group_start = [], [], [0]
+    group_row, group_sym, group_fp, group_count = [], [], [], []
+    node_slot_start, node_upper, node_leaves, node_rows = [0], [], [], []
+    for _, m, by_t, slots, upper in nodes:
+        sizes = Counter(p.symbol for ps in by_t.values() for p in ps)
+        rows = {s: r for r, s in enumerate(sorted(sizes, key=lambda s: (-sizes[s], keys[s])))}
+        for tid, ps in slots:
+            slot_list.append(list_ids.setdefault(tid, len(list_ids)))
+            slot_w.append(len(ps))
+            for (symbol, fingerprint), count in Counter((p.symbol, p.fingerprint) for p in ps).items():
+                group_row.append(rows[symbol])
+                group_sym.append(keys[symbol])
+                group_fp.append(fingerprint)
+                group_count.append(count)
+            slot_group_start.append(len(group_row))
+        node_slot_start.append(len(slot_list))
+        node_upper.append(upper)
+        node_leaves.append(sum(sizes.values()))
+        node_rows.append(len(rows))
+
+    tids = np.array(list(list_ids), dtype=np.int64)
+    starts = index.postings.list_start
+    list_start = starts[tids] if len(tids) else np.zeros(0, np.int64)
+    list_end = starts[tids + 1] if len(tids) else np.zeros(0, np.int64)
+    list_weight = np.array([weight(t) for t in tids], dtype=np.float64)
+    n_nodes, n_lists = len(nodes), len(tids)
+    w_matrix = np.zeros((n_nodes, n_lists), dtype=np.float64)  # W of §4.1.4: w_{m,t} · idf_t
+    for i in range(n_nodes):
+        for s in range(node_slot_start[i], node_slot_start[i + 1]):
+            w_matrix[i, slot_list[s]] += slot_w[s] * list_weight[slot_list[s]]
+    arrays = (
+        list_start,
+        list_end,
+        list_weight,
+        np.array(node_slot_start, dtype=np.int64),
+        np.array(slot_list, dtype=np.int64),
+        np.array(slot_w, dtype=np.int64),
+        np.array(slot_group_start, dtype=np.int64),
+        np.array(group_row, dtype=np.int64),
+        np.array(group_sym, dtype=np.int64),
+        np.array(group_fp, dtype=np.int64),
+        np.array(group_count, dtype=np.int64),
+        np.array(node_upper, dtype=np.float64),
+        np.array(node_leaves, dtype=np.int64),
+        np.array(node_rows, dtype=np.int64),
+        w_matrix,
+    )
+    node_ids = np.array([n[1] for n in nodes], dtype=np.int64)
+    return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays)
+
+
+class StructureSearcher:
+    """Formula search over an opened `PathIndex`.
+
+    eta: length penalty η of Eq. 3.15 (0.3 ARQMath, 0.05 NTCIR-12); b1, b2: Alg. 2 base scores;
+    path_weights: idf-weighted widths (Eq. 3.5) or plain leaf counts (Eq. 3.4).
+    """
+
+    def __init__(self, index: PathIndex, eta: float = ETA_ARQMATH, b1: float = B1, b2: float = B2, path_weights: bool = True):
+        self.index = index
+        self.eta, self.b1, self.b2, self.path_weights = eta, b1, b2, path_weights
+        p = index.postings
+        self._index_arrays = (p.fid, p.node, p.width, p.sym_start, p.sym, p.fp, p.count, index.leaves.astype(np.int64), index.doc.astype(np.int64))
+        max_node = int(p.node.max()) + 1 if len(p.node) else 1
+        self._scratch = (
+            np.zeros(max_node, dtype=np.float64),  # accumulated width per document node
+            np.zeros(max_node, dtype=np.int64),  # touched document nodes
+            np.full(len(index.symbols) + 1, -1, dtype=np.int64),  # document symbol → column of Alg. 2's table
+        )
+
+    def prepare(self, latex: str) -> PreparedQuery:
+        return prepare_query(self.index, latex, self.path_weights)
+
+    def search(self, query: str | PreparedQuery, k: int = 100, strategy: str = "gbp-len", per_document: bool = False, initial_threshold_factor: float = 0.0) -> list[FormulaHit]:
+        """Top-k formulas (or documents, by their best formula) for a query formula, best first.
+
+        strategy: "exhaustive" (score every formula sharing a path with the query) or a pruning strategy
+        "maxref" / "gbp-num" / "gbp-len". initial_threshold_factor λ0 > 0 sets θ0 of Eq. 4.17 (unsafe).
+        """
+        if strategy not in STRATEGIES:
+            raise QueryError(f"unknown pruning strategy '{strategy}' (choose from {', '.join(STRATEGIES)})")
+        prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
+        if prepared.empty or k <= 0:
+            return []
+        theta0 = initial_threshold(initial_threshold_factor, float(prepared.arrays[11][0]), self.eta)
+        out = _search(self._index_arrays, prepared.arrays, self._scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
+        return self._hits(prepared, out)
+
+    def score_formulas(self, query: str | PreparedQuery, formulas: np.ndarray) -> list[FormulaHit]:
+        """Exact scores of the given formula ordinals (hits only for those sharing structure with the query)."""
+        prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
+        candidates = np.unique(np.asarray(formulas, dtype=np.int64))
+        if prepared.empty or len(candidates) == 0:
+            return []
+        out = _search(self._index_arrays, prepared.arrays, self._scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
+        return self._hits(prepared, out)
+
+    def _hits(self, prepared: PreparedQuery, out) -> list[FormulaHit]:
+        fids, scores, docs, ms, ns = out
+        order = np.lexsort((fids, -scores))
+        return [
+            FormulaHit(int(fids[i]), float(scores[i]), int(docs[i]), int(prepared.node_ids[ms[i]]), int(ns[i]))
+            for i in order
+            if scores[i] > 0
+        ]
+
+
+# ---------------------------------------------------------------- kernel
+
+
+@numba.njit(cache=True, inline="always")
+def _penalty(leaves, eta):
+    """P(D; η), Eq. 3.15."""
+    return 1.0 - eta + eta / math.log(1.0 + leaves)
+
+
+@numba.njit(cache=True)
+def _skip_to(fid, pos, end, target):
+    """First position ≥ pos in [pos, end) whose formula id is ≥ target (galloping, then binary search)."""
+    if pos >= end or fid[pos] >= target:
+        return pos
+    step = 1
+    low = pos
+    high = pos + 1
+    while high < end and fid[high] < target:
+        low = high
+        step *= 2
+        high = low + step
+    if high > end:
+        high = end
+    while low + 1 < high:  # invariant: fid[low] < target, fid[high] >= target (or high == end)
+        mid = (low + high) // 2
+        if fid[mid] < target:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+@numba.njit(cache=True)
+def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2):
+    """Alg. 2 (MARK then CROSS) for query node m against document node n_doc; returns S'_sym (normalised)."""
+    e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    rows = n_rows[m]
+    cols = 0
+    for slot in range(n_slot_start[m], n_slot_start[m + 1]):
+        lst = s_list[slot]
+        e = pos[lst]
+        end = l_end[lst]
+        while e < end and e_fid[e] == cand and e_node[e] != n_doc:
+            e += 1
+        if e >= end or e_fid[e] != cand:
+            continue
+        for h in range(e_sym_start[e], e_sym_start[e + 1]):
+            ds = s_sym[h]
+            c = sym2col[ds]
+            if c < 0:
+                c = cols
+                cols += 1
+                sym2col[ds] = c
+                col_sym[c] = ds
+                crossed[c] = False
+                for r in range(rows):
+                    table[r, c] = 0.0
+            for g in range(s_group_start[slot], s_group_start[slot + 1]):
+                if g_sym[g] == ds:
+                    delta = 1.0 if g_fp[g] == s_fp[h] else b1
+                else:
+                    delta = b2
+                table[g_row[g], c] += delta * min(g_cnt[g], s_cnt[h])
+    score = 0.0
+    for r in range(rows):  # rows are ordered by decreasing bound-variable size
+        best = 0.0
+        best_c = -1
+        for c in range(cols):
+            if crossed[c]:
+                continue
+            v = table[r, c]
+            if v > best or (v == best and best_c >= 0 and col_sym[c] < col_sym[best_c]):
+                best = v
+                best_c = c
+        if best_c >= 0:
+            crossed[best_c] = True
+            score += best
+    for c in range(cols):
+        sym2col[col_sym[c]] = -1
+    return score / n_leaves[m]
+
+
+@numba.njit(cache=True)
+def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
+    """Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
+    e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    penalty = _penalty(f_leaves[cand], eta)
+    widest = 0.0
+    best_m = -1
+    best_n = -1
+    for m in range(n_upper.shape[0]):  # nodes by decreasing upper bound
+        if not alive[m]:
+            continue
+        if prune and (n_upper[m] * _SLACK <= widest or n_upper[m] * _SLACK * penalty <= theta):
+            continue
+        n_touched = 0
+        node_best = 0.0
+        node_best_n = -1
+        leftover = n_upper[m]
+        abandoned = False
+        for slot in range(n_slot_start[m], n_slot_start[m + 1]):
+            lst = s_list[slot]
+            p = _skip_to(e_fid, pos[lst], l_end[lst], cand)
+            pos[lst] = p
+            w = s_w[slot]
+            weight = l_weight[lst]
+            while p < l_end[lst] and e_fid[p] == cand:
+                dn = e_node[p]
+                if acc[dn] == 0.0:
+                    touched[n_touched] = dn
+                    n_touched += 1
+                acc[dn] += min(w, e_width[p]) * weight
+                v = acc[dn]
+                if v > node_best or (v == node_best and dn < node_best_n):
+                    node_best = v
+                    node_best_n = dn
+                p += 1
+            if prune:
+                leftover -= w * weight
+                estimate = (node_best + leftover) * _SLACK
+                if estimate <= widest or estimate * penalty <= theta:
+                    abandoned = True
+                    break
+        for i in range(n_touched):
+            acc[touched[i]] = 0.0
+        if not abandoned and node_best > widest:
+            widest = node_best
+            best_m = m
+            best_n = node_best_n
+    if best_m < 0:
+        return 0.0, -1, -1
+    similarity = _symbol_similarity(best_m, best_n, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2)
+    factor = 1.0 / (1.0 + (1.0 - similarity) ** 2)  # Eq. 3.14
+    return widest * factor * penalty, best_m, best_n  # Eq. 3.16
+
+
+@numba.njit(cache=True)
+def _plan(theta_s, strategy, q, alive, active, required):
+    """Drop query nodes with upper bound ≤ θ_s, then split live lists into requirement/skip sets; False if no list is required."""
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    n_nodes, n_lists = w_matrix.shape
+    for m in range(n_nodes):
+        alive[m] = n_upper[m] > theta_s
+    for lst in range(n_lists):
+        active[lst] = False
+        required[lst] = False
+    for m in range(n_nodes):
+        if alive[m]:
+            for slot in range(n_slot_start[m], n_slot_start[m + 1]):
+                active[s_list[slot]] = True
+    column_max = np.zeros(n_lists)
+    for lst in range(n_lists):
+        for m in range(n_nodes):
+            if alive[m] and w_matrix[m, lst] > column_max[lst]:
+                column_max[lst] = w_matrix[m, lst]
+    if strategy == 1:  # MaxRef (§4.1.3): skip the lists of smallest MaxRef while their sum stays ≤ θ
+        order = np.argsort(column_max, kind="mergesort")
+        total = 0.0
+        for lst in order:
+            if not active[lst]:
+                continue
+            if total + column_max[lst] <= theta_s:
+                total += column_max[lst]
+            else:
+                required[lst] = True
+    else:  # GBP (§4.1.4, Alg. 3): greedily keep W·x ≤ θ for the skip set x
+        for lst in range(n_lists):
+            if active[lst] and column_max[lst] > theta_s:
+                required[lst] = True
+        while True:
+            worst = 0.0
+            row = -1
+            for m in range(n_nodes):
+                if not alive[m]:
+                    continue
+                excess = -theta_s
+                for lst in range(n_lists):
+                    if active[lst] and not required[lst]:
+                        excess += w_matrix[m, lst]
+                if excess > worst:
+                    worst = excess
+                    row = m
+            if row < 0:
+                break
+            best = -1
+            for lst in range(n_lists):
+                if not active[lst] or required[lst] or w_matrix[row, lst] <= 0.0:
+                    continue
+                if best < 0:
+                    best = lst
+                    continue
+                cost = 1.0 if strategy == 2 else float(l_end[lst] - l_start[lst])
+                best_cost = 1.0 if strategy == 2 else float(l_end[best] - l_start[best])
+                if cost < best_cost or (cost == best_cost and w_matrix[row, lst] > w_matrix[row, best]):
+                    best = lst
+            required[best] = True
+    for lst in range(n_lists):
+        if required[lst]:
+            return True
+    return False
+
+
+@numba.njit(cache=True)
+def _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, fid, doc, m, n):
+    """Insert into a min-heap of capacity len(h_score), replacing the minimum when full; returns the new size."""
+    cap = h_score.shape[0]
+    if size < cap:
+        i = size
+        size += 1
+        while i > 0:
+            parent = (i - 1) // 2
+            if h_score[parent] <= score:
+                break
+            h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = h_score[parent], h_fid[parent], h_doc[parent], h_m[parent], h_n[parent]
+            i = parent
+        h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = score, fid, doc, m, n
+        return size
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and h_score[child + 1] < h_score[child]:
+            child += 1
+        if h_score[child] >= score:
+            break
+        h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = h_score[child], h_fid[child], h_doc[child], h_m[child], h_n[child]
+        i = child
+    h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = score, fid, doc, m, n
+    return size
+
+
+@numba.njit(cache=True)
+def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, theta0):
+    """Alg. 4 (FORMULASEARCH) with MaxScore-style pruning; strategy 0 = exhaustive, 4 = score `candidates`."""
+    e_fid = ix[0]
+    f_doc = ix[8]
+    acc, touched, sym2col = scratch
+    l_start, l_end = q[0], q[1]
+    n_rows, w_matrix = q[13], q[14]
+    n_nodes, n_lists = w_matrix.shape
+    max_rows = 1
+    for m in range(n_nodes):
+        max_rows = max(max_rows, n_rows[m])
+    table = np.zeros((max_rows, MAX_FORMULA_LEAVES + 1))
+    col_sym = np.zeros(MAX_FORMULA_LEAVES + 1, dtype=np.int64)
+    crossed = np.zeros(MAX_FORMULA_LEAVES + 1, dtype=np.bool_)
+    pos = l_start.copy()
+    alive = np.ones(n_nodes, dtype=np.bool_)
+    active = np.ones(n_lists, dtype=np.bool_)
+    required = np.ones(n_lists, dtype=np.bool_)
+    h_score = np.zeros(k)
+    h_fid = np.zeros(k, dtype=np.int64)
+    h_doc = np.zeros(k, dtype=np.int64)
+    h_m = np.zeros(k, dtype=np.int64)
+    h_n = np.zeros(k, dtype=np.int64)
+    size = 0
+
+    if strategy == 4:
+        for i in range(candidates.shape[0]):
+            cand = candidates[i]
+            score, m, n = _score_candidate(cand, ix, q, pos, alive, False, 0.0, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+            h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = score, cand, f_doc[cand], m, n
+        return h_fid, h_score, h_doc, h_m, h_n
+
+    prune = strategy != 0
+    top_penalty = 1.0 - eta + eta / math.log(2.0)  # P(D; η) at its largest (one-leaf formula): Eq. 4.15's relaxation
+    theta = theta0
+    if prune and theta > 0.0:
+        if not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
+            return h_fid[:0], h_score[:0], h_doc[:0], h_m[:0], h_n[:0]
+    doc_now = -1
+    doc_score = 0.0
+    doc_fid = -1
+    doc_m = -1
+    doc_n = -1
+    while True:
+        cand = -1
+        for lst in range(n_lists):
+            if required[lst] and pos[lst] < l_end[lst]:
+                f = e_fid[pos[lst]]
+                if cand < 0 or f < cand:
+                    cand = f
+        if per_document and (cand < 0 or f_doc[cand] != doc_now):
+            if doc_fid >= 0 and doc_score > theta:  # flush the finished document (θ = θ0 until the heap is full)
+                size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, doc_score, doc_fid, doc_now, doc_m, doc_n)
+                if size == k and h_score[0] > theta:
+                    theta = h_score[0]
+                    if prune and not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
+                        break
+            doc_fid = -1
+            doc_score = 0.0
+            if cand >= 0:
+                doc_now = f_doc[cand]
+        if cand < 0:
+            break
+        score, m, n = _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        if score > 0.0:
+            if per_document:
+                if score > doc_score:
+                    doc_score, doc_fid, doc_m, doc_n = score, cand, m, n
+            elif score > theta:
+                size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, cand, f_doc[cand], m, n)
+                if size == k and h_score[0] > theta:
+                    theta = h_score[0]
+                    if prune and not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
+                        break
+        for lst in range(n_lists):  # advance the requirement lists past the candidate (lists that just joined catch up)
+            if required[lst]:
+                pos[lst] = _skip_to(e_fid, pos[lst], l_end[lst], cand + 1)
+    return h_fid[:size], h_score[:size], h_doc[:size], h_m[:size], h_n[:size]
+
