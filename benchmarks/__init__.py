@@ -1,1 +1,22 @@
-"""benchmarks package."""
+"""Benchmarks against peers, run in one process and printed with ratios (`mathscout bench NAME …`).
+
+Each benchmark is a module with a `main(argv)` function; later issues add theirs to BENCHMARKS.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from mathscout.errors import MathScoutError
+
+BENCHMARKS = {
+    "parse": ("benchmarks.parse_rate", "LaTeX parse rate and speed: MathScout's OPT parser vs pya0"),
+    "bm25": ("benchmarks.bm25", "BM25 build and query latency: MathScout math-aware vs pyserini raw text"),
+}
+
+
+def run_benchmark(name: str, argv: list[str]) -> None:
+    if name not in BENCHMARKS:
+        listing = "; ".join(f"{n}: {d}" for n, (_, d) in sorted(BENCHMARKS.items()))
+        raise MathScoutError(f"unknown benchmark '{name}' (available — {listing})")
+    importlib.import_module(BENCHMARKS[name][0]).main(argv)
