@@ -26,6 +26,7 @@ from mathscout.errors import MathScoutError
 _lock = threading.Lock()
 _booted = False
 _MIN_JAVA = 21
+_quiet_loggers: list = []  # java.util.logging keeps loggers weakly: hold the ones we configured
 
 
 def _java_major(java_home: str) -> int:
@@ -89,19 +90,34 @@ def boot() -> None:
     with _lock:
         if _booted:
             return
-        os.environ["JAVA_HOME"] = _choose_java_home()
+        java_home = _choose_java_home()
+        os.environ["JAVA_HOME"] = java_home
         import jnius_config
 
         if not jnius_config.vm_running:
             jnius_config.add_classpath(_anserini_jar())
-            jnius_config.set_options(*[o for o in jnius_config.get_options() if "jdk.incubator.vector" not in o])
+            options = [o for o in jnius_config.get_options() if "jdk.incubator.vector" not in o]
+            if _java_major(java_home) >= 24:  # Lucene's use of sun.misc.Unsafe warns on every start otherwise
+                options.append("--sun-misc-unsafe-memory-access=allow")
+            jnius_config.set_options(*options)
         import pyserini.setup
 
         # pyserini.pyclass calls setup.configure_classpath, which would add the incubator module again.
         pyserini.setup.configure_classpath = lambda *_args, **_kw: None
         import pyserini.pyclass  # noqa: F401  (starts the JVM)
 
+        _silence_lucene_warnings()
         _booted = True
+
+
+def _silence_lucene_warnings() -> None:
+    """Lucene logs a 'please update Lucene' warning for new JDKs on every index open: not for users."""
+    from jnius import autoclass as _autoclass
+
+    level = _autoclass("java.util.logging.Level").SEVERE
+    logger = _autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store.MMapDirectory")
+    logger.setLevel(level)
+    _quiet_loggers.append(logger)
 
 
 def lucene_search() -> ModuleType:
