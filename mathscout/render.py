@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import NamedTuple, TextIO
 
-from mathscout.latex.tokens import MATH_PREFIX, formula_terms, lex, query_terms, word_term_spans
+from mathscout.latex.tokens import formula_terms, is_math_term, lex, math_term, query_terms, word_term_spans
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Formula, Hit, MatchedFormula
 
@@ -43,12 +43,13 @@ def _weights(query_terms: Mapping[str, float] | Iterable[str]) -> dict[str, floa
 
 
 def _formula_score(latex: str, math_weights: Mapping[str, float], total: float) -> tuple[float, set[str]]:
-    shared = {t[len(MATH_PREFIX):] for t in formula_terms(latex) if t[len(MATH_PREFIX):] in math_weights}
+    """Share of the query's math weight that the formula matches, and the matched index terms."""
+    shared = set(formula_terms(latex)).intersection(math_weights)
     return (sum(math_weights[t] for t in shared) / total if total else 0.0), shared
 
 
 def _math_weights(weights: Mapping[str, float]) -> tuple[dict[str, float], float]:
-    math = {t[len(MATH_PREFIX):]: w for t, w in weights.items() if t.startswith(MATH_PREFIX)}
+    math = {t: w for t, w in weights.items() if is_math_term(t)}
     return math, sum(math.values())
 
 
@@ -62,7 +63,7 @@ def match_formulas(document: Document, query_terms: Mapping[str, float] | Iterab
         score, shared = _formula_score(formula.latex, math_weights, total)
         if score < MIN_FORMULA_SCORE or formula.latex in found:
             continue
-        spans = [(t.start, t.end) for t in lex(formula.latex) if not t.is_word and t.text in shared]
+        spans = [(t.start, t.end) for t in lex(formula.latex) if not t.is_word and math_term(t.text) in shared]
         found[formula.latex] = MatchedFormula(formula.id, formula.latex, round(score, 4), spans)
     return sorted(found.values(), key=lambda m: -m.score)[:limit]
 
@@ -79,7 +80,7 @@ def _matches(document: Document, weights: Mapping[str, float]) -> list[_Match]:
         words(position, formula.start)
         score, shared = _formula_score(formula.latex, math_weights, total)
         if score >= MIN_FORMULA_SCORE:
-            matches.append(_Match(formula.start, formula.end, tuple(MATH_PREFIX + t for t in shared), True))
+            matches.append(_Match(formula.start, formula.end, tuple(shared), True))
         position = formula.end
     words(position, len(text))
     return matches

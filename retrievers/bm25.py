@@ -22,7 +22,7 @@ from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
-from mathscout.latex.tokens import analyze, formula_terms, query_terms
+from mathscout.latex.tokens import analyze, formula_terms, is_math_term, query_terms
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
@@ -136,7 +136,7 @@ class BM25Retriever(BaseRetriever):
             terms += formula_terms(query.formula)
         weights: Counter[str] = Counter()
         for term in terms:
-            weights[term] += self.math_weight if term.startswith("m_") else 1.0
+            weights[term] += self.math_weight if is_math_term(term) else 1.0
         if len(weights) > MAX_QUERY_TERMS:  # keep the terms that can matter most: weight × idf
             ranked = sorted(weights, key=lambda t: weights[t] * self.idf(t), reverse=True)
             weights = Counter({t: weights[t] for t in ranked[:MAX_QUERY_TERMS]})

@@ -41,6 +41,7 @@ def register_component(spec: ComponentSpec) -> None:
 def _load_builtin() -> None:
     # Importing the modules registers their components.
     import retrievers.bm25  # noqa: F401
+    import retrievers.structure  # noqa: F401
 
 
 def available_components() -> dict[str, ComponentSpec]:

@@ -6,7 +6,7 @@ paths with token path t end at n), and the leaf symbols and fingerprints of thos
 entries. Files in the index folder:
 
     meta.json      counts and settings
-    paths.json     token path of each list, in list order
+    paths.json.gz  token path of each list, in list order (gzip: paths repeat long prefixes)
     symbols.json   leaf symbols, in id order
     lists.npz      per list: byte offset in postings.bin, first entry; total symbol groups
     postings.bin   the encoded lists
@@ -15,6 +15,7 @@ entries. Files in the index folder:
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import time
@@ -35,7 +36,7 @@ from mathscout.structure.postings import DecodedPostings, decode_lists, encode_l
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES
 
 FORMAT_VERSION = 1
-_FILES = ("meta.json", "paths.json", "symbols.json", "lists.npz", "postings.bin", "formulas.npz")
+_FILES = ("meta.json", "paths.json.gz", "symbols.json", "lists.npz", "postings.bin", "formulas.npz")
 
 
 @dataclass
@@ -135,7 +136,7 @@ class PathIndexWriter:
         buf.tofile(target / "postings.bin")
         np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(len(self._sym)))
         np.savez(target / "formulas.npz", leaves=self._leaves, doc=self._doc)
-        (target / "paths.json").write_text(json.dumps(list(self._paths)), encoding="utf-8")
+        (target / "paths.json.gz").write_bytes(gzip.compress(json.dumps(list(self._paths)).encode("utf-8"), compresslevel=6))
         (target / "symbols.json").write_text(json.dumps(list(self._symbols), ensure_ascii=False), encoding="utf-8")
         self.report.entries = len(tid)
         self.report.paths = n_lists
@@ -186,7 +187,7 @@ class PathIndex:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
             if meta.get("version") != FORMAT_VERSION:
                 raise MathScoutError(f"the structure index at {folder} has format {meta.get('version')}, expected {FORMAT_VERSION}: rebuild it")
-            paths = {p: i for i, p in enumerate(json.loads((folder / "paths.json").read_text(encoding="utf-8")))}
+            paths = {p: i for i, p in enumerate(json.loads(gzip.decompress((folder / "paths.json.gz").read_bytes())))}
             symbols = {s: i for i, s in enumerate(json.loads((folder / "symbols.json").read_text(encoding="utf-8")))}
             lists = np.load(folder / "lists.npz")
             formulas = np.load(folder / "formulas.npz")

@@ -63,6 +63,11 @@ class PreparedQuery:
     def empty(self) -> bool:
         return len(self.node_ids) == 0
 
+    @property
+    def width(self) -> float:
+        """The largest query-node upper bound: the structure score of a perfect match of the widest subtree."""
+        return float(self.arrays[11][0]) if len(self.node_ids) else 0.0
+
     def symbol_key(self, symbol: str) -> int:
         """The order Alg. 2 breaks ties by (the kernel's), for the query's and indexed symbols alike."""
         key = self.symbol_keys.get(symbol)
@@ -178,7 +183,7 @@ class StructureSearcher:
         prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
         if prepared.empty or k <= 0:
             return []
-        theta0 = initial_threshold(initial_threshold_factor, float(prepared.arrays[11][0]), self.eta)
+        theta0 = initial_threshold(initial_threshold_factor, prepared.width, self.eta)
         out = _search(self._index_arrays, prepared.arrays, self._scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
         return self._hits(prepared, out)
 
@@ -289,6 +294,8 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
     """Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
     (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    if f_leaves[cand] == 0:  # not indexed (only reachable when candidates are given)
+        return 0.0, -1, -1
     penalty = _penalty(f_leaves[cand], eta)
     widest = 0.0
     best_m = -1

@@ -1,0 +1,158 @@
+"""Structure search over a real path index: rank safety of the pruning strategies and agreement with the
+reference scoring, on ARQMath Task 2 query formulas over the formulas of the first documents of the collection."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from evaluation.topics import load_topics
+from mathscout.corpus import make_document
+from mathscout.errors import IndexMissingError, QueryError
+from mathscout.structure import scoring
+from mathscout.structure.index import PathIndex, build_path_index
+from mathscout.structure.parser import parse_latex
+from mathscout.structure.paths import leaf_count, path_prefixes
+from mathscout.structure.search import StructureSearcher
+
+N_DOCS = 2000  # formulas of the first N_DOCS documents of docs.jsonl (~25k formulas)
+PRUNED = ("maxref", "gbp-num", "gbp-len")
+
+
+@pytest.fixture(scope="session")
+def collection_formulas(shared_data) -> list[tuple[int, int, str]]:
+    """(formula ordinal, document ordinal, LaTeX) of the first N_DOCS documents."""
+    triples = []
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
+        for doc, line in enumerate(f):
+            if doc == N_DOCS:
+                break
+            record = json.loads(line)
+            for formula in make_document(record["id"], record["text"]).formulas:
+                triples.append((len(triples), doc, formula.latex))
+    return triples
+
+
+@pytest.fixture(scope="session")
+def path_index(collection_formulas, tmp_path_factory) -> PathIndex:
+    folder = tmp_path_factory.mktemp("path-index")
+    report = build_path_index(collection_formulas, len(collection_formulas), folder, progress=False)
+    assert report.indexed > 0.6 * report.formulas
+    assert report.skipped["a single symbol (no operator)"] > 0
+    return PathIndex.open(folder)
+
+
+@pytest.fixture(scope="session")
+def searcher(path_index) -> StructureSearcher:
+    return StructureSearcher(path_index)
+
+
+@pytest.fixture(scope="session")
+def task2_formulas(shared_data) -> list[str]:
+    files = [shared_data / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml" for year in (2020, 2021, 2022)]
+    return [topic.formula for path in files for topic in load_topics(path)]
+
+
+def ranking(hits):
+    return [(h.formula, h.score) for h in hits]
+
+
+@pytest.mark.parametrize("per_document", [False, True], ids=["formulas", "documents"])
+def test_pruned_top_k_equals_exhaustive_top_k(searcher, task2_formulas, per_document):
+    assert len(task2_formulas) == 285
+    compared = 0
+    for latex in task2_formulas:
+        query = searcher.prepare(latex)
+        exhaustive = ranking(searcher.search(query, k=100, strategy="exhaustive", per_document=per_document))
+        for strategy in PRUNED:
+            assert ranking(searcher.search(query, k=100, strategy=strategy, per_document=per_document)) == exhaustive, (strategy, latex)
+        compared += bool(exhaustive)
+    assert compared > 250  # nearly every query finds something to rank
+
+
+def test_small_k_is_rank_safe_too(searcher, task2_formulas):
+    for latex in task2_formulas[::5]:
+        query = searcher.prepare(latex)
+        exhaustive = ranking(searcher.search(query, k=3, strategy="exhaustive"))
+        assert ranking(searcher.search(query, k=3, strategy="gbp-len")) == exhaustive
+
+
+def test_kernel_scores_equal_the_reference_formulas(searcher, path_index, collection_formulas, task2_formulas):
+    for latex in task2_formulas[:40]:
+        query = searcher.prepare(latex)
+        for hit in searcher.search(query, k=5, strategy="gbp-len"):
+            tree = parse_latex(collection_formulas[hit.formula][2]).tree
+            reference = scoring.formula_similarity(
+                query.prefixes, path_prefixes(tree), leaf_count(tree), idf=path_index.path_idf, symbol_key=query.symbol_key
+            )
+            assert reference.score == pytest.approx(hit.score, rel=1e-9)
+            assert (reference.query_node, reference.doc_node) == (hit.query_node, hit.doc_node)
+
+
+def test_an_indexed_formula_finds_itself_first(searcher, collection_formulas):
+    latex = r"\sum_{k=0}^{n}\binom{n}{k}x^{k}=(1+x)^{n}"
+    hits = searcher.search(latex, k=10)
+    itself = [h for h in hits if collection_formulas[h.formula][2] == latex]
+    assert itself and itself[0].score == hits[0].score  # ties: (x+1)^n = Σ… is the same tree up to commutation
+    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+
+
+def test_documents_are_ranked_by_their_best_formula(searcher, collection_formulas):
+    query = searcher.prepare(r"e^{i\pi}+1=0")
+    formulas = searcher.search(query, k=1000, strategy="exhaustive")
+    documents = searcher.search(query, k=20, per_document=True)
+    best = {}
+    for hit in formulas:
+        best.setdefault(hit.doc, hit.score)
+    expected = sorted(best.items(), key=lambda item: -item[1])[:20]
+    assert [(h.doc, h.score) for h in documents] == expected
+    assert len({h.doc for h in documents}) == len(documents)
+
+
+def test_scoring_given_formulas_matches_search(searcher):
+    query = searcher.prepare(r"\int_0^1 f(x)\,dx")
+    hits = searcher.search(query, k=20, strategy="exhaustive")
+    rescored = {h.formula: h.score for h in searcher.score_formulas(query, np.array([h.formula for h in hits]))}
+    assert rescored == {h.formula: h.score for h in hits}
+
+
+def test_initial_threshold_trades_recall_for_speed(searcher, task2_formulas):
+    query = searcher.prepare(task2_formulas[0])
+    safe = ranking(searcher.search(query, k=100, strategy="exhaustive"))
+    unsafe = ranking(searcher.search(query, k=100, strategy="gbp-len", initial_threshold_factor=0.5))
+    threshold = scoring.initial_threshold(0.5, query.width, scoring.ETA_ARQMATH)
+    assert unsafe and all(score > threshold for _, score in unsafe)
+    assert unsafe == [hit for hit in safe if hit[1] > threshold][: len(unsafe)]
+
+
+def test_unweighted_paths_count_matched_leaves(path_index):
+    plain = StructureSearcher(path_index, path_weights=False, eta=0.0)
+    hits = plain.search("x^2+y^2=z^2", k=5)
+    assert hits[0].score == pytest.approx(6.0)  # Eq. 3.4: all six operands matched, perfect symbol match, no penalty
+
+
+def test_bad_queries_give_clear_errors(searcher, tmp_path):
+    with pytest.raises(QueryError):
+        searcher.search(r"\quad", k=10)
+    with pytest.raises(QueryError):
+        searcher.search("x+1", k=10, strategy="fastest")
+    assert searcher.search("x", k=10) == []  # a lone symbol has no path to match
+    with pytest.raises(IndexMissingError):
+        PathIndex.open(tmp_path)
+
+
+def test_structure_mode_ranks_documents_by_their_best_formula(small_index):
+    from retrievers import open_retriever
+
+    retriever = open_retriever(small_index, "structure")
+    hits = retriever.search("$x^2+y^2=z^2$", k=5)
+    assert hits and [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    best = hits[0].formulas[0]
+    assert best.highlight and all(0 <= a < b <= len(best.latex) for a, b in best.highlight)
+    mixed = retriever.search("Pythagorean triples $x^2+y^2=z^2$", k=5)
+    assert mixed and set(mixed[0].components) == {"structure", "bm25"}
+    assert mixed[0].score == pytest.approx(2.5 * mixed[0].components["structure"] + mixed[0].components["bm25"])  # Eq. 3.18
+    with pytest.raises(QueryError):
+        retriever.search("words without any formula", k=5)
