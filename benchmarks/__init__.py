@@ -12,6 +12,7 @@ from mathscout.errors import MathScoutError
 BENCHMARKS = {
     "parse": ("benchmarks.parse_rate", "LaTeX parse rate and speed: MathScout's OPT parser vs pya0"),
     "bm25": ("benchmarks.bm25", "BM25 build and query latency: MathScout math-aware vs pyserini raw text"),
+    "structure": ("benchmarks.structure_search", "structure search latency: exhaustive, MaxRef, GBP-NUM, GBP-LEN vs pya0"),
 }
 
 

@@ -282,3 +282,10 @@ def test_real_collection_formulas_parse_completely(shared_data):
     complete = sum(r.complete for r in results)
     assert complete / len(formulas) >= 0.97
     assert all(r.tree is not None for r in results if r.complete)
+
+
+def test_the_same_latex_always_gives_the_same_tree():
+    # Regression: grouping decisions once depended on reused object ids of freed nodes.
+    latex = r"d(x,A)\leqslant d(x,y)+d(y,A)"
+    first = parse_latex(latex).tree.pretty()
+    assert all(parse_latex(latex).tree.pretty() == first for _ in range(200))

@@ -275,7 +275,9 @@ class _Parser:
         self.pos = 0
         self.ctx: list[str] = ["top"]
         self.depth = 0
-        self.grouped: set[int] = set()  # ids of parenthesised nodes (never flattened into a parent)
+        # Parenthesised nodes (never flattened into a parent), by id; the nodes are held here so that
+        # their ids cannot be reused by other nodes while this parse runs.
+        self.grouped: dict[int, Node] = {}
         has_bars = "|" in latex or "vert" in latex or "Vert" in latex
         self.next_bar, self.bar_group_end = _bar_layout(self.toks) if has_bars else ({}, {})
 
@@ -884,7 +886,7 @@ class _Parser:
             if group == "paren" and content.token == "COMMA" and id(content) not in self.grouped:
                 content.token = "TUPLE" if opener == "(" and closer == ")" else "INTERVAL"
                 content.symbol = opener + closer
-            self.grouped.add(id(content))
+            self.grouped[id(content)] = content
             return content
         token = "BRA" if group == "angle" and closer == "|" else DELIMITED_TOKENS[group]
         if content.token == "COMMA" and id(content) not in self.grouped:
@@ -920,7 +922,7 @@ class _Parser:
             return content
         if opener == "." or opener not in OPENERS:
             if content is not None:
-                self.grouped.add(id(content))
+                self.grouped[id(content)] = content
             return content
         if OPENERS[opener] in ("bar", "norm") and closer not in (opener, "."):
             closer = opener
