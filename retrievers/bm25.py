@@ -54,7 +54,8 @@ class BM25Component:
     def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
         started = time.perf_counter()
         indexer = java.lucene_index().LuceneIndexer(
-            args=["-index", str(target), "-pretokenized", "-quiet"], threads=INDEX_THREADS
+            # -storeDocvectors: RM3 (set_rm3) reads the feedback documents' term vectors
+            args=["-index", str(target), "-pretokenized", "-storeDocvectors", "-quiet"], threads=INDEX_THREADS
         )
         total = store.count()
         bar = tqdm(total=total, desc="bm25", unit=" docs", file=sys.stderr, mininterval=1.0)
@@ -115,6 +116,8 @@ class BM25Retriever(BaseRetriever):
         self._boost_query = java.autoclass("org.apache.lucene.search.BoostQuery")
         self._should = java.autoclass("org.apache.lucene.search.BooleanClause$Occur").SHOULD
         self._boolean_builder = java.autoclass("org.apache.lucene.search.BooleanQuery$Builder")
+        self._index_path = index.path
+        self._rm3 = False
         self.set_bm25(k1, b)
 
     def set_bm25(self, k1: float, b: float) -> None:
@@ -123,6 +126,19 @@ class BM25Retriever(BaseRetriever):
             raise MathScoutError(f"invalid BM25 parameters k1={k1}, b={b} (need k1 ≥ 0 and 0 ≤ b ≤ 1)")
         self.k1, self.b = float(k1), float(b)
         self._searcher.set_bm25(self.k1, self.b)
+
+    def set_rm3(self, fb_terms: int = 10, fb_docs: int = 10, original_query_weight: float = 0.5) -> None:
+        """Expand every query with RM3 pseudo-relevance feedback (Anserini's defaults; feedback terms are
+        words and numbers). Needs document vectors in the bm25 index (built since RM3 was added)."""
+        if self._reader.numDocs() == 0 or self._reader.termVectors().get(0) is None:
+            raise IndexMissingError(
+                f"RM3 needs document vectors, which the bm25 index of {self._index_path} lacks: rebuild it with "
+                f"'mathscout index --index {self._index_path} --components bm25'"
+            )
+        # Pre-analysed terms must reach Lucene as they are: split queries on whitespace only.
+        self._searcher.set_analyzer(java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
+        self._searcher.object.set_rm3(None, fb_terms, fb_docs, float(original_query_weight), False, True)
+        self._rm3 = True
 
     def idf(self, term: str) -> float:
         """Lucene's BM25 idf of an index term (0 for terms absent from the index)."""
@@ -156,7 +172,11 @@ class BM25Retriever(BaseRetriever):
     def _rank(self, query: Query, weights: Counter[str], k: int) -> list[Hit]:
         if not weights:
             raise QueryError(f"the query {query.text[:60]!r} has no searchable words or math tokens")
-        results = self._searcher.search(self._lucene_query(weights), k)
+        if self._rm3:  # RM3 estimates its model from the query string: each term repeated by its weight
+            text = " ".join(" ".join([term] * max(1, round(weight))) for term, weight in weights.items())
+            results = self._searcher.search(text, k)
+        else:
+            results = self._searcher.search(self._lucene_query(weights), k)
         return [Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
                 for n, r in enumerate(results, start=1)]
 

@@ -32,6 +32,7 @@ def register_mode(spec: ModeSpec) -> None:
 def _load_builtin() -> None:
     import retrievers.bm25  # noqa: F401
     import retrievers.structure  # noqa: F401
+    import retrievers.types  # noqa: F401
 
 
 def available_modes() -> dict[str, ModeSpec]:

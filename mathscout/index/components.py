@@ -42,6 +42,7 @@ def _load_builtin() -> None:
     # Importing the modules registers their components.
     import retrievers.bm25  # noqa: F401
     import retrievers.structure  # noqa: F401
+    import retrievers.types  # noqa: F401
 
 
 def available_components() -> dict[str, ComponentSpec]:

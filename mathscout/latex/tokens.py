@@ -210,8 +210,9 @@ def math_tokens(latex: str) -> list[str]:
 
 @lru_cache(maxsize=1 << 18)
 def stem(word: str) -> str:
-    """Porter stem of a lower-cased word (cached: a collection has few distinct words)."""
-    return _STEMMER.stem(word, to_lowercase=False)
+    """Porter stem of a lower-cased word (cached: a collection has few distinct words); words of one or
+    two letters are kept, as Lucene's Porter filter does."""
+    return word if len(word) <= 2 else _STEMMER.stem(word, to_lowercase=False)
 
 
 def _word_term(word: str) -> str | None:

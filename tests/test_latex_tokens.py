@@ -1,0 +1,96 @@
+"""Math tokenization for BM25: unified commands, dropped layout, surviving variables, query detection."""
+
+import json
+import time
+
+import pytest
+
+from mathscout.corpus import make_document
+from mathscout.latex.tokens import analyze, formula_terms, lex, math_tokens, query_terms
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (r"\dfrac{1}{2}", r"\frac12"),
+        (r"\tfrac{a}{b}", r"\frac{a}{b}"),
+        (r"x \le y", r"x \leq y"),
+        (r"x \leqslant y", r"x\le y"),
+        (r"x \geq y", r"x \ge y"),
+        (r"x \ne y", r"x \neq y"),
+        (r"x \not= y", r"x \neq y"),
+        (r"f: A \rightarrow B", r"f: A \to B"),
+        (r"\varnothing", r"\emptyset"),
+        (r"\left( x + 1 \right)", r"(x+1)"),
+        (r"\int f(x) \, \mathrm{d}x", r"\int f(x) dx"),
+        (r"\displaystyle \sum_{n} a_n \quad \! \;", r"\sum_n a_n"),
+        (r"\mathbf{v} \cdot \mathit{w}", r"v \cdot w"),
+        (r"\mathbb{R}^n", r"\R^n"),
+        (r"\dbinom{n}{k}", r"\binom{n}{k}"),
+    ],
+)
+def test_equivalent_latex_gives_the_same_tokens(a, b):
+    assert math_tokens(a) == math_tokens(b)
+
+
+def test_tokens_are_meaningful_symbols():
+    assert math_tokens(r"\dfrac{1}{2}") == ["frac", "1", "2"]
+    assert math_tokens(r"\sin^2 x + \cos^2 x = 1") == ["sin", "sup", "2", "x", "plus", "cos", "sup", "2", "x", "eq", "1"]
+    assert math_tokens(r"\text{for all } x \label{eq:1}") == ["x"]
+    assert math_tokens(r"\operatorname{rank}(A)") == ["rank", "A"]
+    assert math_tokens(r"\begin{pmatrix} a & b \\ c & d \end{pmatrix}") == ["matrix", "a", "b", "c", "d"]
+
+
+def test_math_variables_and_commands_survive_analysis():
+    doc = make_document("d", "Let $a$ be the integrals of $\\sin x$ and $A$.")
+    terms = analyze(doc.text, doc.formulas)
+    assert "m_a" in terms and "m_A" in terms  # case kept; `a` is not dropped as a stopword
+    assert "m_sin" in terms  # `\sin` is not stemmed
+    assert "integr" in terms and "let" in terms  # prose is Porter-stemmed
+    assert "a" not in terms and "the" not in terms  # prose stopwords are dropped
+
+
+def test_numbers_match_across_prose_and_math_and_pairs_are_terms():
+    assert "101" in query_terms("the squares of 101 and 99")
+    assert "101" in formula_terms("101^2")
+    assert {"m2_x_sup", "m2_sup_2"} <= set(formula_terms("x^2"))
+
+
+def test_words_inside_text_commands_are_prose():
+    assert formula_terms(r"x \text{ for running }") == ("m_x", "run")
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        (r"\frac{1}{x}+1", {"m_frac", "m_x", "m_plus", "1"}),
+        (r"prove x^2+1 > 0", {"prove", "m_x", "m_sup", "m_gt"}),
+        (r"why is $a^2+b^2=c^2$ true", {"m_a", "m_b", "m_c", "true"}),
+        (r"integral of \(\sqrt{x}\)", {"integr", "m_sqrt", "m_x"}),
+    ],
+)
+def test_query_math_is_found_delimited_or_bare(query, expected):
+    assert expected <= set(query_terms(query))
+
+
+def test_plain_word_queries_stay_words():
+    assert query_terms("a group of prime order is cyclic") == ["group", "prime", "order", "cyclic"]
+
+
+@pytest.mark.parametrize("junk", ["{", "}", r"\frac{", r"\text{unclosed", r"\begin{", "\\", "^_^", r"\left(", "", "$$", "\x00"])
+def test_malformed_latex_never_raises(junk):
+    assert isinstance(lex(junk), list)
+    assert isinstance(query_terms(junk), list)
+
+
+def test_tokenizing_real_documents_is_fast(shared_data):
+    docs = []
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
+        for line, _ in zip(f, range(2000)):
+            record = json.loads(line)
+            docs.append(make_document(record["id"], record["text"]))
+    started = time.perf_counter()
+    terms = sum(len(analyze(d.text, d.formulas)) for d in docs)
+    seconds = time.perf_counter() - started
+    assert terms > 100_000
+    assert seconds < 10, f"{len(docs)} documents took {seconds:.1f} s"

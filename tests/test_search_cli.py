@@ -1,0 +1,42 @@
+"""`mathscout search` as a user runs it: readable hits with highlights, JSON output, one-line errors."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+MATHSCOUT = Path(sys.executable).with_name("mathscout")
+
+
+def _search(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    return subprocess.run([str(MATHSCOUT), "search", *args], capture_output=True, text=True, timeout=180, env=env)
+
+
+def test_search_prints_ranked_hits_with_highlighted_terms(small_index):
+    out = _search("--index", str(small_index), "--k", "3", "improper Riemann integral of $\\frac{\\sin x}{x}$")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].lstrip().startswith("1. ") and "score" in lines[0]
+    assert "**" in out.stdout  # not a terminal: highlights are marked **…**
+    assert "\033[" not in out.stdout  # and no colour codes
+    assert "**integral" in out.stdout.lower() or "**$" in out.stdout
+    assert "formulas: $" in out.stdout
+
+
+def test_search_json_is_machine_readable(small_index):
+    out = _search("--index", str(small_index), "--k", "4", "--json", "prove $a^2+b^2=c^2$")
+    assert out.returncode == 0, out.stderr
+    hits = json.loads(out.stdout)
+    assert [h["rank"] for h in hits] == [1, 2, 3, 4]
+    assert {"doc_id", "score", "title", "snippet", "formulas", "components"} <= set(hits[0])
+
+
+def test_search_errors_are_one_line(small_index, tmp_path):
+    empty = _search("--index", str(small_index), "  ")
+    assert empty.returncode == 2
+    assert "query is empty" in empty.stderr and "Traceback" not in empty.stderr
+    missing = _search("--index", str(tmp_path / "none"), "x^2")
+    assert missing.returncode == 2
+    assert "mathscout index" in missing.stderr and "Traceback" not in missing.stderr

@@ -1,0 +1,204 @@
+"""Mathematical types: dictionary, detection, type embeddings, type-aware expansion (TypesExp, Types2X, RM3)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from mathscout.errors import MathScoutError
+from mathscout.types_expansion.detect import TERMS_FILE, TypeDetector, detect_types, read_terms, singular
+from mathscout.types_expansion.dictionary import Entry, normalize_entry, normalized_terms
+from mathscout.types_expansion.embeddings import train_type_embeddings
+from mathscout.types_expansion.expand import expand_query, load_type_model
+
+TINY_INDEX_DOCS = 300
+
+
+# ---- dictionary --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("Abelian group", "abelian group"),
+    ("k\\\"ochel number", "kochel number"),  # LaTeX accents folded
+    ("erd\\H{o}s number", "erdos number"),
+    ("{\\O}ystein ore", "oystein ore"),
+    ("random graph (infinite)", "random graph"),  # parenthetical gloss dropped
+    ("Stokes' theorem", "stokes theorem"),
+    ("well-defined", "well defined"),  # hyphen → space
+    ("$\\kappa$-categorical", None),  # mostly LaTeX
+    ("c^\\infty n-plane distribution", None),
+    ("of", None),  # a single stopword
+    ("lemma", None),  # a discourse word, not a type
+    ("every $\\epsilon$-automaton is equivalent to an automaton", None),  # a clause
+    ("pythagorean hypotenuses are contraharmonic means", None),
+])
+def test_dictionary_entries_are_normalised_or_dropped(raw, expected):
+    assert normalize_entry(raw) == expected
+
+
+def test_plural_spellings_of_one_type_collapse_to_the_title():
+    terms, dropped = normalized_terms([
+        Entry("abelian group", "title"), Entry("abelian groups", "synonym"), Entry("Abelian-Group", "defines"),
+    ])
+    assert terms == ["abelian group"]
+    assert dropped["duplicate after normalisation"] == 2
+
+
+def test_shipped_dictionary_attributes_planetmath_and_holds_types():
+    first = TERMS_FILE.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("#") and "PlanetMath" in first and "CC BY-SA 3.0" in first
+    terms = read_terms()
+    assert len(terms) > 5000
+    assert {"abelian group", "vector space", "cauchy sequence", "group"} <= set(terms)
+
+
+# ---- detection ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def detector() -> TypeDetector:
+    return TypeDetector(["group", "abelian group", "free abelian group", "matrix", "well defined function",
+                         "stokes theorem", "vector space"])
+
+
+def test_longest_match_wins(detector):
+    text = "Every free abelian group is an abelian group, and a group."
+    assert [(m.term, text[m.start:m.end]) for m in detector.detect(text)] == [
+        ("free abelian group", "free abelian group"), ("abelian group", "abelian group"), ("group", "group"),
+    ]
+
+
+def test_plurals_case_hyphens_and_possessives_match(detector):
+    text = "Abelian Groups, invertible matrices, a well-defined function and Stokes's theorem"
+    found = detector.detect(text)
+    assert [m.term for m in found] == ["abelian group", "matrix", "well defined function", "stokes theorem"]
+    assert text[found[0].start:found[0].end] == "Abelian Groups"
+    assert singular("properties") == "property" and singular("vertices") == "vertex"
+    assert singular("series") == "series" and singular("classes") == "class"
+
+
+def test_formulas_and_punctuation_break_matches(detector):
+    assert [m.term for m in detector.detect("an abelian $G$ group")] == ["group"]
+    assert [m.term for m in detector.detect("vector. Space")] == []
+    assert detector.sentences("Let $V$ be a vector space. Then $\\dim V = 3$.") == [
+        ["let", "@@@", "be", "a", "vector_space"], ["then", "@@@"],
+    ]
+
+
+def test_shipped_dictionary_detects_types_in_real_text():
+    found = [m.term for m in detect_types("Is every finite abelian group a direct product of cyclic groups?")]
+    assert "abelian group" in found and "group" not in found
+
+
+# ---- embeddings and expansion --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shared_texts(shared_data) -> list[str]:
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in itertools.islice(f, 400)]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(shared_texts, tmp_path_factory):
+    from mathscout.types_expansion.detect import default_detector
+
+    model, stats, _ = train_type_embeddings(shared_texts, default_detector(), tmp_path_factory.mktemp("w2v"),
+                                            min_count=2, vector_size=32, epochs=3, workers=1)
+    assert stats.type_mentions > 1000
+    return model
+
+
+def test_tiny_word2vec_returns_type_neighbours(tiny_model):
+    assert "group" in tiny_model
+    neighbours = tiny_model.neighbours("group", 5)
+    assert len(neighbours) == 5
+    assert all(n in tiny_model.types and n != "group" and -1 <= s <= 1 for n, s in neighbours)
+    assert [s for _, s in neighbours] == sorted((s for _, s in neighbours), reverse=True)
+
+
+def test_expansion_adds_fresh_neighbours_of_query_types(tiny_model):
+    expansion = expand_query("Is a subgroup of an abelian group normal?", tiny_model)
+    assert not expansion.is_noop and "abelian group" in expansion.types
+    assert expansion.expansions and all(new not in expansion.types for _, new, _ in expansion.expansions)
+    weights = expansion.type_weights()
+    assert weights["abelian_group"] == 2.0 and all(w == 2.0 for w in weights.values())
+
+
+def test_type_free_query_is_not_expanded(tiny_model):
+    expansion = expand_query("what is $1+1$?", tiny_model)
+    assert expansion.is_noop and expansion.expansions == [] and expansion.type_weights() == {}
+    assert "no mathematical types" in expansion.summary()
+
+
+# ---- the `types` component and the types / types2x / rm3 modes ----------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_index(shared_data, tmp_path_factory):
+    """A bm25-only index over the first documents of the collection (the types component added later)."""
+    from mathscout.index.builder import build_index
+
+    source = tmp_path_factory.mktemp("types-docs") / "docs.jsonl"
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
+        source.write_text("".join(itertools.islice(f, TINY_INDEX_DOCS)), encoding="utf-8")
+    path = tmp_path_factory.mktemp("types-index") / "tiny"
+    build_index([source], path, ["bm25"])
+    return path
+
+
+def test_missing_type_model_names_the_build_command(tiny_index):
+    from retrievers import open_retriever
+
+    command = f"mathscout index --index {tiny_index} --components types"
+    with pytest.raises(MathScoutError, match="--components types") as error:
+        open_retriever(tiny_index, "types")
+    assert command in str(error.value)
+    with pytest.raises(MathScoutError) as error:
+        load_type_model(tiny_index)
+    assert command in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def typed_index(tiny_index):
+    from mathscout.index.builder import add_components
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MATHSCOUT_PLANETMATH", str(tiny_index / "no-planetmath-here"))  # keep the build small
+        manifest = add_components(tiny_index, ["types"])
+    stats = manifest.components["types"]
+    assert stats["documents"] == TINY_INDEX_DOCS and stats["planetmath_extra_texts"] == 0
+    assert stats["type_mentions"] > 0 and stats["types_with_vectors"] > 0
+    return tiny_index
+
+
+def test_type_modes_add_type_scores_to_bm25(typed_index):
+    from retrievers import open_retriever
+
+    query = "Is every finite abelian group a direct product of cyclic groups?"
+    bm25 = open_retriever(typed_index, "bm25").search(query, k=10)
+    types2x = open_retriever(typed_index, "types2x")
+    hits = types2x.search(query, k=10)
+    assert hits and [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    assert any(h.components["types"] > 0 for h in hits)
+    assert all(h.score == pytest.approx(h.components["bm25"] + h.components["types"]) for h in hits)
+    assert [h.doc_id for h in hits] != [h.doc_id for h in bm25]
+    types = open_retriever(typed_index, "types")
+    assert types.expansion(query).expansions and not types2x.expansion(query).expansions
+
+
+def test_type_free_query_ranks_like_bm25(typed_index):
+    from retrievers import open_retriever
+
+    query = "$x^2+1$"
+    types = open_retriever(typed_index, "types")
+    assert types.expansion(query).is_noop
+    assert [h.doc_id for h in types.search(query, k=5)] == [h.doc_id for h in open_retriever(typed_index, "bm25").search(query, k=5)]
+
+
+def test_rm3_mode_reranks_with_feedback(typed_index):
+    from retrievers import open_retriever
+
+    query = "convergence of the harmonic series"
+    rm3 = open_retriever(typed_index, "rm3").search(query, k=10)
+    bm25 = open_retriever(typed_index, "bm25").search(query, k=10)
+    assert rm3 and set(rm3[0].components) == {"rm3"}
+    assert [h.doc_id for h in rm3] != [h.doc_id for h in bm25]
