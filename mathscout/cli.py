@@ -88,6 +88,22 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     run_benchmark(args.name, args.rest)
 
 
+# `mathscout train NAME …`: each trainer is a module with `main(argv)`; issues add theirs here.
+TRAINERS = {
+    "types": ("retrievers.types", "type dictionary detection + word2vec type embeddings into an index (adds 'types')"),
+    "dense": ("mathscout.dense.train", "contrastive fine-tuning of the bi-encoder on the train topics"),
+}
+
+
+def _cmd_train(args: argparse.Namespace) -> None:
+    import importlib
+
+    if args.name not in TRAINERS:
+        listing = "; ".join(f"{n}: {d}" for n, (_, d) in sorted(TRAINERS.items()))
+        raise MathScoutError(f"unknown trainer '{args.name}' (available — {listing})")
+    importlib.import_module(TRAINERS[args.name][0]).main(args.rest)
+
+
 def _add_index(sub) -> None:
     p = sub.add_parser("index", help="build an index directory (or add components to one)")
     p.add_argument("--input", nargs="+", type=Path, help="JSONL files, ARQMath Posts XML files, or folders of .md/.tex/.txt")
@@ -137,7 +153,14 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=_cmd_bench)
 
 
-SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench]
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="train a model (dense bi-encoder, type embeddings)")
+    p.add_argument("name", help=f"what to train ({', '.join(TRAINERS)})")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the trainer")
+    p.set_defaults(func=_cmd_train)
+
+
+SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench, _add_train]
 
 
 def build_parser() -> argparse.ArgumentParser:
