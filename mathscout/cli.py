@@ -92,6 +92,7 @@ def _cmd_bench(args: argparse.Namespace) -> None:
 TRAINERS = {
     "types": ("retrievers.types", "type dictionary detection + word2vec type embeddings into an index (adds 'types')"),
     "dense": ("mathscout.dense.train", "contrastive fine-tuning of the bi-encoder on the train topics"),
+    "fusion": ("evaluation.tuning", "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)"),
 }
 
 
@@ -102,6 +103,15 @@ def _cmd_train(args: argparse.Namespace) -> None:
         listing = "; ".join(f"{n}: {d}" for n, (_, d) in sorted(TRAINERS.items()))
         raise MathScoutError(f"unknown trainer '{args.name}' (available — {listing})")
     importlib.import_module(TRAINERS[args.name][0]).main(args.rest)
+
+
+def _cmd_serve(args: argparse.Namespace) -> None:
+    import os
+
+    from ui.app import serve
+
+    serve(args.index or [], host=args.host, port=args.port, public=args.public, share=args.share,
+          auth=args.auth or os.environ.get("MATHSCOUT_AUTH"), use_llm=False if args.no_llm else None)
 
 
 def _add_index(sub) -> None:
@@ -160,7 +170,20 @@ def _add_train(sub) -> None:
     p.set_defaults(func=_cmd_train)
 
 
-SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench, _add_train]
+def _add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="the chat page in a browser (Gradio), on 127.0.0.1 by default")
+    p.add_argument("--index", type=Path, action="append", help="an index to offer (repeatable; default: the demo "
+                   "index and every index under $MATHSCOUT_HOME/indexes)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (non-local ones need --public)")
+    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--public", action="store_true", help="allow binding beyond localhost (e.g. --host 0.0.0.0)")
+    p.add_argument("--share", action="store_true", help="also open a public gradio.live link")
+    p.add_argument("--auth", metavar="USER:PASSWORD", help="require a login (or set MATHSCOUT_AUTH)")
+    p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
+    p.set_defaults(func=_cmd_serve)
+
+
+SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench, _add_train, _add_serve]
 
 
 def build_parser() -> argparse.ArgumentParser:

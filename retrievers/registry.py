@@ -33,6 +33,8 @@ def _load_builtin() -> None:
     import retrievers.bm25  # noqa: F401
     import retrievers.structure  # noqa: F401
     import retrievers.types  # noqa: F401
+    import retrievers.fusion  # noqa: F401
+    import retrievers.splade  # noqa: F401
 
 
 def available_modes() -> dict[str, ModeSpec]:

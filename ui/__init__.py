@@ -1,1 +1,1 @@
-"""The Gradio chat page (`mathscout serve`): arrives with the UI issue."""
+"""The MathScout chat page (Gradio): `mathscout serve` builds it with `ui.app.build_app`."""

@@ -1,0 +1,186 @@
+"""Learned sparse retrieval (SPLADE-max, thesis Eq. 5.17; text-only, Eq. 5.19): the `splade` component and mode,
+MABOWDOR-full's sparse text run.
+
+No SPLADE checkpoint ships with MathScout and none can be downloaded offline: the component encodes with a
+local masked-LM checkpoint directory named by MATHSCOUT_SPLADE_MODEL. Document weights are quantised as
+pyserini does (×256/5) and indexed as term frequencies of a Lucene impact index; queries are encoded the
+same way and searched with pyserini's LuceneImpactSearcher (score = Σ query weight × document weight).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from mathscout import java
+from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import ComponentSpec, register_component
+from mathscout.index.layout import IndexDir
+from mathscout.store import DocumentStore
+from mathscout.types import Document, Hit, Query
+from retrievers.base import BaseRetriever, prepare_query
+from retrievers.registry import ModeSpec, register_mode
+
+MODEL_ENV = "MATHSCOUT_SPLADE_MODEL"
+MAX_DOC_TOKENS = 512
+MAX_QUERY_TOKENS = 256
+BATCH = 8
+QUANT_RANGE, WEIGHT_RANGE = 256, 5.0  # pyserini's quantisation of SPLADE weights
+
+
+def model_path(configured: str | Path | None = None) -> Path:
+    """The local SPLADE checkpoint: the argument, else $MATHSCOUT_SPLADE_MODEL; a clear error when there is none."""
+    value = configured or os.environ.get(MODEL_ENV)
+    if not value:
+        raise MathScoutError(f"learned sparse retrieval needs a local SPLADE checkpoint (a masked-LM model directory); "
+                             f"none ships with MathScout and none can be downloaded offline: set {MODEL_ENV}=PATH")
+    path = Path(value)
+    if not (path / "config.json").is_file():
+        raise MathScoutError(f"{path} is not a model directory (no config.json): point {MODEL_ENV} at a SPLADE checkpoint")
+    return path
+
+
+class SpladeEncoder:
+    """Text → quantised term weights: max over tokens of log(1 + ReLU(MLM logits)) (Eq. 5.17); with
+    `text_only`, the tokenizer's added (math) vocabulary is masked out of the output (Eq. 5.19)."""
+
+    def __init__(self, path: Path, text_only: bool = True):
+        import torch
+        from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            self.model = AutoModelForMaskedLM.from_pretrained(str(path), local_files_only=True).eval()
+        except (OSError, ValueError) as exc:
+            raise MathScoutError(f"cannot load the SPLADE checkpoint {path}: {str(exc).splitlines()[0]}") from exc
+        self.torch = torch
+        self.path = path
+        self.vocabulary = {i: t for t, i in self.tokenizer.get_vocab().items()}
+        size = self.model.config.vocab_size
+        self.mask = torch.ones(size)
+        if text_only:  # Γ = the non-math vocabulary: math tokens are the ones added to the base tokenizer
+            special = set(self.tokenizer.all_special_ids)
+            for token_id in self.tokenizer.get_added_vocab().values():
+                if token_id < size and token_id not in special:
+                    self.mask[token_id] = 0.0
+
+    def encode(self, texts: list[str], max_length: int = MAX_DOC_TOKENS) -> list[dict[str, int]]:
+        inputs = self.tokenizer(texts, max_length=max_length, truncation=True, padding="longest", return_tensors="pt")
+        with self.torch.inference_mode():
+            logits = self.model(**inputs).logits
+            weights = self.torch.log1p(self.torch.relu(logits)) * inputs["attention_mask"].unsqueeze(-1)
+            pooled = weights.max(dim=1).values * self.mask  # Eq. 5.17 (and 5.19's mask)
+        quantised = self.torch.round(pooled / WEIGHT_RANGE * QUANT_RANGE).to(self.torch.int64)
+        result = []
+        for row in quantised:
+            ids = self.torch.nonzero(row).flatten().tolist()
+            result.append({self.vocabulary[i]: int(row[i]) for i in ids if i in self.vocabulary})
+        return result
+
+
+class QueryEncoder:
+    """The query side for pyserini's LuceneImpactSearcher (`encode(text) → {term: weight}`)."""
+
+    def __init__(self, encoder: SpladeEncoder):
+        self.encoder = encoder
+
+    def encode(self, text: str, **_options) -> dict[str, int]:
+        return self.encoder.encode([text], MAX_QUERY_TOKENS)[0]
+
+
+def _text(document: Document) -> str:
+    title = document.title.strip()
+    return document.text if not title or document.text.lstrip().startswith(title) else f"{title}\n{document.text}"
+
+
+class SpladeComponent:
+    """Encodes every document with the local checkpoint into a Lucene impact index."""
+
+    name = "splade"
+
+    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+        path = model_path()
+        encoder = SpladeEncoder(path)
+        started = time.perf_counter()
+        indexer = java.lucene_index().LuceneIndexer(args=["-index", str(target), "-pretokenized", "-impact", "-quiet"],
+                                                    threads=1)
+        docs = postings = 0
+        batch: list[Document] = []
+
+        def flush() -> None:
+            nonlocal docs, postings
+            vectors = encoder.encode([_text(d) for d in batch])
+            lines = []
+            for document, vector in zip(batch, vectors):
+                postings += len(vector)
+                contents = " ".join(" ".join([term] * weight) for term, weight in vector.items())
+                lines.append(json.dumps({"id": document.id, "contents": contents}, ensure_ascii=False))
+            indexer.add_batch_raw(lines)
+            docs += len(batch)
+            batch.clear()
+
+        try:
+            for document in tqdm(store.iter_documents(), total=store.count(), desc="splade", unit=" docs",
+                                 file=sys.stderr, mininterval=1.0):
+                batch.append(document)
+                if len(batch) == BATCH:
+                    flush()
+            if batch:
+                flush()
+        finally:
+            indexer.close()
+        seconds = time.perf_counter() - started
+        print(f"splade: {docs:,} documents in {seconds:.1f} s ({docs / max(seconds, 1e-9):.1f} docs/s), "
+              f"{postings / max(docs, 1):.0f} terms per document", file=sys.stderr)
+        return {"docs": docs, "model": str(path.resolve()), "vocab_size": len(encoder.vocabulary),
+                "terms_per_doc": round(postings / max(docs, 1), 1), "seconds": round(seconds, 2),
+                "bytes": sum(f.stat().st_size for f in target.rglob("*") if f.is_file())}
+
+
+class SpladeRetriever(BaseRetriever):
+    """SPLADE over the `splade` impact index, queries encoded by the checkpoint the index was built with
+    (or MATHSCOUT_SPLADE_MODEL / `model=` when it has moved; its vocabulary must match)."""
+
+    name = "splade"
+
+    def __init__(self, index: IndexDir, model: str | Path | None = None):
+        folder = index.component_path("splade")
+        stats = index.manifest.components.get("splade", {})
+        path = model_path(model or os.environ.get(MODEL_ENV) or stats.get("model"))
+        self.encoder = SpladeEncoder(path)
+        if stats.get("vocab_size") not in (None, len(self.encoder.vocabulary)):
+            raise MathScoutError(f"the SPLADE checkpoint {path} has a {len(self.encoder.vocabulary):,}-term vocabulary "
+                                 f"but {index.path} was built with {stats['vocab_size']:,}: use the same checkpoint")
+        try:
+            self._searcher = java.lucene_search().LuceneImpactSearcher(str(folder), QueryEncoder(self.encoder))
+        except Exception as exc:  # a Java exception: not a readable Lucene index
+            raise IndexMissingError(f"the splade index in {folder} is unreadable ({str(exc).splitlines()[0]}): rebuild "
+                                    f"it with 'mathscout index --index {index.path} --components splade'") from exc
+
+    def rank(self, query: Query, k: int) -> list[Hit]:
+        results = self._searcher.search(query.text, k)
+        if not results and not self.encoder.encode([query.text], MAX_QUERY_TOKENS)[0]:
+            raise QueryError(f"the query {query.text[:60]!r} has no SPLADE terms")
+        return [Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
+                for n, r in enumerate(results, start=1)]
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        return self.rank(query, k)
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        return {q.id: self.rank(prepare_query(q), k) for q in queries}
+
+
+def _open(index: IndexDir, **options) -> SpladeRetriever:
+    return SpladeRetriever(index, **options)
+
+
+register_component(ComponentSpec("splade", SpladeComponent, "learned sparse (SPLADE) impact index from a local "
+                                 f"checkpoint (${MODEL_ENV})", default=False))
+register_mode(ModeSpec("splade", _open, ("splade",), "learned sparse retrieval (SPLADE impact search; local checkpoint)"))

@@ -1,0 +1,206 @@
+"""The MathScout chat page: `build_app` lays out the Gradio Blocks, `serve` starts it (`mathscout serve`)."""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import gradio as gr
+
+from mathscout.config import DEMO_CORPUS
+from mathscout.errors import MathScoutError
+from ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
+from ui.indexes import discover_indexes
+from ui.inputs import formula_problem
+from ui.style import CSS, HEAD
+
+LATEX_DELIMITERS = [
+    {"left": "$$", "right": "$$", "display": True},
+    {"left": "$", "right": "$", "display": False},
+    {"left": "\\(", "right": "\\)", "display": False},
+    {"left": "\\[", "right": "\\]", "display": True},
+    *({"left": f"\\begin{{{env}}}", "right": f"\\end{{{env}}}", "display": True}
+      for env in ("equation", "equation*", "align", "align*", "gather", "gather*")),
+]
+MODE_LABELS = {
+    "auto": "auto — the agent plans the search",
+    "structure": "structure — formula trees (Approach Zero)",
+    "hybrid": "hybrid — structure + dense + text, fused",
+    "dense": "dense — embeddings",
+    "bm25": "text — math-aware BM25",
+    "text": "text — math-aware BM25",
+    "types": "types — BM25 + type expansion",
+    "types2x": "types2x — BM25 + query types",
+    "rm3": "rm3 — BM25 + feedback",
+    "splade": "splade — learned sparse",
+}
+log = logging.getLogger("mathscout.ui")
+EXAMPLES_FILE = DEMO_CORPUS.parent / "demo_examples.json"
+MAX_EXAMPLES = 6
+CONCURRENCY = 4  # turns computed at once; more sessions wait in Gradio's queue
+WARM_UP_QUESTION = "Why is $a^2+b^2=c^2$ true?"
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def example_questions(limit: int = MAX_EXAMPLES) -> list[str]:
+    """Questions the demo corpus answers well (mathscout/data/demo_examples.json)."""
+    try:
+        return [e["question"] for e in json.loads(EXAMPLES_FILE.read_text(encoding="utf-8"))][:limit]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def mode_choices(modes: Sequence[str]) -> list[tuple[str, str]]:
+    return [(MODE_LABELS.get(m, m), m) for m in modes]
+
+
+def formula_preview(latex: str | None) -> str:
+    """The live preview under the formula input: the rendered formula and whether it can be read."""
+    latex = (latex or "").strip()
+    for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if latex.startswith(left) and latex.endswith(right) and len(latex) > len(left) + len(right):
+            latex = latex[len(left) : -len(right)].strip()
+            break
+    if not latex:
+        return "<span class=\"ms-hint\">Type LaTeX without dollar signs to see it rendered, then insert it into your question.</span>"
+    if "$" in latex:
+        return "**Note:** Leave out the `$` signs inside the formula: they are added when you insert it."
+    shown = f"$${html.escape(' '.join(latex.split()), quote=False)}$$"
+    problem = formula_problem(latex)
+    if problem:
+        return (f"{shown}\n\n**Note:** this formula can't be read completely ({html.escape(problem)}): check braces and "
+                "`\\left`/`\\right` pairs. It can still be searched, as far as it can be read.")
+    return f"{shown}\n\n<span class=\"ms-ok\">readable formula</span>"
+
+
+def insert_formula(question: str | None, latex: str | None) -> str:
+    latex = (latex or "").strip().strip("$").strip()
+    if not latex:
+        return question or ""
+    return f"{(question or '').rstrip()} ${latex}$".strip()
+
+
+def build_app(pool: AssistantPool) -> gr.Blocks:
+    """The page: chat with formula input and examples on the left; settings, results and trace on the right."""
+    default = pool.assistant(None)
+    llm_usable, llm_reason = default.llm_status
+    choices = list(pool.choices.values())
+
+    def respond(message, history, index_key, mode, k, rerank, use_llm, state):
+        first = True
+        for out in run_turn(pool, message, history, state, index_key=index_key, mode=mode, k=k, rerank=rerank,
+                            use_llm=bool(use_llm) and llm_usable):
+            yield out.chat, out.results, out.trace, ("" if first else gr.skip()), out.state
+            first = False
+
+    def change_index(index_key):
+        try:
+            modes = pool.assistant(index_key).modes()
+        except Exception as exc:  # an index that cannot be opened: say so, keep the page as it is
+            log.exception("cannot open index %r", index_key)
+            reason = str(exc) if isinstance(exc, MathScoutError) else f"{type(exc).__name__}: {exc}"
+            gr.Warning(f"cannot open this index: {reason}")
+            return gr.update()
+        return gr.update(choices=mode_choices(modes), value="auto" if "auto" in modes else modes[0])
+
+    with gr.Blocks(title="MathScout") as app:
+        state = gr.State(SessionState())
+        gr.HTML(
+            "<div class=\"ms-header\"><span class=\"ms-logo\">MathScout</span> <span class=\"ms-tagline\">math-aware "
+            "answers with sources — ask in words and LaTeX (<code>$…$</code>); click a citation such as "
+            "<code>[demo:algebra-004]</code> to see its document</span></div>"
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3, min_width=460):
+                chatbot = gr.Chatbot(
+                    elem_id="ms-chat", height=560, latex_delimiters=LATEX_DELIMITERS, layout="bubble",
+                    label="Chat", show_label=False, feedback_options=None, buttons=["copy"],
+                    placeholder="<b>Ask a math question.</b><br>Answers appear here with rendered formulas and "
+                                "citations; the documents behind them appear on the right.",
+                )
+                with gr.Row(equal_height=True):
+                    question = gr.Textbox(
+                        show_label=False, lines=2, max_lines=8, scale=6, elem_id="ms-question", autofocus=True,
+                        placeholder="e.g. How do I simplify $\\frac{t+1}{t}$?  (Enter sends, Shift+Enter: new line)",
+                    )
+                    send = gr.Button("Ask", variant="primary", scale=1, min_width=90, elem_id="ms-send")
+                with gr.Accordion("Formula editor (live preview)", open=False, elem_id="ms-formula-panel"):
+                    with gr.Row(equal_height=True):
+                        formula = gr.Textbox(label="LaTeX", placeholder="\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}",
+                                             scale=4, elem_id="ms-formula")
+                        insert = gr.Button("Insert into question", scale=1, min_width=120, elem_id="ms-insert")
+                    preview = gr.Markdown(formula_preview(""), latex_delimiters=LATEX_DELIMITERS,
+                                          elem_id="ms-formula-preview")
+                gr.Examples([[q] for q in example_questions()], inputs=[question],
+                            label="Example questions (answered by the demo corpus)", elem_id="ms-examples")
+            with gr.Column(scale=2, min_width=380):
+                with gr.Accordion("Search settings", open=True, elem_id="ms-settings"):
+                    index = gr.Dropdown(
+                        [(c.label, c.key) for c in choices], value=choices[0].key, label="Index",
+                        allow_custom_value=True, elem_id="ms-index", interactive=len(choices) > 1,
+                        info=None if len(choices) > 1 else "one index available (start with --index DIR for more)",
+                    )
+                    mode = gr.Dropdown(mode_choices(default.modes()), value="auto", label="Search mode",
+                                       elem_id="ms-mode")
+                    with gr.Row():
+                        k = gr.Slider(1, MAX_K, value=10, step=1, label="Results (k)", elem_id="ms-k")
+                        rerank = gr.Checkbox(False, label="Rerank the results", elem_id="ms-rerank")
+                    llm = gr.Checkbox(llm_usable, label="Use an LLM to plan and write the answer",
+                                      interactive=llm_usable, info=llm_reason, elem_id="ms-llm")
+                gr.HTML("<div class=\"ms-section\">Search results</div>")
+                results = gr.Markdown(EMPTY_RESULTS, latex_delimiters=LATEX_DELIMITERS, elem_id="ms-results",
+                                      max_height=620, sanitize_html=True)
+                with gr.Accordion("How this answer was found (trace)", open=False, elem_id="ms-trace-panel"):
+                    trace = gr.Markdown(EMPTY_TRACE, latex_delimiters=LATEX_DELIMITERS, elem_id="ms-trace")
+
+        gr.on([question.submit, send.click], respond,
+              inputs=[question, chatbot, index, mode, k, rerank, llm, state],
+              outputs=[chatbot, results, trace, question, state],
+              api_name="ask", concurrency_limit=CONCURRENCY, show_progress="hidden")
+        chatbot.clear(lambda: (SessionState(), EMPTY_RESULTS, EMPTY_TRACE), None, [state, results, trace],
+                      api_visibility="private")
+        index.change(change_index, [index], [mode], api_visibility="private", show_progress="hidden")
+        formula.change(formula_preview, [formula], [preview], show_progress="hidden", trigger_mode="always_last",
+                       api_visibility="private", concurrency_limit=None)
+        insert.click(insert_formula, [question, formula], [question], api_visibility="private", concurrency_limit=None)
+    return app
+
+
+def warm_up(pool: AssistantPool) -> None:
+    """Answer one question before the page opens, so the first visitor does not wait for the JVM and models."""
+    started = time.perf_counter()
+    assistant = pool.assistant(None)  # an assistant that cannot even be created stops `serve` here
+    try:
+        assistant.ask(WARM_UP_QUESTION, mode="auto", k=3, use_llm=False)
+    except Exception as exc:  # the page still starts; the first question will show the problem
+        log.warning("warm-up question failed: %s", exc)
+    print(f"MathScout: ready in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: int = 7860, public: bool = False,
+          share: bool = False, auth: str | None = None, use_llm: bool | None = None, quiet: bool = False) -> None:
+    """Start the page and block until interrupted. Non-local binding and share links need `public=True`."""
+    if host not in LOCAL_HOSTS and not public:
+        raise MathScoutError(f"binding to {host} makes the page reachable from other machines: add --public to "
+                             "confirm (and consider --auth user:password)")
+    credentials = None
+    if auth:
+        user, sep, password = auth.partition(":")
+        if not sep or not user or not password:
+            raise MathScoutError("--auth needs USER:PASSWORD (both non-empty)")
+        credentials = (user, password)
+    pool = AssistantPool(discover_indexes(index_paths), use_llm=use_llm)
+    warm_up(pool)
+    app = build_app(pool)
+    app.queue(default_concurrency_limit=CONCURRENCY)
+    print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} (Ctrl-C stops)", flush=True)
+    try:
+        app.launch(server_name=host, server_port=port, share=share, auth=credentials, quiet=quiet,
+                   show_error=False, footer_links=["api", "settings"], inbrowser=False,
+                   theme=gr.themes.Soft(primary_hue="indigo"), css=CSS, head=HEAD)
+    except OSError as exc:
+        raise MathScoutError(f"cannot listen on {host}:{port} ({exc}); choose another --port") from exc

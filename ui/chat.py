@@ -1,0 +1,243 @@
+"""One chat turn: check the message, stream the assistant's work into chat messages, and build the results
+panel and trace. Knows nothing about Gradio's layout; `ui.app` wires it to components.
+
+Each browser session keeps its own `SessionState` (a Gradio State); the only objects shared between
+sessions are the read-only indexes and one `Assistant` per index (`AssistantPool`).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agent.events import AgentEvent, Answer, ToolCall
+from mathscout.errors import MathScoutError
+from mathscout.index.layout import IndexDir
+from mathscout.types import Document
+from ui.cards import CardContext, link_citations, results_html
+from ui.indexes import IndexChoice
+from ui.inputs import check_question
+from ui.trace import progress_markdown, trace_markdown
+
+log = logging.getLogger("mathscout.ui")
+
+MAX_TURNS_KEPT = 5  # results of this many recent questions stay in the panel (older citations then say so)
+MAX_K = 50
+_INLINE_MATH = re.compile(r"\$[^$\n]+\$")
+EMPTY_RESULTS = "<div class=\"ms-empty\">Ask a question: the documents the answer is built from appear here.</div>"
+EMPTY_TRACE = "_The agent's tool calls, formula rewrites and type expansions appear here after a question._"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One answered question of a session and its result cards."""
+
+    number: int
+    question: str
+    cards: str
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """Per-browser-session state (immutable: every turn returns a new one)."""
+
+    turns: tuple[Turn, ...] = ()
+    next_turn: int = 1
+
+    def with_turn(self, question: str, cards: str) -> SessionState:
+        turn = Turn(self.next_turn, question, cards)
+        return replace(self, turns=(self.turns + (turn,))[-MAX_TURNS_KEPT:], next_turn=self.next_turn + 1)
+
+
+def panel_html(state: SessionState | None) -> str:
+    """The results panel: the latest question's cards, earlier ones folded away underneath."""
+    if state is None or not state.turns:
+        return EMPTY_RESULTS
+    *earlier, latest = state.turns
+    parts = [f"<div class=\"ms-turn\"><div class=\"ms-turn-question\">Results for: {_question_html(latest.question)}</div>"
+             f"\n{latest.cards}\n</div>"]
+    for turn in reversed(earlier):
+        parts.append(f"<details class=\"ms-turn ms-turn-earlier\"><summary>Earlier: {_question_html(turn.question)}</summary>"
+                     f"\n{turn.cards}\n</details>")
+    return "\n".join(parts)
+
+
+def _question_html(text: str, limit: int = 160) -> str:
+    """A question as a one-line heading (long ones cut, an unpaired `$` dropped so KaTeX is not confused)."""
+    text = " ".join(text.split())
+    text = text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+    return html.escape(text if text.count("$") % 2 == 0 else text.replace("$", ""), quote=False)
+
+
+class AssistantPool:
+    """One Assistant and one document store per offered index, created on first use."""
+
+    def __init__(self, choices: Sequence[IndexChoice], use_llm: bool | None = None):
+        self.choices = {c.key: c for c in choices}
+        self.default_key = choices[0].key
+        self._use_llm = use_llm
+        self._assistants: dict[str, Any] = {}
+        self._indexes: dict[str, IndexDir] = {}
+        self._lock = threading.Lock()
+
+    def choice(self, key: str | None) -> IndexChoice:
+        if not key:
+            return self.choices[self.default_key]
+        if key not in self.choices:
+            raise MathScoutError(f"unknown index '{key}': choose one of {', '.join(self.choices)}")
+        return self.choices[key]
+
+    def assistant(self, key: str | None):
+        try:
+            from agent.assistant import Assistant
+        except ImportError as exc:
+            raise MathScoutError(f"the assistant is not installed ({exc}); reinstall MathScout") from exc
+        choice = self.choice(key)
+        with self._lock:
+            if choice.key not in self._assistants:
+                self._assistants[choice.key] = Assistant(choice.path, use_llm=self._use_llm)
+            return self._assistants[choice.key]
+
+    def documents(self, key: str | None, doc_ids: Sequence[str]) -> dict[str, Document]:
+        choice = self.choice(key)
+        with self._lock:
+            if choice.key not in self._indexes:
+                self._indexes[choice.key] = IndexDir(choice.path)
+            return self._indexes[choice.key].store.get_many(doc_ids)
+
+
+@dataclass
+class TurnView:
+    """What the chat shows for the turn in progress; `messages()` renders it as Gradio message dicts."""
+
+    echo: str
+    input_notices: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    agent_notices: list[str] = field(default_factory=list)
+    answer: str = ""
+    working_title: str = "Working…"
+    done: bool = False
+
+    def messages(self) -> list[dict]:
+        out: list[dict] = [{"role": "user", "content": self.echo}]
+        if self.input_notices:
+            out.append({"role": "assistant", "content": "\n\n".join(f"**Note:** {n}" for n in self.input_notices)})
+        out.append({"role": "assistant", "content": progress_markdown(self.steps),
+                    "metadata": {"title": self.working_title, "status": "done" if self.done else "pending"}})
+        if self.agent_notices:
+            out.append({"role": "assistant",
+                        "content": "\n\n".join(f"**Note:** {_literal_math(n)}" for n in self.agent_notices)})
+        if self.answer:
+            out.append({"role": "assistant", "content": self.answer})
+        return out
+
+
+def _literal_math(message: str) -> str:
+    """Messages that say what to type (`write it between $…$`) show their `$…$` as code, not rendered."""
+    return _INLINE_MATH.sub(lambda m: "`" + m.group(0).replace("`", "'") + "`", message)
+
+
+def _step_line(call: ToolCall, finished: bool) -> str:
+    if not finished:
+        return f"**{call.tool}** running…"
+    if call.error:
+        return f"**{call.tool}** FAILED after {call.seconds:.2f} s: {call.error}"
+    return f"**{call.tool}**: {call.summary or f'{call.hit_count} hits'} ({call.seconds:.2f} s)"
+
+
+@dataclass
+class TurnOutput:
+    """One streamed update: the whole chat, the results panel, the trace and the session state."""
+
+    chat: list[dict]
+    results: str
+    trace: str
+    state: SessionState
+
+
+def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | None, state: SessionState | None, *,
+             index_key: str | None, mode: str, k: int, rerank: bool, use_llm: bool | None) -> Iterator[TurnOutput]:
+    """Answer one message, yielding updates as the assistant works; never raises."""
+    history = list(history or [])
+    state = state or SessionState()
+    panel, trace = panel_html(state), EMPTY_TRACE
+    checked = check_question(message)
+    if checked.problem:
+        yield TurnOutput(history + [{"role": "assistant", "content": f"**Note:** {checked.problem}"}], panel, trace, state)
+        return
+    view = TurnView(checked.echo, list(checked.notices))
+    started = time.perf_counter()
+    try:
+        assistant = pool.assistant(index_key)
+        k = max(1, min(MAX_K, int(k or 10)))
+        yield TurnOutput(history + view.messages(), panel, trace, state)
+        answer: Answer | None = None
+        for event in assistant.stream(checked.text, mode=mode or "auto", k=k, rerank=bool(rerank), use_llm=use_llm):
+            answer = _apply(view, event) or answer
+            yield TurnOutput(history + view.messages(), panel, trace, state)
+        if answer is None:
+            raise MathScoutError("the assistant stopped without an answer")
+    except MathScoutError as exc:
+        view.agent_notices.append(str(exc))
+        view.working_title, view.done = "Stopped: see the note below", True
+        yield TurnOutput(history + view.messages(), panel, trace, state)
+        return
+    except Exception as exc:  # a crashed tool or planner must not take the page (or the server) down
+        log.exception("turn failed: %r", checked.text[:200])
+        view.agent_notices.append(
+            f"Something went wrong while answering ({type(exc).__name__}: {str(exc)[:200]}). "
+            "The page still works: ask again, or try another mode or index.")
+        view.working_title, view.done = f"Stopped after {time.perf_counter() - started:.1f} s: see the note below", True
+        yield TurnOutput(history + view.messages(), panel, trace, state)
+        return
+    try:
+        cards = _cards(pool, index_key, answer, state.next_turn)
+    except Exception as exc:  # the answer still shows; only its cards are missing
+        log.exception("result cards failed")
+        cards = f"<div class=\"ms-empty\">The result cards could not be built ({type(exc).__name__}).</div>"
+    state = state.with_turn(checked.text, cards)
+    view.answer = link_citations(answer.text, answer.hits, state.turns[-1].number)
+    calls = len(answer.trace)
+    view.working_title = (f"Searched: {calls} tool call{'s' * (calls != 1)} · {len(answer.hits)} hits · "
+                          f"{answer.seconds or time.perf_counter() - started:.1f} s")
+    view.done = True
+    yield TurnOutput(history + view.messages(), panel_html(state), trace_markdown(answer), state)
+
+
+def _apply(view: TurnView, event: AgentEvent) -> Answer | None:
+    """Fold one agent event into the turn's view; the final answer is returned."""
+    if event.kind == "plan":
+        view.steps.append(f"Plan: {event.text}")
+    elif event.kind == "tool_start" and event.call:
+        view.steps.append(_step_line(event.call, finished=False))
+    elif event.kind == "tool_end" and event.call:
+        pending = _step_line(event.call, finished=False)
+        line = _step_line(event.call, finished=True)
+        if pending in view.steps:
+            view.steps[len(view.steps) - 1 - view.steps[::-1].index(pending)] = line
+        else:
+            view.steps.append(line)
+        if event.call.error:
+            view.agent_notices.append(f"The tool {event.call.tool} failed ({event.call.error}); the answer was "
+                                      "built without it.")
+    elif event.kind == "notice":
+        view.agent_notices.append(event.text)
+    elif event.kind == "token":
+        view.answer += event.text
+    elif event.kind == "answer" and event.answer:
+        for notice in event.answer.notices:
+            if notice not in view.agent_notices:
+                view.agent_notices.append(notice)
+        return event.answer
+    return None
+
+
+def _cards(pool: AssistantPool, index_key: str | None, answer: Answer, turn: int) -> str:
+    documents = pool.documents(index_key, [h.doc_id for h in answer.hits])
+    return results_html(answer.hits, documents, CardContext(answer.question, turn, answer.mode))

@@ -1,0 +1,59 @@
+"""Which index directories the page offers: the demo index, every index under MATHSCOUT_HOME/indexes,
+and any given with `--index`. Only these can be opened from the browser (never a path sent by a client)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mathscout.config import default_index_path, ensure_demo_index, home
+from mathscout.errors import MathScoutError
+from mathscout.index.layout import MANIFEST, IndexDir
+
+
+@dataclass(frozen=True)
+class IndexChoice:
+    """One selectable index: `key` is what the dropdown sends back, `label` what a person reads."""
+
+    key: str
+    label: str
+    path: Path
+
+
+def _label(name: str, index: IndexDir) -> str:
+    components = [c for c in index.components if c != "store"]
+    return f"{name} — {index.manifest.documents:,} documents ({', '.join(components) or 'documents only'})"
+
+
+def discover_indexes(extra: Iterable[Path | str] = (), build_demo: bool = True) -> list[IndexChoice]:
+    """The default index first (the demo index, built if missing), then MATHSCOUT_HOME/indexes/*, then
+    `extra`; unreadable directories are left out. The keys are the directory names (made unique)."""
+    extra = [Path(p) for p in extra]
+    candidates: list[Path] = []
+    default = ensure_demo_index(default_index_path()) if build_demo else default_index_path()
+    candidates.append(Path(default))
+    indexes_home = home() / "indexes"
+    if indexes_home.is_dir():
+        candidates += sorted(p for p in indexes_home.iterdir() if (p / MANIFEST).is_file())
+    candidates += extra
+    choices: list[IndexChoice] = []
+    seen_paths: set[Path] = set()
+    for path in candidates:
+        resolved = path.resolve()
+        if resolved in seen_paths:
+            continue
+        try:
+            index = IndexDir(path)
+        except MathScoutError:
+            if path in extra:
+                raise
+            continue
+        seen_paths.add(resolved)
+        key = path.name or str(path)
+        if any(c.key == key for c in choices):
+            key = str(path)
+        choices.append(IndexChoice(key, _label(key, index), path))
+    if not choices:
+        raise MathScoutError("no index to serve: build one with 'mathscout index --input PATH --index DIR'")
+    return choices
