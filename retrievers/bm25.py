@@ -183,6 +183,10 @@ class BM25Retriever(BaseRetriever):
     def _search(self, query: Query, k: int) -> list[Hit]:
         weights = self.query_weights(query)
         hits = self._rank(query, weights, k)
+        return self.explain(hits, weights)
+
+    def explain(self, hits: list[Hit], weights: Counter[str]) -> list[Hit]:
+        """Add snippets and matched formulas (query terms weighted by idf) to the first EXPLAINED_HITS hits."""
         term_weights = {t: self.idf(t) for t in weights}
         documents = self.store.get_many(h.doc_id for h in hits[:EXPLAINED_HITS])
         for hit in hits[:EXPLAINED_HITS]:

@@ -24,7 +24,6 @@ from mathscout import java
 from mathscout.errors import IndexMissingError
 from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
-from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
 from mathscout.types_expansion.detect import TypeDetector, read_terms
@@ -32,7 +31,7 @@ from mathscout.types_expansion.dictionary import SHARED_PLANETMATH
 from mathscout.types_expansion.embeddings import EPOCHS, MIN_COUNT, VECTOR_SIZE, WINDOW, WORKERS, train_type_embeddings
 from mathscout.types_expansion.expand import NEIGHBOURS, TYPE_BOOST, Expansion, expand_query, load_type_model
 from retrievers.base import BaseRetriever, prepare_query
-from retrievers.bm25 import BM25Retriever, EXPLAINED_HITS
+from retrievers.bm25 import BM25Retriever
 from retrievers.registry import ModeSpec, register_mode
 
 TYPE_INDEX = "lucene"
@@ -189,15 +188,7 @@ class TypesRetriever(BaseRetriever):
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         hits = self.rank(query, k)
-        weights = self.bm25.query_weights(query)
-        term_weights = {t: self.bm25.idf(t) for t in weights}
-        documents = self.bm25.store.get_many(h.doc_id for h in hits[:EXPLAINED_HITS])
-        for hit in hits[:EXPLAINED_HITS]:
-            document = documents.get(hit.doc_id)
-            if document is not None:
-                hit.snippet = make_snippet(document, term_weights)
-                hit.formulas = match_formulas(document, term_weights)
-        return hits
+        return self.bm25.explain(hits, self.bm25.query_weights(query))
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         """Ranked ids and scores for many queries (no snippets)."""
