@@ -1,0 +1,198 @@
+"""`structure-rewrite`: structure search over the query formula and its SymPy-equivalent forms, fused.
+
+Thesis ch. 6 lists query rewriting as future work for structure search; this mode makes `1 + \\frac{1}{x}`
+also find documents that wrote `\\frac{x+1}{x}`. Each form (the original with weight 1, every rewritten
+form with `rewrite_weight`) is searched by structure search; a formula-only query's scores are first
+divided by the form's perfect-match score (width × P(L_Q; η), Eqs. 3.15–3.16), so forms of different
+sizes are comparable. Fusion: `max` (a document keeps its best weighted form score; the fused top-k is
+exact from each form's top-k) or `weighted` (the weighted sum, CombSUM). Queries with words keep
+structure search's Eq. 3.18 BM25 term; their variants (one formula replaced by one form) fuse raw scores.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from mathscout.errors import QueryError
+from mathscout.index.layout import IndexDir
+from mathscout.render import make_snippet
+from mathscout.latex.tokens import formula_terms, query_terms
+from mathscout.rewrite import RewriteResult, equivalent_forms
+from mathscout.structure.parser import parse_latex
+from mathscout.structure.paths import leaf_count, path_prefixes
+from mathscout.structure.scoring import length_penalty
+from mathscout.structure.search import FormulaHit
+from mathscout.types import Hit, Query
+from retrievers.base import BaseRetriever, prepare_query
+from retrievers.registry import ModeSpec, register_mode
+from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split
+
+REWRITE_WEIGHT = 0.9  # rewritten forms count a little less than the formula the user wrote
+WEIGHTED_DEPTH = 100  # hits per form for `weighted` fusion
+FUSIONS = ("max", "weighted")
+
+
+@dataclass
+class _Variant:
+    """One query searched: the original (form 0) or the query with one formula replaced by a form."""
+
+    query: Query
+    weight: float
+    rule: str  # "original" or the rewrite rule
+    formula: str  # the (first) formula searched, for highlighting
+
+
+@dataclass
+class _Fused:
+    score: float = 0.0
+    best: float = -1.0
+    variant: int = 0
+    formula_hit: FormulaHit | None = None
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+class StructureRewriteRetriever(BaseRetriever):
+    """Structure search fused over equivalent forms of the query's formulas (`mathscout.rewrite`)."""
+
+    name = "structure-rewrite"
+
+    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, **structure_options):
+        if fusion not in FUSIONS:
+            raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
+        self.structure = StructureRetriever(index, **structure_options)
+        self.store = self.structure.store
+        self.fusion = fusion
+        self.rewrite_weight = rewrite_weight
+        self.max_forms = max_forms
+        self.seconds = seconds
+        self.last_rewrites: list[RewriteResult] = []  # what the last query was rewritten into (for tools/UI)
+
+    # ------------------------------------------------------------------ variants
+    def variants(self, query: Query) -> list[_Variant]:
+        """The original query and one variant per equivalent form of each of its formulas (bounded)."""
+        formulas, words = _split(query)
+        if not formulas:
+            raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
+        variants = [_Variant(query, 1.0, "original", formulas[0])]
+        self.last_rewrites = []
+        budget = self.max_forms
+        for i, latex in enumerate(formulas):
+            if budget <= 0:
+                break
+            result = equivalent_forms(latex, max_forms=budget, seconds=self.seconds)
+            self.last_rewrites.append(result)
+            for form in result.forms:
+                if query.formula or (len(formulas) == 1 and not words):
+                    text = Query(id=query.id, text="", formula=form.latex)
+                else:
+                    text = Query(id=query.id, text=_replace_formula(query.text, i, form.latex))
+                variants.append(_Variant(text, self.rewrite_weight, form.rule, form.latex if i == 0 else formulas[0]))
+            budget -= len(result.forms)
+        return variants
+
+    # ------------------------------------------------------------------ ranking
+    def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[str, _Fused], list[_Variant]]:
+        variants = self.variants(query)
+        formula_only = bool(query.formula) or _is_formula_only(query)
+        depth = k if self.fusion == "max" else max(k, WEIGHTED_DEPTH)
+        fused: dict[str, _Fused] = {}
+        for n, variant in enumerate(variants):
+            try:
+                hits, best = self.structure.rank(variant.query, depth)
+            except QueryError:  # a form structure search cannot use
+                continue
+            scale = _perfect_score(self.structure, variant.formula) if formula_only else 1.0
+            if scale <= 0:
+                continue
+            ordinals = self.structure._doc_ordinals()
+            for hit in hits:
+                value = variant.weight * hit.score / scale
+                entry = fused.setdefault(hit.doc_id, _Fused())
+                entry.parts[f"form{n}"] = value
+                if self.fusion == "max":
+                    entry.score = max(entry.score, value)
+                else:
+                    entry.score += value
+                if value > entry.best:
+                    entry.best, entry.variant = value, n
+                    entry.formula_hit = best.get(ordinals[hit.doc_id])
+        ranked = sorted(fused, key=lambda d: (-fused[d].score, d))[:k]
+        hits = []
+        for rank, doc_id in enumerate(ranked, start=1):
+            entry = fused[doc_id]
+            components = {self.name: entry.score, "structure": entry.parts.get("form0", 0.0), "rewrite_form": float(entry.variant)}
+            hits.append(Hit(doc_id=doc_id, score=entry.score, rank=rank, components=components))
+        return hits, fused, variants
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        hits, fused, variants = self.rank(query, k)
+        for result in self.last_rewrites:
+            if result.notice:
+                print(f"notice: {result.notice}", file=sys.stderr)
+        formulas, words = _split(query)
+        weights = {t: 1.0 for t in query_terms(words)} if words else {}
+        for latex in formulas:
+            weights.update({t: 1.0 for t in formula_terms(latex)})
+        explained = hits[:EXPLAINED_HITS]
+        documents = self.store.get_many(h.doc_id for h in explained)
+        prefixes: dict[int, list] = {}
+        for hit in explained:
+            document = documents.get(hit.doc_id)
+            if document is None:
+                continue
+            hit.snippet = make_snippet(document, weights)
+            entry = fused[hit.doc_id]
+            if entry.formula_hit is not None:
+                if entry.variant not in prefixes:
+                    tree = parse_latex(variants[entry.variant].formula).tree
+                    prefixes[entry.variant] = path_prefixes(tree) if tree is not None else []
+                hit.formulas = [self.structure._matched_formula(entry.formula_hit, prefixes[entry.variant])]
+        return hits
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        """Ranked ids and scores for many queries (no snippets); a query without a formula gets no hits."""
+        runs: dict[str, list[Hit]] = {}
+        started = time.perf_counter()
+        rewritten = 0
+        for query in queries:
+            try:
+                hits, _, variants = self.rank(prepare_query(query), k)
+                rewritten += len(variants) > 1
+            except QueryError as exc:
+                print(f"notice: topic {query.id}: {exc}", file=sys.stderr)
+                hits = []
+            runs[query.id] = hits
+        print(f"structure-rewrite: {len(queries)} queries ({rewritten} rewritten) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        return runs
+
+
+def _is_formula_only(query: Query) -> bool:
+    formulas, words = _split(query)
+    return len(formulas) == 1 and not words
+
+
+def _perfect_score(structure: StructureRetriever, latex: str) -> float:
+    """The score of a document formula identical to `latex`: widest width × S_sym = 1 × P(L; η) (Eq. 3.16)."""
+    try:
+        prepared = structure.searcher.prepare(latex)
+    except QueryError:
+        return 0.0
+    return prepared.width * length_penalty(leaf_count(prepared.tree), structure.searcher.eta)
+
+
+def _replace_formula(text: str, index: int, latex: str) -> str:
+    """`text` with its index-th math span replaced by `$latex$`."""
+    from mathscout.corpus.math_spans import find_math
+
+    spans = [s for s in find_math(text) if s.latex.strip()]
+    span = spans[index]
+    return text[: span.start] + f" ${latex}$ " + text[span.end :]
+
+
+def _open(index: IndexDir, **options) -> StructureRewriteRetriever:
+    return StructureRewriteRetriever(index, **options)
+
+
+register_mode(ModeSpec("structure-rewrite", _open, ("structure",), "structure search over the query formula and its SymPy-equivalent forms, fused (max)"))
