@@ -14,6 +14,7 @@ BENCHMARKS = {
     "bm25": ("benchmarks.bm25", "BM25 build and query latency: MathScout math-aware vs pyserini raw text"),
     "structure": ("benchmarks.structure_search", "structure search latency: exhaustive, MaxRef, GBP-NUM, GBP-LEN vs pya0"),
     "hybrid": ("benchmarks.hybrid", "hybrid (MABOWDOR) search latency: p50/p95 per component and fused, full collection"),
+    "rewrite": ("benchmarks.rewrite_equivalence", "formula-equivalence test: recall@10 of structure search with and without SymPy rewriting"),
     "ui-load": ("benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),
 }
 
