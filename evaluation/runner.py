@@ -17,7 +17,7 @@ from retrievers.registry import open_retriever
 
 
 def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str,
-               fmt: str = "trec", tag: str | None = None) -> str:
+               fmt: str = "trec", tag: str | None = None, options: dict | None = None) -> str:
     """Search each topic (top `k`) with the `mode` retriever and write `output`; returns a summary line.
 
     A topic whose search fails is reported on stderr and left out of the run; if every topic fails,
@@ -28,7 +28,10 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
     tag = tag or f"mathscout-{mode}"
     format_run_lines({}, tag, fmt)  # a bad format or tag fails now, not after the whole run
     topics = load_topics(topics_path)
-    retriever = open_retriever(index, mode)
+    try:
+        retriever = open_retriever(index, mode, **(options or {}))
+    except TypeError as exc:  # an option the mode does not take
+        raise MathScoutError(f"mode '{mode}' does not accept these options {sorted(options or {})}: {exc}") from exc
     results: dict[str, list[Hit]] = {}
     failures: list[str] = []
     latencies: list[float] = []

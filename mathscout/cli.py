@@ -66,7 +66,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
     from evaluation.runner import run_topics
 
     index = _open_index(args)
-    summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag)
+    options = dict(_option(o) for o in args.set or [])
+    summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options)
     print(summary)
 
 
@@ -74,7 +75,13 @@ def _cmd_eval(args: argparse.Namespace) -> None:
     from evaluation.measures import compare_runs, evaluate_run
     from evaluation.report import format_comparison, format_evaluation
 
-    if len(args.run) == 1:
+    if args.by_family:
+        from evaluation.families import families_json, family_scores, format_families
+
+        results = [evaluate_run(run, args.qrels, prime=args.prime, measure_set=args.measures) for run in args.run]
+        families = family_scores(results)
+        print(json.dumps(families_json(results, families), indent=2) if args.json else format_families(results, families))
+    elif len(args.run) == 1:
         result = evaluate_run(args.run[0], args.qrels, prime=args.prime, measure_set=args.measures)
         print(json.dumps(result.to_json(), indent=2) if args.json else format_evaluation(result, per_topic=args.per_topic))
     else:
@@ -141,7 +148,25 @@ def _add_run(sub) -> None:
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--format", choices=["trec", "arqmath"], default="trec")
     p.add_argument("--tag", default=None, help="run tag (default: mathscout-<mode>)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="a retriever option, e.g. --set lambda_m=1.0 --set eta=0.05 (repeatable)")
     p.set_defaults(func=_cmd_run)
+
+
+def _option(text: str) -> tuple[str, object]:
+    """`KEY=VALUE` of `run --set`: numbers become int/float, true/false booleans, the rest stays text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise MathScoutError(f"--set wants KEY=VALUE (got '{text}')")
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return key.strip(), lowered == "true"
+    for cast in (int, float):
+        try:
+            return key.strip(), cast(value)
+        except ValueError:
+            pass
+    return key.strip(), value
 
 
 def _add_eval(sub) -> None:
@@ -153,6 +178,8 @@ def _add_eval(sub) -> None:
                    help="measure set (default: arqmath with --prime or ARQMath qrels, else collection)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--per-topic", action="store_true", help="print the per-topic table")
+    p.add_argument("--by-family", action="store_true",
+                   help="means per topic family (id prefix: mo, mse, math, …), each run tested against the first")
     p.set_defaults(func=_cmd_eval)
 
 
