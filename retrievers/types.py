@@ -10,6 +10,7 @@ A query's score for a document is its math-aware BM25 score plus the BM25 score 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -29,7 +30,7 @@ from mathscout.types import Document, Hit, Query
 from mathscout.types_expansion.detect import TypeDetector, read_terms
 from mathscout.types_expansion.dictionary import SHARED_PLANETMATH
 from mathscout.types_expansion.embeddings import EPOCHS, MIN_COUNT, VECTOR_SIZE, WINDOW, WORKERS, train_type_embeddings
-from mathscout.types_expansion.expand import NEIGHBOURS, TYPE_BOOST, Expansion, expand_query, load_type_model
+from mathscout.types_expansion.expand import NEIGHBOURS, TYPE_BOOST, ExpandedQuery, expand_query, load_type_model
 from retrievers.base import BaseRetriever, prepare_query
 from retrievers.bm25 import BM25Retriever
 from retrievers.registry import ModeSpec, register_mode
@@ -41,8 +42,10 @@ FUSION_DEPTH = 1000  # hits taken from each of the word and type indexes before 
 
 
 def planetmath_entries() -> Path | None:
-    """PlanetMath's entries.jsonl: $MATHSCOUT_PLANETMATH, else the shared data folder when present."""
+    """PlanetMath's entries.jsonl: $MATHSCOUT_PLANETMATH ("none": no extra text), else the shared data when present."""
     configured = os.environ.get("MATHSCOUT_PLANETMATH")
+    if configured == "none":
+        return None
     path = Path(configured) if configured else SHARED_PLANETMATH / "entries.jsonl"
     if path.is_dir():
         path = path / "entries.jsonl"
@@ -169,7 +172,7 @@ class TypesRetriever(BaseRetriever):
         self.boost = boost
         self.depth = depth
 
-    def expansion(self, query: str | Query) -> Expansion:
+    def expansion(self, query: str | Query) -> ExpandedQuery:
         """What the query's types are and what expansion adds (a no-op when it has no types)."""
         text = query.text if isinstance(query, Query) else query
         return expand_query(text, self.model, self.neighbours)
@@ -204,10 +207,30 @@ def _open_types2x(index: IndexDir, **options) -> TypesRetriever:
 
 
 def _open_rm3(index: IndexDir, **options) -> BM25Retriever:
+    """§4.3.2: RM3 pseudo-relevance feedback, the classic query-expansion baseline (pyserini defaults: 10 terms, 10 docs, 0.5)."""
     retriever = BM25Retriever(index, **options)
     retriever.name = "rm3"
     retriever.set_rm3()
     return retriever
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`mathscout train types --index DIR`: detect types, train the type embeddings (§4.1) and (re)build the
+    index's `types` component (the same as `mathscout index --index DIR --components types`)."""
+    from mathscout.index.builder import add_components
+
+    parser = argparse.ArgumentParser(prog="mathscout train types", description=main.__doc__.splitlines()[0])
+    parser.add_argument("--index", required=True, type=Path, help="an index directory (it keeps the model)")
+    parser.add_argument("--planetmath", help="PlanetMath entries.jsonl whose bodies also train the embeddings "
+                                             "(default: $MATHSCOUT_PLANETMATH or the shared data; 'none' to skip)")
+    args = parser.parse_args(argv)
+    if args.planetmath:
+        os.environ["MATHSCOUT_PLANETMATH"] = args.planetmath
+    stats = add_components(args.index, ["types"]).components["types"]
+    print(f"types in {args.index}: {stats['typed_documents']:,} of {stats['documents']:,} documents typed "
+          f"(+{stats['planetmath_extra_texts']:,} PlanetMath texts), {stats['type_mentions']:,} type mentions; "
+          f"detection {stats['tokens_per_second']:,} tokens/s; word2vec {stats['train_seconds']} s; "
+          f"{stats['types_with_vectors']:,} of {stats['dictionary_terms']:,} types have vectors")
 
 
 register_component(ComponentSpec(

@@ -11,7 +11,7 @@ from mathscout.errors import MathScoutError
 from mathscout.types_expansion.detect import TERMS_FILE, TypeDetector, detect_types, read_terms, singular
 from mathscout.types_expansion.dictionary import Entry, normalize_entry, normalized_terms
 from mathscout.types_expansion.embeddings import train_type_embeddings
-from mathscout.types_expansion.expand import expand_query, load_type_model
+from mathscout.types_expansion.expand import expand_query, load_type_model, type_expansion
 
 TINY_INDEX_DOCS = 300
 
@@ -159,14 +159,22 @@ def test_missing_type_model_names_the_build_command(tiny_index):
 
 @pytest.fixture(scope="module")
 def typed_index(tiny_index):
-    from mathscout.index.builder import add_components
+    """`mathscout train types` over the tiny index (without PlanetMath bodies, to keep it small)."""
+    import contextlib
+    import io
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MATHSCOUT_PLANETMATH", str(tiny_index / "no-planetmath-here"))  # keep the build small
-        manifest = add_components(tiny_index, ["types"])
-    stats = manifest.components["types"]
+    from mathscout.cli import main
+    from mathscout.index.layout import IndexDir
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.delenv("MATHSCOUT_PLANETMATH", raising=False)
+        assert main(["train", "types", "--index", str(tiny_index), "--planetmath", "none"]) == 0
+    assert "tokens/s" in out.getvalue() and "word2vec" in out.getvalue()
+    stats = IndexDir(tiny_index).manifest.components["types"]
     assert stats["documents"] == TINY_INDEX_DOCS and stats["planetmath_extra_texts"] == 0
     assert stats["type_mentions"] > 0 and stats["types_with_vectors"] > 0
+    assert stats["word2vec"]["sg"] == 1 and stats["word2vec"]["window"] == 10 and stats["train_seconds"] > 0
     return tiny_index
 
 
@@ -202,3 +210,81 @@ def test_rm3_mode_reranks_with_feedback(typed_index):
     bm25 = open_retriever(typed_index, "bm25").search(query, k=10)
     assert rm3 and set(rm3[0].components) == {"rm3"}
     assert [h.doc_id for h in rm3] != [h.doc_id for h in bm25]
+
+
+# ---- the `type_expansion` tool and bad input ---------------------------------------------------------------
+
+def test_type_expansion_tool_reports_types_and_related_types_with_cosines(typed_index):
+    from agent.events import Expansion
+
+    result = type_expansion("Is every finite abelian group a direct product of cyclic groups?", typed_index)
+    assert not result.is_noop and all(isinstance(e, Expansion) for e in result)
+    assert [e.type for e in result] == ["abelian group", "direct product", "cyclic group"]
+    first = result[0]
+    assert len(first.related) == 5 and all(-1 <= cosine <= 1 for _, cosine in first.related)
+    assert [c for _, c in first.related] == sorted((c for _, c in first.related), reverse=True)
+    assert not {t for e in result for t, _ in e.related} & {e.type for e in result}  # fresh types only
+    assert result.summary.startswith("query types: abelian group")
+
+
+@pytest.mark.parametrize("text", [
+    "what is $\\int_0^1 x^2\\,dx$?",  # formulas only
+    "zxqv flumbert grobnitz",  # unknown tokens
+    "∀ε>0 ∃δ>0: |x−a|<δ ⇒ |f(x)−f(a)|<ε",  # Unicode math, no words that name types
+    "Wie zeigt man, dass diese Folge beschränkt ist?",  # German
+    "如何证明这个不等式？",  # Chinese
+])
+def test_texts_without_types_are_a_reported_noop(typed_index, text):
+    result = type_expansion(text, typed_index)
+    assert result.is_noop and list(result) == [] and len(result) == 0
+    assert result.summary == "no mathematical types detected: type expansion is a no-op"
+
+
+def test_types_are_found_around_unicode_math_and_in_accented_text(typed_index):
+    result = type_expansion("Soit G un abelian group d’ordre n², et ∀g∈G: g·g = e; is G a vector space over 𝔽₂?",
+                            typed_index)
+    assert {"abelian group", "vector space"} <= {e.type for e in result}
+
+
+def test_empty_text_and_missing_model_are_one_line_errors(tiny_index, typed_index, tmp_path):
+    from mathscout.errors import QueryError
+
+    with pytest.raises(QueryError, match="empty"):
+        type_expansion("   ", typed_index)
+    with pytest.raises(MathScoutError, match="no index at"):
+        type_expansion("abelian group", tmp_path / "nowhere")
+
+
+def test_huge_query_is_expanded_like_its_types(typed_index):
+    text = "Let G be a finite abelian group. " * 2000
+    result = type_expansion(text, typed_index)
+    assert [e.type for e in result] == ["abelian group"]
+
+
+def test_types_mode_retriever_reports_what_expansion_added(typed_index):
+    from retrievers import open_retriever
+
+    types = open_retriever(typed_index, "types")
+    expansion = types.expansion("Is every finite abelian group a direct product of cyclic groups?")
+    assert expansion.summary().startswith("query types: abelian group") and "added:" in expansion.summary()
+    weights = expansion.type_weights()
+    assert weights["abelian_group"] == 2.0 and len(weights) == len(expansion.types) + len(expansion.added)
+
+
+def test_broken_type_model_is_a_clear_error(tmp_path):
+    from mathscout.types_expansion.embeddings import TypeEmbeddings
+
+    (tmp_path / "vectors.kv").write_bytes(b"not a gensim model")
+    (tmp_path / "terms.tsv").write_text("abelian group\n", encoding="utf-8")
+    with pytest.raises(MathScoutError, match="type embeddings .* unreadable"):
+        TypeEmbeddings.load(tmp_path)
+
+
+def test_corpus_filter_drops_rare_terms_and_adjectives(shared_texts):
+    from mathscout.types_expansion.dictionary import modifier_rates
+
+    rates = modifier_rates(["finite", "group", "matrix", "abelian"], shared_texts)
+    assert rates["finite"][1] > 0.7 and rates["group"][1] < 0.4 and rates["matrix"][1] < 0.5
+    terms = set(read_terms())
+    assert not {"finite", "abelian", "real"} & terms  # properties, not types (§3.2)
+    assert {"group", "matrix", "finite group", "abelian group"} <= terms

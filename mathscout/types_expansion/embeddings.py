@@ -7,6 +7,7 @@ neighbours are looked up among types only, by cosine similarity (§4.3.1).
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -114,8 +115,9 @@ class TypeEmbeddings:
 
         try:
             vectors = KeyedVectors.load(str(folder / VECTORS), mmap="r")
-        except (OSError, ValueError, EOFError) as exc:
-            raise MathScoutError(f"the type embeddings in {folder} are unreadable ({exc})") from exc
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, KeyError) as exc:
+            raise MathScoutError(f"the type embeddings in {folder} are unreadable ({exc}): rebuild them with "
+                                 f"'mathscout index --index {folder.parent} --components types'") from exc
         return cls(vectors, TypeDetector(read_terms(folder / TERMS)))
 
 

@@ -1,28 +1,38 @@
-"""Type-aware query expansion (Stathopoulos & Teufel §4.3.1).
+"""Type-aware query expansion (Stathopoulos & Teufel §4.3.1, models Types2X and TypesExp).
 
 Types2X: the types found in the query are up-weighted ×2. TypesExp: in addition, each query type adds
 its n = 5 nearest types in the type embedding space (cosine), and the fresh types join the query with
-the same ×2 weight. A query without detectable types is not expanded (`Expansion.is_noop`).
+the same ×2 weight. A query without detectable types is not expanded (`ExpandedQuery.is_noop`).
+
+`type_expansion(text, index)` is the agent's `type_expansion` tool: the detected types, each with its
+related types and their cosine similarities, as `agent.events.Expansion` records.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mathscout.errors import IndexMissingError
+from mathscout.errors import IndexMissingError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.types_expansion.detect import type_token
 from mathscout.types_expansion.embeddings import VECTORS, TypeEmbeddings
 
-TYPE_BOOST = 2.0  # §4.3.1: Types2X / TypesExp up-weight types ×2
-NEIGHBOURS = 5  # §4.3.1: n = 5 fresh types per query type
+if TYPE_CHECKING:  # agent/__init__ may import the agent's tools, which import this module
+    from agent import events
+
+TYPE_BOOST = 2.0  # §4.3.1 (Types2X, TypesExp): types up-weighted ×2
+NEIGHBOURS = 5  # §4.3.1 (TypesExp): n = 5 fresh related types per query type
+NO_TYPES = "no mathematical types detected in the query: searched without type expansion"
+NO_TYPES_TOOL = "no mathematical types detected: type expansion is a no-op"
 
 
 @dataclass(frozen=True)
-class Expansion:
+class ExpandedQuery:
     """What type-aware expansion did to a query: its types (in order of first mention) and the
     (query type, added type, cosine similarity) triples."""
 
@@ -49,7 +59,7 @@ class Expansion:
     def summary(self) -> str:
         """One line for people: what was detected and added."""
         if self.is_noop:
-            return "no mathematical types detected in the query: searched without type expansion"
+            return NO_TYPES
         text = f"query types: {', '.join(self.types)}"
         if self.expansions:
             text += f"; added: {', '.join(self.added)}"
@@ -61,8 +71,8 @@ def query_types(text: str, model: TypeEmbeddings) -> Counter[str]:
     return Counter(model.detector.types_of(text))
 
 
-def expand_query(text: str, model: TypeEmbeddings, n: int = NEIGHBOURS) -> Expansion:
-    """TypesExp expansion of `text`: its types and, for each, its `n` nearest fresh types."""
+def expand_query(text: str, model: TypeEmbeddings, n: int = NEIGHBOURS) -> ExpandedQuery:
+    """TypesExp expansion of `text` (§4.3.1): its types and, for each, its `n` nearest fresh types by cosine."""
     counts = query_types(text, model)
     types = list(counts)
     expansions = [
@@ -70,7 +80,7 @@ def expand_query(text: str, model: TypeEmbeddings, n: int = NEIGHBOURS) -> Expan
         for term in types
         for neighbour, similarity in model.neighbours(term, n, exclude=types)
     ]
-    return Expansion(types=types, expansions=expansions, counts=dict(counts))
+    return ExpandedQuery(types=types, expansions=expansions, counts=dict(counts))
 
 
 def load_type_model(index: IndexDir | Path | str) -> TypeEmbeddings:
@@ -88,3 +98,45 @@ def load_type_model(index: IndexDir | Path | str) -> TypeEmbeddings:
 @lru_cache(maxsize=4)
 def _load(folder: str, _version: int) -> TypeEmbeddings:
     return TypeEmbeddings.load(Path(folder))
+
+
+@dataclass
+class TypeExpansionResult:
+    """The `type_expansion` tool's answer: one `agent.events.Expansion` per detected type (in order of first
+    mention, with its related types and cosines), and one line for people. Iterates like that list; empty,
+    with `is_noop` set and `summary` saying so, when the text has no detectable types."""
+
+    expansions: list[events.Expansion]
+    summary: str
+
+    @property
+    def is_noop(self) -> bool:
+        return not self.expansions
+
+    def __iter__(self) -> Iterator[events.Expansion]:
+        return iter(self.expansions)
+
+    def __len__(self) -> int:
+        return len(self.expansions)
+
+    def __getitem__(self, position: int) -> events.Expansion:
+        return self.expansions[position]
+
+
+def type_expansion(text: str, index: IndexDir | Path | str, n: int = NEIGHBOURS) -> TypeExpansionResult:
+    """The types of `text` and, for each, its `n` nearest types in the index's type embeddings (TypesExp, §4.3.1).
+    A QueryError for empty text; an IndexMissingError naming the build command when the index has no types."""
+    from agent import events
+
+    if not text or not text.strip():
+        raise QueryError("type expansion needs some text: the query is empty")
+    model = load_type_model(index)
+    expanded = expand_query(text, model, n)
+    related: dict[str, list[tuple[str, float]]] = {t: [] for t in expanded.types}
+    for term, neighbour, similarity in expanded.expansions:
+        related[term].append((neighbour, similarity))
+    summary = expanded.summary() if expanded.types else NO_TYPES_TOOL
+    unknown = [t for t in expanded.types if t not in model]
+    if expanded.types and unknown and n > 0:
+        summary += f"; no embedding (too rare in the index) for: {', '.join(unknown)}"
+    return TypeExpansionResult([events.Expansion(type=t, related=r) for t, r in related.items()], summary)
