@@ -1,0 +1,121 @@
+"""The assistant the CLI, the Python API and the chat page use: the LLM agent when an endpoint is configured,
+else (or when it fails) the deterministic offline planner. Contract: `agent/events.py`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from agent.config import LLMConfig
+from agent.events import AgentEvent, Answer
+from agent.llm import LLMAgent, LLMUnavailable
+from agent.offline import OfflinePlanner
+from agent.question import read_question
+from mathscout.errors import MathScoutError
+from mathscout.index.layout import IndexDir
+from tools.schemas import MAX_K
+from tools.session import ToolSession
+from tools.toolbox import ToolBox
+
+
+def _open_index(index: IndexDir | Path | str | None) -> IndexDir:
+    if isinstance(index, IndexDir):
+        return index
+    if index is None:
+        from mathscout.config import default_index_path, ensure_demo_index
+
+        return IndexDir(ensure_demo_index(default_index_path()))
+    return IndexDir(index)
+
+
+class Assistant:
+    """Answers questions over one index. `use_llm`: None = the LLM when configured, False = never, True = the
+    LLM (a notice when none is configured). Safe to share between threads (each question has its own session)."""
+
+    def __init__(self, index_path: IndexDir | Path | str | None = None, *, use_llm: bool | None = None,
+                 config: LLMConfig | None = None):
+        self.index = _open_index(index_path)
+        self.toolbox = ToolBox(self.index)
+        self.config = config or LLMConfig.from_env()
+        self.use_llm = use_llm
+        self.planner = OfflinePlanner(self.toolbox)
+
+    @property
+    def llm_status(self) -> tuple[bool, str]:
+        """(usable, why): whether questions go to the LLM agent, in words."""
+        if self.use_llm is False:
+            return False, "LLM switched off: the offline planner writes the answers"
+        if not self.config.configured:
+            return False, ("no LLM configured (set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server): "
+                           "the offline planner writes the answers")
+        return True, f"LLM agent: {self.config.describe()}"
+
+    def modes(self) -> list[str]:
+        """"auto" (the planner chooses), then every search mode this index supports."""
+        return ["auto", *self.toolbox.modes()]
+
+    def _wants_llm(self, use_llm: bool | None) -> tuple[bool, str | None]:
+        """(use the LLM?, a notice when the LLM was asked for but cannot be used)."""
+        wanted = self.use_llm if use_llm is None else use_llm
+        if wanted is False or (self.use_llm is False and use_llm is None):
+            return False, None
+        if not self.config.configured:
+            return False, ("LLM unavailable (no endpoint configured: set OPENAI_API_KEY or OPENAI_BASE_URL): "
+                           "offline planner used") if wanted else None
+        return True, None
+
+    def stream(self, question: str, *, mode: str = "auto", k: int = 10, rerank: bool = False,
+               use_llm: bool | None = None) -> Iterator[AgentEvent]:
+        """The work on one question as events; the last one is the "answer". Never raises for bad input."""
+        started = time.perf_counter()
+        notices: list[str] = []
+        try:
+            k = max(1, min(MAX_K, int(k)))
+        except (TypeError, ValueError):
+            notices.append(f"k = {k!r} is not a number: 10 hits shown.")
+            k = 10
+        mode = (mode or "auto").strip()
+        if mode not in self.modes():
+            notices.append(f"The search mode '{mode}' is not available on this index "
+                           f"(modes: {', '.join(self.modes())}): auto used.")
+            mode = "auto"
+        read = read_question(question)
+        notices += read.notices
+        for notice in notices:
+            yield AgentEvent("notice", text=notice)
+        if read.problem:
+            yield AgentEvent("notice", text=read.problem)
+            yield AgentEvent("answer", answer=Answer(question=read.text, text=read.problem, notices=notices + [read.problem],
+                                                     planner="none", mode=mode, seconds=time.perf_counter() - started))
+            return
+        llm, refusal = self._wants_llm(use_llm)
+        if refusal:
+            notices.append(refusal)
+            yield AgentEvent("notice", text=refusal)
+        pending: list[AgentEvent] = []
+        rerank_kind = "auto" if llm else "embedding"
+        if llm:
+            session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=rerank_kind, notices=list(notices))
+            try:
+                yield from LLMAgent(self.config).stream(read, session, pending, mode=mode, k=k, rerank=rerank,
+                                                        started=started)
+                return
+            except LLMUnavailable as exc:
+                notice = f"LLM unavailable ({exc.reason}): offline planner used"
+                notices.append(notice)
+                pending.clear()
+                yield AgentEvent("notice", text=notice)
+        session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=rerank_kind, notices=list(notices))
+        yield from self.planner.stream(read, session, pending, mode=mode, k=k, rerank=rerank, started=started)
+
+    def ask(self, question: str, **options) -> Answer:
+        """The final answer (see `stream` for the options)."""
+        answer = None
+        for event in self.stream(question, **options):
+            if event.kind == "answer":
+                answer = event.answer
+        if answer is None:  # pragma: no cover - stream always ends with an answer
+            raise MathScoutError("the assistant stopped without an answer")
+        return answer

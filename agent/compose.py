@@ -1,0 +1,115 @@
+"""Answers from evidence: the offline planner's extractive answer, and citation checks for any answer.
+
+Citations are `[doc-id]`; an answer may only cite documents a tool returned in this question's session.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from agent.events import Expansion, Rewrite
+from agent.question import Question
+from mathscout.types import Document, Hit
+
+CITED_PASSAGES = 3  # passages quoted in the extractive answer
+ALSO_CITED = 4  # further documents listed by id
+_CITATION = re.compile(r"\[([^\[\]\s,;]{1,200}(?:\s*[,;]\s*[^\[\]\s,;]{1,200})*)\](?!\()")
+_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
+_SPACES = re.compile(r"\s+")
+
+
+def _outside_math(text: str) -> list[tuple[int, int]]:
+    """Spans of `text` outside `$…$`/`$$…$$` (brackets inside math are intervals, not citations)."""
+    spans, last = [], 0
+    for match in _MATH.finditer(text):
+        spans.append((last, match.start()))
+        last = match.end()
+    spans.append((last, len(text)))
+    return spans
+
+
+def find_citations(text: str) -> list[tuple[int, int, list[str]]]:
+    """(start, end, ids) of each bracketed citation outside math: `[12]`, `[a:1, b:2]`, `[x; y]`."""
+    found = []
+    for start, end in _outside_math(text):
+        for match in _CITATION.finditer(text, start, end):
+            ids = [part.strip() for part in re.split(r"[,;]", match.group(1)) if part.strip()]
+            found.append((match.start(), match.end(), ids))
+    return found
+
+
+def check_citations(text: str, known: Iterable[str]) -> tuple[str, list[str], list[str]]:
+    """(text with invented citations removed, cited known ids in order of first use, invented ids).
+
+    A bracket group is a citation when at least one of its parts is a known id; its unknown parts (ids the
+    tools never returned) are dropped. Brackets with no known id that do not look like ids are left alone."""
+    known = set(known)
+    cited: list[str] = []
+    invented: list[str] = []
+    pieces, last = [], 0
+    for start, end, ids in find_citations(text):
+        good = [i for i in ids if i in known]
+        bad = [i for i in ids if i not in known and _looks_like_id(i)]
+        if not good and not bad:
+            continue
+        pieces.append(text[last:start])
+        if good:
+            pieces.append("[" + ", ".join(good) + "]")
+        last = end
+        cited += [i for i in good if i not in cited]
+        invented += [i for i in bad if i not in invented]
+    pieces.append(text[last:])
+    cleaned = "".join(pieces)
+    if invented:
+        cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned))
+    return cleaned, cited, invented
+
+
+def _looks_like_id(part: str) -> bool:
+    """Document-id-like tokens: digits, or names with `:`/`-`/`_` and a digit (`demo:algebra-004`, `692`)."""
+    return part.isdigit() or (any(c.isdigit() for c in part) and any(c in part for c in ":-_/#"))
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r" ([?.,!;:])", r"\1", _SPACES.sub(" ", text)).strip()
+
+
+def _formula_list(latex: Iterable[str], limit: int = 3) -> str:
+    return ", ".join(f"${_one_line(f)}$" for f in list(latex)[:limit])
+
+
+def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[str, Document],
+                      rewrites: list[Rewrite], expansions: list[Expansion]) -> str:
+    """Markdown: what was searched, the top passages quoted with `[doc-id]` and matched formulas, more ids."""
+    if not hits:
+        searched = _formula_list(question.formulas) if question.formulas else f"“{_one_line(question.text)[:120]}”"
+        return (f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
+                "or another search mode.")
+    lead = []
+    if question.formulas:
+        lead.append(f"Documents matching {_formula_list(question.formulas)}")
+        if question.words:
+            lead[-1] += f" and “{_one_line(question.words)[:120]}”"
+    else:
+        lead.append(f"Documents matching “{_one_line(question.text)[:160]}”")
+    if rewrites:
+        lead.append(f"also searched as {_formula_list(r.rewritten for r in rewrites)}")
+    if expansions:
+        related = [t for e in expansions for t, _ in e.related[:2]]
+        lead.append(f"types {', '.join(e.type for e in expansions)}" + (f" (related: {', '.join(related[:4])})" if related else ""))
+    parts = ["; ".join(lead) + ":"]
+    for n, hit in enumerate(hits[:CITED_PASSAGES], start=1):
+        document = documents.get(hit.doc_id)
+        title = _one_line(document.title) if document and document.title else ""
+        line = f"{n}. " + (f"**{title}** " if title else "") + f"[{hit.doc_id}]"
+        if hit.formulas:
+            line += f" — matched formula {_formula_list(f.latex for f in hit.formulas[:2])}"
+        passage = _one_line(hit.snippet or (document.text[:300] if document else ""))
+        if passage:
+            line += f"\n   > {passage}"
+        parts.append(line)
+    more = hits[CITED_PASSAGES : CITED_PASSAGES + ALSO_CITED]
+    if more:
+        parts.append("Also relevant: " + ", ".join(f"[{h.doc_id}]" for h in more) + ".")
+    return "\n\n".join(parts)

@@ -1,0 +1,93 @@
+"""Reading a question before it is searched: bounds, malformed LaTeX, and its kind (formula-only, text-only, mixed)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mathscout.corpus.math_spans import find_math
+from mathscout.structure.parser import parse_latex
+
+MAX_QUESTION_CHARS = 2_000  # a question, not a document (the chat page cuts at the same length)
+MAX_FORMULAS = 3  # formulas of one question searched by structure search
+QuestionKind = Literal["formula", "text", "mixed", "empty"]
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]{3,}")
+_MATHY = re.compile(r"[\\^_=]|\d\s*[+\-*/]\s*\d|[a-z]\s*[+\-*/]\s*[a-z0-9]")
+EXAMPLE = "Why is $\\cos^2\\alpha + \\sin^2\\alpha = 1$?"
+
+
+@dataclass
+class Question:
+    """What will be searched: the text, its formulas (LaTeX bodies) and its words without the math."""
+
+    text: str
+    kind: QuestionKind
+    formulas: list[str] = field(default_factory=list)
+    words: str = ""
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def problem(self) -> str | None:
+        """Why there is nothing to search, or None."""
+        if self.kind == "empty":
+            return f"The question is empty: type words and/or LaTeX between $…$, for example: {EXAMPLE}"
+        return None
+
+
+def _short(latex: str, limit: int = 60) -> str:
+    latex = " ".join(latex.split())
+    return latex if len(latex) <= limit else latex[: limit - 1] + "…"
+
+
+def _bare_formula(text: str) -> bool:
+    """A question typed as LaTeX without `$` (e.g. `\\frac{1}{n^2}` or `x^2+y^2=z^2`)."""
+    if not _MATHY.search(text):
+        return False
+    words = _WORD.findall(_COMMAND.sub(" ", text))
+    return len(words) <= 1 and len(text) <= 500
+
+
+def formula_problem(latex: str) -> str | None:
+    """Why a formula cannot be read completely (e.g. 'unbalanced {'), or None."""
+    result = parse_latex(latex)
+    if result.tree is not None and result.complete:
+        return None
+    return result.error or "it could not be read"
+
+
+def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Question:
+    """Bound and classify a question; never raises (an empty one has kind "empty")."""
+    text = _CONTROL.sub(" ", raw or "").strip()
+    if not text:
+        return Question("", "empty")
+    notices = []
+    if len(text) > max_chars:
+        cut = text.rfind(" ", 0, max_chars)
+        cut = cut if cut > max_chars // 2 else max_chars
+        notices.append(f"The question has {len(text):,} characters; only the first {cut:,} were searched "
+                       "(ask about one formula or idea at a time).")
+        text = text[:cut].rstrip()
+    spans = [s for s in find_math(text) if s.latex.strip()]
+    if not spans and _bare_formula(text):
+        formulas, words = [text.strip("$ ").strip()], ""
+    else:
+        formulas = [s.latex.strip() for s in spans]
+        pieces, last = [], 0
+        for span in spans:
+            pieces.append(text[last : span.start])
+            last = span.end
+        pieces.append(text[last:])
+        words = " ".join(" ".join(p.split()) for p in pieces if p.strip())
+    if len(formulas) > MAX_FORMULAS:
+        notices.append(f"The question has {len(formulas)} formulas; structure search used the first {MAX_FORMULAS}.")
+    for latex in formulas[:MAX_FORMULAS]:
+        problem = formula_problem(latex)
+        if problem:
+            notices.append(f"The formula `{_short(latex)}` looks malformed ({problem}): it was searched as far as "
+                           "it could be read.")
+    kind: QuestionKind = "mixed" if formulas and _WORD.search(words) else ("formula" if formulas else "text")
+    return Question(text, kind, formulas[:MAX_FORMULAS], words, notices)

@@ -1,0 +1,246 @@
+"""The work behind the agent's tools, over one index: searches, formula rewriting, type expansion,
+reranking and document look-up. Plain Python (no LangChain): the offline planner calls it directly and
+`tools.langchain_tools` wraps it for an LLM. Each call returns a `ToolOutput`: typed evidence (hits,
+rewrites, expansions), a one-line summary for the trace and a compact JSON-able payload citing ids.
+
+What a tool can do depends on the index: `ToolBox.offered()` says which tools work and why others don't.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent.events import Expansion, Rewrite
+from mathscout.errors import MathScoutError, QueryError
+from mathscout.index.layout import IndexDir
+from mathscout.render import _explain
+from mathscout.types import Document, Hit, Query
+from retrievers import available_modes, open_retriever
+from retrievers.base import Retriever
+
+MAX_DOCUMENT_CHARS = 3_000  # get_document returns at most this much text
+MAX_DOCUMENT_FORMULAS = 20
+MAX_FORMS = 4  # equivalent forms the rewrite tool returns (each one is a structure search)
+REWRITE_SECONDS = 2.0
+TOOL_NAMES = ("structure_search", "hybrid_search", "type_expansion", "rewrite_formula", "rerank", "get_document")
+
+
+@dataclass
+class ToolOutput:
+    """What one tool call produced."""
+
+    summary: str  # one line for the trace, e.g. "10 hits: 123, 456, …"
+    payload: dict[str, Any]  # compact structured result for the LLM (document text only under data fields)
+    hits: list[Hit] = field(default_factory=list)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    expansions: list[Expansion] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+
+def _rewrite_module():
+    try:
+        from mathscout import rewrite
+    except ImportError:
+        return None
+    return rewrite if hasattr(rewrite, "equivalent_forms") else None
+
+
+def _rerank_module():
+    try:
+        from retrievers import rerank
+    except ImportError:
+        return None
+    return rerank if hasattr(rerank, "open_reranker") else None
+
+
+def _type_expansion_function():
+    try:
+        from mathscout.types_expansion.expand import type_expansion
+    except ImportError:
+        return None
+    return type_expansion
+
+
+def hit_ids_summary(hits: list[Hit], shown: int = 5) -> str:
+    if not hits:
+        return "0 hits"
+    ids = ", ".join(h.doc_id for h in hits[:shown])
+    return f"{len(hits)} hit{'s' * (len(hits) != 1)}: {ids}" + (", …" if len(hits) > shown else "")
+
+
+class ToolBox:
+    """The tools' implementations over one index; retrievers are opened once, on first use (thread-safe)."""
+
+    def __init__(self, index: IndexDir | Path | str):
+        self.index = index if isinstance(index, IndexDir) else IndexDir(index)
+        self._retrievers: dict[str, Retriever] = {}
+        self._open_notices: dict[str, list[str]] = {}
+        self._rerankers: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # --- what the index offers ------------------------------------------------------------------------------
+
+    def mode_usable(self, mode: str) -> bool:
+        """True when the index has what `mode` needs (hybrid: at least one component it can fuse)."""
+        spec = available_modes().get(mode)
+        if spec is None or not set(spec.requires) <= set(self.index.components):
+            return False
+        if mode == "hybrid":
+            from retrievers.fusion import FusionConfig, fallback_config
+
+            try:
+                return FusionConfig.read(self.index) is not None or bool(fallback_config(self.index).weights)
+            except MathScoutError:
+                return False
+        return True
+
+    def modes(self) -> list[str]:
+        """The search modes this index supports, in registry order."""
+        return [mode for mode in available_modes() if self.mode_usable(mode)]
+
+    def offered(self) -> dict[str, str | None]:
+        """Tool name → None when it works on this index, else the reason it is not offered."""
+        components = self.index.components
+        reasons: dict[str, str | None] = {
+            "structure_search": None if self.mode_usable("structure") else "the index has no structure component",
+            "hybrid_search": None if self.mode_usable("hybrid") else "the index has nothing hybrid search can fuse",
+            "type_expansion": None if "types" in components else "the index has no types component",
+            "rewrite_formula": None if _rewrite_module() else "formula rewriting (mathscout.rewrite) is not installed",
+            "rerank": None if _rerank_module() else "rerankers (retrievers.rerank) are not installed",
+            "get_document": None,
+        }
+        if reasons["type_expansion"] is None and _type_expansion_function() is None:
+            reasons["type_expansion"] = "type expansion (mathscout.types_expansion) is not installed"
+        return reasons
+
+    def available(self) -> list[str]:
+        return [name for name, reason in self.offered().items() if reason is None]
+
+    def text_mode(self) -> str | None:
+        """The best word-level retriever of the index: tuned/dense MABOWDOR fusion, then TypesExp, then BM25."""
+        from retrievers.fusion import FusionConfig
+
+        if self.mode_usable("hybrid") and ("dense" in self.index.components or FusionConfig.read(self.index)):
+            return "hybrid"
+        for mode in ("types", "bm25", "dense"):
+            if self.mode_usable(mode):
+                return mode
+        return None
+
+    # --- retrievers -----------------------------------------------------------------------------------------
+
+    def retriever(self, mode: str) -> Retriever:
+        """The retriever of `mode`, opened once; notices printed while opening become `open_notices(mode)`."""
+        with self._lock:
+            if mode not in self._retrievers:
+                buffer = io.StringIO()
+                with contextlib.redirect_stderr(buffer):
+                    self._retrievers[mode] = open_retriever(self.index, mode)
+                self._open_notices[mode] = [line.removeprefix("notice: ").strip()
+                                            for line in buffer.getvalue().splitlines() if line.strip()]
+            return self._retrievers[mode]
+
+    def open_notices(self, mode: str) -> list[str]:
+        return list(self._open_notices.get(mode, []))
+
+    def _search(self, mode: str, query: Query, k: int, explain_query: str) -> ToolOutput:
+        retriever = self.retriever(mode)
+        hits = [replace(h) for h in retriever.search(query, k=k)]
+        documents = _explain(hits, self.index.store, explain_query)  # snippets/formulas the retriever left out
+        for rank, hit in enumerate(hits, start=1):
+            hit.rank = rank
+        return ToolOutput(hit_ids_summary(hits), {"hits": [hit_payload(h, documents) for h in hits]}, hits=hits,
+                          notices=self.open_notices(mode))
+
+    def structure_search(self, formula: str, k: int = 10, words: str = "") -> ToolOutput:
+        """Approach Zero structure search for one formula (thesis ch. 3), plus words by Eq. 3.18 when given."""
+        text = f"{words} ${formula}$".strip() if words else ""
+        query = Query(id="tool", text=text) if words else Query(id="tool", text="", formula=formula)
+        return self._search("structure", query, k, f"{words} ${formula}$".strip())
+
+    def hybrid_search(self, query: str, k: int = 10) -> ToolOutput:
+        """MABOWDOR hybrid search (thesis §5.2.3): the index's tuned fusion, else equal weights."""
+        return self._search("hybrid", Query(id="tool", text=query), k, query)
+
+    def search(self, query: str, mode: str, k: int = 10) -> ToolOutput:
+        """Any search mode the index supports (the planner's explicit modes and its text retriever)."""
+        if not self.mode_usable(mode):
+            raise MathScoutError(f"the index cannot serve the '{mode}' mode (modes: {', '.join(self.modes())})")
+        return self._search(mode, Query(id="tool", text=query), k, query)
+
+    def type_expansion(self, text: str) -> ToolOutput:
+        """Mathematical types in the text and their nearest types (Stathopoulos & Teufel §4.3.1)."""
+        expand = _type_expansion_function()
+        if expand is None:
+            raise MathScoutError("type expansion is not installed")
+        result = expand(text, self.index)
+        expansions = list(result)
+        payload = {"types": [{"type": e.type, "related": [{"type": t, "cosine": round(c, 3)} for t, c in e.related]}
+                             for e in expansions]}
+        if not expansions:
+            payload["message"] = result.summary
+        return ToolOutput(result.summary, payload, expansions=expansions)
+
+    def rewrite_formula(self, latex: str, max_forms: int = MAX_FORMS) -> ToolOutput:
+        """Equivalent forms of a formula (SymPy, bounded in time and memory; REWRITE's `equivalent_forms`)."""
+        module = _rewrite_module()
+        if module is None:
+            raise MathScoutError("formula rewriting is not installed")
+        result = module.equivalent_forms(latex, max_forms=max_forms, seconds=REWRITE_SECONDS)
+        rewrites = [Rewrite(latex, form.latex, form.rule) for form in result.forms]
+        payload: dict[str, Any] = {"original": latex, "forms": [{"latex": r.rewritten, "rule": r.rule} for r in rewrites]}
+        if result.notice:
+            payload["message"] = result.notice
+        summary = f"{len(rewrites)} equivalent form{'s' * (len(rewrites) != 1)}"
+        if rewrites:
+            summary += ": " + ", ".join(f"{r.rewritten} ({r.rule})" for r in rewrites[:3])
+        elif result.notice:
+            summary += f" ({result.notice})"
+        return ToolOutput(summary, payload, rewrites=rewrites, notices=[result.notice] if result.notice else [])
+
+    def reranker(self, kind: str = "auto"):
+        module = _rerank_module()
+        if module is None:
+            raise MathScoutError("rerankers are not installed")
+        with self._lock:
+            if kind not in self._rerankers:
+                self._rerankers[kind] = module.open_reranker(kind)
+            return self._rerankers[kind]
+
+    def rerank(self, query: str, hits: list[Hit], kind: str = "auto") -> ToolOutput:
+        """The hits reordered by a reranker (local embeddings, or an LLM/OpenAI embeddings when configured)."""
+        reranker = self.reranker(kind)
+        reranked = [replace(h) for h in reranker.rerank(query, [replace(h) for h in hits], k=len(hits))]
+        for rank, hit in enumerate(reranked, start=1):
+            hit.rank = rank
+        documents = self.index.store.get_many(h.doc_id for h in reranked)
+        payload = {"reranker": getattr(reranker, "name", kind), "hits": [hit_payload(h, documents) for h in reranked]}
+        return ToolOutput(f"{getattr(reranker, 'name', kind)}: " + hit_ids_summary(reranked), payload, hits=reranked)
+
+    def document(self, doc_id: str) -> Document | None:
+        return self.index.store.get(doc_id)
+
+    def get_document(self, doc_id: str) -> ToolOutput:
+        """One document's title, text (cut at MAX_DOCUMENT_CHARS) and formulas."""
+        document = self.document(doc_id)
+        if document is None:
+            raise QueryError(f"no document with id '{doc_id}' in this index: use an id a search tool returned")
+        text = document.text
+        payload = {"id": document.id, "title": document.title, "text": text[:MAX_DOCUMENT_CHARS],
+                   "truncated": len(text) > MAX_DOCUMENT_CHARS,
+                   "formulas": [f.latex for f in document.formulas[:MAX_DOCUMENT_FORMULAS]]}
+        return ToolOutput(f"{document.id}: {len(text):,} characters, {len(document.formulas)} formulas", payload)
+
+
+def hit_payload(hit: Hit, documents: dict[str, Document]) -> dict[str, Any]:
+    """A hit for the LLM: id, rank, score, title, matched formulas and the passage (title/passage are data)."""
+    document = documents.get(hit.doc_id)
+    return {"id": hit.doc_id, "rank": hit.rank, "score": round(float(hit.score), 4),
+            "title": document.title if document else "",
+            "matched_formulas": [f.latex for f in hit.formulas[:3]],
+            "passage": hit.snippet}
