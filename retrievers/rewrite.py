@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mathscout.errors import QueryError
@@ -30,8 +31,10 @@ from retrievers.registry import ModeSpec, register_mode
 from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split
 
 REWRITE_WEIGHT = 0.9  # rewritten forms count a little less than the formula the user wrote
+MIN_FORM_LEAVES = 3  # shorter forms (`1` for sin²x + cos²x) would match too many formulas to help a search
 WEIGHTED_DEPTH = 100  # hits per form for `weighted` fusion
 FUSIONS = ("max", "weighted")
+Rewriter = Callable[..., RewriteResult]  # (latex, max_forms=, seconds=) → RewriteResult, e.g. a cached equivalent_forms
 
 
 @dataclass
@@ -42,6 +45,7 @@ class _Variant:
     weight: float
     rule: str  # "original" or the rewrite rule
     formula: str  # the (first) formula searched, for highlighting
+    form: str = ""  # the rewritten formula ("" for the original)
 
 
 @dataclass
@@ -58,7 +62,7 @@ class StructureRewriteRetriever(BaseRetriever):
 
     name = "structure-rewrite"
 
-    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, **structure_options):
+    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter = equivalent_forms, **structure_options):
         if fusion not in FUSIONS:
             raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
         self.structure = StructureRetriever(index, **structure_options)
@@ -67,6 +71,7 @@ class StructureRewriteRetriever(BaseRetriever):
         self.rewrite_weight = rewrite_weight
         self.max_forms = max_forms
         self.seconds = seconds
+        self.rewriter = rewriter
         self.last_rewrites: list[RewriteResult] = []  # what the last query was rewritten into (for tools/UI)
 
     # ------------------------------------------------------------------ variants
@@ -81,14 +86,17 @@ class StructureRewriteRetriever(BaseRetriever):
         for i, latex in enumerate(formulas):
             if budget <= 0:
                 break
-            result = equivalent_forms(latex, max_forms=budget, seconds=self.seconds)
+            result = self.rewriter(latex, max_forms=budget, seconds=self.seconds)
             self.last_rewrites.append(result)
             for form in result.forms:
+                tree = parse_latex(form.latex).tree
+                if tree is None or leaf_count(tree) < MIN_FORM_LEAVES:
+                    continue
                 if query.formula or (len(formulas) == 1 and not words):
                     text = Query(id=query.id, text="", formula=form.latex)
                 else:
                     text = Query(id=query.id, text=_replace_formula(query.text, i, form.latex))
-                variants.append(_Variant(text, self.rewrite_weight, form.rule, form.latex if i == 0 else formulas[0]))
+                variants.append(_Variant(text, self.rewrite_weight, form.rule, form.latex if i == 0 else formulas[0], form.latex))
             budget -= len(result.forms)
         return variants
 
@@ -131,6 +139,8 @@ class StructureRewriteRetriever(BaseRetriever):
         for result in self.last_rewrites:
             if result.notice:
                 print(f"notice: {result.notice}", file=sys.stderr)
+        for variant in variants[1:]:
+            print(f"rewrite: also searched ${variant.form}$ ({variant.rule})", file=sys.stderr)
         formulas, words = _split(query)
         weights = {t: 1.0 for t in query_terms(words)} if words else {}
         for latex in formulas:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from mathscout.errors import QueryError
 from mathscout.rewrite.pool import WorkerPool, default_pool
-from mathscout.rewrite.rules import RULE_NAMES
 from mathscout.structure.parser import parse_latex
 
 MAX_REWRITE_CHARS = 1000  # longer formulas are not rewritten (a notice says so)
@@ -54,7 +53,7 @@ def equivalent_forms(latex: str, max_forms: int = 8, seconds: float = 2.0, pool:
     if leaves > MAX_REWRITE_LEAVES:
         result.notice = f"formula with {leaves} operands not rewritten (limit {MAX_REWRITE_LEAVES})"
         return result
-    reply = (pool or default_pool()).run(text, RULE_NAMES, seconds)
+    reply = (pool or default_pool()).run(text, None, seconds)  # every rule, in rules.RULE_NAMES order
     result.forms = [EquivalentForm(form, rule) for form, rule in reply.forms[: max(0, max_forms)]]
     if reply.error:
         result.notice = reply.error if reply.error.startswith("not rewritten") else f"not rewritten: {reply.error}"

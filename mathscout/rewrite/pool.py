@@ -70,7 +70,7 @@ class RewriteWorker:
             self.ready = bool(message and message.get("ready"))
         return self.ready
 
-    def run(self, latex: str, rules: list[str], seconds: float) -> WorkerReply:
+    def run(self, latex: str, rules: list[str] | None, seconds: float) -> WorkerReply:
         reply = WorkerReply()
         if not self.wait_ready():
             reply.stopped = "the rewrite worker did not start"
@@ -121,7 +121,7 @@ class WorkerPool:
         self._available = threading.Condition()
         self.restarts = 0
 
-    def run(self, latex: str, rules: list[str], seconds: float) -> WorkerReply:
+    def run(self, latex: str, rules: list[str] | None, seconds: float) -> WorkerReply:
         with self._available:
             while not self._idle:
                 self._available.wait()

@@ -35,6 +35,14 @@ def _apart(e: sp.Basic) -> sp.Basic | None:
     return sp.apart(e, next(iter(symbols)))
 
 
+def collect_terms(e: sp.Basic) -> list[sp.Basic]:
+    """Common factors pulled out of a sum, per variable (`jl + l + 1` → `l(j + 1) + 1`), most frequent first."""
+    if not isinstance(e, sp.Add):
+        return []
+    symbols = sorted(e.free_symbols, key=lambda s: (-sum(1 for t in e.args if t.has(s)), str(s)))
+    return [sp.collect(e, s) for s in symbols[:2]]
+
+
 # name → rule over a non-relational expression (order = preference when max_forms cuts the list)
 EXPRESSION_RULES: dict[str, Rule] = {
     "expand": sp.expand,
@@ -42,6 +50,7 @@ EXPRESSION_RULES: dict[str, Rule] = {
     "together": sp.together,
     "apart": _apart,
     "cancel": sp.cancel,
+    "collect": collect_terms,
     "trigsimp": lambda e: sp.trigsimp(e) if _has_trig(e) else None,
     "expand_trig": lambda e: sp.expand_trig(e) if _has_trig(e) else None,
     "expand_log": lambda e: _positive(e, lambda x: sp.expand_log(x)) if e.has(sp.log) else None,
@@ -78,28 +87,61 @@ def swap_sides(rel: Relational) -> Relational | None:
     return swapped(rel.rhs, rel.lhs, evaluate=False) if swapped else None
 
 
+MAX_ISOLATED_TERMS = 4
+
+
+def isolate(rel: Relational) -> list[Relational]:
+    """Solve for one term, as people write equations: `abc - c + 1 = 0` → `abc = c - 1`, `c = abc + 1`;
+    the constant alone on the right: `x^2 + h^2 - 16 = 0` → `x^2 + h^2 = 16`."""
+    if not isinstance(rel, (sp.Eq, sp.Ne)):
+        return []
+    total = sp.expand(rel.lhs - rel.rhs)
+    if not isinstance(total, sp.Add):
+        return []
+    terms = list(total.args)
+    constant = sp.Add(*[t for t in terms if t.is_number])
+    forms = []
+    if constant != 0 and len(terms) > 2:
+        forms.append(rel.func(total - constant, -constant, evaluate=False))
+    for term in [t for t in terms if not t.is_number][:MAX_ISOLATED_TERMS]:
+        rest = total - term
+        if term.could_extract_minus_sign():
+            forms.append(rel.func(-term, rest, evaluate=False))
+        else:
+            forms.append(rel.func(term, -rest, evaluate=False))
+    return forms
+
+
 RELATION_RULES: dict[str, Callable[[Relational], Relational | None]] = {
     "one side": one_side,
     "two sides": two_sides,
     "swap sides": swap_sides,
+    "isolate": isolate,
 }
 
 
-def apply_rule(name: str, expr: sp.Basic) -> sp.Basic | None:
-    """Apply one named rule; on a relation, expression rules rewrite both sides."""
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def apply_rule(name: str, expr: sp.Basic) -> list[sp.Basic]:
+    """Apply one named rule (a rule may give several forms); expression rules rewrite both sides of a relation."""
     if name in RELATION_RULES:
-        return RELATION_RULES[name](expr) if isinstance(expr, Relational) else None
+        return _as_list(RELATION_RULES[name](expr)) if isinstance(expr, Relational) else []
     rule = EXPRESSION_RULES[name]
     if isinstance(expr, Relational):
-        left, right = rule(expr.lhs), rule(expr.rhs)
-        if left is None and right is None:
-            return None
-        return expr.func(expr.lhs if left is None else left, expr.rhs if right is None else right, evaluate=False)
-    return rule(expr)
+        lefts, rights = _as_list(rule(expr.lhs)), _as_list(rule(expr.rhs))
+        pairs = [(l, expr.rhs) for l in lefts] + [(expr.lhs, r) for r in rights]
+        if lefts and rights:
+            pairs.insert(0, (lefts[0], rights[0]))
+        return [expr.func(l, r, evaluate=False) for l, r in pairs]
+    return _as_list(rule(expr))
 
 
 # the order rules are tried in (and kept in, when `max_forms` cuts the list)
 RULE_NAMES: list[str] = [
-    "expand", "factor", "together", "apart", "cancel", "one side", "two sides", "swap sides",
+    "expand", "factor", "together", "apart", "cancel", "one side", "two sides", "isolate", "swap sides", "collect",
     "trigsimp", "expand_trig", "expand_log", "logcombine", "simplify",
 ]

@@ -2,7 +2,7 @@
 
 Run as `python -m mathscout.rewrite.worker MEMORY_MB`; speaks JSON lines on stdin/stdout:
     ← {"ready": true}                                   once SymPy is imported
-    → {"latex": "...", "rules": ["expand", ...], "seconds": 2.0}
+    → {"latex": "...", "rules": ["expand", ...] | null (all), "seconds": 2.0}
     ← {"form": "...", "rule": "expand"}                  one line per new, re-parsable form
     ← {"done": true, "error": null | "why nothing could be rewritten", "skipped": {"rule": "why"}}
 Before each request the soft RLIMIT_CPU is moved to (CPU used so far + seconds + 1): a runaway SymPy

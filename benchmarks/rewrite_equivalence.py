@@ -1,0 +1,181 @@
+"""Formula-equivalence benchmark: does SymPy rewriting help structure search find equivalent formulas?
+
+    mathscout bench rewrite --index INDEX_DIR [--sample 300] [--seed 13] [--k 10] [--seconds 2]
+                            [--weights 1.0,0.9,0.8] [--json OUT.json]
+
+Built from real formulas of the index's collection: formulas are drawn at random (seed) among those with
+4–30 operands that occur, as the same operator tree, in 1–10 documents; a drawn formula F is kept when
+SymPy can rewrite it (`equivalent_forms`). Queries:
+- untransformed: F itself;
+- transformed: up to two of F's equivalent forms (expanded, factored, together/apart, cancelled, trig/log
+  identities, relation moved to one side / sides swapped), i.e. how another author may have written F.
+Relevant documents: every document holding a formula with F's operator tree (`canonical.tree_key`).
+Measure: recall@k (|relevant ∩ top-k| / |relevant|) of structure search (GBP-LEN, per document) and of
+`structure-rewrite` (max fusion) for each rewrite weight, on both query sets, with a per-rule breakdown.
+Caveat: the transformed queries and the rewriter use the same SymPy functions, so the test measures
+whether the rewrite round trip brings a reformulated query back to the documents' form, and whether the
+extra forms cost anything on queries that need no rewriting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import defaultdict
+from functools import lru_cache
+
+import numpy as np
+
+from mathscout.index.layout import IndexDir
+from mathscout.rewrite import RewriteResult, equivalent_forms
+from mathscout.rewrite.canonical import tree_key
+from mathscout.structure.parser import parse_latex
+from mathscout.types import Query
+from retrievers.rewrite import REWRITE_WEIGHT, StructureRewriteRetriever
+from retrievers.structure import StructureRetriever
+
+MIN_LEAVES, MAX_LEAVES = 4, 30
+MAX_CHARS = 200
+MAX_DOCS = 10  # formulas found in more documents than this are too common to be a target
+FORMS_PER_FORMULA = 2
+
+
+def formula_keys(index: IndexDir) -> tuple[dict[str, set[str]], list[tuple[int, str, str, str]]]:
+    """Documents per operator-tree key over the whole collection, and (ordinal, doc, latex, key) of the candidates."""
+    docs_by_key: dict[str, set[str]] = defaultdict(set)
+    candidates = []
+    for ordinal, formula in index.store.iter_formulas():
+        if len(formula.latex) > MAX_CHARS:
+            continue
+        parsed = parse_latex(formula.latex)
+        if parsed.tree is None or not parsed.complete:
+            continue
+        key = tree_key(parsed.tree)
+        docs_by_key[key].add(formula.doc_id)
+        leaves = sum(1 for _ in parsed.tree.leaves())
+        if MIN_LEAVES <= leaves <= MAX_LEAVES:
+            candidates.append((ordinal, formula.doc_id, formula.latex, key))
+    return docs_by_key, candidates
+
+
+def build_queries(candidates, docs_by_key, sample: int, seed: int, rewrite, limit_draws: int):
+    """(untransformed, transformed) query lists: dicts with id, latex, rule, relevant."""
+    rng = random.Random(seed)
+    order = rng.sample(range(len(candidates)), min(len(candidates), limit_draws))
+    untransformed, transformed, seen_keys = [], [], set()
+    stats = {"drawn": 0, "too common": 0, "not rewritable": 0}
+    for i in order:
+        if len(untransformed) >= sample:
+            break
+        ordinal, doc_id, latex, key = candidates[i]
+        if key in seen_keys:
+            continue
+        seen_keys.add(key)
+        stats["drawn"] += 1
+        relevant = docs_by_key[key]
+        if len(relevant) > MAX_DOCS:
+            stats["too common"] += 1
+            continue
+        result = rewrite(latex)
+        if not result.forms:
+            stats["not rewritable"] += 1
+            continue
+        qid = f"f{ordinal}"
+        untransformed.append({"id": qid, "latex": latex, "rule": "original", "relevant": sorted(relevant)})
+        by_rule = {}
+        for form in result.forms:
+            by_rule.setdefault(form.rule, form)
+        forms = list(by_rule.values())
+        rng.shuffle(forms)
+        for n, form in enumerate(forms[:FORMS_PER_FORMULA]):
+            transformed.append({"id": f"{qid}.{n}", "latex": form.latex, "rule": form.rule, "relevant": sorted(relevant), "source": latex})
+    return untransformed, transformed, stats
+
+
+def recall(hits, relevant: set[str], k: int) -> float:
+    return len({h.doc_id for h in hits[:k]} & relevant) / len(relevant)
+
+
+def evaluate(queries, systems, k: int) -> dict[str, dict]:
+    """recall@k per system (mean, and per rule), and mean latency."""
+    out = {}
+    for name, search in systems.items():
+        values, by_rule, seconds = [], defaultdict(list), []
+        for q in queries:
+            started = time.perf_counter()
+            hits = search(q["latex"], k)
+            seconds.append(time.perf_counter() - started)
+            r = recall(hits, set(q["relevant"]), k)
+            values.append(r)
+            by_rule[q["rule"]].append(r)
+        out[name] = {
+            "recall": float(np.mean(values)) if values else float("nan"),
+            "by_rule": {rule: (float(np.mean(v)), len(v)) for rule, v in sorted(by_rule.items())},
+            "mean_ms": float(np.mean(seconds) * 1000) if seconds else float("nan"),
+            "per_query": values,
+        }
+        print(f"  {name}: recall@{k} {out[name]['recall']:.3f} ({len(values)} queries, {out[name]['mean_ms']:.0f} ms/query)", file=sys.stderr)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="mathscout bench rewrite", description=__doc__.split("\n")[0])
+    parser.add_argument("--index", required=True)
+    parser.add_argument("--sample", type=int, default=300, help="formulas (untransformed queries)")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=2.0, help="rewrite time limit per formula")
+    parser.add_argument("--weights", default="1.0,0.9,0.8", help="rewrite weights to compare (max fusion)")
+    parser.add_argument("--json", help="write all figures and queries here")
+    args = parser.parse_args(argv)
+
+    index = IndexDir(args.index)
+    started = time.perf_counter()
+    docs_by_key, candidates = formula_keys(index)
+    print(f"collection: {len(candidates):,} candidate formulas, {len(docs_by_key):,} distinct trees ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    timings: list[float] = []
+    notices: dict[str, int] = defaultdict(int)
+
+    @lru_cache(maxsize=None)
+    def cached(latex: str, max_forms: int = 8, seconds: float = args.seconds) -> RewriteResult:
+        t = time.perf_counter()
+        result = equivalent_forms(latex, max_forms=max_forms, seconds=args.seconds)
+        timings.append(time.perf_counter() - t)
+        if result.notice:
+            notices[result.notice.split(":")[0][:60]] += 1
+        return result
+
+    started = time.perf_counter()
+    untransformed, transformed, stats = build_queries(candidates, docs_by_key, args.sample, args.seed, cached, limit_draws=args.sample * 20)
+    print(f"queries: {len(untransformed)} untransformed, {len(transformed)} transformed; draws {stats} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    structure = StructureRetriever(index)
+    systems = {"structure": lambda latex, k: structure.rank(Query(id="q", text="", formula=latex), k)[0]}
+    weights = [float(w) for w in args.weights.split(",")]
+    for w in weights:
+        rewriter = StructureRewriteRetriever(index, rewrite_weight=w, rewriter=cached)
+        rewriter.structure = structure
+        systems[f"structure-rewrite w={w:g}"] = lambda latex, k, r=rewriter: r.rank(Query(id="q", text="", formula=latex), k)[0]
+
+    results = {}
+    for label, queries in (("transformed", transformed), ("untransformed", untransformed)):
+        print(f"{label} queries:", file=sys.stderr)
+        results[label] = evaluate(queries, systems, args.k)
+
+    print(f"\nrecall@{args.k}            transformed   untransformed")
+    for name in systems:
+        print(f"{name:<26} {results['transformed'][name]['recall']:.3f}         {results['untransformed'][name]['recall']:.3f}")
+    print(f"\ntransformed, by rule (structure → {best}):")
+    best = f"structure-rewrite w={REWRITE_WEIGHT:g}" if f"structure-rewrite w={REWRITE_WEIGHT:g}" in systems else f"structure-rewrite w={weights[0]:g}"
+    for rule, (value, n) in results["transformed"]["structure"]["by_rule"].items():
+        print(f"  {rule:<12} n={n:<4} {value:.3f} → {results['transformed'][best]['by_rule'][rule][0]:.3f}")
+    ms = np.array(timings) * 1000
+    print(f"\nrewrite time per formula: p50 {np.percentile(ms, 50):.0f} ms, p95 {np.percentile(ms, 95):.0f} ms, max {ms.max():.0f} ms ({len(ms)} formulas); notices: {dict(notices) or 'none'}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"args": vars(args), "draws": stats, "results": results, "untransformed": untransformed, "transformed": transformed,
+                       "rewrite_ms": {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "max": float(ms.max())}, "notices": notices}, f, indent=1)
