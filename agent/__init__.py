@@ -1,1 +1,26 @@
-"""The MathScout agent (tool-calling planner over the retrievers): arrives with the agent issue."""
+"""The MathScout agent: a tool-calling planner over the retrievers.
+
+    from agent import MathScout
+    scout = MathScout()                      # the demo index (built on first use), or MathScout("path/to/index")
+    scout.search("sum of $\\frac{1}{n^2}$", mode="structure", k=5)   # -> list[Hit]
+    answer = scout.ask("Why is $\\cos^2 x + \\sin^2 x = 1$?")       # -> Answer (text with [doc-id] citations)
+    tools = scout.tools                      # LangChain tools for your own agent
+
+Names are imported lazily so that `agent.events` stays light for the modules that only need the contract.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Assistant", "MathScout"]
+
+
+def __getattr__(name: str):
+    if name == "MathScout":
+        from agent.api import MathScout
+
+        return MathScout
+    if name == "Assistant":
+        from agent.assistant import Assistant
+
+        return Assistant
+    raise AttributeError(f"module 'agent' has no attribute {name!r}")

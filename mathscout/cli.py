@@ -210,7 +210,13 @@ def _add_serve(sub) -> None:
     p.set_defaults(func=_cmd_serve)
 
 
-SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench, _add_train, _add_serve]
+def _add_ask(sub) -> None:
+    from agent.cli import add_parser
+
+    add_parser(sub)
+
+
+SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench, _add_train, _add_serve, _add_ask]
 
 
 def build_parser() -> argparse.ArgumentParser:

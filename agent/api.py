@@ -1,0 +1,77 @@
+"""The Python API: `MathScout(index)` searches, answers questions and hands out the agent's tools.
+
+    from agent import MathScout
+
+    scout = MathScout()                                  # the demo index, built on first use
+    for hit in scout.search("$x^2+y^2=z^2$", mode="structure", k=3):
+        print(hit.rank, hit.doc_id, round(hit.score, 3))
+    answer = scout.ask("How do I simplify $\\frac{t+1}{t}$?")
+    print(answer.text)                                   # markdown with [doc-id] citations
+    print([call.tool for call in answer.trace])          # the tool calls behind it
+    tools = scout.tools                                  # LangChain tools for your own agent
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from agent.assistant import Assistant
+from agent.events import AgentEvent, Answer
+from agent.question import read_question
+from mathscout.errors import QueryError
+from mathscout.index.layout import IndexDir
+from mathscout.types import Hit
+from tools.schemas import MAX_K
+from tools.session import ToolSession
+
+
+class MathScout:
+    """One index, its search modes, the assistant and its tools. `use_llm` as in `Assistant`."""
+
+    def __init__(self, index: IndexDir | Path | str | None = None, *, use_llm: bool | None = None):
+        self.assistant = Assistant(index, use_llm=use_llm)
+        self.index = self.assistant.index
+
+    def modes(self) -> list[str]:
+        return self.assistant.modes()
+
+    def search(self, query: str, mode: str = "auto", k: int = 10) -> list[Hit]:
+        """Ranked hits with snippets and matched formulas. "auto" runs the offline planner's searches (rewrites,
+        structure and text search, fusion); any other mode is that retriever alone."""
+        if mode not in self.modes():
+            raise QueryError(f"unknown search mode '{mode}' for this index (modes: {', '.join(self.modes())})")
+        question = read_question(query, max_chars=10_000)
+        if question.problem:
+            raise QueryError(question.problem)
+        k = max(1, min(int(k), 1000))
+        if mode != "auto" or k > MAX_K:
+            retriever = self.assistant.toolbox.retriever("hybrid" if mode == "auto" else mode)
+            return retriever.search(question.text, k=k)
+        pending: list[AgentEvent] = []
+        generator = self.assistant.planner.retrieve(question, ToolSession(self.assistant.toolbox), pending, k=k)
+        while True:
+            try:
+                next(generator)
+            except StopIteration as stop:
+                return stop.value
+
+    def ask(self, question: str, **options) -> Answer:
+        """An answer with `[doc-id]` citations; options: mode, k, rerank, use_llm (see Assistant.stream)."""
+        return self.assistant.ask(question, **options)
+
+    def stream(self, question: str, **options) -> Iterator[AgentEvent]:
+        """The same, as events (plan, tool_start/tool_end, notice, token, and finally answer)."""
+        return self.assistant.stream(question, **options)
+
+    def session(self) -> ToolSession:
+        """A fresh tool session (its `trace` and `seen` hits record what your agent did)."""
+        return ToolSession(self.assistant.toolbox)
+
+    @property
+    def tools(self):
+        """The LangChain tools this index supports (typed schemas; outputs are JSON citing document ids),
+        bound to one new session; e.g. `create_agent(model, scout.tools)`."""
+        from tools import langchain_tools
+
+        return langchain_tools(self.session())
