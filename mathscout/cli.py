@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -113,8 +114,6 @@ def _cmd_train(args: argparse.Namespace) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> None:
-    import os
-
     from ui.app import serve
 
     serve(args.index or [], host=args.host, port=args.port, public=args.public, share=args.share,
@@ -201,8 +200,10 @@ def _add_serve(sub) -> None:
     p = sub.add_parser("serve", help="the chat page in a browser (Gradio), on 127.0.0.1 by default")
     p.add_argument("--index", type=Path, action="append", help="an index to offer (repeatable; default: the demo "
                    "index and every index under $MATHSCOUT_HOME/indexes)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (non-local ones need --public)")
-    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--host", default=os.environ.get("MATHSCOUT_HOST", "127.0.0.1"),
+                   help="address to bind (default 127.0.0.1 or $MATHSCOUT_HOST; non-local ones need --public)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("MATHSCOUT_PORT") or 7860),
+                   help="port (default 7860 or $MATHSCOUT_PORT)")
     p.add_argument("--public", action="store_true", help="allow binding beyond localhost (e.g. --host 0.0.0.0)")
     p.add_argument("--share", action="store_true", help="also open a public gradio.live link")
     p.add_argument("--auth", metavar="USER:PASSWORD", help="require a login (or set MATHSCOUT_AUTH)")
