@@ -17,6 +17,10 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[A-Za-z]{3,}")
 _MATHY = re.compile(r"[\\^_=]|\d\s*[+\-*/]\s*\d|[a-z]\s*[+\-*/]\s*[a-z0-9]")
+# question words that say nothing about the topic: "Why is $f$?" is a formula-only question
+FILLER = frozenset("""a an the is are was be does do did can could how why what when which who whom where show prove
+prove that this these those it its of for to in on and or i me my we you please help with about mean means
+meaning true hold holds find compute calculate evaluate simplify solve explain get""".split())
 EXAMPLE = "Why is $\\cos^2\\alpha + \\sin^2\\alpha = 1$?"
 
 
@@ -68,7 +72,7 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
     if len(text) > max_chars:
         cut = text.rfind(" ", 0, max_chars)
         cut = cut if cut > max_chars // 2 else max_chars
-        notices.append(f"The question has {len(text):,} characters; only the first {cut:,} were searched "
+        notices.append(f"The question has {len(raw or ''):,} characters; only the first {cut:,} were searched "
                        "(ask about one formula or idea at a time).")
         text = text[:cut].rstrip()
     spans = [s for s in find_math(text) if s.latex.strip()]
@@ -89,5 +93,6 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
         if problem:
             notices.append(f"The formula `{_short(latex)}` looks malformed ({problem}): it was searched as far as "
                            "it could be read.")
-    kind: QuestionKind = "mixed" if formulas and _WORD.search(words) else ("formula" if formulas else "text")
+    topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
+    kind: QuestionKind = "mixed" if formulas and topical else ("formula" if formulas else "text")
     return Question(text, kind, formulas[:MAX_FORMULAS], words, notices)
