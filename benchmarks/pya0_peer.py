@@ -99,10 +99,20 @@ def read_documents(path: Path, ids: set[str] | None = None, limit: int | None = 
 
 
 def id_digest(doc_ids: Iterable[str]) -> str:
+    """Order-independent digest of a document id set."""
     h = hashlib.sha1()
-    for doc_id in doc_ids:
+    for doc_id in sorted(doc_ids):
         h.update(doc_id.encode() + b"\n")
     return h.hexdigest()[:16]
+
+
+def indexed_ids(folder: Path) -> list[str]:
+    """The collection ids a finished pya0 index holds (from its id map)."""
+    path = folder / ID_MAP
+    if not path.is_file():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n").split("\t", 1)[1] for line in f if "\t" in line]
 
 
 def _disk_usage(folder: Path) -> tuple[int, int, int]:
@@ -196,13 +206,33 @@ def build_index(documents: Iterable[tuple[str, str]], out: Path, source: str = "
     return manifest
 
 
+def reusable(folder: Path, wanted_ids: Iterable[str]) -> Pya0Manifest | None:
+    """The manifest of a finished index at `folder` holding exactly `wanted_ids`, else None."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return None
+    return manifest if id_digest(indexed_ids(folder)) == id_digest(wanted_ids) else None
+
+
 def build_or_reuse(docs_path: Path, out: Path, ids: set[str] | None = None, limit: int | None = None) -> Pya0Manifest:
-    """The manifest of a pya0 index of these documents at `out`, building it only when missing or different."""
-    wanted = [doc_id for doc_id, _ in read_documents(docs_path, ids, limit)]
-    existing = read_manifest(out)
-    if existing and existing.documents == len(wanted) and existing.id_digest == id_digest(wanted):
-        return existing
-    return build_index(read_documents(docs_path, ids, limit), out, source=str(docs_path))
+    """The manifest of a pya0 index of these JSONL documents at `out`, building it only when missing or different."""
+    existing = reusable(out, (doc_id for doc_id, _ in read_documents(docs_path, ids, limit)))
+    return existing or build_index(read_documents(docs_path, ids, limit), out, source=str(docs_path))
+
+
+def store_documents(store) -> Iterator[tuple[str, str]]:
+    """(id, text) of every document of a MathScout store (title first, as ingestion read it)."""
+    for doc in store.iter_documents():
+        yield doc.id, (f"{doc.title}\n{doc.text}" if doc.title and not doc.text.startswith(doc.title) else doc.text)
+
+
+def build_or_reuse_for_index(index_path: Path, out: Path) -> Pya0Manifest:
+    """A pya0 index of the same documents as a MathScout index directory (reused when it already matches)."""
+    from mathscout.index.layout import IndexDir
+
+    store = IndexDir(index_path).store
+    existing = reusable(out, store.doc_ids())
+    return existing or build_index(store_documents(store), out, source=str(index_path))
 
 
 class Pya0Searcher:

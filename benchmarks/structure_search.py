@@ -1,16 +1,28 @@
-"""Structure search latency per pruning strategy, with a rank-safety check (thesis §4.4 discipline).
+"""Structure search latency per pruning strategy vs pya0, with a rank-safety check (thesis §4.4 discipline).
 
-Usage: python -m benchmarks.structure_search --index INDEX_DIR [--k 100] [--per-document]
+    mathscout bench structure --index INDEX_DIR [--ks 100,1000] [--pya0-index DIR | --no-pya0]
+                              [--per-formula] [--json OUT.json]
 
-Queries: the 285 ARQMath Task 2 topic formulas (2020–2022). Each query is parsed once (the parse time
-is added to every strategy's latency), run once to warm up, then once per strategy; every pruned
-top-k is compared with the exhaustive top-k (ids and scores). Prints p50/p95/mean per strategy.
+Queries: every ARQMath Task 2 topic formula 2020–2022 (285) and the 40 NTCIR-12 formula-browsing topics
+(20 with `\\qvar` wildcards). One process, one thread, warm: every query is run once per system and k
+before timing (the thesis drops the first run too), then timed once per system, queries interleaved so
+both systems see the same cache state. Our latency includes parsing the query; pya0's includes its own.
+
+Systems: exhaustive, MaxRef, GBP-NUM, GBP-LEN (ours, `StructureSearcher`) and pya0 0.3.7 (Approach Zero's
+C engine, optional `peers` extra) over the same documents: `--pya0-index` reuses a pya0 index built by
+`benchmarks.pya0_peer` when it holds exactly the index's documents, and builds one otherwise (≈ 30 min
+for the whole shared collection; keep it outside the repository). Both return documents ranked by their
+best formula (pya0's formula-only search is document-level); `--per-formula` ranks our formulas instead.
+Every pruned top-k is compared with the exhaustive top-k (ids and scores). Latencies are printed as
+p50/p95/max/mean and as ratios to pya0; index build time and size too.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,48 +34,184 @@ from mathscout.structure.index import PathIndex
 from mathscout.structure.search import STRATEGIES, StructureSearcher
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-TOPIC_FILES = [f"arqmath/topics.arqmath-{year}-task2-origin.xml" for year in (2020, 2021, 2022)]
+QUERY_SETS = {
+    "ARQMath Task 2": [f"arqmath/topics.arqmath-{year}-task2-origin.xml" for year in (2020, 2021, 2022)],
+    "NTCIR-12": ["ntcir12/topics.ntcir12-math-browsing.txt"],
+}
+PYA0 = "pya0"
+
+
+@dataclass
+class Latencies:
+    """Per-query seconds of each system, for one query set and one k."""
+
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, system: str, value: float) -> None:
+        self.seconds.setdefault(system, []).append(value)
+
+    def stats(self, system: str) -> dict[str, float]:
+        ms = np.array(self.seconds.get(system, [np.nan])) * 1000
+        return {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)),
+                "max": float(ms.max()), "mean": float(ms.mean()), "n": int(len(ms))}
+
+
+def load_query_sets(data: Path) -> dict[str, list[tuple[str, str]]]:
+    """(topic id, LaTeX) of every query formula, per query set."""
+    return {name: [(t.id, t.formula) for f in files for t in load_topics(data / f)] for name, files in QUERY_SETS.items()}
+
+
+def _open_pya0(args, index_path: Path):
+    if args.no_pya0:
+        return None
+    from benchmarks import pya0_peer
+
+    try:
+        import pya0  # noqa: F401
+    except ImportError:
+        print("pya0 is not installed (pip install -e '.[peers]'): comparing our strategies only")
+        return None
+    folder = args.pya0_index or (index_path.parent / f"{index_path.name}-pya0")
+    started = time.perf_counter()
+    manifest = pya0_peer.build_or_reuse_for_index(index_path, folder)
+    print(f"pya0 index {folder}: {manifest.documents:,} documents, {manifest.formulas:,} formulas "
+          f"({manifest.parser_errors:,} parser errors), ready in {time.perf_counter() - started:.1f} s")
+    return pya0_peer.Pya0Searcher(folder)
+
+
+def run(args) -> dict:
+    index_dir = IndexDir(args.index)
+    started = time.perf_counter()
+    searcher = StructureSearcher(PathIndex.open(index_dir.component_path("structure")))
+    print(f"structure index opened in {time.perf_counter() - started:.2f} s")
+    peer = _open_pya0(args, Path(args.index))
+    per_document = not args.per_formula
+    query_sets = load_query_sets(args.data)
+    systems = list(STRATEGIES) + ([PYA0] if peer else [])
+    results: dict = {"k": {}, "unreadable": {}, "violations": {}, "per_document": per_document}
+
+    prepared: dict[str, list] = {}
+    for name, queries in query_sets.items():
+        prepared[name] = []
+        unreadable = 0
+        for topic_id, latex in queries:
+            t0 = time.perf_counter()
+            try:
+                query = searcher.prepare(latex)
+            except QueryError:
+                unreadable += 1
+                continue
+            prepared[name].append((topic_id, latex, query, time.perf_counter() - t0))
+        results["unreadable"][name] = unreadable
+
+    for k in args.ks:
+        def one(system: str, latex: str, query) -> tuple[float, list]:
+            t0 = time.perf_counter()
+            if system == PYA0:
+                hits = peer.search([latex], (), k)
+            else:
+                hits = searcher.search(query, k, system, per_document)
+            return time.perf_counter() - t0, hits
+
+        for name, items in prepared.items():  # warm-up: every query once per system
+            for _, latex, query, _ in items:
+                for system in systems:
+                    one(system, latex, query)
+        per_set: dict[str, Latencies] = {}
+        violations = {s: 0 for s in STRATEGIES if s != "exhaustive"}
+        for name, items in prepared.items():
+            lat = per_set.setdefault(name, Latencies())
+            for _, latex, query, parse in items:
+                reference = None
+                for system in systems:
+                    seconds, hits = one(system, latex, query)
+                    if system == PYA0:
+                        lat.add(system, seconds)
+                        continue
+                    lat.add(system, seconds + parse)
+                    ranking = [(h.formula if not per_document else h.doc, h.score) for h in hits]
+                    if system == "exhaustive":
+                        reference = ranking
+                    elif ranking != reference:
+                        violations[system] += 1
+                        print(f"rank-safety violation: {system}, k={k}, {latex!r}")
+        every = Latencies()
+        for lat in per_set.values():
+            for system, values in lat.seconds.items():
+                every.seconds.setdefault(system, []).extend(values)
+        per_set["all"] = every
+        results["k"][k] = {name: {s: lat.stats(s) for s in systems} for name, lat in per_set.items()}
+        results["violations"][k] = violations
+
+    results["build"] = _build_figures(index_dir, peer)
+    if peer:
+        peer.close()
+    return results
+
+
+def _build_figures(index_dir: IndexDir, peer) -> dict:
+    ours = index_dir.manifest.components.get("structure", {})
+    figures = {"ours": {"seconds": ours.get("seconds"), "bytes": ours.get("bytes"),
+                        "formulas": ours.get("formulas"), "indexed": ours.get("indexed_formulas")}}
+    if peer is not None and peer.manifest is not None:
+        m = peer.manifest
+        figures[PYA0] = {"seconds": m.build_seconds, "bytes": m.content_bytes, "disk_bytes": m.disk_bytes,
+                         "formulas": m.formulas, "parser_errors": m.parser_errors, "files": m.files}
+    return figures
+
+
+def report(results: dict) -> str:
+    """Markdown tables: latency per query set and k (with ratios to pya0), rank safety, build figures."""
+    lines = []
+    unit = "documents (best formula)" if results["per_document"] else "formulas"
+    for k, per_set in results["k"].items():
+        for name, stats in per_set.items():
+            peer = stats.get(PYA0)
+            n = next(iter(stats.values()))["n"]
+            lines.append(f"\n{name}, {n} queries, k = {k}, ranking {unit}:\n")
+            lines.append("| system | p50 ms | p95 ms | max ms | mean ms | p50 / pya0 | p95 / pya0 | p50 speed-up vs exhaustive |")
+            lines.append("|---|---|---|---|---|---|---|---|")
+            for system, s in stats.items():
+                ratio = (lambda key: f"{s[key] / peer[key]:.2f}" if peer else "—")
+                speed = stats["exhaustive"]["p50"] / s["p50"]
+                lines.append(f"| {system} | {s['p50']:.1f} | {s['p95']:.1f} | {s['max']:.1f} | {s['mean']:.1f} "
+                             f"| {ratio('p50')} | {ratio('p95')} | {speed:.1f}× |")
+        lines.append(f"\nrank-safety violations at k = {k} (pruned top-k ≠ exhaustive top-k, ids and scores): "
+                     + ", ".join(f"{s} {n}" for s, n in results["violations"][k].items()))
+    lines.append("\nunreadable queries (ours): " + ", ".join(f"{n} {c}" for n, c in results["unreadable"].items()))
+    build = results["build"]
+    ours, peer = build["ours"], build.get(PYA0)
+    lines.append("\n| build | formulas | seconds | formulas/s | MiB |")
+    lines.append("|---|---|---|---|---|")
+    for name, b in (("MathScout", ours), (PYA0, peer)):
+        if b and b.get("seconds"):
+            rate = (b.get("formulas") or 0) / b["seconds"]
+            lines.append(f"| {name} | {b.get('formulas') or 0:,} | {b['seconds']:.1f} | {rate:,.0f} | {b['bytes'] / 2**20:.1f} |")
+    if peer and ours.get("seconds"):
+        lines.append(f"\nbuild time ratio (ours / pya0) {ours['seconds'] / peer['seconds']:.3f}; "
+                     f"size ratio {ours['bytes'] / peer['bytes']:.2f} (pya0 on disk: {peer['disk_bytes'] / 2**20:,.0f} MiB "
+                     f"in {peer['files']:,} files; {peer['parser_errors']:,} pya0 parser errors)")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", required=True, type=Path, help="an index directory with the structure component")
-    parser.add_argument("--k", type=int, default=100)
-    parser.add_argument("--per-document", action="store_true", help="rank documents by their best formula")
+    parser.add_argument("--ks", type=lambda s: [int(x) for x in s.split(",")], default=[100, 1000])
+    parser.add_argument("--k", type=int, help="a single k (same as --ks K)")
+    parser.add_argument("--pya0-index", type=Path, help="pya0 index folder (reused when it matches, else built)")
+    parser.add_argument("--no-pya0", action="store_true", help="compare our strategies only")
+    parser.add_argument("--per-formula", action="store_true", help="rank formulas (default: documents by best formula, like pya0)")
+    parser.add_argument("--per-document", action="store_true", help=argparse.SUPPRESS)  # the default; kept for old commands
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     args = parser.parse_args(argv)
-
-    started = time.perf_counter()
-    searcher = StructureSearcher(PathIndex.open(IndexDir(args.index).component_path("structure")))
-    print(f"index opened in {time.perf_counter() - started:.2f} s")
-    formulas = [t.formula for name in TOPIC_FILES for t in load_topics(args.data / name)]
-    latency: dict[str, list[float]] = {s: [] for s in STRATEGIES}
-    unsafe = unreadable = 0
-    for latex in formulas:
-        t0 = time.perf_counter()
-        try:
-            query = searcher.prepare(latex)
-        except QueryError:
-            unreadable += 1
-            continue
-        parse = time.perf_counter() - t0
-        searcher.search(query, args.k, "gbp-len", args.per_document)  # warm-up
-        reference = None
-        for strategy in STRATEGIES:
-            t0 = time.perf_counter()
-            hits = searcher.search(query, args.k, strategy, args.per_document)
-            latency[strategy].append(parse + time.perf_counter() - t0)
-            ranking = [(h.formula, h.score) for h in hits]
-            if reference is None:
-                reference = ranking
-            elif ranking != reference:
-                unsafe += 1
-                print(f"rank-safety violation: {strategy} on {latex!r}")
-    print(f"{len(formulas)} queries ({unreadable} unreadable), k={args.k}, per document: {args.per_document}; "
-          f"rank-safety violations: {unsafe}")
-    for strategy, times in latency.items():
-        ms = np.array(times) * 1000
-        print(f"  {strategy:<10} p50 {np.percentile(ms, 50):7.2f} ms  p95 {np.percentile(ms, 95):7.2f} ms  mean {ms.mean():7.2f} ms")
+    if args.k:
+        args.ks = [args.k]
+    results = run(args)
+    print(report(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
