@@ -42,8 +42,8 @@ def find_citations(text: str) -> list[tuple[int, int, list[str]]]:
 def check_citations(text: str, known: Iterable[str]) -> tuple[str, list[str], list[str]]:
     """(text with invented citations removed, cited known ids in order of first use, invented ids).
 
-    A bracket group is a citation when at least one of its parts is a known id; its unknown parts (ids the
-    tools never returned) are dropped. Brackets with no known id that do not look like ids are left alone."""
+    A bracket group is a citation when one of its parts is a known id, or when it is a single id-like token;
+    unknown parts (ids the tools never returned) are dropped. Other brackets (`[0, 1]`, `[a]`) are left alone."""
     known = set(known)
     cited: list[str] = []
     invented: list[str] = []
@@ -51,7 +51,7 @@ def check_citations(text: str, known: Iterable[str]) -> tuple[str, list[str], li
     for start, end, ids in find_citations(text):
         good = [i for i in ids if i in known]
         bad = [i for i in ids if i not in known and _looks_like_id(i)]
-        if not good and not bad:
+        if not good and (not bad or len(ids) > 1):  # `[0, 1]` with no known id is an interval, not a citation
             continue
         pieces.append(text[last:start])
         if good:
