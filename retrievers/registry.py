@@ -35,6 +35,7 @@ def _load_builtin() -> None:
     import retrievers.types  # noqa: F401
     import retrievers.fusion  # noqa: F401
     import retrievers.splade  # noqa: F401
+    import retrievers.dense  # noqa: F401
     import retrievers.rewrite  # noqa: F401
 
 

@@ -124,6 +124,7 @@ def add_components(index_path: Path | str, components: Sequence[str]) -> Manifes
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
+        index.manifest = Manifest.read(index.path / MANIFEST)  # re-read: another build may have added a component meanwhile
         index.manifest.components[name] = stats
         index.manifest.write(index.path / MANIFEST)
     return index.manifest

@@ -1,0 +1,218 @@
+"""Texts → normalised passage embeddings (and, in the same pass, token embeddings for late interaction).
+
+Dense paper §3 / thesis §5.2.2: a bi-encoder maps a query and a passage to vectors compared by inner
+product. Documents longer than the model's window (256 word pieces for all-MiniLM-L6-v2) are split
+into consecutive windows; only the first `max_passages` windows of a document are encoded (default
+2: 100 % of the words of 74 % of the collection's documents, 254 × 2 word pieces of the rest; every
+extra window adds ≈ 15 % encoding time) and a document scores the max over its passages.
+
+Backends: `onnx-int8` (default) runs the model's transformer as an ONNX graph with int8 dynamic
+quantisation (per-channel weights) in onnxruntime: 1.5–1.9× the documents/s of torch fp32 on this
+2-core machine with cosine 0.993 to the fp32 embeddings (measured on 300 collection documents);
+`torch` runs the sentence-transformers model as is. The ONNX export is cached per model folder
+under MATHSCOUT_HOME/onnx/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mathscout.config import home
+from mathscout.dense.model import default_model_path, load_sentence_model
+from mathscout.errors import MathScoutError
+
+BACKENDS = ("onnx-int8", "onnx", "torch")
+DEFAULT_BACKEND = os.environ.get("MATHSCOUT_DENSE_BACKEND", "onnx-int8")
+DEFAULT_MAX_PASSAGES = 2
+BATCH_TOKENS = 8192  # word pieces per batch (length-sorted batches of similar length)
+MAX_BATCH = 64
+
+_sessions: dict[tuple[str, str], object] = {}
+_lock = threading.Lock()
+
+
+@dataclass
+class EncodedBatch:
+    """Embeddings of a batch of sequences: pooled (n, dim) and, on request, the token vectors."""
+
+    pooled: np.ndarray
+    tokens: list[np.ndarray] = field(default_factory=list)  # per sequence (length, dim), specials removed
+    token_ids: list[np.ndarray] = field(default_factory=list)
+
+
+def _model_key(folder: Path) -> str:
+    config = folder / "config.json"
+    weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
+    stamp = "|".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in [config, *weights] if p.exists())
+    return hashlib.sha1(f"{folder.resolve()}|{stamp}".encode()).hexdigest()[:16]
+
+
+def _onnx_file(folder: Path, quantized: bool) -> Path:
+    """The model's transformer exported to ONNX (and int8-quantised), cached under MATHSCOUT_HOME/onnx."""
+    cache = home() / "onnx" / _model_key(folder)
+    plain, int8 = cache / "model.onnx", cache / "model.int8.onnx"
+    target = int8 if quantized else plain
+    if target.is_file():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    if not plain.is_file():
+        bert = load_sentence_model(folder)[0].auto_model.eval()
+
+        class LastHidden(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                                  token_type_ids=token_type_ids).last_hidden_state
+
+        example = tuple(torch.ones(2, 8, dtype=torch.long) for _ in range(3))
+        axes = {name: {0: "batch", 1: "length"} for name in ("input_ids", "attention_mask", "token_type_ids", "hidden")}
+        tmp = plain.with_suffix(f".tmp{os.getpid()}")
+        try:
+            torch.onnx.export(LastHidden(bert), example, str(tmp), input_names=["input_ids", "attention_mask", "token_type_ids"],
+                              output_names=["hidden"], dynamic_axes=axes, opset_version=17, dynamo=False)
+        except Exception as exc:  # noqa: BLE001
+            tmp.unlink(missing_ok=True)
+            raise MathScoutError(f"cannot export {folder} to ONNX ({str(exc).splitlines()[0]}): use backend 'torch'") from exc
+        os.replace(tmp, plain)
+    if quantized:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        tmp = int8.with_suffix(f".tmp{os.getpid()}.onnx")
+        quantize_dynamic(str(plain), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+        os.replace(tmp, int8)
+    return target
+
+
+def _session(folder: Path, backend: str):
+    key = (str(folder.resolve()), backend)
+    with _lock:
+        if key not in _sessions:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = int(os.environ.get("MATHSCOUT_DENSE_THREADS", "0")) or (os.cpu_count() or 1)
+            options.log_severity_level = 3
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared CPUs: no busy-waiting
+            path = _onnx_file(folder, quantized=backend == "onnx-int8")
+            _sessions[key] = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return _sessions[key]
+
+
+class Encoder:
+    """One model folder + backend: tokenises, splits into passages, encodes batches."""
+
+    def __init__(self, model_path: str | Path | None = None, backend: str = DEFAULT_BACKEND):
+        if backend not in BACKENDS:
+            raise MathScoutError(f"unknown dense backend '{backend}' (available: {', '.join(BACKENDS)})")
+        self.folder = Path(model_path) if model_path else default_model_path()
+        self.backend = backend
+        self.model = load_sentence_model(self.folder)
+        self.tokenizer = self.model.tokenizer
+        self.window = min(int(self.model.max_seq_length or 256), 512)
+        self.dimension = int(self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension")
+                             else self.model.get_sentence_embedding_dimension())
+        self.normalize = any(type(m).__name__ == "Normalize" for m in self.model)
+        self.cls, self.sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        self.pad = self.tokenizer.pad_token_id or 0
+        if backend != "torch":
+            self._session = _session(self.folder, backend)
+
+    # --- word pieces -------------------------------------------------------------------------------------
+
+    def pieces(self, texts: Sequence[str]) -> list[list[int]]:
+        """Word-piece ids of each text, without special tokens and without a length limit."""
+        import transformers
+
+        verbosity = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()  # "longer than the maximum length": splitting is the point
+        try:
+            return self.tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+        finally:
+            transformers.logging.set_verbosity(verbosity)
+
+    def passages(self, pieces: list[int], max_passages: int) -> list[list[int]]:
+        """Consecutive windows of word pieces (each framed by [CLS] … [SEP]), at most `max_passages`."""
+        size = self.window - 2
+        windows = [pieces[i : i + size] for i in range(0, max(len(pieces), 1), size)][:max_passages]
+        return [[self.cls, *w, self.sep] for w in windows]
+
+    # --- encoding ------------------------------------------------------------------------------------------
+
+    def encode_ids(self, sequences: Sequence[list[int]], with_tokens: bool = False) -> EncodedBatch:
+        """Mean-pooled (and normalised when the model normalises) embeddings of framed word-piece sequences."""
+        length = max(len(s) for s in sequences)
+        ids = np.full((len(sequences), length), self.pad, dtype=np.int64)
+        mask = np.zeros((len(sequences), length), dtype=np.int64)
+        for row, seq in enumerate(sequences):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        hidden = self._hidden(ids, mask)
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        if self.normalize:
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        batch = EncodedBatch(pooled.astype(np.float32))
+        if with_tokens:
+            for row, seq in enumerate(sequences):
+                batch.tokens.append(hidden[row, 1 : len(seq) - 1])
+                batch.token_ids.append(np.asarray(seq[1:-1], dtype=np.int64))
+        return batch
+
+    def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if self.backend == "torch":
+            import torch
+
+            with torch.inference_mode():
+                out = self.model[0].auto_model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                                               token_type_ids=torch.zeros_like(torch.from_numpy(ids)))
+            return out.last_hidden_state.numpy()
+        return self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                        "token_type_ids": np.zeros_like(ids)})[0]
+
+    def encode_queries(self, texts: Sequence[str], with_tokens: bool = False) -> EncodedBatch:
+        """Query embeddings: each query's first window (queries longer than 254 word pieces are cut)."""
+        sequences = [self.passages(p, 1)[0] for p in self.pieces(texts)]
+        return self.encode_ids(sequences, with_tokens)
+
+    def encode_passages(self, sequences: list[list[int]], with_tokens: Callable[[int], bool] | None = None,
+                        progress: Callable[[int], None] | None = None,
+                        on_batch: Callable[[np.ndarray, EncodedBatch], None] | None = None) -> np.ndarray:
+        """Embeddings of many sequences in length-sorted batches (longest first, ≤ BATCH_TOKENS pieces each);
+        `on_batch(positions, batch)` sees each batch (with token vectors for the sequences `with_tokens` picks)."""
+        out = np.zeros((len(sequences), self.dimension), dtype=np.float32)
+        order = np.argsort([-len(s) for s in sequences], kind="stable")
+        start = 0
+        while start < len(order):
+            size = max(1, min(MAX_BATCH, BATCH_TOKENS // len(sequences[order[start]])))
+            positions = order[start : start + size]
+            tokens = with_tokens is not None and any(with_tokens(int(p)) for p in positions)
+            batch = self.encode_ids([sequences[p] for p in positions], with_tokens=tokens)
+            out[positions] = batch.pooled
+            if on_batch is not None:
+                on_batch(positions, batch)
+            if progress is not None:
+                progress(len(positions))
+            start += size
+        return out
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def rate(count: int, started: float) -> float:
+    return count / max(time.perf_counter() - started, 1e-9)

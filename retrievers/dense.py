@@ -1,0 +1,167 @@
+"""Dense passage retrieval (DPR-style bi-encoder, dense paper §3.1, thesis §5.2.2): the `dense` and
+`dense-ft` index components and search modes.
+
+A query is encoded by the model the index was built with (or `model=` / $MATHSCOUT_DENSE_MODEL, which
+must have the same dimension), its nearest passages are found by inner product in faiss (exact `flat`
+by default, or `hnsw` with efSearch = 64, thesis §5.3.2), and each document scores the max over its
+passages. `dense-ft` is the same over a second component encoded by a fine-tuned model
+(`mathscout train dense`; folder $MATHSCOUT_DENSE_FT_MODEL, default MATHSCOUT_HOME/models/dense-ft).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mathscout.config import home
+from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint, read_meta
+from mathscout.dense.encoder import Encoder
+from mathscout.dense.model import model_input_text
+from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import ComponentSpec, register_component
+from mathscout.index.layout import IndexDir
+from mathscout.store import DocumentStore
+from mathscout.types import Hit, Query
+from retrievers.base import BaseRetriever, prepare_query
+from retrievers.registry import ModeSpec, register_mode
+
+FT_ENV = "MATHSCOUT_DENSE_FT_MODEL"
+SEARCH_KINDS = ("flat", "hnsw")
+
+
+def fine_tuned_model_path() -> Path:
+    """Where `mathscout train dense` puts its model by default, or $MATHSCOUT_DENSE_FT_MODEL."""
+    return Path(os.environ.get(FT_ENV) or home() / "models" / "dense-ft")
+
+
+class DenseComponent:
+    """Encodes every document into passage vectors (faiss Flat + HNSW) and, for `dense`, token vectors."""
+
+    def __init__(self, name: str = "dense"):
+        self.name = name
+
+    def settings(self) -> DenseSettings:
+        if self.name == "dense-ft":
+            settings = DenseSettings.from_env("MATHSCOUT_DENSE_FT", tokens=False)
+            settings.model = str(fine_tuned_model_path())
+            return settings
+        return DenseSettings.from_env()
+
+    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+        return build_dense(store, target, self.settings(), label=self.name)
+
+
+def load_faiss(path: Path, index_path: Path, component: str):
+    """A faiss index file; a clear error naming the rebuild command when it is missing or corrupted."""
+    import faiss
+
+    try:
+        return faiss.read_index(str(path))
+    except RuntimeError as exc:
+        raise IndexMissingError(f"the faiss index {path} is unreadable or corrupted: rebuild it with "
+                                f"'mathscout index --index {index_path} --components {component}'") from exc
+
+
+def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str) -> Encoder:
+    """The query encoder: `model`, else $MATHSCOUT_DENSE_MODEL (for `dense`), else the index's model;
+    its dimension must be the index's."""
+    env = os.environ.get("MATHSCOUT_DENSE_MODEL") if component == "dense" else None
+    folder = Path(model or env or meta["model"])
+    encoder = Encoder(folder, meta.get("backend", "onnx-int8"))
+    if encoder.dimension != int(meta["dimension"]):
+        raise MathScoutError(f"the dense model {folder} makes {encoder.dimension}-dimensional vectors but the "
+                             f"'{component}' index holds {meta['dimension']}-dimensional ones: search with the model it "
+                             f"was built with ({meta['model']}) or rebuild the component")
+    if model_fingerprint(folder) != meta.get("model_key", model_fingerprint(folder)):
+        print(f"notice: the dense model {folder} is not the one the '{component}' index was built with "
+              f"({meta['model']}); scores may be off", file=sys.stderr)
+    return encoder
+
+
+class DenseRetriever(BaseRetriever):
+    """Passage-level dense retrieval, max-pooled to documents."""
+
+    def __init__(self, index: IndexDir, component: str = "dense", search: str = "flat", model: str | Path | None = None,
+                 ef_search: int | None = None):
+        if search not in SEARCH_KINDS:
+            raise MathScoutError(f"unknown dense search '{search}' (available: {', '.join(SEARCH_KINDS)})")
+        self.name = component
+        folder = index.component_path(component)
+        self.meta = read_meta(folder)
+        self.encoder = open_encoder(self.meta, model, component)
+        self.faiss = load_faiss(folder / f"{search}.faiss", index.path, component)
+        if self.faiss.d != self.encoder.dimension:
+            raise MathScoutError(f"the faiss index {folder / (search + '.faiss')} holds {self.faiss.d}-dimensional "
+                                 f"vectors, the model {self.encoder.dimension}: rebuild the '{component}' component")
+        if search == "hnsw":
+            self.faiss.hnsw.efSearch = int(ef_search or self.meta.get("hnsw_ef_search", 64))
+        try:
+            self.passage_doc = np.load(folder / "passage_doc.npy")
+        except (OSError, ValueError) as exc:
+            raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
+                                    f"'mathscout index --index {index.path} --components {component}'") from exc
+        if len(self.passage_doc) != self.faiss.ntotal:
+            raise IndexMissingError(f"the dense index {folder} is inconsistent ({self.faiss.ntotal} vectors, "
+                                    f"{len(self.passage_doc)} passages): rebuild the '{component}' component")
+        self.doc_ids = index.store.doc_ids()
+        self.max_passages = int(self.meta.get("max_passages", 1))
+        self._lock = threading.Lock()
+
+    def encode(self, queries: list[Query]) -> np.ndarray:
+        texts = []
+        for query in queries:
+            text = model_input_text(" ".join(p for p in (query.text, f"${query.formula}$" if query.formula else "") if p))
+            if not text.strip():
+                raise QueryError("the query has nothing to encode: type some words and/or a formula like $x^2+1$")
+            texts.append(text)
+        return self.encoder.encode_queries(texts).pooled
+
+    def rank(self, vectors: np.ndarray, k: int) -> list[list[Hit]]:
+        depth = min(self.faiss.ntotal, max(k, 1) * self.max_passages + 16)
+        with self._lock:  # faiss indexes are not safe for concurrent searches that change efSearch; keep it simple
+            scores, positions = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
+        results = []
+        for row_scores, row_positions in zip(scores, positions):
+            best: dict[int, float] = {}
+            for score, position in zip(row_scores, row_positions):
+                if position < 0:
+                    continue
+                doc = int(self.passage_doc[position])
+                if doc not in best:  # passages come best first: the first one of a document is its max
+                    best[doc] = float(score)
+            ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
+            results.append([Hit(doc_id=self.doc_ids[doc], score=score, rank=n, components={self.name: score})
+                            for n, (doc, score) in enumerate(ranked, start=1)])
+        return results
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        return self.rank(self.encode([query]), k)[0]
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        prepared = [prepare_query(q) for q in queries]
+        hits: dict[str, list[Hit]] = {}
+        for start in range(0, len(prepared), 32):
+            chunk = prepared[start : start + 32]
+            for query, ranked in zip(chunk, self.rank(self.encode(chunk), k)):
+                hits[query.id] = ranked
+        return hits
+
+
+def _open(component: str):
+    def opener(index: IndexDir, **options) -> DenseRetriever:
+        return DenseRetriever(index, component, **options)
+
+    return opener
+
+
+register_component(ComponentSpec("dense", lambda: DenseComponent("dense"), "bi-encoder passage vectors (faiss Flat + "
+                                 "HNSW) and token vectors, model $MATHSCOUT_DENSE_MODEL or all-MiniLM-L6-v2", default=False))
+register_component(ComponentSpec("dense-ft", lambda: DenseComponent("dense-ft"), "passage vectors from the fine-tuned "
+                                 f"bi-encoder (${FT_ENV}, default MATHSCOUT_HOME/models/dense-ft)", default=False))
+register_mode(ModeSpec("dense", _open("dense"), ("dense",), "dense passage retrieval (bi-encoder, max over passages)"))
+register_mode(ModeSpec("dense-ft", _open("dense-ft"), ("dense-ft",), "dense retrieval with the fine-tuned bi-encoder"))
