@@ -117,24 +117,22 @@ def rewrite_retriever(small_index):
 
 
 def test_structure_rewrite_finds_a_document_written_in_another_form(rewrite_retriever, small_index):
-    """A real collection formula, queried in its factored form, is found by its document only with rewriting."""
+    """Answer 48131 writes $(x-a)^{2}$; queried expanded, it is found through the factored form."""
     from mathscout.index.layout import IndexDir
     from mathscout.types import Query
     from retrievers.structure import StructureRetriever
 
-    store = IndexDir(small_index).store
-    structure = StructureRetriever(IndexDir(small_index))
-    for _, formula in store.iter_formulas():
-        if formula.latex.replace(" ", "") == "x^2+2x+1":
-            break
-    else:
-        pytest.skip("no x^2+2x+1 in the small index")
-    query = Query(id="q", text="", formula="(x+1)^2")
-    with_rewrite = [h.doc_id for h in rewrite_retriever.search(query, k=10)]
-    assert formula.doc_id in with_rewrite
-    assert rewrite_retriever.last_rewrites[0].forms  # it searched the expanded form too
-    plain = [h.doc_id for h in structure.search(query, k=10)]
-    assert with_rewrite.index(formula.doc_id) <= (plain.index(formula.doc_id) if formula.doc_id in plain else 10)
+    target = "48131"
+    query = Query(id="q", text="", formula="x^2 - 2ax + a^2")
+    with_rewrite = rewrite_retriever.search(query, k=10)
+    forms = [f.latex for f in rewrite_retriever.last_rewrites[0].forms]
+    assert any(same_tree(f, "(x-a)^2") for f in forms), forms
+    ranked = [h.doc_id for h in with_rewrite]
+    assert target in ranked[:3], ranked
+    best = next(h for h in with_rewrite if h.doc_id == target)
+    assert best.formulas and best.formulas[0].latex == "(x-a)^{2}"  # the matched formula is shown
+    plain = [h.doc_id for h in StructureRetriever(IndexDir(small_index)).search(query, k=10)]
+    assert target not in plain[:3]
 
 
 def test_structure_rewrite_runs_in_batch_from_the_cli(small_index, tmp_path):

@@ -1,0 +1,258 @@
+"""Rerankers (R→R): reorder a first stage's top hits by a second opinion, PyTerrier `>>` style.
+
+- `EmbeddingReranker`: cosine of all-MiniLM-L6-v2 embeddings of the query and each passage (the
+  unsupervised embedding reranking of Rohatgi et al. 2020, §2.2: "rank the candidates using their
+  cosine distance to the topic embedding"; local model via `mathscout.dense.model`).
+- `OpenAIEmbeddingReranker`: the same with an OpenAI-compatible embeddings API (thesis ch. 6, Ada-002).
+- `LLMListwiseReranker`: a chat model sorts the passages (thesis ch. 6 prompt, `prompts/rerank_listwise.md`).
+  Malformed replies are repaired: ids it names are taken in its order (unknown and repeated ones
+  ignored), the ones it leaves out follow in first-stage order; an empty reply, an API error or a
+  time-out keeps the first-stage order, with a notice.
+
+`Reranked(retriever, reranker, depth)` is a Retriever: the first stage's top `depth` hits reordered, the
+rest after them. Reranked hits keep their `components` and gain `components["rerank"]`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from mathscout.errors import MathScoutError
+from mathscout.types import Hit, Query
+from retrievers.base import BaseRetriever, Retriever, prepare_query
+
+PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
+MAX_PASSAGE_CHARS = 2000  # text embedded per hit (MiniLM reads 256 word pieces; the rest is ignored anyway)
+MAX_PROMPT_PASSAGE_CHARS = 800  # text per passage in the LLM prompt
+DEFAULT_DEPTH = 10  # thesis ch. 6 reranks the top-10 with GPT-4
+DEFAULT_CHAT_MODEL = "gpt-4o-mini"
+DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    name: str
+
+    def rerank(self, query: str | Query, hits: list[Hit], k: int | None = None) -> list[Hit]:
+        """`hits` reordered, best first (the top `k` when given); each gains `components["rerank"]`."""
+        ...
+
+
+class _BaseReranker:
+    """Passage texts (from the store when known, else the hit's snippet) and the common bookkeeping."""
+
+    name = "rerank"
+
+    def __init__(self, store=None):
+        self.store = store
+        self.last_notice: str | None = None
+
+    def passages(self, hits: list[Hit], limit: int = MAX_PASSAGE_CHARS) -> list[str]:
+        documents = self.store.get_many(h.doc_id for h in hits) if self.store is not None else {}
+        texts = []
+        for hit in hits:
+            document = documents.get(hit.doc_id)
+            text = f"{document.title}\n{document.text}" if document is not None else (hit.snippet or hit.doc_id)
+            texts.append(text.strip()[:limit])
+        return texts
+
+    def rerank(self, query: str | Query, hits: list[Hit], k: int | None = None) -> list[Hit]:
+        self.last_notice = None
+        hits = [replace(h, components=dict(h.components)) for h in hits]
+        if not hits:
+            return []
+        text = query.text if isinstance(query, Query) else query
+        try:
+            scores = self.scores(text, hits)
+        except MathScoutError as exc:  # API errors and time-outs: keep the first stage's order
+            self.last_notice = f"{self.name}: {exc}; first-stage order kept"
+            print(f"notice: {self.last_notice}", file=sys.stderr)
+            scores = [float(len(hits) - i) for i in range(len(hits))]
+        order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
+        reranked = []
+        for rank, i in enumerate(order, start=1):
+            hit = hits[i]
+            hit.components["rerank"] = float(scores[i])
+            hit.score, hit.rank = float(scores[i]), rank
+            reranked.append(hit)
+        return reranked[:k] if k is not None else reranked
+
+    def scores(self, query: str, hits: list[Hit]) -> list[float]:
+        raise NotImplementedError
+
+
+class EmbeddingReranker(_BaseReranker):
+    """Cosine similarity of local sentence-transformer embeddings (default all-MiniLM-L6-v2)."""
+
+    name = "embedding"
+
+    def __init__(self, model_path: str | Path | None = None, store=None, batch_size: int = 32):
+        super().__init__(store)
+        from mathscout.dense.model import load_sentence_model
+
+        self.model = load_sentence_model(model_path)
+        self.batch_size = batch_size
+
+    def scores(self, query: str, hits: list[Hit]) -> list[float]:
+        from mathscout.dense.model import model_input_text
+
+        texts = [model_input_text(query)] + [model_input_text(t) for t in self.passages(hits)]
+        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False)
+        return [float(v) for v in np.asarray(vectors[1:]) @ np.asarray(vectors[0])]
+
+
+def _client(base_url: str | None, api_key: str | None, timeout: float):
+    from openai import OpenAI
+
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    if not key:
+        raise MathScoutError("no API key: set OPENAI_API_KEY (or pass api_key) to use an OpenAI reranker")
+    return OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None, api_key=key, timeout=timeout, max_retries=0)
+
+
+def _api_error(exc: Exception) -> MathScoutError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return MathScoutError(f"the API call failed ({type(exc).__name__}: {first})")
+
+
+class OpenAIEmbeddingReranker(_BaseReranker):
+    """Cosine similarity of embeddings from an OpenAI-compatible `/v1/embeddings` endpoint."""
+
+    name = "openai-embedding"
+
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, base_url: str | None = None, api_key: str | None = None, timeout: float = 30.0, store=None):
+        super().__init__(store)
+        self.model = model
+        self.client = _client(base_url, api_key, timeout)
+
+    def scores(self, query: str, hits: list[Hit]) -> list[float]:
+        try:
+            response = self.client.embeddings.create(model=self.model, input=[query] + self.passages(hits))
+        except Exception as exc:  # openai raises its own error classes (timeouts, HTTP statuses, connection)
+            raise _api_error(exc) from exc
+        vectors = np.array([d.embedding for d in sorted(response.data, key=lambda d: d.index)], dtype=np.float64)
+        if len(vectors) != len(hits) + 1:
+            raise MathScoutError(f"the embeddings API returned {len(vectors)} vectors for {len(hits) + 1} texts")
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return [float(v) for v in vectors[1:] @ vectors[0]]
+
+
+_PASSAGE_REF = re.compile(r"PASSAGE[\s_#-]*(\d+)", re.IGNORECASE)
+_NUMBER = re.compile(r"\b(\d+)\b")
+
+
+def parse_listwise_reply(reply: str, count: int) -> list[int]:
+    """0-based passage indices in the order the model gave them: `PASSAGEn` names (or, failing that, bare
+    numbers inside the first bracketed list); unknown and repeated ones are dropped, the missing ones
+    follow in first-stage order."""
+    text = reply or ""
+    first_list = re.search(r"\[?([^\[\]]*)\]", text)  # the prompt ends with "[", so the reply may start inside the list
+    refs = [int(n) for n in _PASSAGE_REF.findall(first_list.group(1))] if first_list else []
+    if not refs:
+        refs = [int(n) for n in _PASSAGE_REF.findall(text)]
+    if not refs and first_list:
+        refs = [int(n) for n in _NUMBER.findall(first_list.group(1))]
+    order, seen = [], set()
+    for n in refs:
+        if 1 <= n <= count and n - 1 not in seen:
+            seen.add(n - 1)
+            order.append(n - 1)
+    return order + [i for i in range(count) if i not in seen]
+
+
+def listwise_prompt(question: str, passages: list[str]) -> str:
+    """The thesis ch. 6 prompt (`prompts/rerank_listwise.md`) filled in: plain replacement, texts may hold braces."""
+    try:
+        template = PROMPT_FILE.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise MathScoutError(f"the prompt file {PROMPT_FILE} is missing ({exc.strerror}); reinstall MathScout") from exc
+    quoted = [" ".join(p.split()).replace('"', "'") for p in passages]
+    listing = ", ".join(f'PASSAGE{i} = "{p}"' for i, p in enumerate(quoted, start=1))
+    names = ", ".join(f"PASSAGE{i}" for i in range(1, len(passages) + 1))
+    question = " ".join(question.split()).replace('"', "'")
+    # {question} last: the question is user text and must not be searched for placeholders again
+    return template.replace("{passages}", listing).replace("{names}", names).replace("{question}", question)
+
+
+class LLMListwiseReranker(_BaseReranker):
+    """A chat model (OpenAI-compatible API) sorts the passages; see `parse_listwise_reply` for repairs."""
+
+    name = "llm-listwise"
+
+    def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0, store=None):
+        super().__init__(store)
+        self.model = model or os.environ.get("MATHSCOUT_RERANK_MODEL") or os.environ.get("OPENAI_MODEL") or DEFAULT_CHAT_MODEL
+        self.client = _client(base_url, api_key, timeout)
+        self.last_reply: str | None = None
+
+    def scores(self, query: str, hits: list[Hit]) -> list[float]:
+        prompt = listwise_prompt(query, self.passages(hits, MAX_PROMPT_PASSAGE_CHARS))
+        try:
+            response = self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0)
+            reply = (response.choices[0].message.content or "") if response.choices else ""
+        except Exception as exc:
+            raise _api_error(exc) from exc
+        self.last_reply = reply
+        if not reply.strip():
+            raise MathScoutError("the model returned an empty reply")
+        order = parse_listwise_reply(reply, len(hits))
+        named = len(set(int(n) for n in _PASSAGE_REF.findall(reply) if 1 <= int(n) <= len(hits)))
+        if named < len(hits):
+            self.last_notice = f"{self.name}: the model placed {named} of {len(hits)} passages; the rest keep their first-stage order"
+        scores = [0.0] * len(hits)
+        for position, i in enumerate(order):
+            scores[i] = float(len(hits) - position)
+        return scores
+
+
+def open_reranker(kind: str = "auto", store=None, **options) -> Reranker:
+    """`auto` (the LLM when OPENAI_API_KEY is set, else local embeddings), `embedding`, `openai-embedding`
+    (or `openai`), `llm`; options go to the reranker (model, base_url, api_key, timeout, model_path)."""
+    if kind == "auto":
+        kind = "llm" if os.environ.get("OPENAI_API_KEY") else "embedding"
+    if kind == "embedding":
+        return EmbeddingReranker(store=store, **options)
+    if kind in ("openai-embedding", "openai"):
+        return OpenAIEmbeddingReranker(store=store, **options)
+    if kind in ("llm", "llm-listwise"):
+        return LLMListwiseReranker(store=store, **options)
+    raise MathScoutError(f"unknown reranker '{kind}' (choose from auto, embedding, openai-embedding, llm)")
+
+
+class Reranked(BaseRetriever):
+    """`retriever >> reranker`: the top `depth` first-stage hits reordered, the others after them."""
+
+    def __init__(self, retriever: Retriever, reranker: Reranker, depth: int = DEFAULT_DEPTH):
+        if depth < 1:
+            raise MathScoutError(f"the rerank depth must be at least 1 (got {depth})")
+        self.retriever, self.reranker, self.depth = retriever, reranker, depth
+        self.name = f"{retriever.name}>>{reranker.name}"
+        store = getattr(retriever, "store", None)
+        if store is not None and getattr(reranker, "store", "absent") is None:
+            reranker.store = store
+
+    def _combine(self, query: Query, hits: list[Hit], k: int) -> list[Hit]:
+        head = self.reranker.rerank(query, hits[: self.depth])
+        tail = [replace(h, components=dict(h.components)) for h in hits[self.depth :]]
+        floor = min((h.score for h in head), default=0.0)
+        for i, hit in enumerate(tail, start=1):  # below every reranked hit, first-stage order kept
+            hit.score = floor - i
+        combined = (head + tail)[:k]
+        for rank, hit in enumerate(combined, start=1):
+            hit.rank = rank
+        return combined
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        return self._combine(query, self.retriever.search(query, max(k, self.depth)), k)
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        first = self.retriever.batch_search(queries, max(k, self.depth))
+        by_id = {q.id: q for q in queries}
+        return {qid: self._combine(prepare_query(by_id[qid]), hits, k) for qid, hits in first.items()}
