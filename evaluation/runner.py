@@ -17,21 +17,28 @@ from retrievers.registry import open_retriever
 
 
 def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str,
-               fmt: str = "trec", tag: str | None = None, options: dict | None = None) -> str:
+               fmt: str = "trec", tag: str | None = None, options: dict | None = None,
+               rerank: str | None = None, rerank_depth: int = 10) -> str:
     """Search each topic (top `k`) with the `mode` retriever and write `output`; returns a summary line.
+
+    `rerank` (a `retrievers.rerank.open_reranker` kind) reorders each topic's top `rerank_depth` hits.
 
     A topic whose search fails is reported on stderr and left out of the run; if every topic fails,
     nothing is written and a MathScoutError explains why.
     """
     if k < 1:
         raise MathScoutError(f"--k must be at least 1 (got {k})")
-    tag = tag or f"mathscout-{mode}"
+    tag = tag or f"mathscout-{mode}" + (f"-{rerank}{rerank_depth}" if rerank else "")
     format_run_lines({}, tag, fmt)  # a bad format or tag fails now, not after the whole run
     topics = load_topics(topics_path)
     try:
         retriever = open_retriever(index, mode, **(options or {}))
     except TypeError as exc:  # an option the mode does not take
         raise MathScoutError(f"mode '{mode}' does not accept these options {sorted(options or {})}: {exc}") from exc
+    if rerank:
+        from retrievers.rerank import Reranked, open_reranker
+
+        retriever = Reranked(retriever, open_reranker(rerank, store=index.store), rerank_depth)
     results: dict[str, list[Hit]] = {}
     failures: list[str] = []
     latencies: list[float] = []

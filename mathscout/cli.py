@@ -68,7 +68,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
     index = _open_index(args)
     options = dict(_option(o) for o in args.set or [])
-    summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options)
+    summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options,
+                         rerank=args.rerank, rerank_depth=args.rerank_depth)
     print(summary)
 
 
@@ -149,6 +150,9 @@ def _add_run(sub) -> None:
     p.add_argument("--tag", default=None, help="run tag (default: mathscout-<mode>)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a retriever option, e.g. --set lambda_m=1.0 --set eta=0.05 (repeatable)")
+    p.add_argument("--rerank", default=None, metavar="KIND",
+                   help="rerank each topic's top hits: embedding (local MiniLM), openai-embedding, llm, auto")
+    p.add_argument("--rerank-depth", type=int, default=10, help="first-stage hits reranked (default 10)")
     p.set_defaults(func=_cmd_run)
 
 
