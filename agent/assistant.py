@@ -95,9 +95,11 @@ class Assistant:
             notices.append(refusal)
             yield AgentEvent("notice", text=refusal)
         pending: list[AgentEvent] = []
-        rerank_kind = "auto" if llm else "embedding"
-        if llm:
-            session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=rerank_kind, notices=list(notices))
+        if llm:  # the listwise LLM reranker on the same endpoint (thesis ch. 6 prompt, prompts/rerank_listwise.md)
+            endpoint = dict(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,
+                            timeout=self.config.timeout)
+            session = ToolSession(self.toolbox, emit=pending.append, rerank_kind="llm", rerank_options=endpoint,
+                                  notices=list(notices))
             try:
                 yield from LLMAgent(self.config).stream(read, session, pending, mode=mode, k=k, rerank=rerank,
                                                         started=started)
@@ -107,7 +109,7 @@ class Assistant:
                 notices.append(notice)
                 pending.clear()
                 yield AgentEvent("notice", text=notice)
-        session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=rerank_kind, notices=list(notices))
+        session = ToolSession(self.toolbox, emit=pending.append, rerank_kind="embedding", notices=list(notices))
         yield from self.planner.stream(read, session, pending, mode=mode, k=k, rerank=rerank, started=started)
 
     def ask(self, question: str, **options) -> Answer:

@@ -154,3 +154,27 @@ def test_asking_for_the_llm_without_an_endpoint_says_so(index, tmp_path, monkeyp
     monkeypatch.setenv("MATHSCOUT_CONFIG", str(tmp_path / "none.toml"))
     answer = Assistant(index).ask("harmonic series", use_llm=True, k=3)
     assert answer.planner == "offline" and any("no endpoint configured" in n for n in answer.notices)
+
+
+def test_the_model_can_rerank_with_the_listwise_reranker_on_the_same_endpoint(index):
+    def model(request: ChatRequest):
+        if not request.tools:  # the listwise reranker's request (thesis ch. 6 prompt): reverse the order
+            assert "SORTED_PASSAGES" in request.last_user
+            return Text("[PASSAGE3, PASSAGE2, PASSAGE1]")
+        if not request.tool_results:
+            return ToolCalls([("structure_search", {"formula": SQRT_PRODUCT, "k": 3})])
+        if len(request.tool_results) == 1:
+            ids = [h["id"] for h in _hits_of(request.tool_results[0])]
+            return ToolCalls([("rerank", {"query": "square root of a product", "hit_ids": ids})])
+        best = _hits_of(request.tool_results[1])[0]["id"]
+        return Text(f"See [{best}].")
+
+    with FakeOpenAI(model) as server:
+        answer = _assistant(index, server).ask(f"${SQRT_PRODUCT}$", k=3, rerank=True)
+    if not any(r.tools for r in server.requests[:1]) or "rerank" not in server.requests[0].tools:
+        pytest.skip("no reranker installed")
+    first, reranked = answer.trace[0], answer.trace[1]
+    assert reranked.tool == "rerank" and not reranked.error and reranked.summary.startswith("llm-listwise")
+    structure_ids = first.summary.split(": ", 1)[1].split(", ")
+    assert answer.citations == [structure_ids[-1]]  # the reranker reversed the three hits
+    assert any("call rerank" in r.last_user for r in server.requests if r.tools)

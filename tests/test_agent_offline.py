@@ -217,3 +217,17 @@ def test_python_api(index):
     assert {"structure_search", "hybrid_search", "get_document"} <= names
     document = json.loads({t.name: t for t in scout.tools}["get_document"].invoke({"id": SUM_OF_SQUARES_DOC}))
     assert document["status"] == "ok" and document["documents"]["text"]
+
+
+def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
+    if "rerank" not in assistant.toolbox.available():
+        pytest.skip("no reranker installed")
+    plain = assistant.ask("does the harmonic series diverge", k=5)
+    reranked = assistant.ask("does the harmonic series diverge", k=5, rerank=True)
+    call = reranked.trace[-1]
+    assert call.tool == "rerank" and not call.error and call.summary.startswith("embedding")
+    assert len(call.arguments["hit_ids"]) == 20  # the first stage's top 20 are reranked
+    assert all("rerank" in h.components for h in reranked.hits)
+    scores = [h.components["rerank"] for h in reranked.hits]
+    assert scores == sorted(scores, reverse=True) and {h.doc_id for h in reranked.hits} <= set(call.arguments["hit_ids"])
+    assert [h.doc_id for h in plain.hits] != [h.doc_id for h in reranked.hits] or scores

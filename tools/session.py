@@ -40,6 +40,7 @@ class ToolSession:
     toolbox: ToolBox
     emit: Callable[[AgentEvent], None] | None = None
     rerank_kind: str = "auto"
+    rerank_options: dict[str, Any] = field(default_factory=dict)  # e.g. the LLM endpoint for "llm"
     max_calls: int = MAX_CALLS
     max_document_calls: int = MAX_DOCUMENT_CALLS
     trace: list[ToolCall] = field(default_factory=list)
@@ -104,7 +105,7 @@ class ToolSession:
         if tool == "rewrite_formula":
             return box.rewrite_formula(args.latex)
         if tool == "rerank":
-            return box.rerank(args.query, self._hits_for(args.hit_ids), self.rerank_kind)
+            return box.rerank(args.query, self._hits_for(args.hit_ids), self.rerank_kind, **self.rerank_options)
         if len(self.documents_read) >= self.max_document_calls:
             raise MathScoutError(f"at most {self.max_document_calls} documents can be read per question: "
                                  "answer from the passages the searches returned")

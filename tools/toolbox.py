@@ -203,24 +203,30 @@ class ToolBox:
             summary += f" ({result.notice})"
         return ToolOutput(summary, payload, rewrites=rewrites, notices=[result.notice] if result.notice else [])
 
-    def reranker(self, kind: str = "auto"):
+    def reranker(self, kind: str = "auto", **options):
+        """A reranker of `retrievers.rerank` (opened once per kind and options), reading passages from the store."""
         module = _rerank_module()
         if module is None:
             raise MathScoutError("rerankers are not installed")
+        key = (kind, tuple(sorted(options.items())))
         with self._lock:
-            if kind not in self._rerankers:
-                self._rerankers[kind] = module.open_reranker(kind)
-            return self._rerankers[kind]
+            if key not in self._rerankers:
+                self._rerankers[key] = module.open_reranker(kind, store=self.index.store, **options)
+            return self._rerankers[key]
 
-    def rerank(self, query: str, hits: list[Hit], kind: str = "auto") -> ToolOutput:
-        """The hits reordered by a reranker (local embeddings, or an LLM/OpenAI embeddings when configured)."""
-        reranker = self.reranker(kind)
+    def rerank(self, query: str, hits: list[Hit], kind: str = "auto", **options) -> ToolOutput:
+        """The hits reordered by a reranker (local embeddings, or an LLM/OpenAI embeddings when configured);
+        when the reranker fails it keeps the first-stage order and says so."""
+        reranker = self.reranker(kind, **options)
         reranked = [replace(h) for h in reranker.rerank(query, [replace(h) for h in hits], k=len(hits))]
         for rank, hit in enumerate(reranked, start=1):
             hit.rank = rank
         documents = self.index.store.get_many(h.doc_id for h in reranked)
-        payload = {"reranker": getattr(reranker, "name", kind), "hits": [hit_payload(h, documents) for h in reranked]}
-        return ToolOutput(f"{getattr(reranker, 'name', kind)}: " + hit_ids_summary(reranked), payload, hits=reranked)
+        name = getattr(reranker, "name", kind)
+        notice = getattr(reranker, "last_notice", None)
+        payload = {"reranker": name, "hits": [hit_payload(h, documents) for h in reranked]}
+        return ToolOutput(f"{name}: " + hit_ids_summary(reranked), payload, hits=reranked,
+                          notices=[notice] if notice else [])
 
     def document(self, doc_id: str) -> Document | None:
         return self.index.store.get(doc_id)
