@@ -178,3 +178,19 @@ def test_the_model_can_rerank_with_the_listwise_reranker_on_the_same_endpoint(in
     structure_ids = first.summary.split(": ", 1)[1].split(", ")
     assert answer.citations == [structure_ids[-1]]  # the reranker reversed the three hits
     assert any("call rerank" in r.last_user for r in server.requests if r.tools)
+
+
+def test_tool_arguments_out_of_bounds_go_back_to_the_model_and_into_the_trace(index):
+    def model(request: ChatRequest):
+        if not request.tool_results:
+            return ToolCalls([("structure_search", {"formula": SUM_OF_SQUARES, "k": 500})])
+        if len(request.tool_results) == 1:
+            assert "less than or equal to 50" in json.loads(request.tool_results[0])["error"]
+            return ToolCalls([("structure_search", {"formula": SUM_OF_SQUARES, "k": 5})])
+        return Text(f"[{_hits_of(request.tool_results[1])[0]['id']}]")
+
+    with FakeOpenAI(model) as server:
+        answer = _assistant(index, server).ask(f"${SUM_OF_SQUARES}$", k=5)
+    assert [c.tool for c in answer.trace] == ["structure_search", "structure_search"]
+    assert "k: Input should be less than or equal to 50" in answer.trace[0].error and not answer.trace[1].error
+    assert answer.citations == [SUM_OF_SQUARES_DOC]
