@@ -169,8 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nrecall@{args.k}            transformed   untransformed")
     for name in systems:
         print(f"{name:<26} {results['transformed'][name]['recall']:.3f}         {results['untransformed'][name]['recall']:.3f}")
-    print(f"\ntransformed, by rule (structure → {best}):")
     best = f"structure-rewrite w={REWRITE_WEIGHT:g}" if f"structure-rewrite w={REWRITE_WEIGHT:g}" in systems else f"structure-rewrite w={weights[0]:g}"
+    print(f"\ntransformed, by rule (structure → {best}):")
     for rule, (value, n) in results["transformed"]["structure"]["by_rule"].items():
         print(f"  {rule:<12} n={n:<4} {value:.3f} → {results['transformed'][best]['by_rule'][rule][0]:.3f}")
     ms = np.array(timings) * 1000

@@ -4,8 +4,8 @@ Thesis ch. 6 lists query rewriting as future work for structure search; this mod
 also find documents that wrote `\\frac{x+1}{x}`. Each form (the original with weight 1, every rewritten
 form with `rewrite_weight`) is searched by structure search; a formula-only query's scores are first
 divided by the form's perfect-match score (width × P(L_Q; η), Eqs. 3.15–3.16), so forms of different
-sizes are comparable. Fusion: `max` (a document keeps its best weighted form score; the fused top-k is
-exact from each form's top-k) or `weighted` (the weighted sum, CombSUM). Queries with words keep
+sizes are comparable. Fusion: `max` (a document keeps its best weighted form score, ties broken by
+the score of the formula as written; the fused top-k is exact from each form's top-k) or `weighted` (the weighted sum, CombSUM). Queries with words keep
 structure search's Eq. 3.18 BM25 term; their variants (one formula replaced by one form) fuse raw scores.
 """
 
@@ -30,7 +30,8 @@ from retrievers.base import BaseRetriever, prepare_query
 from retrievers.registry import ModeSpec, register_mode
 from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split
 
-REWRITE_WEIGHT = 0.9  # rewritten forms count a little less than the formula the user wrote
+REWRITE_WEIGHT = 1.0  # a perfect match of a rewritten form counts as much as one of the formula as written
+# (ties go to the written form: `mathscout bench rewrite` compares weights 1.0 / 0.9 / 0.8)
 MIN_FORM_LEAVES = 3  # shorter forms (`1` for sin²x + cos²x) would match too many formulas to help a search
 WEIGHTED_DEPTH = 100  # hits per form for `weighted` fusion
 FUSIONS = ("max", "weighted")
@@ -126,7 +127,8 @@ class StructureRewriteRetriever(BaseRetriever):
                 if value > entry.best:
                     entry.best, entry.variant = value, n
                     entry.formula_hit = best.get(ordinals[hit.doc_id])
-        ranked = sorted(fused, key=lambda d: (-fused[d].score, d))[:k]
+        # ties (e.g. two perfect matches) go to the document that matches the formula as written
+        ranked = sorted(fused, key=lambda d: (-fused[d].score, -fused[d].parts.get("form0", 0.0), d))[:k]
         hits = []
         for rank, doc_id in enumerate(ranked, start=1):
             entry = fused[doc_id]
