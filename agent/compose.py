@@ -89,7 +89,7 @@ def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[st
     lead = []
     if question.formulas:
         lead.append(f"Documents matching {_formula_list(question.formulas)}")
-        if question.words:
+        if question.kind == "mixed":
             lead[-1] += f" and “{_one_line(question.words)[:120]}”"
     else:
         lead.append(f"Documents matching “{_one_line(question.text)[:160]}”")

@@ -20,6 +20,16 @@ def _strip_delimiters(latex: str) -> str:
     return latex
 
 
+def one_formula(value: str) -> str:
+    """A single formula's LaTeX, delimiters removed; empty or several formulas are refused."""
+    value = _strip_delimiters(value)
+    if not value:
+        raise ValueError("the formula is empty: pass LaTeX such as x^2+y^2=z^2")
+    if "$" in value:
+        raise ValueError("pass one formula without $ signs inside it")
+    return value
+
+
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
@@ -31,15 +41,7 @@ class StructureSearchArgs(_Args):
     words: str = Field("", max_length=MAX_QUERY_CHARS,
                        description="optional words of the question to match as text as well (e.g. 'simplify')")
 
-    @field_validator("formula")
-    @classmethod
-    def _formula(cls, value: str) -> str:
-        value = _strip_delimiters(value)
-        if not value:
-            raise ValueError("the formula is empty: pass LaTeX such as x^2+y^2=z^2")
-        if "$" in value:
-            raise ValueError("pass one formula without $ signs inside it")
-        return value
+    _formula = field_validator("formula")(classmethod(lambda cls, value: one_formula(value)))
 
 
 class SearchArgs(_Args):
@@ -55,13 +57,7 @@ class TypeExpansionArgs(_Args):
 class RewriteFormulaArgs(_Args):
     latex: str = Field(min_length=1, max_length=MAX_FORMULA_CHARS, description="ONE formula in LaTeX without $")
 
-    @field_validator("latex")
-    @classmethod
-    def _latex(cls, value: str) -> str:
-        value = _strip_delimiters(value)
-        if not value:
-            raise ValueError("the formula is empty")
-        return value
+    _latex = field_validator("latex")(classmethod(lambda cls, value: one_formula(value)))
 
 
 class RerankArgs(_Args):
