@@ -16,6 +16,7 @@ BENCHMARKS = {
     "hybrid": ("benchmarks.hybrid", "hybrid (MABOWDOR) search latency: p50/p95 per component and fused, full collection"),
     "rewrite": ("benchmarks.rewrite_equivalence", "formula-equivalence test: recall@10 of structure search with and without SymPy rewriting"),
     "types": ("benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
+    "agent": ("benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
     "ui-load": ("benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),
 }
 
