@@ -36,6 +36,7 @@ def _load_builtin() -> None:
     import retrievers.fusion  # noqa: F401
     import retrievers.splade  # noqa: F401
     import retrievers.dense  # noqa: F401
+    import retrievers.colbert  # noqa: F401
     import retrievers.rewrite  # noqa: F401
 
 

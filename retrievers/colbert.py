@@ -1,0 +1,201 @@
+"""Token-level late interaction (ColBERT-style, dense paper §3.2): the `colbert` component and search mode.
+
+Score (dense paper Eq. 3):  S(q, d) = Σ_{i ∈ q} max_{j ∈ d} E_q[i] · E_d[j]
+
+Token vectors are the encoder's last-layer token states of each document's first passage (punctuation
+pieces dropped, as ColBERT does for documents), PCA-projected to 128 dimensions and L2-normalised, stored
+as float16 by the `dense` component (`dense/tokens/`, written in the same encoding pass as the passage
+vectors: no second pass over the collection). This component adds the candidate stage: an IVF-PQ faiss
+index over every token vector (thesis §5.3.2: "quantized and clustered for efficient ANN search").
+
+Search: each query token retrieves its `token_depth` nearest document tokens (IVF-PQ, `nprobe` lists);
+the union of their documents, ordered by an approximate MaxSim from those hits, gives `candidates`
+documents, which are re-scored exactly with Eq. 3 over their stored float16 vectors. The model is the
+off-the-shelf bi-encoder's (no ColBERT training here), so this measures late interaction over its tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mathscout.dense.build import read_meta
+from mathscout.dense.model import model_input_text
+from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import ComponentSpec, register_component
+from mathscout.index.layout import IndexDir
+from mathscout.store import DocumentStore
+from mathscout.types import Hit, Query
+from retrievers.base import BaseRetriever, prepare_query
+from retrievers.dense import load_faiss, open_encoder
+from retrievers.registry import ModeSpec, register_mode
+
+PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
+TRAIN_SAMPLE_PER_LIST = 40
+NPROBE, TOKEN_DEPTH, CANDIDATES, MAX_QUERY_TOKENS = 16, 64, 1000, 128
+META = "meta.json"
+
+
+def _tokens_folder(dense: Path) -> Path:
+    folder = dense / "tokens"
+    if not (folder / "vectors.npy").is_file():
+        raise IndexMissingError(f"the dense component in {dense.parent} has no token vectors (it was built without "
+                                "them): rebuild it with the default settings, then add 'colbert'")
+    return folder
+
+
+def lists_for(tokens: int) -> int:
+    """IVF lists: ≈ 1 per 2,000 token vectors, a power of two in [16, 2048]."""
+    lists = 16
+    while lists < 2048 and lists * 2000 < tokens:
+        lists *= 2
+    return lists
+
+
+class ColbertComponent:
+    """Trains IVF-PQ on a sample of the dense component's token vectors and indexes all of them."""
+
+    name = "colbert"
+
+    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+        import faiss
+
+        started = time.perf_counter()
+        dense = store.path.parent / "dense"
+        if not (dense / "meta.json").is_file():
+            raise IndexMissingError("the 'colbert' component needs the 'dense' component first: build "
+                                    "'--components dense,colbert'")
+        dense_meta = read_meta(dense)
+        folder = _tokens_folder(dense)
+        vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+        total, width = vectors.shape
+        lists = lists_for(total)
+        rng = np.random.default_rng(0)
+        sample_size = min(total, lists * TRAIN_SAMPLE_PER_LIST)
+        sample = np.asarray(vectors[np.sort(rng.choice(total, sample_size, replace=False))], dtype=np.float32)
+        m = PQ_BYTES if width % PQ_BYTES == 0 else next(d for d in (16, 8, 4, 2, 1) if width % d == 0)
+        index = faiss.index_factory(width, f"IVF{lists},PQ{m}", faiss.METRIC_INNER_PRODUCT)
+        index.train(sample)
+        trained = time.perf_counter() - started
+        for start in range(0, total, 200_000):
+            index.add(np.asarray(vectors[start : start + 200_000], dtype=np.float32))
+        faiss.write_index(index, str(target / "ivfpq.faiss"))
+        meta = {"dense_build_id": dense_meta.get("build_id"), "tokens": int(total), "dim": int(width), "lists": lists,
+                "pq_bytes": m, "nprobe": NPROBE, "train_sample": int(sample_size), "train_seconds": round(trained, 1),
+                "seconds": round(time.perf_counter() - started, 1)}
+        (target / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        stored = (folder / "vectors.npy").stat().st_size + (folder / "offsets.npy").stat().st_size
+        ivf = (target / "ivfpq.faiss").stat().st_size
+        documents = max(store.count(), 1)
+        print(f"colbert: {total:,} token vectors ({total / documents:.0f} per document), IVF{lists},PQ{m} trained on "
+              f"{sample_size:,} in {trained:.1f} s; {(stored + ivf) / documents / 1024:.1f} KiB per document "
+              f"(float16 vectors {stored / documents / 1024:.1f} + codes {ivf / documents / 1024:.1f})", file=sys.stderr)
+        return meta | {"bytes_per_doc": round((stored + ivf) / documents), "bytes": ivf}
+
+
+class ColbertRetriever(BaseRetriever):
+    """Per-token IVF-PQ candidates, exact MaxSim (Eq. 3) re-scoring over float16 token vectors."""
+
+    name = "colbert"
+
+    def __init__(self, index: IndexDir, model: str | Path | None = None, nprobe: int | None = None,
+                 token_depth: int = TOKEN_DEPTH, candidates: int = CANDIDATES, max_query_tokens: int = MAX_QUERY_TOKENS):
+        dense = index.component_path("dense")
+        folder = index.component_path("colbert")
+        self.dense_meta = read_meta(dense)
+        meta = read_meta(folder)
+        if meta.get("dense_build_id") != self.dense_meta.get("build_id"):
+            raise IndexMissingError(f"the colbert index of {index.path} was built from an older 'dense' component: "
+                                    f"rebuild it with 'mathscout index --index {index.path} --components colbert'")
+        tokens = _tokens_folder(dense)
+        try:
+            self.vectors = np.load(tokens / "vectors.npy", mmap_mode="r")
+            self.offsets = np.load(tokens / "offsets.npy")
+            projection = np.load(tokens / "projection.npz")
+            self.mean, self.matrix = projection["mean"], projection["matrix"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise IndexMissingError(f"the token vectors in {tokens} are unreadable ({exc}): rebuild with "
+                                    f"'mathscout index --index {index.path} --components dense,colbert'") from exc
+        self.faiss = load_faiss(folder / "ivfpq.faiss", index.path, "colbert")
+        if self.faiss.ntotal != len(self.vectors) or self.faiss.d != self.vectors.shape[1]:
+            raise IndexMissingError(f"the colbert index of {index.path} does not match its token vectors: rebuild "
+                                    f"it with 'mathscout index --index {index.path} --components colbert'")
+        self.faiss.nprobe = int(nprobe or meta.get("nprobe", NPROBE))
+        self.encoder = open_encoder(self.dense_meta, model, "dense")
+        if self.encoder.dimension != self.matrix.shape[0]:
+            raise MathScoutError(f"the dense model makes {self.encoder.dimension}-dimensional token vectors, the "
+                                 f"colbert projection expects {self.matrix.shape[0]}")
+        vocabulary = self.encoder.tokenizer.convert_ids_to_tokens(list(range(len(self.encoder.tokenizer))))
+        self.keep = np.array([any(ch.isalnum() for ch in p.removeprefix("##")) for p in vocabulary], dtype=bool)
+        self.doc_ids = index.store.doc_ids()
+        self.token_depth, self.candidates, self.max_query_tokens = token_depth, candidates, max_query_tokens
+        self._lock = threading.Lock()
+
+    def query_vectors(self, query: Query) -> np.ndarray:
+        text = model_input_text(" ".join(p for p in (query.text, f"${query.formula}$" if query.formula else "") if p))
+        if not text.strip():
+            raise QueryError("the query has nothing to encode: type some words and/or a formula like $x^2+1$")
+        batch = self.encoder.encode_queries([text], with_tokens=True)
+        tokens, ids = batch.tokens[0], batch.token_ids[0]
+        kept = tokens[self.keep[ids]] if len(ids) else tokens
+        if not len(kept):  # only punctuation: use every piece
+            kept = tokens
+        if not len(kept):
+            raise QueryError("the query has no tokens to match")
+        projected = (kept[: self.max_query_tokens] - self.mean) @ self.matrix
+        return (projected / np.maximum(np.linalg.norm(projected, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+    def maxsim(self, q: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """Eq. 3 for each document: Σ over query tokens of the max over the document's tokens."""
+        starts, ends = self.offsets[docs], self.offsets[docs + 1]
+        vectors = np.concatenate([self.vectors[s:e] for s, e in zip(starts, ends)]).astype(np.float32)
+        sims = q @ vectors.T  # (query tokens, candidate tokens)
+        segments = np.concatenate([[0], np.cumsum(ends - starts)[:-1]])
+        return np.maximum.reduceat(sims, segments, axis=1).sum(axis=0)
+
+    def rank(self, query: Query, k: int) -> list[Hit]:
+        q = self.query_vectors(query)
+        with self._lock:
+            scores, positions = self.faiss.search(q, self.token_depth)
+        valid = positions >= 0
+        docs = np.searchsorted(self.offsets, positions[valid], side="right") - 1
+        rows = np.nonzero(valid)[0]
+        # approximate MaxSim from the hits: per (query token, doc) the best hit, summed over query tokens
+        best: dict[tuple[int, int], float] = {}
+        for row, doc, score in zip(rows.tolist(), docs.tolist(), scores[valid].tolist()):
+            if best.get((row, doc), -np.inf) < score:
+                best[(row, doc)] = score
+        approximate: dict[int, float] = {}
+        for (_, doc), score in best.items():
+            approximate[doc] = approximate.get(doc, 0.0) + score
+        if not approximate:
+            return []
+        limit = max(self.candidates, k)
+        candidates = np.array(sorted(approximate, key=lambda d: -approximate[d])[:limit], dtype=np.int64)
+        candidates = candidates[self.offsets[candidates + 1] > self.offsets[candidates]]
+        exact = self.maxsim(q, candidates)
+        order = sorted(range(len(candidates)), key=lambda i: (-exact[i], candidates[i]))[:k]
+        return [Hit(doc_id=self.doc_ids[candidates[i]], score=float(exact[i]), rank=n,
+                    components={self.name: float(exact[i])}) for n, i in enumerate(order, start=1)]
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        return self.rank(query, k)
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        return {q.id: self.rank(prepare_query(q), k) for q in queries}
+
+
+def _open(index: IndexDir, **options) -> ColbertRetriever:
+    return ColbertRetriever(index, **options)
+
+
+register_component(ComponentSpec("colbert", ColbertComponent, "late interaction: IVF-PQ over the dense component's "
+                                 "token vectors (build after 'dense')", default=False))
+register_mode(ModeSpec("colbert", _open, ("dense", "colbert"), "ColBERT-style late interaction: per-token candidates, "
+                       "exact MaxSim (dense paper Eq. 3)"))
