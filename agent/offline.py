@@ -110,8 +110,10 @@ class OfflinePlanner:
                 steps.append(("rewrite each formula into equivalent forms (SymPy), " if rewrite else "")
                              + "structure search" + (" each form, fused by max" if rewrite else ""))
             text_mode = self.toolbox.text_mode()
+            if question.kind != "formula" and "type_expansion" in available:
+                steps.append("detect mathematical types and their related types")
             if (question.kind != "formula" or not structure) and text_mode:
-                steps.append(f"{text_mode} search over the words" + (" with type expansion" if text_mode == "types" else ""))
+                steps.append(f"{text_mode} search over the words")
             if structure and question.kind == "mixed" and text_mode:
                 steps.append(f"fuse math {MATH_WEIGHT} + text {TEXT_WEIGHT}")
         elif mode in ("structure", "structure-rewrite"):
@@ -155,8 +157,9 @@ class OfflinePlanner:
         return sum_fusion(per_formula) if len(per_formula) > 1 else (per_formula[0] if per_formula else [])
 
     def _text_hits(self, query: str, session: ToolSession, pending: list[AgentEvent], k: int, mode: str) -> Events:
-        if mode == "types" and "type_expansion" in self.toolbox.available():
+        if mode in ("auto", "types") and "type_expansion" in self.toolbox.available():  # shown in the trace
             yield from self._call(session, pending, "type_expansion", text=query)
+        mode = self.toolbox.text_mode() if mode == "auto" else mode
         if mode == "hybrid":
             output = yield from self._call(session, pending, "hybrid_search", query=query, k=_depth(k))
         else:
@@ -176,7 +179,8 @@ class OfflinePlanner:
                 words = question.words if question.kind == "mixed" and text_mode is None else ""
                 math = yield from self._formula_hits(question, session, pending, k, words)
             if text_mode and (question.kind != "formula" or not math):
-                text = yield from self._text_hits(question.text, session, pending, k, text_mode)
+                text = yield from self._text_hits(question.text, session, pending, k,
+                                                  "auto" if question.kind != "formula" else text_mode)
             hits = linear_fusion(math, text, _depth(k)) if math and text else (math or text)
         elif mode in ("structure", "structure-rewrite"):
             if not question.formulas:

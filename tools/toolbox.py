@@ -122,12 +122,13 @@ class ToolBox:
         return [name for name, reason in self.offered().items() if reason is None]
 
     def text_mode(self) -> str | None:
-        """The best word-level retriever of the index: tuned/dense MABOWDOR fusion, then TypesExp, then BM25."""
+        """The best word-level retriever of the index: MABOWDOR fusion when it has dense vectors or tuned
+        weights, else BM25 (the measured baseline; TypesExp only when there is no BM25)."""
         from retrievers.fusion import FusionConfig
 
         if self.mode_usable("hybrid") and ("dense" in self.index.components or FusionConfig.read(self.index)):
             return "hybrid"
-        for mode in ("types", "bm25", "dense"):
+        for mode in ("bm25", "dense", "types"):
             if self.mode_usable(mode):
                 return mode
         return None
