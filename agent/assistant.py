@@ -31,8 +31,9 @@ def _open_index(index: IndexDir | Path | str | None) -> IndexDir:
 
 
 class Assistant:
-    """Answers questions over one index. `use_llm`: None = the LLM when configured, False = never, True = the
-    LLM (a notice when none is configured). Safe to share between threads (each question has its own session)."""
+    """Answers questions over one index. `use_llm`: None = the LLM when configured, False = never (not even when
+    a question asks for it), True = the LLM (a notice when none is configured). `stream(use_llm=…)` chooses per
+    question within that. Safe to share between threads (each question has its own session)."""
 
     def __init__(self, index_path: IndexDir | Path | str | None = None, *, use_llm: bool | None = None,
                  config: LLMConfig | None = None):
@@ -58,8 +59,10 @@ class Assistant:
 
     def _wants_llm(self, use_llm: bool | None) -> tuple[bool, str | None]:
         """(use the LLM?, a notice when the LLM was asked for but cannot be used)."""
+        if self.use_llm is False:  # switched off for this assistant (e.g. `serve --no-llm`): never
+            return False, "LLM switched off for this assistant: offline planner used" if use_llm else None
         wanted = self.use_llm if use_llm is None else use_llm
-        if wanted is False or (self.use_llm is False and use_llm is None):
+        if wanted is False:
             return False, None
         if not self.config.configured:
             return False, ("LLM unavailable (no endpoint configured: set OPENAI_API_KEY or OPENAI_BASE_URL): "

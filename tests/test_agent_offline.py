@@ -95,6 +95,13 @@ def test_rewritten_forms_are_each_structure_searched(assistant):
     assert answer.rewrites, "1 + 1/x has equivalent forms (e.g. (x+1)/x)"
 
 
+def test_citations_are_checked_against_the_retrieved_ids():
+    text = "See [a:1] and [a:1; b-2] for $x \\in [0, 1]$, the interval [0, 1], note [x], and [999] or [link](http://e)."
+    cleaned, cited, invented = check_citations(text, {"a:1", "link"})
+    assert cited == ["a:1"] and invented == ["b-2", "999"]
+    assert cleaned == "See [a:1] and [a:1] for $x \\in [0, 1]$, the interval [0, 1], note [x], and or [link](http://e)."
+
+
 def test_max_fusion_keeps_each_documents_best_form_and_discounts_rewrites():
     original = [Hit("a", 10.0), Hit("b", 5.0)]
     rewrite = [Hit("c", 8.0), Hit("b", 8.0)]
