@@ -18,10 +18,11 @@ from retrievers.registry import open_retriever
 
 def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str,
                fmt: str = "trec", tag: str | None = None, options: dict | None = None,
-               rerank: str | None = None, rerank_depth: int = 10) -> str:
+               rerank: str | None = None, rerank_depth: int = 10, first_stage: Path | str | None = None) -> str:
     """Search each topic (top `k`) with the `mode` retriever and write `output`; returns a summary line.
 
-    `rerank` (a `retrievers.rerank.open_reranker` kind) reorders each topic's top `rerank_depth` hits.
+    `rerank` (a `retrievers.rerank.open_reranker` kind) reorders each topic's top `rerank_depth` hits;
+    `first_stage` (a run file) replaces the `mode` search by that run's rankings (rerank a stored run).
 
     A topic whose search fails is reported on stderr and left out of the run; if every topic fails,
     nothing is written and a MathScoutError explains why.
@@ -32,7 +33,7 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
     format_run_lines({}, tag, fmt)  # a bad format or tag fails now, not after the whole run
     topics = load_topics(topics_path)
     try:
-        retriever = open_retriever(index, mode, **(options or {}))
+        retriever = RunRetriever(first_stage, index) if first_stage else open_retriever(index, mode, **(options or {}))
     except TypeError as exc:  # an option the mode does not take
         raise MathScoutError(f"mode '{mode}' does not accept these options {sorted(options or {})}: {exc}") from exc
     if rerank:
@@ -63,6 +64,25 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
         skipped = f", {len(failures)} skipped ({', '.join(failures[:5])}{', …' if len(failures) > 5 else ''})"
     return (f"{output}: {len(results)} topics{skipped}, {lines:,} lines ({fmt}, tag {tag}) in {elapsed:.1f} s, "
             f"mean latency {mean_ms:.1f} ms/topic")
+
+
+class RunRetriever:
+    """A stored run as a Retriever (PyTerrier's run-as-transformer): each topic gets the run's ranking."""
+
+    def __init__(self, path: Path | str, index: IndexDir):
+        from evaluation.runs import read_run
+
+        self.run = read_run(path)
+        self.name = f"run:{Path(path).name}"
+        self.store = index.store
+
+    def search(self, query, k: int = 10) -> list[Hit]:
+        qid = query.id if hasattr(query, "id") else "q"
+        entries = self.run.topics.get(qid, [])[:k]
+        return [Hit(doc_id=e.doc_id, score=e.score, rank=n) for n, e in enumerate(entries, start=1)]
+
+    def batch_search(self, queries, k: int = 1000) -> dict[str, list[Hit]]:
+        return {q.id: self.search(q, k) for q in queries}
 
 
 def _describe(exc: Exception) -> str:

@@ -69,7 +69,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
     index = _open_index(args)
     options = dict(_option(o) for o in args.set or [])
     summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options,
-                         rerank=args.rerank, rerank_depth=args.rerank_depth)
+                         rerank=args.rerank, rerank_depth=args.rerank_depth, first_stage=args.first_stage)
     print(summary)
 
 
@@ -153,6 +153,8 @@ def _add_run(sub) -> None:
     p.add_argument("--rerank", default=None, metavar="KIND",
                    help="rerank each topic's top hits: embedding (local MiniLM), openai-embedding, llm, auto")
     p.add_argument("--rerank-depth", type=int, default=10, help="first-stage hits reranked (default 10)")
+    p.add_argument("--first-stage", type=Path, default=None, metavar="RUN",
+                   help="take each topic's ranking from this run file instead of searching (to rerank a stored run)")
     p.set_defaults(func=_cmd_run)
 
 
