@@ -179,3 +179,25 @@ def test_open_reranker_chooses_by_configuration(monkeypatch):
         open_reranker("magic")
     with pytest.raises(Exception, match="OPENAI_API_KEY"):
         open_reranker("llm")
+
+
+def test_batch_run_reranks_a_stored_first_stage_within_the_depth(small_index, shared_data, dev_topic_ids, tmp_path):
+    from evaluation.runner import run_topics
+    from evaluation.runs import read_run
+    from mathscout.index.layout import IndexDir
+
+    topics = tmp_path / "topics.jsonl"
+    with open(shared_data / "collection" / "topics.dev.jsonl", encoding="utf-8") as f:
+        lines = [line for line in f if json.loads(line)["id"] in set(dev_topic_ids[:3])]
+    topics.write_text("".join(lines))
+    index = IndexDir(small_index)
+    first, second = tmp_path / "bm25.trec", tmp_path / "bm25.emb.trec"
+    run_topics(index, topics, "bm25", 20, first)
+    run_topics(index, topics, "bm25", 20, second, rerank="embedding", rerank_depth=5, first_stage=first)
+    before, after = read_run(first).topics, read_run(second).topics
+    assert set(before) == set(after)
+    for qid in before:
+        ids_before, ids_after = [e.doc_id for e in before[qid]], [e.doc_id for e in after[qid]]
+        assert set(ids_after[:5]) == set(ids_before[:5]) and ids_after[5:] == ids_before[5:]
+        assert [e.score for e in after[qid]] == sorted((e.score for e in after[qid]), reverse=True)
+    assert any([e.doc_id for e in before[q]][:5] != [e.doc_id for e in after[q]][:5] for q in before)
