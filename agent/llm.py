@@ -139,6 +139,8 @@ class LLMAgent:
         text = _text(final.content).strip() if final is not None else ""
         if final is None or final.tool_calls or not text:
             raise LLMUnavailable("the model returned no answer")
+        if not session.trace:  # an answer must be grounded in retrieved documents
+            raise LLMUnavailable("the model answered without searching")
         yield from self._answer(question, text, session, mode, k, started, notices_before)
 
     def _answer(self, question: Question, text: str, session: ToolSession, mode: str, k: int, started: float,

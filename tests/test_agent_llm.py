@@ -129,11 +129,24 @@ def test_a_model_obeying_a_document_is_stopped_by_the_tool_budget(index):
 
 
 def test_explicit_modes_limit_the_tools_offered_to_the_model(index):
-    with FakeOpenAI([Text("Nothing to add.")]) as server:
+    def model(request: ChatRequest):
+        if not request.tool_results:
+            return ToolCalls([("search", {"query": "harmonic series", "k": 3})])
+        return Text("The closest documents do not say.")
+
+    with FakeOpenAI(model) as server:
         answer = _assistant(index, server).ask("harmonic series", mode="bm25", k=3)
     offered = server.requests[0].tools
     assert "search" in offered and "structure_search" not in offered and "hybrid_search" not in offered
+    assert [c.tool for c in answer.trace] == ["search"] and answer.mode == "bm25"
     assert answer.planner.startswith("llm:") and any("cites no retrieved document" in n for n in answer.notices)
+
+
+def test_an_answer_without_any_search_is_replaced_by_the_offline_planner(index):
+    with FakeOpenAI([Text("It diverges, trust me [556].")]) as server:
+        answer = _assistant(index, server).ask("does the harmonic series diverge", k=3)
+    assert answer.planner == "offline" and "trust me" not in answer.text
+    assert any("LLM unavailable (the model answered without searching)" in n for n in answer.notices)
 
 
 def test_llm_settings_come_from_the_environment_and_the_config_file(tmp_path, monkeypatch):
