@@ -1,13 +1,14 @@
-"""The chat page in a real browser (Debian's chromium, headless, driven by Playwright), over the demo index.
+"""The chat page in a real browser (Debian's chromium, headless, driven by Playwright) over the real assistant.
 
-One server (`mathscout serve`) runs for the whole module; it also offers a copy of the demo index with a
-damaged structure component, to show what a crashed tool looks like. Screenshots go to tests/artifacts/.
-Set MATHSCOUT_UI_TEST_URL to run the browser tests against a page that is already running instead.
+One server (`mathscout serve`) runs for the whole module. It offers the demo index, a copy of it whose
+structure component is damaged (a tool that crashes, through the real code path) and a small index of real
+Math StackExchange answers from ../shared/data (links to the original posts). Its LLM is the coordinator's
+OpenAI-protocol HTTP server (tests/fake_openai.py), so the LLM switch is enabled; the other tests switch it
+off. Screenshots go to tests/artifacts/ (git-ignored).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -16,18 +17,24 @@ import subprocess
 import sys
 import time
 import urllib.request
-import warnings
 from pathlib import Path
 
 import pytest
 
 from mathscout.types import Document, Hit, MatchedFormula
+from tests.agent_data import tiny_collection
+from tests.fake_openai import FakeOpenAI, Text, ToolCalls
 
 CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).parent / "artifacts"
-ANSWER_TIMEOUT_MS = 60_000
+ANSWER_TIMEOUT_MS = 90_000
 SIMPLIFY = "How do I simplify $\\frac{t+1}{t}$?"
 TRIG = "Why is $\\cos^2\\alpha + \\sin^2\\alpha = 1$?"
+SQRT = "When is $\\sqrt{ab}=\\sqrt{a}\\sqrt{b}$ true?"
+LLM_MODEL = "fake-gpt"
+LLM_MARK = "(written by the LLM agent)"
 
 
 # ---- the page's logic, without a browser ----------------------------------------------------------
@@ -66,6 +73,14 @@ def test_matched_formula_parts_are_coloured_without_breaking_the_latex():
     assert "<mark>x</mark>" in formula_html(long)  # too long to render: source with the match marked
 
 
+def test_align_bodies_in_answers_are_made_renderable():
+    from ui.cards import renderable_math
+
+    text = "matched formula $\\alpha + \\beta &= 0,\\\\ 2\\alpha &= 1$ and $x \\& y$, costs $3 [demo:a]"
+    assert renderable_math(text) == ("matched formula $\\begin{aligned}\\alpha + \\beta &= 0,\\\\ 2\\alpha &= 1"
+                                     "\\end{aligned}$ and $x \\& y$, costs $3 [demo:a]")
+
+
 def test_bad_messages_are_explained():
     from ui.inputs import MAX_QUESTION_CHARS, check_question
 
@@ -77,50 +92,15 @@ def test_bad_messages_are_explained():
     assert check_question("it costs $3 or $5, why is $x^2 \\ge 0$?").notices == []
 
 
-def test_a_crash_inside_the_assistant_becomes_a_note_and_a_finished_turn():
-    from agent.events import AgentEvent, ToolCall
-    from ui.chat import SessionState, run_turn
+def test_example_labels_fit_and_never_cut_a_formula():
+    from ui.app import EXAMPLE_LABEL_CHARS, example_label, example_questions
 
-    class Crashing:
-        def stream(self, question, **options):
-            yield AgentEvent("tool_start", call=ToolCall("structure_search", {"query": question}))
-            raise RuntimeError("segment file truncated")
-
-    class Pool:
-        def assistant(self, key):
-            return Crashing()
-
-    updates = list(run_turn(Pool(), "why $x^2 \\ge 0$?", [], SessionState(), index_key=None, mode="auto", k=10,
-                            rerank=False, use_llm=False))
-    final = updates[-1].chat
-    assert "Something went wrong" in final[-1]["content"] and "segment file truncated" in final[-1]["content"]
-    assert final[1]["metadata"]["status"] == "done" and "Stopped" in final[1]["metadata"]["title"]
-    assert updates[-1].state == SessionState()  # nothing half-done kept in the session
-
-
-def test_a_failed_tool_the_agent_worked_around_is_still_reported():
-    from agent.events import AgentEvent, Answer, ToolCall
-    from ui.chat import run_turn
-
-    class CarryingOn:
-        def stream(self, question, **options):
-            call = ToolCall("dense_search", {"query": question}, error="model file missing", seconds=0.01)
-            yield AgentEvent("tool_start", call=call)
-            yield AgentEvent("tool_end", call=call)
-            yield AgentEvent("answer", answer=Answer(question, "Nothing better than [d1].", [Hit("d1", 1.0, rank=1)]))
-
-    class Pool:
-        def assistant(self, key):
-            return CarryingOn()
-
-        def documents(self, key, doc_ids):
-            return {"d1": Document("d1", "A document about $x^2$.")}
-
-    final = list(run_turn(Pool(), "why $x^2 \\ge 0$?", [], None, index_key=None, mode="auto", k=10,
-                          rerank=False, use_llm=False))[-1]
-    text = " ".join(str(m["content"]) for m in final.chat)
-    assert "The tool dense_search failed (model file missing)" in text
-    assert "[d1](#hit-1-1)" in final.chat[-1]["content"] and 'id="hit-1-1"' in final.results
+    questions = example_questions(limit=100)
+    assert len(questions) >= 6
+    for question in questions:
+        label = example_label(question)
+        assert len(label) <= EXAMPLE_LABEL_CHARS and label.count("$") % 2 == 0, label
+    assert example_label("Why do the sides of a right triangle satisfy $u^2 + v^2 = w^2$?").endswith("$u^2 + v^2 = w^2$?")
 
 
 def test_serve_refuses_to_expose_the_page_without_an_explicit_flag(capsys):
@@ -128,10 +108,47 @@ def test_serve_refuses_to_expose_the_page_without_an_explicit_flag(capsys):
 
     assert main(["serve", "--host", "0.0.0.0"]) == 2
     assert "--public" in capsys.readouterr().err
+    assert main(["serve", "--share"]) == 2
+    assert "--public" in capsys.readouterr().err
     assert main(["serve", "--auth", "nopassword"]) == 2
 
 
-# ---- the page in a browser ------------------------------------------------------------------------
+# ---- shared fixtures: indexes and the page's server -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def ui_indexes(tmp_path_factory, shared_data):
+    """MATHSCOUT_HOME with the demo index, a damaged copy and a small index of real MSE answers."""
+    from mathscout.config import ensure_demo_index
+    from mathscout.index.builder import build_index
+
+    home = tmp_path_factory.mktemp("ui-home")
+    demo = ensure_demo_index(home / "indexes" / "demo")
+    broken = tmp_path_factory.mktemp("ui-broken") / "broken"
+    shutil.copytree(demo, broken)
+    for part in (broken / "structure").iterdir():
+        part.write_bytes(b"damaged")
+    mse = tmp_path_factory.mktemp("ui-mse") / "mse-sample"
+    build_index([tiny_collection(shared_data, mse.parent / "docs.jsonl", with_injection=False)], mse,
+                ["bm25", "structure"])
+    return {"home": home, "demo": demo, "broken": broken, "mse": mse}
+
+
+def _llm_responder(request):
+    """The LLM's side of the conversation: structure-search the question's formula, then answer citing the
+    first id the tool returned."""
+    if not request.tool_results:
+        formula = re.search(r"\$([^$]+)\$", request.last_user)
+        return ToolCalls([("structure_search", {"formula": formula.group(1) if formula else "x", "k": 5})])
+    ids = re.findall(r'"id":\s*"([^"]+)"', request.tool_results[-1])
+    cited = f" [{ids[0]}]" if ids else ""
+    return Text(f"Divide each term by $t$: $\\frac{{t+1}}{{t}} = 1 + \\frac{{1}}{{t}}$ for $t \\ne 0${cited}. {LLM_MARK}")
+
+
+@pytest.fixture(scope="module")
+def fake_llm():
+    with FakeOpenAI(_llm_responder) as server:
+        yield server
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -139,10 +156,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for_page(url: str, process: subprocess.Popen | None, log: Path, timeout: float = 240) -> None:
+def _wait_for_page(url: str, process: subprocess.Popen, log: Path, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
+        if process.poll() is not None:
             pytest.fail(f"mathscout serve exited with {process.returncode}:\n{log.read_text()[-3000:]}")
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
@@ -154,29 +171,16 @@ def _wait_for_page(url: str, process: subprocess.Popen | None, log: Path, timeou
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The page's URL: `mathscout serve` over the demo index and a copy of it with a damaged component."""
-    if os.environ.get("MATHSCOUT_UI_TEST_URL"):
-        yield os.environ["MATHSCOUT_UI_TEST_URL"].rstrip("/") + "/"
-        return
-    from mathscout.config import ensure_demo_index
-
-    home = tmp_path_factory.mktemp("ui-home")
-    demo = ensure_demo_index(home / "indexes" / "demo")
-    broken = tmp_path_factory.mktemp("ui-broken") / "broken"
-    shutil.copytree(demo, broken)
-    for part in (broken / "structure").iterdir():
-        part.write_bytes(b"damaged")
+def server(ui_indexes, fake_llm):
+    """The page's URL: `mathscout serve` (the real assistant) over the three indexes, LLM = the fake server."""
     port = _free_port()
-    log = home / "serve.log"
-    env = {**os.environ, "MATHSCOUT_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    env.pop("MATHSCOUT_INDEX", None)
-    serve = ["serve", "--port", str(port), "--no-llm", "--index", str(broken)]
-    if importlib.util.find_spec("agent.assistant") is not None:
-        command = [sys.executable, "-m", "mathscout.cli", *serve]
-    else:  # until the agent lands: the page over the contract's test double (see the end of this file)
-        warnings.warn("agent.assistant is missing: the browser tests run the page over a test double")
-        command = [sys.executable, __file__, *serve]
+    log = ui_indexes["home"] / "serve.log"
+    env = {**os.environ, "MATHSCOUT_HOME": str(ui_indexes["home"]), "PYTHONUNBUFFERED": "1",
+           "OPENAI_BASE_URL": fake_llm.base_url, "MATHSCOUT_LLM_MODEL": LLM_MODEL, "MATHSCOUT_LLM_TIMEOUT": "30"}
+    for name in ("MATHSCOUT_INDEX", "OPENAI_API_KEY", "MATHSCOUT_CONFIG"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "mathscout.cli", "serve", "--port", str(port),
+               "--index", str(ui_indexes["broken"]), "--index", str(ui_indexes["mse"])]
     with open(log, "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -199,20 +203,26 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         yield chromium
         chromium.close()
 
 
 @pytest.fixture()
 def page(browser, server):
+    """A new browser session on the page, with the LLM switched off (the LLM test switches it back on)."""
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     page = context.new_page()
     page.goto(server)
     page.wait_for_selector("#ms-question textarea")
+    llm = page.locator("#ms-llm input")
+    if llm.is_checked():
+        llm.uncheck()
     yield page
     context.close()
 
+
+# ---- helpers ----------------------------------------------------------------------------------------
 
 def _shot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
@@ -229,12 +239,8 @@ _FINISHED = ("[...document.querySelectorAll('#ms-chat .thought-group .title')]"
              ".filter(e => e.innerText.trim().startsWith('Searched:')).length")
 
 
-def _answers(page) -> int:
-    """How many answers are finished: each finished turn's progress message is titled 'Searched: …'."""
-    return page.evaluate(f"() => {_FINISHED}")
-
-
 def _wait_for_answer(page, count: int = 1) -> None:
+    """Wait until `count` answers are finished: each finished turn's progress message is titled 'Searched: …'."""
     page.wait_for_function(f"n => {_FINISHED} >= n", arg=count, timeout=ANSWER_TIMEOUT_MS)
 
 
@@ -263,6 +269,10 @@ def _choose(page, dropdown: str, option: str) -> None:
     page.get_by_role("option", name=re.compile("^" + re.escape(option))).first.click()
 
 
+def _card_ids(page) -> list[str]:
+    return page.locator("#ms-results .ms-turn:not(.ms-turn-earlier) .ms-hit .ms-meta code").all_inner_texts()
+
+
 @pytest.fixture(autouse=True)
 def _playwright_expect():
     global expect
@@ -272,8 +282,10 @@ def _playwright_expect():
 expect = None
 
 
+# ---- the page in a browser ------------------------------------------------------------------------
+
 def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
-    page.locator("#ms-examples button.gallery-item").filter(has_text="simplify").first.click()
+    page.locator("#ms-examples .gallery-item").filter(has_text="simplify").first.click()
     expect(page.locator("#ms-question textarea")).to_have_value(SIMPLIFY)
     page.evaluate("""() => { window.msSawProgress = false;
         new MutationObserver(() => { if (document.querySelector('#ms-chat').innerText.includes('Working'))
@@ -283,15 +295,16 @@ def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
     _wait_for_answer(page)
     assert page.evaluate("window.msSawProgress")  # the answer was streamed: progress showed before it
     expect(page.locator("#ms-question textarea")).to_have_value("")
-    assert page.locator("#ms-chat .message .katex").count() >= 1  # the question's fraction, rendered
+    assert page.locator("#ms-chat .message .katex").count() >= 2  # the question's and the answer's formulas
+    assert page.locator("#ms-chat .katex-error").count() == 0
     citations = page.locator('#ms-chat a[href^="#hit-"]')
     assert citations.count() >= 1
     cards = page.locator("#ms-results .ms-hit")
     assert cards.count() >= 3
-    ids = page.locator("#ms-results .ms-hit .ms-meta code").all_inner_texts()
-    assert {"demo:algebra-004", "demo:algebra-005"} & set(ids[:5]), ids
+    assert {"demo:algebra-004", "demo:algebra-005"} & set(_card_ids(page)[:5]), _card_ids(page)
     assert page.locator("#ms-results .ms-formula .katex").count() >= 1
-    assert page.locator("#ms-results .ms-score").count() >= cards.count()
+    assert page.locator("#ms-results .ms-formula [style*='color']").count() >= 1  # the matched part, coloured
+    assert page.locator("#ms-results .ms-score").count() >= 2 * cards.count()  # the score and its components
     assert page.locator("#ms-results .ms-snippet mark").count() >= 1
     _shot(page, "1-answer")
 
@@ -305,26 +318,39 @@ def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
 
     text = _trace_text(page)
     trace = page.locator("#ms-trace")
-    assert "Tool calls" in text and trace.locator("ol li").count() >= 1 and " hits · " in text
-    assert "Formula rewrites" in text and "Type expansions" in text
+    assert "Tool calls" in text and trace.locator("ol li").count() >= 2 and " hits · " in text
+    assert "structure_search" in text and 'formula="\\frac{t+1}{t}"' in text  # the tool, its arguments
+    assert "Formula rewrites" in text and "(expand)" in text  # the SymPy rewrite that was searched too
+    assert "Type expansions" in text
     trace.scroll_into_view_if_needed()
     _shot(page, "3-trace")
 
 
 def test_switching_modes_changes_how_the_answer_is_searched(page):
-    modes = page.locator("#ms-mode input")
-    _choose(page, "#ms-mode", "structure")
-    assert modes.input_value().startswith("structure")
+    info = page.inner_text("#ms-mode")
+    assert "not on this index: dense" in info and "lacks the dense" in info  # what is missing, and why
+    _choose(page, "#ms-mode", "structure —")
+    assert page.locator("#ms-mode input").input_value().startswith("structure")
     _ask(page, TRIG)
     _wait_for_answer(page)
-    ids = page.locator("#ms-results .ms-hit .ms-meta code").all_inner_texts()
-    assert {"demo:trigonometry-001", "demo:trigonometry-002"} & set(ids[:5]), ids
-    assert "mode: structure" in _trace_text(page)
+    assert {"demo:trigonometry-001", "demo:trigonometry-002"} & set(_card_ids(page)[:5]), _card_ids(page)
+    trace = _trace_text(page)
+    assert "mode: structure" in trace and "structure_search" in trace
     _choose(page, "#ms-mode", "text")
     _ask(page, TRIG)
     _wait_for_answer(page, 2)
+    assert "mode: bm25" in _trace_text(page)
     assert page.locator("#ms-results details.ms-turn-earlier").count() == 1  # the first answer's cards kept
+    assert page.locator("#ms-results .ms-turn:not(.ms-turn-earlier) .ms-score", has_text="text").count() >= 1
     _shot(page, "4-modes")
+
+
+def test_rerank_switch_reranks_the_hits(page):
+    page.locator("#ms-rerank input").check()
+    _ask(page, SIMPLIFY)
+    _wait_for_answer(page)
+    assert "rerank" in _trace_text(page)
+    assert page.locator("#ms-results .ms-score", has_text="rerank").count() >= 1
 
 
 def test_bad_input_gets_a_clear_message_and_the_page_stays_usable(page):
@@ -334,17 +360,19 @@ def test_bad_input_gets_a_clear_message_and_the_page_stays_usable(page):
     _ask(page, "simplify $\\frac{1}{x$ please")
     _wait_for_turns(page, 1)
     assert "looks malformed (unbalanced {)" in _chat_text(page)
+    _shot(page, "5a-malformed-latex")
 
     _ask(page, "x^2 " * 25_000)  # a 100 KB paste
     _wait_for_turns(page, 2)
     assert "100,000 characters" in _chat_text(page) and "shortened here" in _chat_text(page)
-    _shot(page, "5-bad-input")
+    _shot(page, "5b-huge-paste")
 
     page.fill("#ms-index input", "no-such-index")
     page.press("#ms-index input", "Enter")
     _ask(page, SIMPLIFY)
     page.wait_for_selector("#ms-chat >> text=unknown index 'no-such-index'", timeout=ANSWER_TIMEOUT_MS)
     _wait_for_turns(page, 3)
+    _shot(page, "5c-unknown-index")
 
     _choose(page, "#ms-index", "demo")
     _ask(page, TRIG)
@@ -352,16 +380,45 @@ def test_bad_input_gets_a_clear_message_and_the_page_stays_usable(page):
 
 
 def test_a_crashed_tool_is_reported_in_the_chat(page):
-    if os.environ.get("MATHSCOUT_UI_TEST_URL"):
-        pytest.skip("needs the test server's damaged index")
     _choose(page, "#ms-index", "broken")  # a copy of the demo index whose structure component is damaged
     _ask(page, TRIG)
     _wait_for_turns(page, 1)
-    assert "Note:" in _chat_text(page)
+    note = page.locator("#ms-chat .message", has_text="The tool structure_search failed").last
+    expect(note).to_contain_text("unreadable")
+    assert _chat_text(page).count("The tool structure_search failed") == 1  # said once, not once per call
+    note.scroll_into_view_if_needed()
     _shot(page, "6-crashed-tool")
     _choose(page, "#ms-index", "demo")
     _ask(page, TRIG)
     _wait_for_answer(page)
+
+
+def test_another_index_links_hits_to_their_original_posts(page):
+    _choose(page, "#ms-index", "mse-sample")
+    page.wait_for_function("() => document.querySelector('#ms-mode').innerText.includes('not on this index')")
+    _ask(page, SQRT)
+    _wait_for_answer(page)
+    links = page.locator('#ms-results a[href^="https://math.stackexchange.com/"]')
+    assert links.count() >= 1 and links.first.get_attribute("target") == "_blank"
+    assert page.locator("#ms-results .ms-meta", has_text="math.stackexchange.com").count() >= 1
+    _shot(page, "8-mse-index")
+
+
+def test_llm_switch_streams_an_llm_planned_answer(page, fake_llm):
+    llm = page.locator("#ms-llm input")
+    assert llm.is_enabled()
+    assert f"LLM agent: {LLM_MODEL}" in page.inner_text("#ms-llm")
+    llm.check()
+    before = len(fake_llm.requests)
+    _ask(page, SIMPLIFY)
+    _wait_for_answer(page)
+    assert LLM_MARK in _chat_text(page)
+    assert page.locator('#ms-chat a[href^="#hit-"]').count() >= 1
+    requests = fake_llm.requests[before:]
+    assert len(requests) >= 2 and requests[0].stream and "structure_search" in requests[0].tools
+    trace = _trace_text(page)
+    assert f"llm:{LLM_MODEL}" in trace and "structure_search" in trace
+    _shot(page, "9-llm-answer")
 
 
 def test_formula_editor_previews_and_inserts_latex(page):
@@ -379,60 +436,33 @@ def test_formula_editor_previews_and_inserts_latex(page):
     _shot(page, "7-formula-editor")
 
 
-# ---- a test double of agent.assistant.Assistant, used only while the real one has not landed -------
+# ---- the page's wiring over the real assistant, without a browser -----------------------------------
 
-def _install_assistant_double() -> None:
-    """Register `agent.assistant` with a minimal Assistant honouring the contract: plan, one search tool
-    call per retriever, a streamed answer citing the top hits."""
-    import types
+def test_llm_switch_is_greyed_out_with_a_reason_without_an_endpoint(ui_indexes, monkeypatch, tmp_path):
+    from ui.app import build_app
+    from ui.chat import AssistantPool
+    from ui.indexes import IndexChoice
 
-    from agent.events import AgentEvent, Answer, ToolCall
-    from mathscout.index.layout import IndexDir
-    from retrievers import available_modes, open_retriever
-
-    class Assistant:
-        def __init__(self, index=None, *, use_llm=None):
-            self.index = IndexDir(index)
-
-        @property
-        def llm_status(self):
-            return False, "no LLM configured: the offline planner writes the answers"
-
-        def modes(self):
-            supported = [m for m, spec in available_modes().items() if set(spec.requires) <= set(self.index.components)]
-            return ["auto", *supported]
-
-        def stream(self, question, *, mode="auto", k=10, rerank=False, use_llm=None):
-            started = time.perf_counter()
-            yield AgentEvent("plan", text=f"search with {'structure and bm25' if mode == 'auto' else mode}")
-            calls, hits = [], []
-            for name in (["structure", "bm25"] if mode == "auto" else [mode]):
-                call = ToolCall(f"search_{name}", {"query": question, "k": k})
-                yield AgentEvent("tool_start", call=call)
-                found = open_retriever(self.index, name).search(question, k=k)
-                call.hit_count, call.seconds = len(found), time.perf_counter() - started
-                call.summary = f"{len(found)} hits"
-                calls.append(call)
-                yield AgentEvent("tool_end", call=call)
-                hits = hits or found
-            text = ("The closest documents: " + ", ".join(f"[{h.doc_id}]" for h in hits[:3]) + ".") if hits else "Nothing found."
-            for word in text.split(" "):
-                yield AgentEvent("token", text=word + " ")
-            answer = Answer(question, text, hits, [h.doc_id for h in hits[:3]], calls, mode=mode,
-                            seconds=time.perf_counter() - started)
-            yield AgentEvent("answer", answer=answer)
-
-        def ask(self, question, **options):
-            return [e for e in self.stream(question, **options)][-1].answer
-
-    module = types.ModuleType("agent.assistant")
-    module.Assistant = Assistant
-    sys.modules["agent.assistant"] = module
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MATHSCOUT_CONFIG", str(tmp_path / "no-config.toml"))
+    app = build_app(AssistantPool([IndexChoice("demo", "demo", ui_indexes["demo"])]))
+    llm = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "ms-llm")
+    assert llm.interactive is False and llm.value is False
+    assert "no LLM configured" in llm.info and "OPENAI_API_KEY" in llm.info
 
 
-if __name__ == "__main__":  # `python tests/test_ui_browser.py serve …`: the page over the test double
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    _install_assistant_double()
-    from mathscout.cli import main
+def test_a_damaged_document_store_becomes_a_note_and_a_finished_turn(ui_indexes, tmp_path):
+    from ui.chat import AssistantPool, SessionState, run_turn
+    from ui.indexes import IndexChoice
 
-    sys.exit(main(sys.argv[1:]))
+    damaged = tmp_path / "damaged"
+    shutil.copytree(ui_indexes["demo"], damaged)
+    (damaged / "store.sqlite").write_bytes(b"this is not a database" * 100)
+    pool = AssistantPool([IndexChoice("damaged", "damaged", damaged)], use_llm=False)
+    updates = list(run_turn(pool, TRIG, [], SessionState(), index_key="damaged", mode="auto", k=5, rerank=False,
+                            use_llm=False))
+    final = updates[-1]
+    text = " ".join(str(m["content"]) for m in final.chat)
+    assert "**Note:**" in text and final.chat[-1]["content"].startswith("**Note:**"), text
+    assert final.chat[1]["metadata"]["status"] == "done"

@@ -12,7 +12,9 @@ from pathlib import Path
 import gradio as gr
 
 from mathscout.config import DEMO_CORPUS
+from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError
+from mathscout.index.layout import IndexDir
 from ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
 from ui.indexes import discover_indexes
 from ui.inputs import formula_problem
@@ -28,6 +30,7 @@ LATEX_DELIMITERS = [
 ]
 MODE_LABELS = {
     "auto": "auto — the agent plans the search",
+    "structure-rewrite": "structure + rewrites — formula trees and SymPy-equivalent forms",
     "structure": "structure — formula trees (Approach Zero)",
     "hybrid": "hybrid — structure + dense + text, fused",
     "dense": "dense — embeddings",
@@ -41,8 +44,12 @@ MODE_LABELS = {
 log = logging.getLogger("mathscout.ui")
 EXAMPLES_FILE = DEMO_CORPUS.parent / "demo_examples.json"
 MAX_EXAMPLES = 6
+EXAMPLE_LABEL_CHARS = 58  # Gradio cuts example labels at 60 characters
+MODE_ORDER = ["auto", "structure", "hybrid", "dense", "bm25", "structure-rewrite", "types", "types2x", "rm3", "splade"]
+FONT = [gr.themes.LocalFont("IBM Plex Sans", weights=(400, 600, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
+FONT_MONO = [gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)), "ui-monospace", "monospace"]
 CONCURRENCY = 4  # turns computed at once; more sessions wait in Gradio's queue
-WARM_UP_QUESTION = "Why is $a^2+b^2=c^2$ true?"
+WARM_UP_QUESTIONS = ("Why is $a^2+b^2=c^2$ true?", "proof of the pythagorean theorem")  # formula and words
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -54,8 +61,55 @@ def example_questions(limit: int = MAX_EXAMPLES) -> list[str]:
         return []
 
 
+def example_label(question: str, limit: int = EXAMPLE_LABEL_CHARS) -> str:
+    """A short label for an example chip: words are dropped before a formula is ever cut (a cut formula
+    cannot be rendered)."""
+    if len(question) <= limit:
+        return question
+    spans = find_math(question)
+    if not spans:
+        return question[: limit - 1].rsplit(" ", 1)[0] + " …"
+    first = spans[0]
+    tail = question[first.start :]
+    room = limit - len(tail) - 2
+    if room <= 0:
+        return question[: first.start].strip()[: limit - 1].rsplit(" ", 1)[0] + " …" if first.start else tail
+    head = question[: first.start].rstrip()
+    return "… " + head[len(head) - room :].split(" ", 1)[-1] + " " + tail if len(head) > room else question
+
+
 def mode_choices(modes: Sequence[str]) -> list[tuple[str, str]]:
-    return [(MODE_LABELS.get(m, m), m) for m in modes]
+    """The index's modes as dropdown choices, in the order of MODE_ORDER (auto first)."""
+    ordered = sorted(modes, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
+    return [(MODE_LABELS.get(m, m), m) for m in ordered]
+
+
+def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
+    """Which modes the index does not offer and why, e.g. 'not on this index: dense, types (missing components:
+    dense, types …)'."""
+    from retrievers import available_modes
+
+    components = set(index.components)
+    missing_modes, missing_components, other = [], [], []
+    for name in MODE_ORDER:
+        spec = available_modes().get(name)
+        if name in modes or name == "auto":
+            continue
+        label = MODE_LABELS.get(name, name).split(" — ")[0]
+        needs = [c for c in (spec.requires if spec else ()) if c not in components]
+        if spec is None:
+            other.append(f"{label} (not installed)")
+        elif needs:
+            missing_modes.append(label)
+            missing_components += [c for c in needs if c not in missing_components]
+        else:
+            other.append(f"{label} (nothing to fuse on this index)")
+    parts = []
+    if missing_modes:
+        parts.append(f"{', '.join(missing_modes)} (the index lacks the {', '.join(missing_components)} "
+                     f"component{'s' * (len(missing_components) > 1)}: mathscout index --index DIR --components NAME)")
+    parts += other
+    return "not on this index: " + "; ".join(parts) if parts else "every search mode works on this index"
 
 
 def formula_preview(latex: str | None) -> str:
@@ -105,7 +159,8 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
             reason = str(exc) if isinstance(exc, MathScoutError) else f"{type(exc).__name__}: {exc}"
             gr.Warning(f"cannot open this index: {reason}")
             return gr.update()
-        return gr.update(choices=mode_choices(modes), value="auto" if "auto" in modes else modes[0])
+        return gr.update(choices=mode_choices(modes), value="auto" if "auto" in modes else modes[0],
+                         info=missing_modes_note(pool.index(index_key), modes))
 
     with gr.Blocks(title="MathScout") as app:
         state = gr.State(SessionState())
@@ -135,8 +190,12 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
                         insert = gr.Button("Insert into question", scale=1, min_width=120, elem_id="ms-insert")
                     preview = gr.Markdown(formula_preview(""), latex_delimiters=LATEX_DELIMITERS,
                                           elem_id="ms-formula-preview")
-                gr.Examples([[q] for q in example_questions()], inputs=[question],
-                            label="Example questions (answered by the demo corpus)", elem_id="ms-examples")
+                questions = example_questions()
+                examples = gr.Dataset(
+                    components=[gr.Markdown(latex_delimiters=LATEX_DELIMITERS, render=False)],
+                    samples=[[example_label(q)] for q in questions], type="index", layout="gallery",
+                    label="Example questions (answered by the demo corpus) — click one, then Ask",
+                    elem_id="ms-examples", samples_per_page=MAX_EXAMPLES)
             with gr.Column(scale=2, min_width=380):
                 with gr.Accordion("Search settings", open=True, elem_id="ms-settings"):
                     index = gr.Dropdown(
@@ -145,7 +204,7 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
                         info=None if len(choices) > 1 else "one index available (start with --index DIR for more)",
                     )
                     mode = gr.Dropdown(mode_choices(default.modes()), value="auto", label="Search mode",
-                                       elem_id="ms-mode")
+                                       info=missing_modes_note(pool.index(None), default.modes()), elem_id="ms-mode")
                     with gr.Row():
                         k = gr.Slider(1, MAX_K, value=10, step=1, label="Results (k)", elem_id="ms-k")
                         rerank = gr.Checkbox(False, label="Rerank the results", elem_id="ms-rerank")
@@ -166,6 +225,8 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
         index.change(change_index, [index], [mode], api_visibility="private", show_progress="hidden")
         formula.change(formula_preview, [formula], [preview], show_progress="hidden", trigger_mode="always_last",
                        api_visibility="private", concurrency_limit=None)
+        examples.click(lambda i: questions[i] if i is not None and 0 <= i < len(questions) else gr.skip(),
+                       [examples], [question], api_visibility="private", queue=False, show_progress="hidden")
         insert.click(insert_formula, [question, formula], [question], api_visibility="private", concurrency_limit=None)
     return app
 
@@ -174,10 +235,11 @@ def warm_up(pool: AssistantPool) -> None:
     """Answer one question before the page opens, so the first visitor does not wait for the JVM and models."""
     started = time.perf_counter()
     assistant = pool.assistant(None)  # an assistant that cannot even be created stops `serve` here
-    try:
-        assistant.ask(WARM_UP_QUESTION, mode="auto", k=3, use_llm=False)
-    except Exception as exc:  # the page still starts; the first question will show the problem
-        log.warning("warm-up question failed: %s", exc)
+    for question in WARM_UP_QUESTIONS:  # opens the structure index and the text retriever (JVM, pyserini)
+        try:
+            assistant.ask(question, mode="auto", k=3, use_llm=False)
+        except Exception as exc:  # the page still starts; the first question will show the problem
+            log.warning("warm-up question failed: %s", exc)
     print(f"MathScout: ready in {time.perf_counter() - started:.1f} s", flush=True)
 
 
@@ -187,6 +249,9 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
     if host not in LOCAL_HOSTS and not public:
         raise MathScoutError(f"binding to {host} makes the page reachable from other machines: add --public to "
                              "confirm (and consider --auth user:password)")
+    if share and not public:
+        raise MathScoutError("--share opens a public gradio.live link: add --public to confirm (and consider "
+                             "--auth user:password)")
     credentials = None
     if auth:
         user, sep, password = auth.partition(":")
@@ -201,6 +266,6 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
     try:
         app.launch(server_name=host, server_port=port, share=share, auth=credentials, quiet=quiet,
                    show_error=False, footer_links=["api", "settings"], inbrowser=False,
-                   theme=gr.themes.Soft(primary_hue="indigo"), css=CSS, head=HEAD)
+                   theme=gr.themes.Soft(primary_hue="indigo", font=FONT, font_mono=FONT_MONO), css=CSS, head=HEAD)
     except OSError as exc:
         raise MathScoutError(f"cannot listen on {host}:{port} ({exc}); choose another --port") from exc

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from mathscout.corpus.math_spans import find_math
 from mathscout.latex.tokens import lex, query_terms
 from mathscout.render import MARK, make_snippet, match_formulas
 from mathscout.structure.parser import parse_latex
@@ -45,6 +46,7 @@ _NEEDS_ARGUMENT = frozenset(
     pmod bmod stackrel overset underset xrightarrow xleftarrow not color textcolor boxed displaystyle
     limits nolimits substack""".split()
 )
+_ALIGNMENT = re.compile(r"(?<!\\)&|\\\\")
 _BRACELESS_ARGUMENT = re.compile(r"(?:[\^_]|\\[A-Za-z]+)\s*$")
 _DELIMITER_SIZER = re.compile(r"\\(?:left|right|middle|[bB]igg?[lrm]?)\s*$")
 
@@ -155,6 +157,26 @@ def coloured_latex(latex: str, spans: Sequence[tuple[int, int]]) -> str | None:
     return result if parse_latex(result).complete or not original.complete else None
 
 
+def _aligned(latex: str) -> str:
+    """The body of an align environment (`&` or `\\\\` outside any environment) wrapped in `aligned`, which
+    KaTeX renders; other formulas unchanged."""
+    if _ALIGNMENT.search(latex) and "\\begin" not in latex:
+        return f"\\begin{{aligned}}{latex}\\end{{aligned}}"
+    return latex
+
+
+def renderable_math(text: str) -> str:
+    """Markdown whose `$…$` / `$$…$$` formulas KaTeX can render: align bodies wrapped, formulas on one line."""
+    pieces, position = [], 0
+    for span in find_math(text):
+        if text[span.start] != "$":
+            continue
+        fence = "$$" if span.display else "$"
+        pieces += [text[position : span.start], fence, _aligned(" ".join(span.latex.split())), fence]
+        position = span.end
+    return "".join(pieces) + text[position:]
+
+
 def _marked_source(latex: str, spans: Sequence[tuple[int, int]]) -> str:
     pieces, position = [], 0
     for start, end in sorted(spans):
@@ -174,9 +196,7 @@ def formula_html(matched: MatchedFormula) -> str:
         rendered = coloured_latex(latex, matched.highlight) if matched.highlight else latex
     if rendered is None:
         return f"<div class=\"ms-formula ms-formula-source\">{_marked_source(latex, matched.highlight)}</div>"
-    rendered = " ".join(rendered.split())
-    if ("&" in rendered or "\\\\" in rendered) and "\\begin" not in rendered:  # the body of an align environment
-        rendered = f"\\begin{{aligned}}{rendered}\\end{{aligned}}"
+    rendered = _aligned(" ".join(rendered.split()))
     return f"<div class=\"ms-formula\">$${html.escape(rendered, quote=False)}$$</div>"
 
 

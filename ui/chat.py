@@ -20,7 +20,7 @@ from agent.events import AgentEvent, Answer, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Document
-from ui.cards import CardContext, link_citations, results_html
+from ui.cards import CardContext, link_citations, renderable_math, results_html
 from ui.indexes import IndexChoice
 from ui.inputs import check_question
 from ui.trace import progress_markdown, trace_markdown
@@ -29,7 +29,9 @@ log = logging.getLogger("mathscout.ui")
 
 MAX_TURNS_KEPT = 5  # results of this many recent questions stay in the panel (older citations then say so)
 MAX_K = 50
+TOKEN_UPDATE_SECONDS = 0.1  # streamed answer text reaches the browser at most this often
 _INLINE_MATH = re.compile(r"\$[^$\n]+\$")
+_QUOTED = re.compile(r"`([^`]+)`")
 EMPTY_RESULTS = "<div class=\"ms-empty\">Ask a question: the documents the answer is built from appear here.</div>"
 EMPTY_TRACE = "_The agent's tool calls, formula rewrites and type expansions appear here after a question._"
 
@@ -68,7 +70,7 @@ def panel_html(state: SessionState | None) -> str:
     return "\n".join(parts)
 
 
-def _question_html(text: str, limit: int = 160) -> str:
+def _question_html(text: str, limit: int = 110) -> str:
     """A question as a one-line heading (long ones cut, an unpaired `$` dropped so KaTeX is not confused)."""
     text = " ".join(text.split())
     text = text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
@@ -104,12 +106,16 @@ class AssistantPool:
                 self._assistants[choice.key] = Assistant(choice.path, use_llm=self._use_llm)
             return self._assistants[choice.key]
 
-    def documents(self, key: str | None, doc_ids: Sequence[str]) -> dict[str, Document]:
+    def index(self, key: str | None) -> IndexDir:
+        """The index directory behind a choice (opened once; read-only)."""
         choice = self.choice(key)
         with self._lock:
             if choice.key not in self._indexes:
                 self._indexes[choice.key] = IndexDir(choice.path)
-            return self._indexes[choice.key].store.get_many(doc_ids)
+            return self._indexes[choice.key]
+
+    def documents(self, key: str | None, doc_ids: Sequence[str]) -> dict[str, Document]:
+        return self.index(key).store.get_many(doc_ids)
 
 
 @dataclass
@@ -130,11 +136,11 @@ class TurnView:
             out.append({"role": "assistant", "content": "\n\n".join(f"**Note:** {n}" for n in self.input_notices)})
         out.append({"role": "assistant", "content": progress_markdown(self.steps),
                     "metadata": {"title": self.working_title, "status": "done" if self.done else "pending"}})
-        if self.agent_notices:
+        if self.answer:
+            out.append({"role": "assistant", "content": renderable_math(self.answer)})
+        if self.agent_notices:  # after the answer: the chat scrolls to its end, so notes stay in view
             out.append({"role": "assistant",
                         "content": "\n\n".join(f"**Note:** {_literal_math(n)}" for n in self.agent_notices)})
-        if self.answer:
-            out.append({"role": "assistant", "content": self.answer})
         return out
 
 
@@ -178,9 +184,13 @@ def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | Non
         k = max(1, min(MAX_K, int(k or 10)))
         yield TurnOutput(history + view.messages(), panel, trace, state)
         answer: Answer | None = None
+        shown = time.perf_counter()
         for event in assistant.stream(checked.text, mode=mode or "auto", k=k, rerank=bool(rerank), use_llm=use_llm):
             answer = _apply(view, event) or answer
+            if event.kind == "token" and time.perf_counter() - shown < TOKEN_UPDATE_SECONDS:
+                continue  # tokens are sent in batches: every update carries the whole chat to the browser
             yield TurnOutput(history + view.messages(), panel, trace, state)
+            shown = time.perf_counter()
         if answer is None:
             raise MathScoutError("the assistant stopped without an answer")
     except MathScoutError as exc:
@@ -224,18 +234,27 @@ def _apply(view: TurnView, event: AgentEvent) -> Answer | None:
         else:
             view.steps.append(line)
         if event.call.error:
-            view.agent_notices.append(f"The tool {event.call.tool} failed ({event.call.error}); the answer was "
-                                      "built without it.")
+            _note(view, f"The tool {event.call.tool} failed ({event.call.error}).")
     elif event.kind == "notice":
-        view.agent_notices.append(event.text)
+        _note(view, event.text)
     elif event.kind == "token":
         view.answer += event.text
     elif event.kind == "answer" and event.answer:
         for notice in event.answer.notices:
-            if notice not in view.agent_notices:
-                view.agent_notices.append(notice)
+            _note(view, notice)
         return event.answer
     return None
+
+
+def _note(view: TurnView, notice: str) -> None:
+    """Add a note once (a tool that fails on every call is reported once; a malformed formula the page already
+    pointed out is not pointed out again by the assistant)."""
+    if not notice or notice in view.agent_notices:
+        return
+    quoted = _QUOTED.findall(notice)
+    if "malformed" in notice and quoted and any(q in n and "malformed" in n for q in quoted for n in view.input_notices):
+        return
+    view.agent_notices.append(notice)
 
 
 def _cards(pool: AssistantPool, index_key: str | None, answer: Answer, turn: int) -> str:

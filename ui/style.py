@@ -8,7 +8,8 @@ CSS = """
 #ms-results { padding-right: 4px; }
 .ms-empty, .ms-hint { color: var(--body-text-color-subdued); font-size: .92em; }
 .ms-ok { color: #2b8a3e; font-size: .88em; }
-.ms-turn-question { font-weight: 600; margin: 2px 0 8px; color: var(--body-text-color-subdued); }
+.ms-turn-question { font-weight: 600; margin: 2px 0 8px; color: var(--body-text-color-subdued);
+                    display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical; overflow: hidden; }
 details.ms-turn-earlier > summary { cursor: pointer; color: var(--body-text-color-subdued); margin: 8px 0; }
 .ms-hit { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 12px;
           margin: 0 0 10px; background: var(--background-fill-primary); scroll-margin: 12px; }

@@ -27,6 +27,11 @@ def _arguments(arguments: dict) -> str:
     return shown if len(shown) <= MAX_ARGUMENT_CHARS else shown[: MAX_ARGUMENT_CHARS - 1] + "…"
 
 
+def _returns_hits(tool: str) -> bool:
+    """Search and rerank tools return hits (0 hits is news); rewriting, type expansion, documents do not."""
+    return "search" in tool or "rerank" in tool
+
+
 def calls_markdown(calls: Sequence[ToolCall]) -> str:
     """One numbered line per tool call (tool, hits, time, result) with its arguments underneath."""
     if not calls:
@@ -35,8 +40,8 @@ def calls_markdown(calls: Sequence[ToolCall]) -> str:
     for n, call in enumerate(calls, 1):
         result = f"**failed:** {_cell(call.error)}" if call.error else _cell(call.summary)
         result = "" if result == f"{call.hit_count} hits" else result
-        lines.append(f"{n}. **{_cell(call.tool)}** · {call.hit_count} hits · {call.seconds:.2f} s"
-                     + (f" — {result}" if result else ""))
+        hits = f" · {call.hit_count} hits" if call.hit_count or _returns_hits(call.tool) else ""
+        lines.append(f"{n}. **{_cell(call.tool)}**{hits} · {call.seconds:.2f} s" + (f" — {result}" if result else ""))
         if call.arguments:
             lines.append(f"   {_code(_arguments(call.arguments))}")
     return "\n".join(lines)
