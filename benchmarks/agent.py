@@ -89,4 +89,8 @@ def _compare(assistant: Assistant, questions, runs, args) -> None:
         base_path, agent_path = Path(folder) / f"{args.baseline}.trec", Path(folder) / "agent-offline.trec"
         write_run(base_runs, base_path, tag=args.baseline)
         write_run(runs, agent_path, tag="agent-offline")
-        print(format_comparison(compare_runs([base_path, agent_path], args.qrels)))
+        asked = {qid for qid, _, _ in questions}
+        qrels = Path(folder) / "qrels.txt"  # only the topics asked, so that means are over them
+        with open(args.qrels, encoding="utf-8") as f, open(qrels, "w", encoding="utf-8") as out:
+            out.writelines(line for line in f if line.split() and line.split()[0] in asked)
+        print(format_comparison(compare_runs([base_path, agent_path], qrels)))
