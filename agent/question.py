@@ -63,6 +63,24 @@ def formula_problem(latex: str) -> str | None:
     return result.error or "it could not be read"
 
 
+def _size(latex: str) -> int:
+    """Operands in the formula's operator tree (0 when unreadable)."""
+    tree = parse_latex(latex).tree
+    return sum(1 for _ in tree.leaves()) if tree is not None else 0
+
+
+def choose_formulas(formulas: list[str], has_words: bool, limit: int = MAX_FORMULAS) -> list[str]:
+    """The formulas worth a structure search (thesis ch. 6: "automatically select best formula(s) for structure
+    search"): lone symbols like `$n$` are dropped when there is anything else to search; of the rest, the
+    `limit` largest, in question order."""
+    sizes = [_size(f) for f in formulas]
+    keep = [i for i, size in enumerate(sizes) if size >= 2]
+    if not keep:
+        keep = [] if has_words else list(range(len(formulas)))[:1]
+    keep = sorted(sorted(keep, key=lambda i: -sizes[i])[:limit])
+    return [formulas[i] for i in keep]
+
+
 def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Question:
     """Bound and classify a question; never raises (an empty one has kind "empty")."""
     text = _CONTROL.sub(" ", raw or "").strip()
@@ -86,13 +104,15 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
             last = span.end
         pieces.append(text[last:])
         words = " ".join(" ".join(p.split()) for p in pieces if p.strip())
-    if len(formulas) > MAX_FORMULAS:
-        notices.append(f"The question has {len(formulas)} formulas; structure search used the first {MAX_FORMULAS}.")
-    for latex in formulas[:MAX_FORMULAS]:
+    topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
+    chosen = choose_formulas(formulas, bool(topical))
+    if len(formulas) > MAX_FORMULAS and len(chosen) == MAX_FORMULAS:
+        notices.append(f"The question has {len(formulas)} formulas; structure search used the {MAX_FORMULAS} largest.")
+    formulas = chosen
+    for latex in formulas:
         problem = formula_problem(latex)
         if problem:
             notices.append(f"The formula `{_short(latex)}` looks malformed ({problem}): it was searched as far as "
                            "it could be read.")
-    topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
     kind: QuestionKind = "mixed" if formulas and topical else ("formula" if formulas else "text")
-    return Question(text, kind, formulas[:MAX_FORMULAS], words, notices)
+    return Question(text, kind, formulas, words, notices)
