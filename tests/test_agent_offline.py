@@ -52,7 +52,7 @@ def test_questions_are_classified_by_their_formulas_and_topical_words():
     assert read_question("Why is $x^2+y^2=z^2$ true?").kind == "formula"  # question words only
     assert read_question("x^2+y^2=z^2").formulas == ["x^2+y^2=z^2"]  # LaTeX typed without $
     assert read_question("does the harmonic series diverge").kind == "text"
-    chosen = read_question("Let $n$ be odd and $a_n = n^2+1$; is $a_n$ ever prime?")
+    chosen = read_question("Let $n$ be odd and $a_n = n^2+1$; is $p$ ever prime?")
     assert chosen.kind == "mixed" and chosen.formulas == ["a_n = n^2+1"]  # lone symbols are not structure-searched
     mixed = read_question("convergence of $\\sum 1/n^2$ by comparison")
     assert mixed.kind == "mixed" and mixed.formulas == ["\\sum 1/n^2"] and "comparison" in mixed.words
