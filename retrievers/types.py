@@ -215,8 +215,9 @@ def _open_rm3(index: IndexDir, **options) -> BM25Retriever:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`mathscout train types --index DIR`: detect types, train the type embeddings (§4.1) and (re)build the
-    index's `types` component (the same as `mathscout index --index DIR --components types`)."""
+    """Detect types, train the type embeddings (§4.1) and (re)build an index's `types` component.
+
+    `mathscout train types --index DIR` is the same as `mathscout index --index DIR --components types`."""
     from mathscout.index.builder import add_components
 
     parser = argparse.ArgumentParser(prog="mathscout train types", description=main.__doc__.splitlines()[0])
