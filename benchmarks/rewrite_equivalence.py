@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import random
 import sys
 import time
 from collections import defaultdict
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -127,14 +129,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample", type=int, default=300, help="formulas (untransformed queries)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--seconds", type=float, default=2.0, help="rewrite time limit per formula")
+    parser.add_argument("--seconds", type=float, default=10.0,
+                        help="rewrite time limit per formula (generous: on a shared CPU a short limit measures the load)")
     parser.add_argument("--weights", default="1.0,0.9,0.8", help="rewrite weights to compare (max fusion)")
     parser.add_argument("--json", help="write all figures and queries here")
+    parser.add_argument("--keys-cache", help="pickle of the collection's formula keys (reused when it exists)")
     args = parser.parse_args(argv)
 
     index = IndexDir(args.index)
     started = time.perf_counter()
-    docs_by_key, candidates = formula_keys(index)
+    cache = Path(args.keys_cache) if args.keys_cache else None
+    if cache is not None and cache.is_file():
+        with open(cache, "rb") as f:
+            docs_by_key, candidates = pickle.load(f)
+    else:
+        docs_by_key, candidates = formula_keys(index)
+        if cache is not None:
+            with open(cache, "wb") as f:
+                pickle.dump((docs_by_key, candidates), f)
     print(f"collection: {len(candidates):,} candidate formulas, {len(docs_by_key):,} distinct trees ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
     timings: list[float] = []

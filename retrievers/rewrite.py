@@ -32,6 +32,7 @@ from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split
 
 REWRITE_WEIGHT = 1.0  # a perfect match of a rewritten form counts as much as one of the formula as written
 # (ties go to the written form: `mathscout bench rewrite` compares weights 1.0 / 0.9 / 0.8)
+MAX_REWRITTEN_FORMULAS = 3  # a query's first formulas that get rewritten (each rewrite may take `seconds`)
 MIN_FORM_LEAVES = 3  # shorter forms (`1` for sin²x + cos²x) would match too many formulas to help a search
 WEIGHTED_DEPTH = 100  # hits per form for `weighted` fusion
 FUSIONS = ("max", "weighted")
@@ -84,7 +85,7 @@ class StructureRewriteRetriever(BaseRetriever):
         variants = [_Variant(query, 1.0, "original", formulas[0])]
         self.last_rewrites = []
         budget = self.max_forms
-        for i, latex in enumerate(formulas):
+        for i, latex in enumerate(formulas[:MAX_REWRITTEN_FORMULAS]):
             if budget <= 0:
                 break
             result = self.rewriter(latex, max_forms=budget, seconds=self.seconds)
