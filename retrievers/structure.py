@@ -1,9 +1,10 @@
 """Approach Zero structure search: the `structure` index component and search mode (thesis ch. 3–4).
 
 Formula hits become document hits: a document scores its best formula (§4.2.2), summed over the
-query's formulas. A query that also has words adds BM25 over them (Eq. 3.18: λ_m · math + BM25) when
-the index has the `bm25` component: the candidates are the union of both rankings' top documents,
-and every candidate gets its exact math score; BM25 scores of documents outside BM25's top list count 0.
+query's formulas. A query that also has words adds BM25 over them (Eq. 3.18: λ_m · math + BM25). With
+the component's text lists (`text_lists.py`, built with the component) the top k of Eq. 3.18 is exact,
+by heterogeneous MaxScore (Alg. 5, `hetero.py`); a query without any formula is then plain BM25 over
+its words. Older components without text lists fall back to the union of both rankings' top documents.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from mathscout.structure.highlight import leaf_spans, merge_spans
 from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import ETA_ARQMATH, LAMBDA_M, formula_similarity, math_text_score
+from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, math_keyword
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
+from mathscout.structure.text_lists import TextLists, build_text_lists
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Hit, MatchedFormula, Query
 from retrievers.base import BaseRetriever, prepare_query
@@ -47,6 +50,11 @@ class StructureComponent:
         formulas = ((ordinal, doc_ordinal[f.doc_id], f.latex) for ordinal, f in store.iter_formulas())
         report = build_path_index(formulas, store.formula_count(), target)
         stats = report.as_stats(target)
+        started = time.perf_counter()
+        text = build_text_lists(store, target)  # the top level of the heterogeneous index (Alg. 5)
+        stats["text_lists"] = {"terms": len(text.terms), "postings": int(len(text.docs)),
+                               "seconds": round(time.perf_counter() - started, 2),
+                               "bytes": sum((target / name).stat().st_size for name in ("text.npz", "text_terms.json.gz"))}
         print(
             f"structure: {report.indexed:,} of {report.formulas:,} formulas indexed in {report.seconds:.1f} s "
             f"({stats['formulas_per_second']:,.0f} formulas/s, {stats['bytes'] / 2**20:.1f} MiB); skipped: "
@@ -61,46 +69,108 @@ class StructureRetriever(BaseRetriever):
 
     name = "structure"
 
-    def __init__(self, index: IndexDir, strategy: str = "gbp-len", eta: float = ETA_ARQMATH, lambda_m: float = LAMBDA_M, initial_threshold_factor: float = 0.0):
+    def __init__(self, index: IndexDir, strategy: str = "gbp-len", eta: float = ETA_ARQMATH, lambda_m: float = LAMBDA_M,
+                 initial_threshold_factor: float = 0.0, max_formulas: int = 0, exact: bool = False,
+                 depth: int = MIXED_CANDIDATES):
+        """strategy: formula pruning (exhaustive, maxref, gbp-num, gbp-len); eta: η of Eq. 3.15 (0.3 ARQMath,
+        0.05 NTCIR-12); lambda_m: λ_m of Eq. 3.18; initial_threshold_factor: λ0 of Eq. 4.17 (unsafe when > 0);
+        max_formulas: keep only the query's N widest formulas (0 = all); exact: the exact top k of Eq. 3.18 by
+        Alg. 5 over the text lists (as slow as exhaustive search when formulas are many and common); otherwise
+        Eq. 3.18 over the union of each formula's and BM25's top `depth` documents (0 outside a list)."""
         self.index = index
         self.store = index.store
-        self.paths = PathIndex.open(index.component_path("structure"))
+        folder = index.component_path("structure")
+        self.paths = PathIndex.open(folder)
         self.searcher = StructureSearcher(self.paths, eta=eta)
         self.strategy = strategy
         self.lambda_m = lambda_m
         self.initial_threshold_factor = initial_threshold_factor
+        self.max_formulas = max_formulas
+        self.depth = depth
+        self.text = TextLists.open(folder) if exact else None
+        self._formula_first = np.searchsorted(self.paths.doc, np.arange(self.store.count() + 1)).astype(np.int64)
         self._bm25 = None
         self._ordinals: dict[str, int] | None = None
+        self._doc_ids: list[str] | None = None
 
     def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Top-k documents, and for each the best formula hit of the query's first formula that matched it."""
         formulas, words = _split(query)
-        if not formulas:
+        if not formulas and not (words and "bm25" in self.index.components):
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
-        prepared = [self.searcher.prepare(latex) for latex in formulas]
-        bm25 = self._bm25_scores(words, MIXED_CANDIDATES) if words else {}
-        if len(prepared) == 1 and not bm25:  # a lone formula: per-document pruned search is exact
+        prepared = self._prepare(formulas, strict=not words)
+        if self.text is not None and (words or len(prepared) != 1):
+            return self._heterogeneous(prepared, words, k), {}
+        if len(prepared) == 1 and not words:  # a lone formula: per-document pruned search is exact
             hits = self.searcher.search(prepared[0], k, self.strategy, per_document=True, initial_threshold_factor=self.initial_threshold_factor)
             return [self._hit(h.doc, h.score, {self.name: h.score}) for h in hits], {h.doc: h for h in hits}
-        return self._fused(prepared, bm25, k)
+        return self._fused(prepared, self._bm25_scores(words, max(self.depth, k)) if words else {}, k)
+
+    def _prepare(self, formulas: list[str], strict: bool = True) -> list[PreparedQuery]:
+        """The query formulas the parser can read, the widest `max_formulas` of them when set (a lone unreadable
+        formula is an error when `strict`: the query has nothing else)."""
+        if strict and len(formulas) == 1:
+            prepared = [self.searcher.prepare(formulas[0])]  # raises a clear QueryError when unreadable
+            if prepared[0].empty:
+                raise QueryError(f"the formula '{formulas[0][:80]}' shares no structure with any indexed formula")
+            return prepared
+        prepared = self._prepare_all(formulas)
+        if self.max_formulas and len(prepared) > self.max_formulas:
+            prepared = sorted(prepared, key=lambda q: -q.width)[: self.max_formulas]
+        return prepared
+
+    def _prepare_all(self, formulas: list[str]) -> list[PreparedQuery]:
+        """Every readable query formula that shares a token path with the index (others are left out)."""
+        prepared = []
+        for latex in formulas:
+            try:
+                query = self.searcher.prepare(latex)
+            except QueryError:
+                continue
+            if not query.empty:
+                prepared.append(query)
+        return prepared
+
+    def _heterogeneous(self, prepared: list[PreparedQuery], words: str, k: int) -> list[Hit]:
+        """Exact top k of Eq. 3.18 by Alg. 5: one iterator per text term (Lucene-exact BM25) and per formula."""
+        keywords: list[KeywordList] = []
+        for term, boost in self._text_weights(words).items():
+            docs, scores = self.text.term_scores(term, boost)
+            if len(docs):
+                keywords.append(KeywordList(TEXT, docs, scores))
+        text_keywords = list(keywords)
+        for query in prepared:
+            keywords.append(math_keyword(self.searcher, query))
+        docs, scores = heterogeneous_search(self.searcher, keywords, k, self.lambda_m, self._formula_first)
+        text = np.zeros(len(self._formula_first) - 1)
+        for kw in text_keywords:  # each document's BM25 part, for the hit's score components
+            text[kw.docs] += kw.scores
+        hits = []
+        for doc, score in zip(docs.tolist(), scores.tolist()):
+            math = (score - text[doc]) / self.lambda_m if self.lambda_m else 0.0
+            hits.append(self._hit(doc, score, {self.name: max(math, 0.0), "bm25": float(text[doc])}))
+        return hits
+
+    def _text_weights(self, words: str):
+        """The BM25 query terms of the words (as the bm25 mode weighs them); none without a bm25 component."""
+        if not words or "bm25" not in self.index.components:
+            return {}
+        if self._bm25 is None:
+            from retrievers.bm25 import BM25Retriever
+
+            self._bm25 = BM25Retriever(self.index)
+        return self._bm25.query_weights(Query(id="words", text=words))
 
     def _fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
-        """Σ over query formulas of each document's best formula, plus Eq. 3.18's BM25 term, over the candidate union."""
-        candidates = set(bm25)
-        for query in prepared:
-            candidates.update(h.doc for h in self.searcher.search(query, MIXED_CANDIDATES, self.strategy, per_document=True))
-        docs = np.array(sorted(candidates), dtype=np.int64)
-        formula_ids = np.flatnonzero(np.isin(self.paths.doc, docs))
-        math = defaultdict(float)
+        """Eq. 3.18 over the union of each formula's top `depth` documents (per-document pruned search, §4.2.2)
+        and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it."""
+        math: dict[int, float] = defaultdict(float)
         best: dict[int, FormulaHit] = {}
         for query in prepared:
-            per_doc: dict[int, FormulaHit] = {}
-            for hit in self.searcher.score_formulas(query, formula_ids):
-                if hit.doc not in per_doc or hit.score > per_doc[hit.doc].score:
-                    per_doc[hit.doc] = hit
-            for doc, hit in per_doc.items():
-                math[doc] += hit.score
-                best.setdefault(doc, hit)
+            for hit in self.searcher.search(query, max(self.depth, k), self.strategy, per_document=True):
+                math[hit.doc] += hit.score
+                best.setdefault(hit.doc, hit)
+        candidates = set(math) | set(bm25)
         scores = {doc: math_text_score(math.get(doc, 0.0), bm25.get(doc, 0.0), self.lambda_m) for doc in candidates}
         ranked = sorted((d for d in scores if scores[d] > 0), key=lambda d: (-scores[d], d))[:k]
         hits = [self._hit(d, scores[d], {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}) for d in ranked]
@@ -126,7 +196,9 @@ class StructureRetriever(BaseRetriever):
         return self._ordinals
 
     def _hit(self, doc: int, score: float, components: dict[str, float]) -> Hit:
-        return Hit(doc_id=self.store.doc_id_at(doc), score=score, components=components)
+        if self._doc_ids is None:
+            self._doc_ids = self.store.doc_ids()
+        return Hit(doc_id=self._doc_ids[doc], score=score, components=components)
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         hits, best = self.rank(query, k)
@@ -137,9 +209,12 @@ class StructureRetriever(BaseRetriever):
         explained = hits[:EXPLAINED_HITS]
         documents = self.store.get_many(h.doc_id for h in explained)
         ordinals = self._doc_ordinals()
-        query_prefixes = path_prefixes(parse_latex(formulas[0]).tree) if formulas else []
+        first_tree = parse_latex(formulas[0]).tree if formulas else None
+        query_prefixes = path_prefixes(first_tree) if first_tree is not None else []
         for rank, hit in enumerate(hits, start=1):
             hit.rank = rank
+        if formulas and any(ordinals[h.doc_id] not in best for h in explained):
+            best.update(self._best_formulas(formulas[0], [ordinals[h.doc_id] for h in explained]))
         for hit in explained:
             document = documents.get(hit.doc_id)
             if document is None:
@@ -149,6 +224,19 @@ class StructureRetriever(BaseRetriever):
             if formula_hit is not None:
                 hit.formulas = [self._matched_formula(formula_hit, query_prefixes)]
         return hits
+
+    def _best_formulas(self, latex: str, docs: list[int]) -> dict[int, FormulaHit]:
+        """Each document's best formula for one query formula (for highlighting)."""
+        try:
+            query = self.searcher.prepare(latex)
+        except QueryError:
+            return {}
+        formulas = np.concatenate([np.arange(self._formula_first[d], self._formula_first[d + 1]) for d in docs] or [np.zeros(0, np.int64)])
+        best: dict[int, FormulaHit] = {}
+        for hit in self.searcher.score_formulas(query, formulas):
+            if hit.doc not in best or hit.score > best[hit.doc].score:
+                best[hit.doc] = hit
+        return best
 
     def _matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula:
         """The document's best formula with the operands of its widest common subtree highlighted."""

@@ -39,16 +39,23 @@ class KeywordList:
     docs: np.ndarray
     scores: np.ndarray | None = None  # TEXT only
     query: PreparedQuery | None = None  # MATH only
+    formulas: np.ndarray | None = None  # MATH only: the formulas on any of the query's path lists, sorted
 
 
-def formula_documents(searcher: StructureSearcher, query: PreparedQuery) -> np.ndarray:
-    """Sorted ordinals of the documents owning a formula on any of the query's path lists."""
+def math_keyword(searcher: StructureSearcher, query: PreparedQuery) -> KeywordList:
+    """The document-level iterator of a query formula: the formulas sharing a token path with it, and their documents."""
     list_start, list_end = query.arrays[0], query.arrays[1]
     fid = searcher.index.postings.fid
     if not len(list_start):
-        return np.zeros(0, dtype=np.int64)
-    formulas = np.concatenate([fid[s:e] for s, e in zip(list_start, list_end)])
-    return np.unique(searcher.index.doc[formulas]).astype(np.int64)
+        empty = np.zeros(0, dtype=np.int64)
+        return KeywordList(MATH, empty, query=query, formulas=empty)
+    mask = np.zeros(len(searcher.index.doc), dtype=np.bool_)
+    for s, e in zip(list_start, list_end):
+        mask[fid[s:e]] = True
+    formulas = np.flatnonzero(mask).astype(np.int64)
+    owners = searcher.index.doc[formulas].astype(np.int64)  # non-decreasing: a document's formulas are consecutive
+    docs = owners[np.concatenate(([True], owners[1:] != owners[:-1]))] if len(owners) else owners
+    return KeywordList(MATH, docs, query=query, formulas=formulas)
 
 
 def math_upper_bound(query: PreparedQuery, eta: float, lambda_m: float) -> float:
@@ -77,7 +84,7 @@ def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList
     scores = np.concatenate([kw.scores if kw.kind == TEXT else np.zeros(len(kw.docs)) for kw in keywords])
     kinds = np.array([kw.kind for kw in keywords], dtype=np.int64)
     math_of = np.full(len(keywords), -1, dtype=np.int64)
-    queries, cursors, alive = List(), List(), List()
+    queries, cursors, alive, formulas = List(), List(), List(), List()
     max_rows = 1
     for i, kw in enumerate(keywords):
         if kw.kind == MATH:
@@ -85,10 +92,11 @@ def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList
             queries.append(kw.query.arrays)
             cursors.append(kw.query.arrays[0].copy())
             alive.append(np.ones(len(kw.query.node_ids), dtype=np.bool_))
+            formulas.append(kw.formulas)
             max_rows = max(max_rows, int(kw.query.arrays[13].max()) if len(kw.query.node_ids) else 1)
     if not len(queries):  # no formula keyword matched a path: plain BM25 over the text keywords
         return _text_only(docs, scores, starts, k)
-    out_docs, out_scores = _hetero(searcher._index_arrays, queries, cursors, alive, searcher._scratch, max_rows,
+    out_docs, out_scores = _hetero(searcher._index_arrays, queries, cursors, alive, formulas, searcher._scratch, max_rows,
                                    formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m,
                                    searcher.eta, searcher.b1, searcher.b2, prune)
     ranked = np.lexsort((out_docs, -out_scores))
@@ -120,14 +128,21 @@ def exhaustive_scores(searcher: StructureSearcher, keywords: list[KeywordList], 
 
 
 @numba.njit(cache=True)
-def _doc_math_score(doc, theta_i, prune, formula_first, ix, q, pos, alive, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
-    """Line 28: the highest formula score of a document (Alg. 4 as a subroutine, pruned by θ_i when prune)."""
+def _doc_math_score(doc, theta_i, prune, formula_first, formulas, fpos, ix, q, pos, alive, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
+    """Line 28: the highest formula score of a document (Alg. 4 as a subroutine, pruned by θ_i when prune) over
+    the document's formulas that share a token path with the query (`formulas`, read from cursor fpos[0])."""
     best = 0.0
-    for f in range(formula_first[doc], formula_first[doc + 1]):
+    i = fpos[0]
+    while i < formulas.shape[0] and formulas[i] < formula_first[doc]:
+        i += 1
+    while i < formulas.shape[0] and formulas[i] < formula_first[doc + 1]:
+        f = formulas[i]
+        i += 1
         floor = max(theta_i, best) if prune else 0.0
         s, m, n = _score_candidate(f, ix, q, pos, alive, prune and floor > 0.0, floor, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
         if s > best:
             best = s
+    fpos[0] = i
     return best
 
 
@@ -178,7 +193,7 @@ def _pivot(a, theta):
 
 
 @numba.njit(cache=True)
-def _hetero(ix, queries, cursors, alive, scratch, max_rows, formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m, eta, b1, b2, prune):
+def _hetero(ix, queries, cursors, alive, formulas, scratch, max_rows, formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m, eta, b1, b2, prune):
     """HETEROGENEOUSMAXSCORE (Alg. 5) over document-level iterators sorted by decreasing upper bound."""
     acc, touched, sym2col = scratch
     table = np.zeros((max_rows, MAX_FORMULA_LEAVES + 1))
@@ -189,6 +204,7 @@ def _hetero(ix, queries, cursors, alive, scratch, max_rows, formula_first, docs,
     for i in range(n - 1, -1, -1):
         a[i] = a[i + 1] + u[i]
     pos = starts[:-1].copy()
+    fpos = np.zeros((len(formulas), 1), dtype=np.int64)  # cursor into each math keyword's formula list
     h_score = np.zeros(k)
     h_doc = np.zeros(k, dtype=np.int64)
     size = 0
@@ -225,7 +241,7 @@ def _hetero(ix, queries, cursors, alive, scratch, max_rows, formula_first, docs,
             else:  # lines 27–30: math keyword
                 theta_i = (theta - score - (a[i] - u[i])) / lambda_m if size == k else 0.0
                 j = math_of[i]
-                m = _doc_math_score(cand, theta_i, prune, formula_first, ix, queries[j], cursors[j], alive[j], eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+                m = _doc_math_score(cand, theta_i, prune, formula_first, formulas[j], fpos[j], ix, queries[j], cursors[j], alive[j], eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
                 score += lambda_m * m
         if complete and score > 0.0 and (size < k or score > theta):  # line 31
             size = _push(h_score, h_doc, size, score, cand)
