@@ -154,5 +154,7 @@ def test_structure_mode_ranks_documents_by_their_best_formula(small_index):
     mixed = retriever.search("Pythagorean triples $x^2+y^2=z^2$", k=5)
     assert mixed and set(mixed[0].components) == {"structure", "bm25"}
     assert mixed[0].score == pytest.approx(2.5 * mixed[0].components["structure"] + mixed[0].components["bm25"])  # Eq. 3.18
+    words_only = retriever.search("words without any formula", k=5)  # Eq. 3.18 with no math: BM25 over the words
+    assert all(set(h.components) == {"structure", "bm25"} and h.components["structure"] == 0 for h in words_only)
     with pytest.raises(QueryError):
-        retriever.search("words without any formula", k=5)
+        retriever.search("$&$", k=5)
