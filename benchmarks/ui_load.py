@@ -1,6 +1,6 @@
 """Load on the chat page: N simultaneous browser-like sessions ask questions through Gradio's API.
 
-    mathscout bench ui-load [--sessions 20] [--questions 2] [--url http://127.0.0.1:7860/] [--index DIR]
+    mathscout bench ui-load [--sessions 20] [--questions 2] [--timeout 300] [--url http://127.0.0.1:7860/] [--index DIR]
 
 Without --url a server is started on a free 127.0.0.1 port (`mathscout serve --no-llm`, demo index by
 default). Every session (its own `gradio_client.Client`, so its own Gradio session and server-side state)
@@ -29,6 +29,8 @@ from mathscout.errors import MathScoutError
 from ui.app import example_questions
 
 _TAG = re.compile(r"session-(\d+)")
+MAX_SESSIONS = 100  # the load is bounded: it always stops by itself
+MAX_QUESTIONS = 20
 
 
 @dataclass
@@ -45,7 +47,8 @@ def _question(session: int, turn: int, examples: list[str]) -> str:
     return f"{examples[(session + turn) % len(examples)]} (session-{session:02d} turn {turn})"
 
 
-def run_session(url: str, session: int, questions: int, examples: list[str], start: threading.Barrier) -> SessionResult:
+def run_session(url: str, session: int, questions: int, examples: list[str], start: threading.Barrier,
+                timeout: float = 300.0) -> SessionResult:
     from gradio_client import Client
 
     result = SessionResult(session)
@@ -63,8 +66,13 @@ def run_session(url: str, session: int, questions: int, examples: list[str], sta
         try:
             job = client.submit(question, history, None, "auto", 10, False, False, api_name="/ask")
             first = None
-            for _ in job:
-                first = first if first is not None else time.perf_counter() - began
+            while not job.done():
+                if first is None and job.outputs():
+                    first = time.perf_counter() - began
+                if time.perf_counter() - began > timeout:
+                    job.cancel()
+                    raise TimeoutError(f"no answer within {timeout:.0f} s")
+                time.sleep(0.02)
             chat, results, _trace, *_ = job.result()
         except Exception as exc:  # noqa: BLE001
             result.failures.append(f"turn {turn}: {type(exc).__name__}: {exc}")
@@ -122,7 +130,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--questions", type=int, default=2, help="questions per session, asked in turn")
     parser.add_argument("--url", help="a running page (default: start one on a free port)")
     parser.add_argument("--index", type=Path, help="index for the started server (default: the demo index)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds one answer may take (then it fails)")
     args = parser.parse_args(argv)
+    if not (1 <= args.sessions <= MAX_SESSIONS and 1 <= args.questions <= MAX_QUESTIONS and args.timeout > 0):
+        raise MathScoutError(f"ui-load: --sessions 1–{MAX_SESSIONS}, --questions 1–{MAX_QUESTIONS}, --timeout > 0")
     examples = example_questions(limit=100)
     if not examples:
         raise MathScoutError("no example questions found (mathscout/data/demo_examples.json)")
@@ -139,7 +150,7 @@ def main(argv: list[str]) -> None:
             results: list[SessionResult] = [SessionResult(i) for i in range(args.sessions)]
 
             def work(i: int) -> None:
-                results[i] = run_session(url, i, args.questions, examples, start)
+                results[i] = run_session(url, i, args.questions, examples, start, args.timeout)
 
             threads = [threading.Thread(target=work, args=(i,)) for i in range(args.sessions)]
             began = time.perf_counter()

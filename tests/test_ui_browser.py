@@ -416,9 +416,9 @@ def test_llm_switch_streams_an_llm_planned_answer(page, fake_llm):
     assert page.locator('#ms-chat a[href^="#hit-"]').count() >= 1
     requests = fake_llm.requests[before:]
     assert len(requests) >= 2 and requests[0].stream and "structure_search" in requests[0].tools
+    _shot(page, "9-llm-answer")
     trace = _trace_text(page)
     assert f"llm:{LLM_MODEL}" in trace and "structure_search" in trace
-    _shot(page, "9-llm-answer")
 
 
 def test_formula_editor_previews_and_inserts_latex(page):
