@@ -53,7 +53,8 @@ def run_session(url: str, session: int, questions: int, examples: list[str], sta
 
     result = SessionResult(session)
     try:
-        client = Client(url, verbose=False)
+        client = Client(url, verbose=False, analytics_enabled=False, download_files=False,
+                        httpx_kwargs={"timeout": timeout})  # a busy server answers its HTTP calls late, not never
     except Exception as exc:  # noqa: BLE001 - reported, not raised: one failed session must not stop the others
         result.failures.append(f"connect: {exc}")
         start.wait()
