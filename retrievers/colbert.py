@@ -17,6 +17,7 @@ off-the-shelf bi-encoder's (no ColBERT training here), so this measures late int
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -40,6 +41,7 @@ PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
 TRAIN_SAMPLE_PER_LIST = 40
 NPROBE, TOKEN_DEPTH, CANDIDATES, MAX_QUERY_TOKENS = 16, 64, 1000, 128
 META = "meta.json"
+BUILD_THREADS = int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1"))
 
 
 def _tokens_folder(dense: Path) -> Path:
@@ -66,6 +68,7 @@ class ColbertComponent:
     def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
         import faiss
 
+        faiss.omp_set_num_threads(BUILD_THREADS)  # OpenMP barriers crawl on a shared, oversubscribed CPU
         started = time.perf_counter()
         dense = store.path.parent / "dense"
         if not (dense / "meta.json").is_file():
@@ -81,6 +84,7 @@ class ColbertComponent:
         sample = np.asarray(vectors[np.sort(rng.choice(total, sample_size, replace=False))], dtype=np.float32)
         m = PQ_BYTES if width % PQ_BYTES == 0 else next(d for d in (16, 8, 4, 2, 1) if width % d == 0)
         index = faiss.index_factory(width, f"IVF{lists},PQ{m}", faiss.METRIC_INNER_PRODUCT)
+        faiss.downcast_index(index).do_polysemous_training = False  # Hamming-code annealing: a minute of CPU, unused here
         index.train(sample)
         trained = time.perf_counter() - started
         for start in range(0, total, 200_000):

@@ -193,6 +193,7 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
     stats: dict[str, Any] = {}
     if sink is not None:
         stats.update(sink.save(target / "tokens"))
+    faiss.omp_set_num_threads(int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1")))  # OpenMP barriers crawl on shared CPUs
     flat = faiss.IndexFlatIP(encoder.dimension)
     flat.add(vectors)
     faiss.write_index(flat, str(target / "flat.faiss"))

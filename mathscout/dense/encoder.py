@@ -112,6 +112,15 @@ def _session(folder: Path, backend: str):
         return _sessions[key]
 
 
+def _mean_pooled(model) -> bool:
+    """Transformer → mean pooling (→ Normalize): what the ONNX path computes itself."""
+    names = [type(m).__name__ for m in model]
+    if names[:2] != ["Transformer", "Pooling"] or any(n != "Normalize" for n in names[2:]):
+        return False
+    config = model[1].get_config_dict()
+    return config.get("pooling_mode", "mean" if config.get("pooling_mode_mean_tokens") else None) == "mean"
+
+
 class Encoder:
     """One model folder + backend: tokenises, splits into passages, encodes batches."""
 
@@ -126,6 +135,10 @@ class Encoder:
         self.dimension = int(self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension")
                              else self.model.get_sentence_embedding_dimension())
         self.normalize = any(type(m).__name__ == "Normalize" for m in self.model)
+        if backend != "torch" and not _mean_pooled(self.model):
+            log(f"notice: {self.folder} is not a plain mean-pooled encoder (modules "
+                f"{', '.join(type(m).__name__ for m in self.model)}): encoding with torch")
+            self.backend = backend = "torch"
         self.cls, self.sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         self.pad = self.tokenizer.pad_token_id or 0
         if backend != "torch":
@@ -160,11 +173,15 @@ class Encoder:
         for row, seq in enumerate(sequences):
             ids[row, : len(seq)] = seq
             mask[row, : len(seq)] = 1
-        hidden = self._hidden(ids, mask)
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
-        if self.normalize:
-            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        if self.backend == "torch":
+            hidden, pooled = self._torch(ids, mask)
+        else:
+            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                              "token_type_ids": np.zeros_like(ids)})[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+            if self.normalize:
+                pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         batch = EncodedBatch(pooled.astype(np.float32))
         if with_tokens:
             for row, seq in enumerate(sequences):
@@ -172,16 +189,15 @@ class Encoder:
                 batch.token_ids.append(np.asarray(seq[1:-1], dtype=np.int64))
         return batch
 
-    def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        if self.backend == "torch":
-            import torch
+    def _torch(self, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The whole sentence-transformers pipeline (any pooling, Dense layers …): token states and embeddings."""
+        import torch
 
-            with torch.inference_mode():
-                out = self.model[0].auto_model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                                               token_type_ids=torch.zeros_like(torch.from_numpy(ids)))
-            return out.last_hidden_state.numpy()
-        return self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                        "token_type_ids": np.zeros_like(ids)})[0]
+        features = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask),
+                    "token_type_ids": torch.zeros_like(torch.from_numpy(ids))}
+        with torch.inference_mode():
+            out = self.model(features)
+        return out["token_embeddings"].float().numpy(), out["sentence_embedding"].float().numpy()
 
     def encode_queries(self, texts: Sequence[str], with_tokens: bool = False) -> EncodedBatch:
         """Query embeddings: each query's first window (queries longer than 254 word pieces are cut)."""

@@ -48,6 +48,7 @@ class Triplet:
     positive: str
     negative: str
     source: str
+    ids: tuple[str, str, str] = ("", "", "")  # (topic, positive answer, negative answer)
 
 
 def source_of(topic_id: str) -> str:
@@ -68,9 +69,11 @@ def load_triplets(topics_path: Path, qrels_path: Path, docs_path: Path, pairs: i
             t = json.loads(line)
             topics[t["id"]] = t
     best: dict[str, tuple[int, str]] = {}
+    judged: dict[str, set[str]] = defaultdict(set)
     with open(qrels_path, encoding="utf-8") as f:
         for line in f:
             qid, _, doc, grade = line.split()
+            judged[qid].add(doc)
             if qid in topics and int(grade) >= 2 and (qid not in best or int(grade) > best[qid][0]):
                 best[qid] = (int(grade), doc)
     wanted = {doc for _, doc in best.values()}
@@ -106,13 +109,14 @@ def load_triplets(topics_path: Path, qrels_path: Path, docs_path: Path, pairs: i
         topic, positive = topics[qid], best[qid][1]
         source = source_of(qid)
         candidates = [doc for tag in _topical(topic.get("tags")) for doc in answers_by_tag.get((source, tag), [])]
-        candidates = [doc for doc in candidates if thread_of[doc] != qid] or \
-                     [doc for doc in answers_by_source[source] if thread_of[doc] != qid]
+        candidates = [doc for doc in candidates if thread_of[doc] != qid and doc not in judged[qid]] or \
+                     [doc for doc in answers_by_source[source] if thread_of[doc] != qid and doc not in judged[qid]]
         if not candidates:
             continue
         negative = rng.choice(candidates)
         query = model_input_text(f"{topic.get('title', '')}\n{topic.get('body', '')}")
-        triplets.append(Triplet(query, model_input_text(texts[positive]), model_input_text(texts[negative]), source))
+        triplets.append(Triplet(query, model_input_text(texts[positive]), model_input_text(texts[negative]), source,
+                                (qid, positive, negative)))
     return triplets
 
 
@@ -198,7 +202,7 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
         scheduler.step()
         optimizer.zero_grad()
         step += 1
-        losses.append(float(loss))
+        losses.append(loss.item())
         elapsed = time.perf_counter() - started
         print(f"step {step}/{steps} loss {losses[-1]:.4f} lr {scheduler.get_last_lr()[0]:.2e} "
               f"({elapsed / 60:.1f} min)", file=sys.stderr, flush=True)

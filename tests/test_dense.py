@@ -1,0 +1,235 @@
+"""Dense (bi-encoder) and ColBERT-style retrieval over a small real index, with the real MiniLM weights and faiss.
+
+The fixture index holds the judged answers of a few dev topics, 150 other collection documents and two
+edge cases (a formula-only document, a long document split into passages): encoding ~200 documents
+takes seconds, where the conftest's 3,100-document subset would take minutes on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mathscout.dense.model import load_sentence_model, model_input_text, render_formula
+from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.builder import build_index
+from mathscout.index.layout import IndexDir
+from mathscout.types import Query
+from retrievers.registry import open_retriever
+
+TOPICS = 8
+DISTRACTORS = 150
+FORMULA_ONLY = {"id": "t:formula-only", "text": "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$"}
+
+
+@pytest.fixture(scope="session")
+def dense_topics(shared_data) -> list[dict]:
+    topics = []
+    with open(shared_data / "collection" / "topics.dev.jsonl", encoding="utf-8") as f:
+        for line in f:
+            topic = json.loads(line)
+            if topic["id"].startswith("mse:"):
+                topics.append(topic)
+            if len(topics) == TOPICS:
+                break
+    return topics
+
+
+@pytest.fixture(scope="session")
+def dense_qrels(shared_data, dense_topics) -> dict[str, dict[str, int]]:
+    wanted = {t["id"] for t in dense_topics}
+    qrels: dict[str, dict[str, int]] = {}
+    with open(shared_data / "collection" / "qrels.dev.txt", encoding="utf-8") as f:
+        for line in f:
+            qid, _, doc, grade = line.split()
+            if qid in wanted:
+                qrels.setdefault(qid, {})[doc] = int(grade)
+    return qrels
+
+
+@pytest.fixture(scope="session")
+def dense_index(shared_data, dense_qrels, tmp_path_factory) -> Path:
+    judged = {d for docs in dense_qrels.values() for d in docs}
+    folder = tmp_path_factory.mktemp("dense")
+    corpus = folder / "docs.jsonl"
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(corpus, "w", encoding="utf-8") as out:
+        for n, line in enumerate(f):
+            if n < DISTRACTORS or json.loads(line)["id"] in judged:
+                out.write(line)
+        out.write(json.dumps(FORMULA_ONLY) + "\n")
+    path = folder / "index"
+    build_index([corpus], path, ["bm25", "dense", "colbert"])
+    return path
+
+
+def _query(topic: dict) -> Query:
+    return Query(id=topic["id"], text=f"{topic['title']}\n{topic['body']}")
+
+
+# --- model input -------------------------------------------------------------------------------------------
+
+
+def test_latex_variants_read_alike():
+    assert render_formula(r"\dfrac12 \leqslant \left( x^2 \right)") == r"\frac{1}{2} \le ( x^2 )"
+    tokenizer = load_sentence_model().tokenizer  # what the model reads: spacing next to punctuation is no token
+    assert tokenizer.tokenize(model_input_text(r"is $\tfrac{1}{2}\leq x$ true")) == \
+        tokenizer.tokenize(model_input_text(r"is \(\frac12 \le x\) true"))
+    assert model_input_text(r"in $\Bbb R$ or ℝ") == r"in $\mathbb{R}$ or ℝ"
+    assert model_input_text("") == ""
+
+
+def test_model_folder_errors(tmp_path):
+    with pytest.raises(MathScoutError, match="no dense model at"):
+        load_sentence_model(tmp_path / "missing")
+    with pytest.raises(MathScoutError, match="is not a model folder"):
+        load_sentence_model(tmp_path)
+
+
+# --- dense --------------------------------------------------------------------------------------------------
+
+
+def test_dense_finds_judged_answers(dense_index, dense_topics, dense_qrels):
+    dense = open_retriever(IndexDir(dense_index), "dense")
+    results = dense.batch_search([_query(t) for t in dense_topics], k=10)
+    at_one = sum(results[t["id"]][0].doc_id in dense_qrels[t["id"]] for t in dense_topics)
+    assert at_one >= TOPICS - 2  # the judged answers of nearly every question come first
+    for hits in results.values():
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True) and [h.rank for h in hits] == list(range(1, len(hits) + 1))
+
+
+def test_long_documents_are_split_and_max_pooled(dense_index):
+    index = IndexDir(dense_index)
+    dense = open_retriever(index, "dense")
+    meta = dense.meta
+    assert meta["passages"] > meta["documents"] and meta["max_passages"] == 2
+    counts = np.bincount(dense.passage_doc)
+    doc = int(np.argmax(counts))
+    assert counts[doc] == 2
+    # the document scores the better of its two passages
+    vectors = dense.faiss.reconstruct_n(0, dense.faiss.ntotal)
+    query = Query(id="q", text=index.store.get(dense.doc_ids[doc]).text[-400:])
+    q = dense.encode([query])[0]
+    expected = max(float(vectors[p] @ q) for p in np.flatnonzero(dense.passage_doc == doc))
+    hit = next(h for h in dense.search(query, k=50) if h.doc_id == dense.doc_ids[doc])
+    assert hit.score == pytest.approx(expected, abs=1e-5)
+
+
+def test_formula_only_document_is_found(dense_index):
+    hits = open_retriever(IndexDir(dense_index), "dense").search(r"$\int_0^1 x^2 dx$", k=3)
+    assert hits[0].doc_id == FORMULA_ONLY["id"]
+
+
+def test_hnsw_agrees_with_flat(dense_index, dense_topics):
+    index = IndexDir(dense_index)
+    flat, hnsw = open_retriever(index, "dense"), open_retriever(index, "dense", search="hnsw")
+    assert hnsw.faiss.hnsw.efSearch == 64
+    query = _query(dense_topics[0])
+    assert [h.doc_id for h in hnsw.search(query, k=5)] == [h.doc_id for h in flat.search(query, k=5)]
+
+
+def test_bad_queries(dense_index):
+    dense = open_retriever(IndexDir(dense_index), "dense")
+    with pytest.raises(QueryError, match="empty"):
+        dense.search("   ", k=5)
+    huge = "prime numbers and $x^2+1$ " * 4000  # ≈ 100 KB: cut, still answered
+    assert len(dense.search(huge, k=5)) == 5
+
+
+def test_dimension_mismatch_is_one_clear_line(dense_index, tmp_path):
+    from sentence_transformers import SentenceTransformer, models
+
+    base = load_sentence_model()
+    smaller = SentenceTransformer(modules=[base[0], base[1], models.Dense(384, 128)], device="cpu")
+    smaller.save(str(tmp_path / "m128"))
+    with pytest.raises(MathScoutError, match="makes 128-dimensional vectors but the 'dense' index holds 384"):
+        open_retriever(IndexDir(dense_index), "dense", model=tmp_path / "m128")
+
+
+def test_corrupted_faiss_file(dense_index, tmp_path):
+    copy = tmp_path / "index"
+    shutil.copytree(dense_index, copy)
+    (copy / "dense" / "flat.faiss").write_bytes(b"not a faiss index")
+    with pytest.raises(IndexMissingError, match="unreadable or corrupted: rebuild it with 'mathscout index"):
+        open_retriever(IndexDir(copy), "dense")
+
+
+# --- colbert ------------------------------------------------------------------------------------------------
+
+
+def test_colbert_ranks_with_exact_maxsim(dense_index, dense_topics, dense_qrels):
+    colbert = open_retriever(IndexDir(dense_index), "colbert")
+    topic = dense_topics[0]
+    hits = colbert.search(_query(topic), k=10)
+    assert hits[0].doc_id in dense_qrels[topic["id"]]
+    # Eq. 3 computed directly over every document's stored vectors gives the same top score
+    q = colbert.query_vectors(_query(topic))
+    docs = np.flatnonzero(np.diff(colbert.offsets) > 0)
+    exact = colbert.maxsim(q, docs)
+    assert hits[0].score == pytest.approx(float(exact.max()), rel=1e-5)
+    assert colbert.doc_ids[docs[int(np.argmax(exact))]] == hits[0].doc_id
+
+
+def test_colbert_needs_the_dense_tokens_it_was_built_from(dense_index, tmp_path):
+    copy = tmp_path / "index"
+    shutil.copytree(dense_index, copy)
+    meta = json.loads((copy / "colbert" / "meta.json").read_text())
+    meta["dense_build_id"] = "older"
+    (copy / "colbert" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(IndexMissingError, match="built from an older 'dense' component"):
+        open_retriever(IndexDir(copy), "colbert")
+
+
+# --- fine-tuning --------------------------------------------------------------------------------------------
+
+
+def test_training_triplets_never_read_dev(shared_data, tmp_path):
+    from mathscout.dense.train import load_triplets
+
+    collection = shared_data / "collection"
+    with pytest.raises(MathScoutError, match="train topics only"):
+        load_triplets(collection / "topics.dev.jsonl", collection / "qrels.dev.txt", collection / "docs.jsonl", 10)
+
+
+def test_hard_negatives_share_a_tag_from_another_thread(shared_data):
+    from mathscout.dense.train import load_triplets
+
+    collection = shared_data / "collection"
+    triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
+                             collection / "docs.jsonl", 40)
+    assert len(triplets) >= 35
+    threads, tags = {}, {}
+    with open(collection / "docs.jsonl", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            threads[d["id"]] = d.get("thread_id")
+    with open(collection / "topics.train.jsonl", encoding="utf-8") as f:
+        for line in f:
+            t = json.loads(line)
+            tags[t["id"]] = {x for x in t.get("tags") or [] if not x.lower().startswith("level ")}
+    for t in triplets:
+        topic, positive, negative = t.ids
+        assert threads[negative] != topic and negative != positive
+        if tags[topic]:
+            assert tags[topic] & tags[threads[negative]]
+
+
+def test_training_is_resumable(shared_data, tmp_path):
+    from mathscout.dense.model import default_model_path
+    from mathscout.dense.train import load_triplets, train
+
+    collection = shared_data / "collection"
+    triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
+                             collection / "docs.jsonl", 12)[:8]
+    output = tmp_path / "ft"
+    stopped = train(triplets, default_model_path(), output, 4, 2e-5, 0.1, 16, 16, 10, max_minutes=0)
+    assert stopped.name == "ft.checkpoint" and (stopped / "state.pt").is_file() and not output.exists()
+    assert train(triplets, default_model_path(), output, 4, 2e-5, 0.1, 16, 16, 10, None) == output
+    record = json.loads((output / "training.json").read_text())
+    assert record["steps"] == 2 and len(record["losses"]) == 2  # one step before the stop, one after resuming
+    assert (output / "loss.png").stat().st_size > 1000
+    assert load_sentence_model(output).encode(["x"]).shape == (1, 384)
