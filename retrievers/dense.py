@@ -87,7 +87,7 @@ class DenseRetriever(BaseRetriever):
     """Passage-level dense retrieval, max-pooled to documents."""
 
     def __init__(self, index: IndexDir, component: str = "dense", search: str = "flat", model: str | Path | None = None,
-                 ef_search: int | None = None):
+                 ef_search: int | None = None, passages: int | None = None):
         if search not in SEARCH_KINDS:
             raise MathScoutError(f"unknown dense search '{search}' (available: {', '.join(SEARCH_KINDS)})")
         self.name = component
@@ -110,7 +110,21 @@ class DenseRetriever(BaseRetriever):
                                     f"{len(self.passage_doc)} passages): rebuild the '{component}' component")
         self.doc_ids = index.store.doc_ids()
         self.max_passages = int(self.meta.get("max_passages", 1))
+        if passages is not None and int(passages) < self.max_passages:  # search fewer passages per document (flat)
+            self._keep_first_passages(int(passages), search)
         self._lock = threading.Lock()
+
+    def _keep_first_passages(self, passages: int, search: str) -> None:
+        import faiss
+
+        if search != "flat" or passages < 1:
+            raise MathScoutError("passages=N (fewer passages per document) needs the flat search and N ≥ 1")
+        starts = np.concatenate([[True], self.passage_doc[1:] != self.passage_doc[:-1]])
+        ordinal = np.arange(len(self.passage_doc)) - np.maximum.accumulate(np.where(starts, np.arange(len(starts)), 0))
+        kept = np.flatnonzero(ordinal < passages)
+        flat = faiss.IndexFlatIP(self.faiss.d)
+        flat.add(self.faiss.reconstruct_n(0, self.faiss.ntotal)[kept])
+        self.faiss, self.passage_doc, self.max_passages = flat, self.passage_doc[kept], passages
 
     def encode(self, queries: list[Query]) -> np.ndarray:
         texts = []
