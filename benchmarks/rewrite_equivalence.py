@@ -26,17 +26,17 @@ import random
 import sys
 import time
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.rewrite.canonical import tree_key
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Query
-from retrievers.rewrite import REWRITE_WEIGHT, StructureRewriteRetriever
+from retrievers.rewrite import MIN_FORM_LEAVES, REWRITE_WEIGHT, StructureRewriteRetriever
 from retrievers.structure import StructureRetriever
 
 MIN_LEAVES, MAX_LEAVES = 4, 30
@@ -92,9 +92,15 @@ def build_queries(candidates, docs_by_key, sample: int, seed: int, rewrite, limi
             by_rule.setdefault(form.rule, form)
         forms = list(by_rule.values())
         rng.shuffle(forms)
+        forms = [f for f in forms if _leaves(f.latex) >= MIN_FORM_LEAVES]  # `0`, `1`: not a query anyone searches
         for n, form in enumerate(forms[:FORMS_PER_FORMULA]):
             transformed.append({"id": f"{qid}.{n}", "latex": form.latex, "rule": form.rule, "relevant": sorted(relevant), "source": latex})
     return untransformed, transformed, stats
+
+
+def _leaves(latex: str) -> int:
+    tree = parse_latex(latex).tree
+    return sum(1 for _ in tree.leaves()) if tree is not None else 0
 
 
 def recall(hits, relevant: set[str], k: int) -> float:
@@ -108,7 +114,10 @@ def evaluate(queries, systems, k: int) -> dict[str, dict]:
         values, by_rule, seconds = [], defaultdict(list), []
         for q in queries:
             started = time.perf_counter()
-            hits = search(q["latex"], k)
+            try:
+                hits = search(q["latex"], k)
+            except QueryError:  # a query sharing no structure with the index finds nothing
+                hits = []
             seconds.append(time.perf_counter() - started)
             r = recall(hits, set(q["relevant"]), k)
             values.append(r)
@@ -134,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--weights", default="1.0,0.9,0.8", help="rewrite weights to compare (max fusion)")
     parser.add_argument("--json", help="write all figures and queries here")
     parser.add_argument("--keys-cache", help="pickle of the collection's formula keys (reused when it exists)")
+    parser.add_argument("--rewrite-cache", help="pickle of rewrite results by formula (reused and extended)")
     args = parser.parse_args(argv)
 
     index = IndexDir(args.index)
@@ -152,17 +162,30 @@ def main(argv: list[str] | None = None) -> None:
     timings: list[float] = []
     notices: dict[str, int] = defaultdict(int)
 
-    @lru_cache(maxsize=None)
+    stored: dict[tuple[str, int], RewriteResult] = {}
+    rewrite_cache = Path(args.rewrite_cache) if args.rewrite_cache else None
+    if rewrite_cache is not None and rewrite_cache.is_file():
+        with open(rewrite_cache, "rb") as f:
+            stored = pickle.load(f)
+
+    def save_rewrites() -> None:
+        if rewrite_cache is not None:
+            with open(rewrite_cache, "wb") as f:
+                pickle.dump(stored, f)
+
     def cached(latex: str, max_forms: int = 8, seconds: float = args.seconds) -> RewriteResult:
-        t = time.perf_counter()
-        result = equivalent_forms(latex, max_forms=max_forms, seconds=args.seconds)
-        timings.append(time.perf_counter() - t)
-        if result.notice:
-            notices[result.notice.split(":")[0][:60]] += 1
-        return result
+        if (latex, max_forms) not in stored:
+            t = time.perf_counter()
+            result = equivalent_forms(latex, max_forms=max_forms, seconds=args.seconds)
+            timings.append(time.perf_counter() - t)
+            if result.notice:
+                notices[result.notice.split(":")[0][:60]] += 1
+            stored[(latex, max_forms)] = result
+        return stored[(latex, max_forms)]
 
     started = time.perf_counter()
     untransformed, transformed, stats = build_queries(candidates, docs_by_key, args.sample, args.seed, cached, limit_draws=args.sample * 20)
+    save_rewrites()
     print(f"queries: {len(untransformed)} untransformed, {len(transformed)} transformed; draws {stats} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
     structure = StructureRetriever(index)
@@ -177,6 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     for label, queries in (("transformed", transformed), ("untransformed", untransformed)):
         print(f"{label} queries:", file=sys.stderr)
         results[label] = evaluate(queries, systems, args.k)
+    save_rewrites()
 
     print(f"\nrecall@{args.k}            transformed   untransformed")
     for name in systems:
@@ -185,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\ntransformed, by rule (structure → {best}):")
     for rule, (value, n) in results["transformed"]["structure"]["by_rule"].items():
         print(f"  {rule:<12} n={n:<4} {value:.3f} → {results['transformed'][best]['by_rule'][rule][0]:.3f}")
-    ms = np.array(timings) * 1000
+    ms = np.array(timings or [float("nan")]) * 1000
     print(f"\nrewrite time per formula: p50 {np.percentile(ms, 50):.0f} ms, p95 {np.percentile(ms, 95):.0f} ms, max {ms.max():.0f} ms ({len(ms)} formulas); notices: {dict(notices) or 'none'}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
