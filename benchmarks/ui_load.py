@@ -31,6 +31,7 @@ from ui.app import example_questions
 _TAG = re.compile(r"session-(\d+)")
 MAX_SESSIONS = 100  # the load is bounded: it always stops by itself
 MAX_QUESTIONS = 20
+SERVER_START_SECONDS = 900  # warm-up included; a busy shared machine needs minutes
 
 
 @dataclass
@@ -111,7 +112,7 @@ def start_server(index: Path | None, home: Path) -> tuple[subprocess.Popen, str]
     with open(home / "serve.log", "w") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + SERVER_START_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
             lines = (home / "serve.log").read_text(errors="replace").strip().splitlines()
@@ -122,7 +123,7 @@ def start_server(index: Path | None, home: Path) -> tuple[subprocess.Popen, str]
         except OSError:
             time.sleep(0.5)
     process.terminate()
-    raise MathScoutError("the server did not come up within 300 s")
+    raise MathScoutError(f"the server did not come up within {SERVER_START_SECONDS} s")
 
 
 def main(argv: list[str]) -> None:
