@@ -84,10 +84,12 @@ def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "word
 
 
 def write_run(records: dict, path: Path, tag: str, **options) -> None:
+    from evaluation.runs import encode_doc_id
+
     with open(path, "w", encoding="utf-8") as out:
         for topic_id, record in records.items():
             for rank, (doc, score) in enumerate(fuse(record, **options), 1):
-                out.write(f"{topic_id} Q0 {doc} {rank} {score:.6f} {tag}\n")
+                out.write(f"{topic_id} Q0 {encode_doc_id(doc)} {rank} {score:.6f} {tag}\n")
 
 
 def _grid(args) -> list[dict]:
@@ -135,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
             from evaluation.measures import evaluate_run
 
             result = evaluate_run(path, args.qrels, prime=args.prime)
-            means = result.to_json()["means"] if "means" in result.to_json() else result.to_json()
+            means = result.to_json()["summary"]
             results.append((options, means))
             print(options, {k: round(v, 4) for k, v in means.items() if isinstance(v, float)}, flush=True)
         else:

@@ -71,12 +71,17 @@ class StructureRetriever(BaseRetriever):
 
     def __init__(self, index: IndexDir, strategy: str = "gbp-len", eta: float = ETA_ARQMATH, lambda_m: float = LAMBDA_M,
                  initial_threshold_factor: float = 0.0, max_formulas: int = 0, exact: bool = False,
-                 depth: int = MIXED_CANDIDATES):
+                 depth: int = MIXED_CANDIDATES, text: str = "words"):
         """strategy: formula pruning (exhaustive, maxref, gbp-num, gbp-len); eta: η of Eq. 3.15 (0.3 ARQMath,
         0.05 NTCIR-12); lambda_m: λ_m of Eq. 3.18; initial_threshold_factor: λ0 of Eq. 4.17 (unsafe when > 0);
         max_formulas: keep only the query's N widest formulas (0 = all); exact: the exact top k of Eq. 3.18 by
         Alg. 5 over the text lists (as slow as exhaustive search when formulas are many and common); otherwise
-        Eq. 3.18 over the union of each formula's and BM25's top `depth` documents (0 outside a list)."""
+        Eq. 3.18 over the union of each formula's and BM25's top `depth` documents (0 outside a list);
+        text: Eq. 3.18's text part, "words" (BM25 over the words without the math, as the thesis) or "full" (the
+        bm25 mode's math-aware BM25 over the whole query, the better text part here: see the README figures)."""
+        if text not in ("words", "full"):
+            raise QueryError(f"text must be 'words' or 'full' (got '{text}')")
+        self.text_part = text
         self.index = index
         self.store = index.store
         folder = index.component_path("structure")
@@ -96,6 +101,9 @@ class StructureRetriever(BaseRetriever):
     def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Top-k documents, and for each the best formula hit of the query's first formula that matched it."""
         formulas, words = _split(query)
+        if self.text_part == "full" and "bm25" in self.index.components:
+            prepared = self._prepare(formulas, strict=False) if formulas else []
+            return self._fused(prepared, self._bm25_scores(query, max(self.depth, k)), k)
         if not formulas and not (words and "bm25" in self.index.components):
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
         prepared = self._prepare(formulas, strict=not words)
@@ -176,7 +184,8 @@ class StructureRetriever(BaseRetriever):
         hits = [self._hit(d, scores[d], {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}) for d in ranked]
         return hits, best
 
-    def _bm25_scores(self, words: str, k: int) -> dict[int, float]:
+    def _bm25_scores(self, words: str | Query, k: int) -> dict[int, float]:
+        """BM25 of the top k documents for the words (a string) or for a whole query (math-aware terms)."""
         if "bm25" not in self.index.components:
             return {}
         if self._bm25 is None:
@@ -185,7 +194,7 @@ class StructureRetriever(BaseRetriever):
             self._bm25 = BM25Retriever(self.index)
         ordinals = self._doc_ordinals()
         try:
-            hits = self._bm25.rank(Query(id="words", text=words), k)
+            hits = self._bm25.rank(words if isinstance(words, Query) else Query(id="words", text=words), k)
         except QueryError:  # only stop words
             return {}
         return {ordinals[h.doc_id]: h.score for h in hits if h.doc_id in ordinals}
