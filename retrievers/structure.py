@@ -27,7 +27,14 @@ from mathscout.store import DocumentStore
 from mathscout.structure.highlight import leaf_spans, merge_spans
 from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.paths import leaf_count, path_prefixes
-from mathscout.structure.scoring import ETA_ARQMATH, LAMBDA_M, formula_similarity, math_text_score
+from mathscout.structure.scoring import (
+    BETAS,
+    ETA_ARQMATH,
+    LAMBDA_M,
+    formula_similarity,
+    math_text_score,
+    multi_tree_formula_similarity,
+)
 from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, math_keyword
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists, build_text_lists
@@ -71,14 +78,20 @@ class StructureRetriever(BaseRetriever):
 
     def __init__(self, index: IndexDir, strategy: str = "gbp-len", eta: float = ETA_ARQMATH, lambda_m: float = LAMBDA_M,
                  initial_threshold_factor: float = 0.0, max_formulas: int = 0, exact: bool = False,
-                 depth: int = MIXED_CANDIDATES, text: str = "words"):
+                 depth: int = MIXED_CANDIDATES, text: str = "words", trees: int = 1):
         """strategy: formula pruning (exhaustive, maxref, gbp-num, gbp-len); eta: η of Eq. 3.15 (0.3 ARQMath,
         0.05 NTCIR-12); lambda_m: λ_m of Eq. 3.18; initial_threshold_factor: λ0 of Eq. 4.17 (unsafe when > 0);
         max_formulas: keep only the query's N widest formulas (0 = all); exact: the exact top k of Eq. 3.18 by
         Alg. 5 over the text lists (as slow as exhaustive search when formulas are many and common); otherwise
         Eq. 3.18 over the union of each formula's and BM25's top `depth` documents (0 outside a list);
         text: Eq. 3.18's text part, "words" (BM25 over the words without the math, as the thesis) or "full" (the
-        bm25 mode's math-aware BM25 over the whole query, the better text part here: see the README figures)."""
+        bm25 mode's math-aware BM25 over the whole query, the better text part here: see the README figures);
+        trees: 1 = single-tree matching (Eq. 3.4/3.5, pruned search); 2–3 = multi-tree matching (Alg. 1, Eq. 3.3,
+        α = 0.4, β = 0.9/0.06/0.04) re-scoring each formula's single-tree top `depth` formulas (§3.3.1: the
+        thesis used it on NTCIR-12 only, for its cost)."""
+        if trees not in (1, 2, 3):
+            raise QueryError(f"trees must be 1, 2 or 3 (got {trees})")
+        self.trees = trees
         if text not in ("words", "full"):
             raise QueryError(f"text must be 'words' or 'full' (got '{text}')")
         self.text_part = text
@@ -110,9 +123,26 @@ class StructureRetriever(BaseRetriever):
         if self.text is not None and (words or len(prepared) != 1):
             return self._heterogeneous(prepared, words, k), {}
         if len(prepared) == 1 and not words:  # a lone formula: per-document pruned search is exact
-            hits = self.searcher.search(prepared[0], k, self.strategy, per_document=True, initial_threshold_factor=self.initial_threshold_factor)
+            hits = self._formula_documents(prepared[0], k)
             return [self._hit(h.doc, h.score, {self.name: h.score}) for h in hits], {h.doc: h for h in hits}
         return self._fused(prepared, self._bm25_scores(words, max(self.depth, k)) if words else {}, k)
+
+    def _formula_documents(self, query: PreparedQuery, k: int) -> list[FormulaHit]:
+        """Documents by their best formula: pruned single-tree search, or its top formulas re-scored by multi-tree
+        matching (Eq. 3.3) when `trees` > 1."""
+        if self.trees == 1:
+            return self.searcher.search(query, k, self.strategy, per_document=True, initial_threshold_factor=self.initial_threshold_factor)
+        betas = BETAS[: self.trees] if self.trees < 3 else BETAS
+        best: dict[int, FormulaHit] = {}
+        for hit in self.searcher.search(query, max(self.depth, k), self.strategy, per_document=False):
+            tree = parse_latex(self.store.formula_at(hit.formula).latex).tree
+            if tree is None:
+                continue
+            score = multi_tree_formula_similarity(query.prefixes, path_prefixes(tree), leaf_count(tree),
+                                                  idf=self.paths.path_idf, eta=self.searcher.eta, betas=betas)
+            if score > 0 and (hit.doc not in best or score > best[hit.doc].score):
+                best[hit.doc] = FormulaHit(hit.formula, score, hit.doc, hit.query_node, hit.doc_node)
+        return sorted(best.values(), key=lambda h: (-h.score, h.doc))[:k]
 
     def _prepare(self, formulas: list[str], strict: bool = True) -> list[PreparedQuery]:
         """The query formulas the parser can read, the widest `max_formulas` of them when set (a lone unreadable
@@ -175,7 +205,7 @@ class StructureRetriever(BaseRetriever):
         math: dict[int, float] = defaultdict(float)
         best: dict[int, FormulaHit] = {}
         for query in prepared:
-            for hit in self.searcher.search(query, max(self.depth, k), self.strategy, per_document=True):
+            for hit in self._formula_documents(query, max(self.depth, k)):
                 math[hit.doc] += hit.score
                 best.setdefault(hit.doc, hit)
         candidates = set(math) | set(bm25)

@@ -123,3 +123,13 @@ def test_varbyte_round_trip():
     encoded = encode_varbyte(values)
     assert len(encoded) < values.nbytes
     assert decode_varbyte(encoded, len(values)).tolist() == values.tolist()
+
+
+def test_multi_tree_option_scores_eq_3_16_with_eq_3_3():
+    """Fig. 3.5: γ(π) = 0.9·(0.4·2 + 0.6·3) + 0.06·(0.4·1 + 0.6·2), times the widest match's S_sym and P (η = 0.05)."""
+    q, d = prefixes("a+bc+xy+z"), prefixes("(a+bc)+xy")
+    single = scoring.formula_similarity(q, d, 5, eta=0.05)
+    score = scoring.multi_tree_formula_similarity(q, d, 5, eta=0.05)
+    gamma = 0.9 * (0.4 * 2 + 0.6 * 3) + 0.06 * (0.4 * 1 + 0.6 * 2)
+    assert score == pytest.approx(gamma * single.symbol * single.penalty)
+    assert scoring.multi_tree_formula_similarity(q, prefixes(r"\sqrt{w}"), 1) == 0.0

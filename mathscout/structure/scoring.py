@@ -296,3 +296,23 @@ def multi_tree_match(query: Sequence[PathPrefix], doc: Sequence[PathPrefix], max
 def multi_tree_similarity(trees: Sequence[TreeMatch], alpha: float = ALPHA, betas: Sequence[float] = BETAS) -> float:
     """γ(π) = Σ_i β_i (α · internals_i + (1 − α) · leaves_i), Eq. 3.3, trees widest first."""
     return sum(beta * (alpha * t.operators + (1 - alpha) * t.leaves) for beta, t in zip(betas, trees))
+
+
+def multi_tree_formula_similarity(
+    query: Sequence[PathPrefix],
+    doc: Sequence[PathPrefix],
+    doc_length: int,
+    idf: Callable[[str], float] | None = None,
+    eta: float = ETA_ARQMATH,
+    alpha: float = ALPHA,
+    betas: Sequence[float] = BETAS,
+    b1: float = B1,
+    b2: float = B2,
+) -> float:
+    """Eq. 3.16 with γ(π*) the multi-tree similarity of Eq. 3.3 (Alg. 1, up to len(betas) trees) and S_sym of the
+    widest match (Alg. 2, Eq. 3.14): the thesis' NTCIR-12 setting (§3.3.1), 0 when nothing matches."""
+    single = formula_similarity(query, doc, doc_length, idf, eta, b1, b2)
+    if single is None:
+        return 0.0
+    gamma = multi_tree_similarity(multi_tree_match(query, doc, max_trees=len(betas)), alpha, betas)
+    return overall_score(gamma, single.symbol, single.penalty)
