@@ -47,6 +47,10 @@ def calls_markdown(calls: Sequence[ToolCall]) -> str:
     return "\n".join(lines)
 
 
+def _called(answer: Answer, tool: str) -> bool:
+    return any(call.tool == tool and not call.error for call in answer.trace)
+
+
 def trace_markdown(answer: Answer) -> str:
     """The whole trace of one answer: planner, tool calls, rewrites, type expansions, notices."""
     parts = [f"**Question:** {_cell(answer.question)}",
@@ -55,15 +59,19 @@ def trace_markdown(answer: Answer) -> str:
     parts.append("#### Formula rewrites (SymPy)")
     if answer.rewrites:
         parts.append("\n".join(f"- ${r.original}$ → ${r.rewritten}$ ({_cell(r.rule)})" for r in answer.rewrites))
+    elif _called(answer, "rewrite_formula"):
+        parts.append("_No equivalent form found (SymPy could not read the formula, or it is already simplest)._")
     else:
-        parts.append("_None tried (no formula SymPy could read, or not needed in this mode)._")
+        parts.append("_Not used for this answer (no formula in the question, or a mode without rewriting)._")
     parts.append("#### Type expansions")
     if answer.expansions:
         parts.append("\n".join(
             f"- **{_cell(e.type)}** → " + (", ".join(f"{_cell(t)} ({s:.2f})" for t, s in e.related) or "no related types")
             for e in answer.expansions))
-    else:
+    elif _called(answer, "type_expansion"):
         parts.append("_No mathematical type detected in the question._")
+    else:
+        parts.append("_Not used for this answer (type expansion needs an index with the types component)._")
     if answer.notices:
         parts.append("#### Notices")
         parts.append("\n".join(f"- {_cell(n)}" for n in answer.notices))
