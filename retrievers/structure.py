@@ -45,6 +45,7 @@ from retrievers.registry import ModeSpec, register_mode
 
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
 MIXED_CANDIDATES = 1000  # per ranking, for Eq. 3.18 fusion of math and words
+MAX_QUERY_FORMULAS = 100  # a query keeps at most its 100 widest formulas (bounded time for pasted documents)
 
 
 class StructureComponent:
@@ -160,13 +161,15 @@ class StructureRetriever(BaseRetriever):
     def _prepare_all(self, formulas: list[str]) -> list[PreparedQuery]:
         """Every readable query formula that shares a token path with the index (others are left out)."""
         prepared = []
-        for latex in formulas:
+        for latex in formulas[: 4 * MAX_QUERY_FORMULAS]:
             try:
                 query = self.searcher.prepare(latex)
             except QueryError:
                 continue
             if not query.empty:
                 prepared.append(query)
+        if len(prepared) > MAX_QUERY_FORMULAS:
+            prepared = sorted(prepared, key=lambda q: -q.width)[:MAX_QUERY_FORMULAS]
         return prepared
 
     def _heterogeneous(self, prepared: list[PreparedQuery], words: str, k: int) -> list[Hit]:
