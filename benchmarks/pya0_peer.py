@@ -299,20 +299,29 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--k", type=int, default=1000)
     r.add_argument("--output", type=Path, required=True)
     r.add_argument("--max-formulas", type=int, default=0, help="keep at most N query formulas (0: all)")
-    r.add_argument("--max-keywords", type=int, default=0, help="keep at most N keyword terms (0: all)")
+    r.add_argument("--max-keywords", type=int, default=0, help="keep at most N keyword terms, the rarest (0: all)")
+    r.add_argument("--df-index", type=Path, help="a MathScout index whose text lists give term document frequencies")
     args = parser.parse_args(argv)
     if args.command == "build":
         manifest = build_or_reuse(args.docs, args.out, limit=args.limit)
         print(json.dumps(asdict(manifest), indent=2))
     else:
-        write_run(args.index, args.topics, args.k, args.output, args.max_formulas, args.max_keywords)
+        write_run(args.index, args.topics, args.k, args.output, args.max_formulas, args.max_keywords, args.df_index)
 
 
 def write_run(index: Path, topics_path: Path, k: int, output: Path, max_formulas: int = 0,
-              max_keywords: int = 0) -> None:
-    """Run pya0 over topics and write a TREC run (tag `pya0`); prints mean latency."""
+              max_keywords: int = 0, df_index: Path | None = None) -> None:
+    """Run pya0 over topics and write a TREC run (tag `pya0`); prints mean latency. With `max_keywords`, the
+    rarest terms are kept (document frequencies from a MathScout index's text lists, else query order)."""
+    from evaluation.runs import encode_doc_id
     from evaluation.topics import load_topics
 
+    df = None
+    if df_index is not None:
+        from mathscout.index.layout import IndexDir
+        from mathscout.structure.text_lists import TextLists
+
+        df = TextLists.open(IndexDir(df_index).component_path("structure"))
     searcher = Pya0Searcher(index)
     topics = load_topics(topics_path)
     latencies = []
@@ -324,12 +333,14 @@ def write_run(index: Path, topics_path: Path, k: int, output: Path, max_formulas
             if max_formulas:
                 formulas = formulas[:max_formulas]
             if max_keywords:
+                if df is not None:
+                    terms = sorted(terms, key=lambda t: (df.df(t) or 10**9))
                 terms = terms[:max_keywords]
             t0 = time.perf_counter()
             hits = searcher.search(formulas, terms, k)
             latencies.append(time.perf_counter() - t0)
             for rank, hit in enumerate(hits, 1):
-                out.write(f"{topic.id} Q0 {hit.doc_id} {rank} {hit.score:.4f} pya0\n")
+                out.write(f"{topic.id} Q0 {encode_doc_id(hit.doc_id)} {rank} {hit.score:.4f} pya0\n")
     mean = 1000 * sum(latencies) / max(len(latencies), 1)
     print(f"{len(topics)} topics, mean {mean:.1f} ms per query, run written to {output}")
 
