@@ -275,7 +275,7 @@ def topic_query(topic) -> tuple[list[str], list[str]]:
 
     if getattr(topic, "formula", None):
         return [topic.formula], []
-    text = " ".join(part for part in (getattr(topic, "title", ""), getattr(topic, "body", "")) if part)
+    text = getattr(topic, "text", "") or " ".join(p for p in (getattr(topic, "title", ""), getattr(topic, "body", "")) if p)
     formulas = [span.latex for span in query_formulas(text)]
     words = []
     pos = 0
