@@ -337,9 +337,12 @@ def test_switching_modes_changes_how_the_answer_is_searched(page):
     trace = _trace_text(page)
     assert "mode: structure" in trace and "structure_search" in trace
     _choose(page, "#ms-mode", "text")
+    page.fill("#ms-k input[type='number']", "3")
+    page.press("#ms-k input[type='number']", "Tab")
     _ask(page, TRIG)
     _wait_for_answer(page, 2)
     assert "mode: bm25" in _trace_text(page)
+    assert page.locator("#ms-results .ms-turn:not(.ms-turn-earlier) .ms-hit").count() == 3  # k = 3
     assert page.locator("#ms-results details.ms-turn-earlier").count() == 1  # the first answer's cards kept
     assert page.locator("#ms-results .ms-turn:not(.ms-turn-earlier) .ms-score", has_text="text").count() >= 1
     _shot(page, "4-modes")

@@ -131,17 +131,24 @@ class TurnView:
     done: bool = False
 
     def messages(self) -> list[dict]:
+        """While working: the input notes first (said at once); when done, every note follows the answer, since
+        the chat scrolls to its end and a long answer would push notes above it out of view."""
         out: list[dict] = [{"role": "user", "content": self.echo}]
-        if self.input_notices:
-            out.append({"role": "assistant", "content": "\n\n".join(f"**Note:** {n}" for n in self.input_notices)})
+        notes_at_end = self.done and bool(self.answer)
+        if self.input_notices and not notes_at_end:
+            out.append({"role": "assistant", "content": _notes(self.input_notices)})
         out.append({"role": "assistant", "content": progress_markdown(self.steps),
                     "metadata": {"title": self.working_title, "status": "done" if self.done else "pending"}})
         if self.answer:
             out.append({"role": "assistant", "content": renderable_math(self.answer)})
-        if self.agent_notices:  # after the answer: the chat scrolls to its end, so notes stay in view
-            out.append({"role": "assistant",
-                        "content": "\n\n".join(f"**Note:** {_literal_math(n)}" for n in self.agent_notices)})
+        notes = (self.input_notices if notes_at_end else []) + [_literal_math(n) for n in self.agent_notices]
+        if notes:
+            out.append({"role": "assistant", "content": _notes(notes)})
         return out
+
+
+def _notes(notes: Sequence[str]) -> str:
+    return "\n\n".join(f"**Note:** {n}" for n in notes)
 
 
 def _literal_math(message: str) -> str:
