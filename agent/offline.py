@@ -25,11 +25,11 @@ from tools.session import ToolSession
 from tools.toolbox import ToolBox, ToolOutput
 
 REWRITE_WEIGHT = 0.9  # an equivalent form's hits count slightly less than the formula as asked
-# math vs text in the final fusion (Eq. 5.20), tuned on dev topics 101-200 of the full collection with BM25 as the
-# text side (nDCG@10: 0.443 text only, 0.479 at 0.3, 0.490 at 0.4, 0.467 at 0.5, 0.437 at 0.6); the thesis'
-# MABOWDOR weights (Table 5.6) favour math more, but there dense retrieval carries the text side
-MATH_WEIGHT = 0.4
-TEXT_WEIGHT = 0.6
+# the math run's weight in the final math/text fusion (Eq. 5.20), per text retriever, tuned on dev topics 101-200 of
+# the full collection (nDCG@10). BM25 text: 0.443 text only, 0.479 at 0.3, 0.490 at 0.4, 0.467 at 0.5, 0.437 at 0.6.
+# Hybrid text (MABOWDOR, which fuses structure search itself): 0.598 at 0, 0.593 at 0.1, 0.595 at 0.2, 0.563 at 0.4.
+MATH_WEIGHTS = {"bm25": 0.4, "hybrid": 0.0}
+DEFAULT_MATH_WEIGHT = 0.4
 FORMS_PER_FORMULA = 3  # equivalent forms searched per formula (each is one structure search)
 RERANK_DEPTH = 20  # hits handed to the reranker
 _TOKEN = re.compile(r"\S+\s*|\s+")
@@ -69,11 +69,11 @@ def sum_fusion(runs: list[list[Hit]]) -> list[Hit]:
     return _ranked(total.values())
 
 
-def linear_fusion(math: list[Hit], text: list[Hit], k: int) -> list[Hit]:
+def linear_fusion(math: list[Hit], text: list[Hit], k: int, math_weight: float = DEFAULT_MATH_WEIGHT) -> list[Hit]:
     """Math and text rankings fused by min-max-normalised weighted sum (thesis Eq. 5.20)."""
     by_doc = {h.doc_id: h for h in text} | {h.doc_id: h for h in math}  # math hits keep their matched formulas
     fused = fuse([{h.doc_id: h.score for h in math}, {h.doc_id: h.score for h in text}],
-                 [MATH_WEIGHT, TEXT_WEIGHT], "linear", k=k)
+                 [math_weight, 1.0 - math_weight], "linear", k=k)
     text_ids = {h.doc_id: h for h in text}
     hits = []
     for doc_id, score in fused:
@@ -101,24 +101,32 @@ class OfflinePlanner:
 
     # --- the plan -------------------------------------------------------------------------------------------
 
+    def _auto_plan(self, question: Question, available: set[str]) -> tuple[str | None, float, bool]:
+        """(text retriever, math weight, structure-search the formulas?) for mode "auto"; a text retriever
+        that fuses structure search itself (hybrid) gets no separate math run for mixed questions."""
+        text_mode = self.toolbox.text_mode()
+        weight = MATH_WEIGHTS.get(text_mode or "", DEFAULT_MATH_WEIGHT)
+        structure = "structure_search" in available and bool(question.formulas) and (
+            question.kind == "formula" or weight > 0 or text_mode is None)
+        return text_mode, weight, structure
+
     def describe(self, question: Question, mode: str, rerank: bool) -> str:
         """One line saying what will be done (the "plan" event)."""
         available = set(self.toolbox.available())
         kind = {"formula": "formula-only", "text": "text-only", "mixed": "words and formulas"}[question.kind]
         steps = []
         if mode == "auto":
-            structure = "structure_search" in available and question.formulas
+            text_mode, weight, structure = self._auto_plan(question, available)
             if structure:
                 rewrite = "rewrite_formula" in available
                 steps.append(("rewrite each formula into equivalent forms (SymPy), " if rewrite else "")
                              + "structure search" + (" each form, fused by max" if rewrite else ""))
-            text_mode = self.toolbox.text_mode()
             if question.kind != "formula" and "type_expansion" in available:
                 steps.append("detect mathematical types and their related types")
             if (question.kind != "formula" or not structure) and text_mode:
                 steps.append(f"{text_mode} search over the words")
             if structure and question.kind == "mixed" and text_mode:
-                steps.append(f"fuse math {MATH_WEIGHT} + text {TEXT_WEIGHT}")
+                steps.append(f"fuse math {weight:g} + text {1 - weight:g}")
         elif mode in ("structure", "structure-rewrite"):
             steps.append("rewrite each formula, structure search each form, fused by max")
         else:
@@ -176,15 +184,14 @@ class OfflinePlanner:
         math: list[Hit] = []
         text: list[Hit] = []
         if mode == "auto":
-            structure = "structure_search" in available and bool(question.formulas)
-            text_mode = self.toolbox.text_mode()
+            text_mode, weight, structure = self._auto_plan(question, available)
             if structure:
                 words = question.words if question.kind == "mixed" and text_mode is None else ""
                 math = yield from self._formula_hits(question, session, pending, k, words)
             if text_mode and (question.kind != "formula" or not math):
                 text = yield from self._text_hits(question.text, session, pending, k,
                                                   "auto" if question.kind != "formula" else text_mode)
-            hits = linear_fusion(math, text, _depth(k)) if math and text else (math or text)
+            hits = linear_fusion(math, text, _depth(k), weight) if math and text else (math or text)
         elif mode in ("structure", "structure-rewrite"):
             if not question.formulas:
                 session.notices.append("Structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$.")
