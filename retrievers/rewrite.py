@@ -118,7 +118,8 @@ class StructureRewriteRetriever(BaseRetriever):
                 continue
             ordinals = self.structure._doc_ordinals()
             for hit in hits:
-                value = variant.weight * hit.score / scale
+                # capped: a document formula shorter than the query can pass the "perfect" score (Eq. 3.15)
+                value = variant.weight * min(hit.score / scale, 1.0) if formula_only else variant.weight * hit.score
                 entry = fused.setdefault(hit.doc_id, _Fused())
                 entry.parts[f"form{n}"] = value
                 if self.fusion == "max":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 import sympy as sp
+from sympy.core.relational import Relational
 
 from mathscout.structure.opt import Node
 
@@ -177,6 +178,8 @@ class OptToSympy:
         if len(sides) != 2:
             raise Unsupported(f"chain of {len(sides)} relation operands")
         left, right = (self.convert(s) for s in sides)
+        if isinstance(left, Relational) or isinstance(right, Relational):
+            raise Unsupported("chained relation")  # `0 \\le a < 3` is two relations, not one
         return RELATIONS[node.token](left, right, evaluate=False)
 
     _eq = _neq = _lt = _gt = _le = _ge = _relation
