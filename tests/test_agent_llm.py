@@ -54,7 +54,8 @@ def test_a_multi_step_tool_conversation_is_answered_with_checked_citations(index
     assert [r.stream for r in server.requests] == [True, True, True] and server.requests[0].model == MODEL
     assert {"structure_search", "hybrid_search", "get_document"} <= set(server.requests[0].tools)
     assert "documents" in server.requests[0].system and "never" in server.requests[0].system
-    assert [c.tool for c in answer.trace] == ["structure_search", "hybrid_search", "get_document"]
+    tools = [c.tool for c in answer.trace]  # LangChain runs one turn's tool calls in parallel: any order
+    assert sorted(tools[:2]) == ["hybrid_search", "structure_search"] and tools[2] == "get_document"
     assert answer.trace[2].arguments == {"id": SUM_OF_SQUARES_DOC} and not any(c.error for c in answer.trace)
     assert answer.planner == f"llm:{MODEL}" and answer.citations == [SUM_OF_SQUARES_DOC]
     assert answer.hits[0].doc_id == SUM_OF_SQUARES_DOC
