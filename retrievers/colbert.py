@@ -33,7 +33,7 @@ from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
-from retrievers.base import BaseRetriever, prepare_query
+from retrievers.base import BaseRetriever
 from retrievers.dense import load_faiss, open_encoder
 from retrievers.registry import ModeSpec, register_mode
 
@@ -190,9 +190,6 @@ class ColbertRetriever(BaseRetriever):
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         return self.rank(query, k)
-
-    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
-        return {q.id: self.rank(prepare_query(q), k) for q in queries}
 
 
 def _open(index: IndexDir, **options) -> ColbertRetriever:

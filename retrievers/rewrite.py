@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.render import make_snippet
-from mathscout.latex.tokens import formula_terms, query_terms
 from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
@@ -28,7 +27,7 @@ from mathscout.structure.search import FormulaHit
 from mathscout.types import Hit, Query
 from retrievers.base import BaseRetriever, prepare_query
 from retrievers.registry import ModeSpec, register_mode
-from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split
+from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split, highlight_weights
 
 REWRITE_WEIGHT = 1.0  # a perfect match of a rewritten form counts as much as one of the formula as written
 # (ties go to the written form: `mathscout bench rewrite` compares weights 1.0 / 0.9 / 0.8)
@@ -146,9 +145,7 @@ class StructureRewriteRetriever(BaseRetriever):
         for variant in variants[1:]:
             print(f"rewrite: also searched ${variant.form}$ ({variant.rule})", file=sys.stderr)
         formulas, words = _split(query)
-        weights = {t: 1.0 for t in query_terms(words)} if words else {}
-        for latex in formulas:
-            weights.update({t: 1.0 for t in formula_terms(latex)})
+        weights = highlight_weights(formulas, words)
         explained = hits[:EXPLAINED_HITS]
         documents = self.store.get_many(h.doc_id for h in explained)
         prefixes: dict[int, list] = {}

@@ -196,11 +196,7 @@ class StructureRetriever(BaseRetriever):
         """The BM25 query terms of the words (as the bm25 mode weighs them); none without a bm25 component."""
         if not words or "bm25" not in self.index.components:
             return {}
-        if self._bm25 is None:
-            from retrievers.bm25 import BM25Retriever
-
-            self._bm25 = BM25Retriever(self.index)
-        return self._bm25.query_weights(Query(id="words", text=words))
+        return self._bm25_retriever().query_weights(Query(id="words", text=words))
 
     def _fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Eq. 3.18 over the union of each formula's top `depth` documents (per-document pruned search, §4.2.2)
@@ -217,17 +213,22 @@ class StructureRetriever(BaseRetriever):
         hits = [self._hit(d, scores[d], {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}) for d in ranked]
         return hits, best
 
-    def _bm25_scores(self, words: str | Query, k: int) -> dict[int, float]:
-        """BM25 of the top k documents for the words (a string) or for a whole query (math-aware terms)."""
-        if "bm25" not in self.index.components:
-            return {}
+    def _bm25_retriever(self):
+        """The index's BM25 retriever, opened on first use (the JVM starts only when words are searched)."""
         if self._bm25 is None:
             from retrievers.bm25 import BM25Retriever
 
             self._bm25 = BM25Retriever(self.index)
+        return self._bm25
+
+    def _bm25_scores(self, words: str | Query, k: int) -> dict[int, float]:
+        """BM25 of the top k documents for the words (a string) or for a whole query (math-aware terms)."""
+        if "bm25" not in self.index.components:
+            return {}
+        bm25 = self._bm25_retriever()
         ordinals = self._doc_ordinals()
         try:
-            hits = self._bm25.rank(words if isinstance(words, Query) else Query(id="words", text=words), k)
+            hits = bm25.rank(words if isinstance(words, Query) else Query(id="words", text=words), k)
         except QueryError:  # only stop words
             return {}
         return {ordinals[h.doc_id]: h.score for h in hits if h.doc_id in ordinals}
@@ -245,9 +246,7 @@ class StructureRetriever(BaseRetriever):
     def _search(self, query: Query, k: int) -> list[Hit]:
         hits, best = self.rank(query, k)
         formulas, words = _split(query)
-        weights = {t: 1.0 for t in query_terms(words)} if words else {}
-        for latex in formulas:
-            weights.update({t: 1.0 for t in formula_terms(latex)})
+        weights = highlight_weights(formulas, words)
         explained = hits[:EXPLAINED_HITS]
         documents = self.store.get_many(h.doc_id for h in explained)
         ordinals = self._doc_ordinals()
@@ -306,6 +305,14 @@ class StructureRetriever(BaseRetriever):
             runs[query.id] = hits
         print(f"structure: {len(queries)} queries in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         return runs
+
+
+def highlight_weights(formulas: list[str], words: str) -> dict[str, float]:
+    """The terms a snippet marks: the query's words and the tokens of its formulas."""
+    weights = {t: 1.0 for t in query_terms(words)} if words else {}
+    for latex in formulas:
+        weights.update({t: 1.0 for t in formula_terms(latex)})
+    return weights
 
 
 def _split(query: Query) -> tuple[list[str], str]:
