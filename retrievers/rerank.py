@@ -188,7 +188,7 @@ class LLMListwiseReranker(_BaseReranker):
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0, store=None):
         super().__init__(store)
-        self.model = model or os.environ.get("MATHSCOUT_RERANK_MODEL") or os.environ.get("OPENAI_MODEL") or DEFAULT_CHAT_MODEL
+        self.model = model or os.environ.get("MATHSCOUT_RERANK_MODEL") or os.environ.get("MATHSCOUT_LLM_MODEL") or DEFAULT_CHAT_MODEL
         self.client = _client(base_url, api_key, timeout)
         self.last_reply: str | None = None
 
