@@ -139,7 +139,7 @@ class StructureRetriever(BaseRetriever):
             tree = parse_latex(self.store.formula_at(hit.formula).latex).tree
             if tree is None:
                 continue
-            score = multi_tree_formula_similarity(query.prefixes, path_prefixes(tree), leaf_count(tree),
+            score = multi_tree_formula_similarity(query.prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
                                                   idf=self.paths.path_idf, eta=self.searcher.eta, betas=betas)
             if score > 0 and (hit.doc not in best or score > best[hit.doc].score):
                 best[hit.doc] = FormulaHit(hit.formula, score, hit.doc, hit.query_node, hit.doc_node)
@@ -285,7 +285,7 @@ class StructureRetriever(BaseRetriever):
         tree = parse_latex(formula.latex).tree
         spans: list[tuple[int, int]] = []
         if tree is not None:
-            match = formula_similarity(query_prefixes, path_prefixes(tree), leaf_count(tree), idf=self.paths.path_idf, eta=self.searcher.eta)
+            match = formula_similarity(query_prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree), idf=self.paths.path_idf, eta=self.searcher.eta)
             if match is not None:
                 spans = merge_spans(leaf_spans(tree, match.doc_leaves), formula.latex)
         return MatchedFormula(formula_id=formula.id, latex=formula.latex, score=hit.score, highlight=spans)

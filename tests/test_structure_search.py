@@ -158,3 +158,47 @@ def test_structure_mode_ranks_documents_by_their_best_formula(small_index):
     assert all(set(h.components) == {"structure", "bm25"} and h.components["structure"] == 0 for h in words_only)
     with pytest.raises(QueryError):
         retriever.search("$&$", k=5)
+
+
+@pytest.fixture(scope="session")
+def wildcard_formulas(shared_data) -> list[str]:
+    lines = (shared_data / "ntcir12" / "topics.ntcir12-math-browsing-wildcards.txt").read_text(encoding="utf-8").splitlines()
+    return [line.split("\t", 1)[1] for line in lines if "\t" in line]
+
+
+def test_wildcard_queries_are_rank_safe_and_match_the_reference(searcher, path_index, collection_formulas, wildcard_formulas):
+    assert len(wildcard_formulas) == 20
+    matched = 0
+    for latex in wildcard_formulas:
+        query = searcher.prepare(latex)
+        exhaustive = ranking(searcher.search(query, k=50, strategy="exhaustive"))
+        assert ranking(searcher.search(query, k=50, strategy="gbp-len")) == exhaustive, latex
+        matched += bool(exhaustive)
+        for hit in searcher.search(query, k=3, strategy="gbp-len"):
+            tree = parse_latex(collection_formulas[hit.formula][2]).tree
+            reference = scoring.formula_similarity(query.prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
+                                                   idf=path_index.path_idf, symbol_key=query.symbol_key)
+            assert reference.score == pytest.approx(hit.score, rel=1e-9), latex
+    assert matched >= 18
+
+
+def test_a_wildcard_matches_a_whole_subexpression(tmp_path):
+    formulas = [r"(x+1)^2+y^2", r"x^2+y^3", r"a+b", r"\sqrt{x}^2+\frac{1}{n}^2"]
+    build_path_index([(i, i, f) for i, f in enumerate(formulas)], len(formulas), tmp_path, progress=False)
+    plain = StructureSearcher(PathIndex.open(tmp_path), path_weights=False, eta=0.0)
+    hits = plain.search(r"\qvar{a}^2+\qvar{b}^2", k=4)
+    # both squares match whatever their bases are: four paths (two wildcards, two exponents), perfect symbols
+    assert sorted(h.formula for h in hits if h.score == pytest.approx(4.0)) == [0, 3]
+    assert hits[0].formula in (0, 3) and all(h.formula != 2 for h in hits[:2])
+    match = scoring.formula_similarity(plain.prepare(r"\qvar{a}^2+\qvar{b}^2").prefixes,
+                                       path_prefixes(parse_latex(formulas[0]).tree, wildcard_paths=True), 3)
+    assert {0, 1, 2, 3} <= match.doc_leaves  # the wildcard covers all of x + 1: every operand is highlighted
+
+
+def test_a_wildcard_query_on_an_index_without_wildcard_paths_says_rebuild(tmp_path):
+    build_path_index([(0, 0, "x^2+1")], 1, tmp_path, progress=False)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    meta.pop("wildcard_paths")
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(QueryError, match="rebuild"):
+        StructureSearcher(PathIndex.open(tmp_path)).search(r"\qvar{a}^2+1", k=5)

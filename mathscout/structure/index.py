@@ -2,8 +2,9 @@
 
 An entry of list t for formula f and root-end node n holds n, the width |D_t^(n)| (how many of f's
 paths with token path t end at n), and the leaf symbols and fingerprints of those paths grouped
-(postings.py). Path weights idf_t = log(N / DF_t) (§3.1.2) take DF_t = entries of list t and N = all
-entries. Files in the index folder:
+(postings.py). Path weights idf_t = log(N / DF_t) (§3.1.2) take DF_t = entries of list t and N = the
+entries of the ordinary lists: the wildcard paths (`*/…`, paths.py) every formula adds for `\\qvar`
+queries leave the weights of ordinary paths as they would be without them. Files in the index folder:
 
     meta.json      counts and settings
     paths.json.gz  token path of each list, in list order (gzip: paths repeat long prefixes)
@@ -31,7 +32,7 @@ from tqdm import tqdm
 
 from mathscout.errors import IndexMissingError, MathScoutError
 from mathscout.structure.parser import parse_latex
-from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
+from mathscout.structure.paths import MAX_PATH_OPERATORS, WILDCARD, leaf_count, path_prefixes
 from mathscout.structure.postings import DecodedPostings, decode_lists, encode_lists
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES
 
@@ -87,7 +88,7 @@ class PathIndexWriter:
         leaves = leaf_count(tree)
         if leaves > MAX_FORMULA_LEAVES:
             return self._skip(f"more than {MAX_FORMULA_LEAVES} operands")
-        prefixes = path_prefixes(tree, MAX_PATH_OPERATORS)
+        prefixes = path_prefixes(tree, MAX_PATH_OPERATORS, wildcard_paths=True)
         if not prefixes:
             return self._skip("a single symbol (no operator)")
         groups: dict[tuple[int, int], Counter] = {}
@@ -147,6 +148,7 @@ class PathIndexWriter:
             "entries": len(tid),
             "max_formula_leaves": MAX_FORMULA_LEAVES,
             "max_path_operators": MAX_PATH_OPERATORS,
+            "wildcard_paths": True,
         }
         (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
@@ -174,8 +176,12 @@ class PathIndex:
         self.leaves = leaves
         self.doc = doc
         df = np.diff(postings.list_start).astype(np.float64)
-        self.total_entries = int(postings.list_start[-1])
-        self.idf = np.log(self.total_entries / df) if len(df) else np.zeros(0)
+        wildcard = np.zeros(len(df), dtype=bool)
+        for path, tid in paths.items():
+            wildcard[tid] = path.startswith(WILDCARD + "/")
+        self.total_entries = int(df[~wildcard].sum())
+        self.idf = np.log(np.maximum(self.total_entries / np.maximum(df, 1.0), 1.0 + 1e-9)) if len(df) else np.zeros(0)
+        self.wildcard_paths = bool(meta.get("wildcard_paths"))
 
     @classmethod
     def open(cls, folder: Path | str) -> PathIndex:

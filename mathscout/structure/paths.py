@@ -9,6 +9,12 @@ symbol similarity (§3.2.1).
 
 Abstract nodes — rank nodes and the BASE/SUB/SUP slots of scripts — are never root ends: they are not
 operators (Alg. 1 counts only visible operators) and the subtree under one equals its child's.
+
+Wildcards (thesis §4.4.1, NTCIR-12 `\\qvar{…}`): a document's every non-root, non-abstract node — operator
+or operand — is also indexed as an extra "leaf" `*` with its descendants ignored (*wildcard paths*,
+`*/BASE/SUBSUP/ADD`), and a query's wildcard leaf is a normal leaf `*`, so `\\qvar{a}^2` matches the
+`(y+1)^2` of a document through the path `*/BASE/SUBSUP`. Every wildcard path carries the symbol `*`
+(a wildcard binds any symbol) and covers the `leaves` operands under its node.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 
 from mathscout.structure.opt import Node
 
+WILDCARD = "*"  # token and symbol of wildcard paths
 MAX_PATH_OPERATORS = 32  # a prefix spans at most this many operators above its leaf (deeper root ends are not indexed)
 FINGERPRINT_OPERATORS = 4  # the fingerprint hashes the symbols of this many operators above the leaf
 _SCRIPT_SLOTS = frozenset({"BASE", "SUB", "SUP"})
@@ -36,8 +43,9 @@ class PathPrefix:
     token_path: tokens from the leaf up to the root end, joined by `/` (e.g. `VAR/MUL/ADD`).
     root_end: pre-order id of the ancestor where the prefix ends (0 = the tree's root).
     leaf: left-to-right position of the leaf (as in `Node.leaves()` and `highlight.leaf_spans`).
-    symbol: the leaf's original symbol (`x`, `2`, `\\alpha`).
+    symbol: the leaf's original symbol (`x`, `2`, `\\alpha`); `*` on wildcard paths.
     fingerprint: 16-bit FNV-1a hash of the operator symbols just above the leaf (§3.2.1).
+    leaves: operands covered, positions `leaf … leaf + leaves − 1` (more than one only on a wildcard path).
     """
 
     token_path: str
@@ -45,6 +53,12 @@ class PathPrefix:
     leaf: int
     symbol: str
     fingerprint: int
+    leaves: int = 1
+
+    @property
+    def covered(self) -> range:
+        """Positions of the operands this path stands for."""
+        return range(self.leaf, self.leaf + self.leaves)
 
 
 def fnv1a16(parts: list[str]) -> int:
@@ -56,12 +70,14 @@ def fnv1a16(parts: list[str]) -> int:
     return (h >> 16) ^ (h & 0xFFFF)
 
 
-def path_prefixes(tree: Node, max_operators: int = MAX_PATH_OPERATORS) -> list[PathPrefix]:
-    """All prefixes of all leaf-root paths of `tree` (wildcard leaves are left out).
+def path_prefixes(tree: Node, max_operators: int = MAX_PATH_OPERATORS, wildcard_paths: bool = False) -> list[PathPrefix]:
+    """All prefixes of all leaf-root paths of `tree`; a query's wildcard leaves give `*` paths.
 
+    `wildcard_paths` (documents): also the `*` paths of every non-root, non-abstract node (§4.4.1).
     A tree that is a single leaf has no operator and so no prefix.
     """
     prefixes: list[PathPrefix] = []
+    below = _leaves_below(tree) if wildcard_paths else {}
     # iterative pre-order walk keeping the ancestor chain: (node, pre-order id)
     chain: list[tuple[Node, int]] = []
     stack: list[tuple[Node, int]] = [(tree, 0)]  # (node, depth)
@@ -72,20 +88,38 @@ def path_prefixes(tree: Node, max_operators: int = MAX_PATH_OPERATORS) -> list[P
         del chain[depth:]
         node_id = next_id
         next_id += 1
+        if wildcard_paths and chain and not is_abstract(node.token):
+            _leaf_prefixes(WILDCARD, WILDCARD, leaf_position, below[id(node)], chain, max_operators, prefixes)
         if node.children:
             chain.append((node, node_id))
             stack.extend((child, depth + 1) for child in reversed(node.children))
             continue
-        position = leaf_position
-        leaf_position += 1
         if node.wildcard:
-            continue
-        _leaf_prefixes(node, position, chain, max_operators, prefixes)
+            if not wildcard_paths:  # a query's wildcard; a document never has one
+                _leaf_prefixes(WILDCARD, WILDCARD, leaf_position, 1, chain, max_operators, prefixes)
+        else:
+            _leaf_prefixes(node.token, node.symbol, leaf_position, 1, chain, max_operators, prefixes)
+        leaf_position += 1
     return prefixes
 
 
-def _leaf_prefixes(leaf: Node, position: int, chain: list[tuple[Node, int]], max_operators: int, out: list[PathPrefix]) -> None:
-    tokens = [leaf.token]
+def _leaves_below(tree: Node) -> dict[int, int]:
+    """Operands under each node (keyed by `id(node)`), without recursion."""
+    order: list[Node] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children)
+    below: dict[int, int] = {}
+    for node in reversed(order):  # children before parents
+        below[id(node)] = sum(below[id(c)] for c in node.children) if node.children else 1
+    return below
+
+
+def _leaf_prefixes(token: str, symbol: str, position: int, leaves: int, chain: list[tuple[Node, int]], max_operators: int,
+                   out: list[PathPrefix]) -> None:
+    tokens = [token]
     fingerprint_symbols: list[str] = []
     operators = 0
     for ancestor, ancestor_id in reversed(chain):
@@ -97,7 +131,12 @@ def _leaf_prefixes(leaf: Node, position: int, chain: list[tuple[Node, int]], max
             break
         if len(fingerprint_symbols) < FINGERPRINT_OPERATORS:
             fingerprint_symbols.append(ancestor.symbol or ancestor.token)
-        out.append(PathPrefix("/".join(tokens), ancestor_id, position, leaf.symbol, fnv1a16(fingerprint_symbols)))
+        out.append(PathPrefix("/".join(tokens), ancestor_id, position, symbol, fnv1a16(fingerprint_symbols), leaves))
+
+
+def has_wildcard(prefixes: list[PathPrefix]) -> bool:
+    """Whether any path is a wildcard path."""
+    return any(p.token_path.startswith(WILDCARD + "/") for p in prefixes)
 
 
 def leaf_count(tree: Node) -> int:

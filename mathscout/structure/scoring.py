@@ -201,7 +201,7 @@ def formula_similarity(
     normalised = mark_and_cross(q_paths, d_paths, b1, b2, symbol_key) / query_leaves
     sym = symbol_factor(normalised)
     penalty = length_penalty(doc_length, eta)
-    matched = frozenset(p.leaf for t, ps in d_paths.items() if t in q_paths for p in ps)
+    matched = frozenset(leaf for t, ps in d_paths.items() if t in q_paths for p in ps for leaf in p.covered)
     return FormulaMatch(overall_score(best.width, sym, penalty), best.width, sym, penalty, best.query_node, best.doc_node, matched)
 
 
@@ -243,11 +243,11 @@ def _maximum_matching(q_paths: Mapping[str, list[PathPrefix]], d_paths: Mapping[
                 rest.append(q)
             else:
                 ds.remove(same)
-                q_leaves.add(q.leaf)
-                d_leaves.add(same.leaf)
+                q_leaves.update(q.covered)
+                d_leaves.update(same.covered)
         for q, d in zip(rest, ds):
-            q_leaves.add(q.leaf)
-            d_leaves.add(d.leaf)
+            q_leaves.update(q.covered)
+            d_leaves.update(d.covered)
     return q_leaves, d_leaves
 
 
@@ -257,8 +257,8 @@ def multi_tree_match(query: Sequence[PathPrefix], doc: Sequence[PathPrefix], max
     Root ends are never abstract nodes (`paths.is_abstract`), so every operator counted is visible.
     """
     q_nodes, d_nodes = group_by_root(query), group_by_root(doc)
-    q_subtree = {m: frozenset(p.leaf for ps in by_t.values() for p in ps) for m, by_t in q_nodes.items()}
-    d_subtree = {n: frozenset(p.leaf for ps in by_t.values() for p in ps) for n, by_t in d_nodes.items()}
+    q_subtree = {m: frozenset(leaf for ps in by_t.values() for p in ps for leaf in p.covered) for m, by_t in q_nodes.items()}
+    d_subtree = {n: frozenset(leaf for ps in by_t.values() for p in ps for leaf in p.covered) for n, by_t in d_nodes.items()}
     pairs: list[_PairMatch] = []
     for m in sorted(q_nodes):
         for n in sorted(d_nodes):

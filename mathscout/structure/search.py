@@ -27,7 +27,7 @@ from mathscout.errors import QueryError
 from mathscout.structure.index import PathIndex
 from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
-from mathscout.structure.paths import PathPrefix, path_prefixes
+from mathscout.structure.paths import PathPrefix, has_wildcard, path_prefixes
 from mathscout.structure.scoring import B1, B2, ETA_ARQMATH, MAX_FORMULA_LEAVES, group_by_root, initial_threshold
 
 STRATEGIES = {"exhaustive": 0, "maxref": 1, "gbp-num": 2, "gbp-len": 3}
@@ -80,6 +80,9 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
     if result.tree is None:
         raise QueryError(f"could not read the formula '{latex[:80]}' ({result.error or 'no math content'})")
     prefixes = path_prefixes(result.tree)
+    if not index.wildcard_paths and has_wildcard(prefixes):
+        raise QueryError("this structure index has no wildcard paths, so \\qvar wildcards cannot match: rebuild it "
+                         "(mathscout index --index DIR --components structure)")
     n_symbols = len(index.symbols)
     unseen = sorted({p.symbol for p in prefixes if p.symbol not in index.symbols})
     keys = {s: index.symbols.get(s, -1) for s in {p.symbol for p in prefixes}}
