@@ -101,6 +101,7 @@ def _cmd_bench(args: argparse.Namespace) -> None:
 TRAINERS = {
     "types": ("retrievers.types", "type dictionary detection + word2vec type embeddings into an index (adds 'types')"),
     "dense": ("mathscout.dense.train", "contrastive fine-tuning of the bi-encoder on the train topics"),
+    "structure": ("evaluation.structure_tuning", "Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index (structure.json)"),
     "fusion": ("evaluation.tuning", "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)"),
 }
 

@@ -9,6 +9,7 @@ its words. Older components without text lists fall back to the union of both ra
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections import defaultdict
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.corpus.math_spans import find_math
-from mathscout.errors import QueryError
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import formula_terms, query_terms
@@ -44,6 +45,7 @@ from retrievers.base import BaseRetriever, prepare_query
 from retrievers.registry import ModeSpec, register_mode
 
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
+TUNED_SETTINGS = "structure.json"  # written by `mathscout train structure` (evaluation/structure_tuning.py)
 MIXED_CANDIDATES = 1000  # per ranking, for Eq. 3.18 fusion of math and words
 MAX_QUERY_FORMULAS = 100  # a query keeps at most its 100 widest formulas (bounded time for pasted documents)
 
@@ -72,14 +74,31 @@ class StructureComponent:
         return stats
 
 
+def read_tuned_settings(root: Path) -> dict:
+    """The index's tuned Eq. 3.18 settings (`mathscout train structure`), or {} when there are none."""
+    path = Path(root) / TUNED_SETTINGS
+    if not path.is_file():
+        return {}
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+        float(settings["lambda_m"]), int(settings["max_formulas"])
+        if settings["text"] not in ("words", "full"):
+            raise ValueError(f"text '{settings['text']}'")
+        settings.setdefault("tuned_on", "train topics")
+        return settings
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MathScoutError(f"{path} is unusable ({exc}); rerun `mathscout train structure --index {root}` "
+                             f"or delete it to use the thesis defaults") from exc
+
+
 class StructureRetriever(BaseRetriever):
     """Documents ranked by the structure similarity of their formulas to the query's formulas."""
 
     name = "structure"
 
-    def __init__(self, index: IndexDir, strategy: str = "gbp-len", eta: float = ETA_ARQMATH, lambda_m: float = LAMBDA_M,
-                 initial_threshold_factor: float = 0.0, max_formulas: int = 0, exact: bool = False,
-                 depth: int = MIXED_CANDIDATES, text: str = "words", trees: int = 1):
+    def __init__(self, index: IndexDir, strategy: str = "gbp-len", eta: float = ETA_ARQMATH, lambda_m: float | None = None,
+                 initial_threshold_factor: float = 0.0, max_formulas: int | None = None, exact: bool = False,
+                 depth: int = MIXED_CANDIDATES, text: str | None = None, trees: int = 1):
         """strategy: formula pruning (exhaustive, maxref, gbp-num, gbp-len); eta: η of Eq. 3.15 (0.3 ARQMath,
         0.05 NTCIR-12); lambda_m: λ_m of Eq. 3.18; initial_threshold_factor: λ0 of Eq. 4.17 (unsafe when > 0);
         max_formulas: keep only the query's N widest formulas (0 = all); exact: the exact top k of Eq. 3.18 by
@@ -89,7 +108,14 @@ class StructureRetriever(BaseRetriever):
         bm25 mode's math-aware BM25 over the whole query, the better text part here: see the README figures);
         trees: 1 = single-tree matching (Eq. 3.4/3.5, pruned search); 2–3 = multi-tree matching (Alg. 1, Eq. 3.3,
         α = 0.4, β = 0.9/0.06/0.04) re-scoring each formula's single-tree top `depth` formulas (§3.3.1: the
-        thesis used it on NTCIR-12 only, for its cost)."""
+        thesis used it on NTCIR-12 only, for its cost).
+        lambda_m, max_formulas and text left unset come from the index's structure.json when `mathscout train
+        structure` wrote one (tuned on train topics), else the thesis defaults (λ_m = 2.5, all formulas, words)."""
+        tuned = read_tuned_settings(index.path)
+        self.settings_source = f"tuned on {tuned['tuned_on']} (structure.json)" if tuned else "thesis defaults"
+        lambda_m = lambda_m if lambda_m is not None else float(tuned.get("lambda_m", LAMBDA_M))
+        max_formulas = max_formulas if max_formulas is not None else int(tuned.get("max_formulas", 0))
+        text = text if text is not None else str(tuned.get("text", "words"))
         if trees not in (1, 2, 3):
             raise QueryError(f"trees must be 1, 2 or 3 (got {trees})")
         self.trees = trees

@@ -182,6 +182,11 @@ class PathIndex:
         self.total_entries = int(df[~wildcard].sum())
         self.idf = np.log(np.maximum(self.total_entries / np.maximum(df, 1.0), 1.0 + 1e-9)) if len(df) else np.zeros(0)
         self.wildcard_paths = bool(meta.get("wildcard_paths"))
+        self._wildcard_lists = wildcard
+
+    def is_wildcard(self, tid: int) -> bool:
+        """Whether list `tid` is a wildcard path's (`*/…`)."""
+        return bool(self._wildcard_lists[tid])
 
     @classmethod
     def open(cls, folder: Path | str) -> PathIndex:

@@ -105,7 +105,12 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
     slot_list, slot_w, slot_group_start = [], [], [0]
     group_row, group_sym, group_fp, group_count = [], [], [], []
     node_slot_start, node_upper, node_leaves, node_rows = [0], [], [], []
+    node_cum_start, node_cum, node_wild = [0], [], []  # the leaf-count bound (see _score_candidate)
     for _, m, by_t, slots, upper in nodes:
+        plain = sorted((weight(tid) for tid, ps in slots if not index.is_wildcard(tid) for _ in ps), reverse=True)
+        node_cum.extend(np.concatenate([[0.0], np.cumsum(plain)]).tolist())
+        node_cum_start.append(len(node_cum))
+        node_wild.append(sum(len(ps) * weight(tid) for tid, ps in slots if index.is_wildcard(tid)))
         sizes = Counter(p.symbol for ps in by_t.values() for p in ps)
         rows = {s: r for r, s in enumerate(sorted(sizes, key=lambda s: (-sizes[s], keys[s])))}
         for tid, ps in slots:
@@ -148,6 +153,9 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
         np.array(node_leaves, dtype=np.int64),
         np.array(node_rows, dtype=np.int64),
         w_matrix,
+        np.array(node_cum_start, dtype=np.int64),
+        np.array(node_cum, dtype=np.float64),
+        np.array(node_wild, dtype=np.float64),
     )
     node_ids = np.array([n[1] for n in nodes], dtype=np.int64)
     return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays)
@@ -245,7 +253,7 @@ def _skip_to(fid, pos, end, target):
 def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2):
     """Alg. 2 (MARK then CROSS) for query node m against document node n_doc; returns S'_sym (normalised)."""
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix, n_cum_start, n_cum, n_wild) = q
     rows = n_rows[m]
     cols = 0
     for slot in range(n_slot_start[m], n_slot_start[m + 1]):
@@ -296,7 +304,7 @@ def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, cros
 def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
     """Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix, n_cum_start, n_cum, n_wild) = q
     if f_leaves[cand] == 0:  # not indexed (only reachable when candidates are given)
         return 0.0, -1, -1
     penalty = _penalty(f_leaves[cand], eta)
@@ -306,8 +314,13 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
     for m in range(n_upper.shape[0]):  # nodes by decreasing upper bound
         if not alive[m]:
             continue
-        if prune and (n_upper[m] * _SLACK <= widest or n_upper[m] * _SLACK * penalty <= theta):
-            continue
+        if prune:
+            # a document node has at most L_D ordinary paths, so it matches at most the L_D heaviest ordinary
+            # query paths (plus every wildcard path): a tighter bound than Eq. 4.15's for short formulas
+            j = min(f_leaves[cand], n_cum_start[m + 1] - n_cum_start[m] - 1)
+            bound = min(n_upper[m], n_cum[n_cum_start[m] + j] + n_wild[m]) * _SLACK
+            if bound <= widest or bound * penalty <= theta:
+                continue
         n_touched = 0
         node_best = 0.0
         node_best_n = -1
@@ -352,7 +365,7 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
 @numba.njit(cache=True)
 def _plan(theta_s, strategy, q, alive, active, required):
     """Drop query nodes with upper bound ≤ θ_s, then split live lists into requirement/skip sets; False if no list is required."""
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix, n_cum_start, n_cum, n_wild) = q
     n_nodes, n_lists = w_matrix.shape
     for m in range(n_nodes):
         alive[m] = n_upper[m] > theta_s
@@ -509,7 +522,8 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                 doc_now = f_doc[cand]
         if cand < 0:
             break
-        score, m, n = _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        bar = max(theta, doc_score) if per_document else theta  # per document, only a better formula matters
+        score, m, n = _score_candidate(cand, ix, q, pos, alive, prune, bar, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
         if score > 0.0:
             if per_document:
                 if score > doc_score:

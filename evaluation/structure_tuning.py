@@ -1,9 +1,13 @@
-"""Eq. 3.18 fusion study: dump each topic's per-formula and BM25 document scores once, then write TREC runs for
-any λ_m / formula selection / text part without searching again (thesis §3.2.3, §3.3.3 Fig. 3.10).
+"""`mathscout train structure`: Eq. 3.18's λ_m, formula selection and text part tuned on train topics and stored
+with an index (`structure.json`), which the structure mode then uses instead of the thesis defaults.
 
-    python -m benchmarks.structure_fusion dump --index DIR --topics T --depth 100 --out DUMP.pkl [--sample N]
-    python -m benchmarks.structure_fusion runs --dump DUMP.pkl --out-dir DIR --lambdas 0.1,0.5,2.5 --max-formulas 0,3
-    python -m benchmarks.structure_fusion tune --dump TRAIN.pkl --qrels Q --lambdas … --max-formulas …
+Dump each topic's per-formula and BM25 document scores once, then write TREC runs for any λ_m / formula
+selection / text part without searching again (thesis §3.2.3, §3.3.3 Fig. 3.10):
+
+    mathscout train structure --index DIR [--sample 200]      dump the train topics, tune, write DIR/structure.json
+    mathscout train structure dump --index DIR --topics T --depth 100 --out DUMP.pkl [--sample N]
+    mathscout train structure runs --dump DUMP.pkl --out-dir DIR --lambdas 0.1,0.5,2.5 --max-formulas 0,3
+    mathscout train structure tune --dump TRAIN.pkl --qrels Q --lambdas … --max-formulas … [--index DIR]
 
 The dump holds, per topic: each readable query formula's width (its widest node's upper bound) and its
 per-document top `depth` (the structure mode's per-document pruned search, GBP-LEN), BM25 over the words
@@ -24,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from evaluation.topics import load_topics
-from mathscout.errors import QueryError
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Query
 from retrievers.base import prepare_query
@@ -35,7 +39,7 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
     from retrievers.bm25 import BM25Retriever
     from retrievers.structure import StructureRetriever, _split
 
-    retriever = StructureRetriever(IndexDir(index), depth=depth)
+    retriever = StructureRetriever(IndexDir(index), depth=depth, max_formulas=0)
     bm25 = BM25Retriever(IndexDir(index))
     topics = load_topics(topics_path)
     if qrels is not None:  # only the topics that have judgements
@@ -99,9 +103,39 @@ def _grid(args) -> list[dict]:
     return [{"lambda_m": lam, "max_formulas": m, "text": t} for lam in lambdas for m in maxes for t in texts]
 
 
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "collection"
+SETTINGS_FILE = "structure.json"
+
+
+def save_settings(index: Path, options: dict, measure: str, value: float, topics: int, source: str) -> Path:
+    """Write the tuned Eq. 3.18 settings into the index (atomically), with how they were obtained."""
+    import json
+
+    if "dev" in Path(source).name:
+        raise MathScoutError("tune on train topics: the dev topics are for evaluation")
+    path = index / SETTINGS_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({**options, "tuned_on": source, "topics": topics, "measure": measure,
+                               "score": round(value, 4)}, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv = ["fit", *argv]
+    parser = argparse.ArgumentParser(prog="mathscout train structure", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fit", help="dump train topics, tune, store the best setting with the index")
+    f.add_argument("--index", type=Path, required=True)
+    f.add_argument("--topics", type=Path, default=SHARED / "topics.train.jsonl")
+    f.add_argument("--qrels", type=Path, default=SHARED / "qrels.train.txt")
+    f.add_argument("--sample", type=int, default=200, help="stratified sample of the train topics (0: all)")
+    f.add_argument("--depth", type=int, default=100)
+    f.add_argument("--lambdas", default="0.05,0.1,0.2,0.3,0.5,1,2.5")
+    f.add_argument("--max-formulas", default="0,1,3,5")
+    f.add_argument("--text", default="words,full")
     d = sub.add_parser("dump")
     d.add_argument("--index", type=Path, required=True)
     d.add_argument("--topics", type=Path, required=True)
@@ -121,14 +155,34 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--qrels", type=Path)
         p.add_argument("--prime", action="store_true")
         p.add_argument("--measure", default=None, help="measure to maximise (default nDCG@10, or ndcg′ with --prime)")
+        p.add_argument("--index", type=Path, help="tune: store the best setting in this index (structure.json)")
+        p.add_argument("--source", default="", help="tune: the topics the dump came from (recorded in structure.json)")
     args = parser.parse_args(argv)
     if args.command == "dump":
         dump(args.index, args.topics, args.depth, args.out, args.sample, max_formulas=args.max_formulas, qrels=args.qrels)
+        return
+    if args.command == "fit":
+        import tempfile
+
+        if "dev" in args.topics.name or "dev" in args.qrels.name:
+            raise MathScoutError("tune on train topics: the dev topics are for evaluation")
+        with tempfile.TemporaryDirectory(prefix="mathscout-tune-") as tmp:
+            dumped = Path(tmp) / "train.pkl"
+            dump(args.index, args.topics, args.depth, dumped, args.sample, qrels=args.qrels)
+            main(["tune", "--dump", str(dumped), "--qrels", str(args.qrels), "--lambdas", args.lambdas,
+                  "--max-formulas", args.max_formulas, "--text", args.text, "--out-dir", tmp,
+                  "--index", str(args.index), "--source", args.topics.name])
         return
     records = pickle.load(open(args.dump, "rb"))["topics"]
     out_dir = args.out_dir or args.dump.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
+    if args.command == "tune":  # score the dumped topics only (a sample's mean must not count the others as 0)
+        if args.qrels is None:
+            raise MathScoutError("tune needs --qrels")
+        lines = [line for line in open(args.qrels, encoding="utf-8") if line.split()[:1] and line.split()[0] in records]
+        args.qrels = out_dir / f"{args.dump.stem}.qrels.txt"
+        args.qrels.write_text("".join(lines), encoding="utf-8")
     for options in _grid(args):
         name = f"{args.dump.stem}.lam{options['lambda_m']}.mf{options['max_formulas']}.{options['text']}.trec"
         path = out_dir / name
@@ -146,6 +200,9 @@ def main(argv: list[str] | None = None) -> None:
         key = args.measure or next(k for k in results[0][1] if "ndcg" in k.lower())
         best = max(results, key=lambda r: r[1][key])
         print(f"best by {key}: {best[0]} → {best[1][key]:.4f}")
+        if args.index is not None:
+            saved = save_settings(args.index, best[0], key, best[1][key], len(records), args.source or args.dump.name)
+            print(f"stored in {saved}: the structure mode of this index now uses it")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,68 @@
+"""`mathscout train structure`: Eq. 3.18 settings tuned on train topics, stored with the index and used by the
+structure mode (explicit options still win; a broken settings file is a clear error)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from mathscout.cli import main as cli
+from mathscout.errors import MathScoutError
+from retrievers import open_retriever
+
+
+@pytest.fixture()
+def tunable_index(small_index, tmp_path):
+    """A private copy of the small index (the test writes structure.json into it)."""
+    return shutil.copytree(small_index, tmp_path / "index")
+
+
+@pytest.fixture()
+def train_subset(shared_data, small_collection, tmp_path):
+    """Train topics (with formulas) whose judged answers are all in the small index, and their qrels."""
+    in_index = {json.loads(line)["id"] for line in open(small_collection, encoding="utf-8")}
+    judged: dict[str, set[str]] = {}
+    for line in open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8"):
+        qid, _, doc, _ = line.split()
+        judged.setdefault(qid, set()).add(doc)
+    topics = []
+    for line in open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8"):
+        topic = json.loads(line)
+        if topic["id"] in judged and judged[topic["id"]] <= in_index and "$" in topic.get("body", "") + topic.get("title", ""):
+            topics.append(line)
+        if len(topics) == 25:
+            break
+    assert len(topics) >= 10
+    (tmp_path / "topics.train-subset.jsonl").write_text("".join(topics), encoding="utf-8")
+    wanted = {json.loads(t)["id"] for t in topics}
+    qrels = [line for line in open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8") if line.split()[0] in wanted]
+    (tmp_path / "qrels.train-subset.txt").write_text("".join(qrels), encoding="utf-8")
+    return tmp_path / "topics.train-subset.jsonl", tmp_path / "qrels.train-subset.txt"
+
+
+def test_tuned_settings_are_stored_with_the_index_and_used_by_the_structure_mode(tunable_index, train_subset, capsys):
+    topics, qrels = train_subset
+    assert open_retriever(tunable_index, "structure").settings_source == "thesis defaults"
+    code = cli(["train", "structure", "--index", str(tunable_index), "--topics", str(topics), "--qrels", str(qrels),
+                "--sample", "0", "--lambdas", "0.2,2.5", "--max-formulas", "0,1", "--text", "words,full"])
+    assert code == 0
+    assert "stored in" in capsys.readouterr().out
+    saved = json.loads((tunable_index / "structure.json").read_text())
+    assert saved["tuned_on"] == topics.name and saved["topics"] >= 10 and 0 <= saved["score"] <= 1
+    retriever = open_retriever(tunable_index, "structure")
+    assert (retriever.lambda_m, retriever.max_formulas, retriever.text_part) == (saved["lambda_m"], saved["max_formulas"], saved["text"])
+    assert "structure.json" in retriever.settings_source
+    assert open_retriever(tunable_index, "structure", lambda_m=1.5).lambda_m == 1.5  # an explicit option wins
+
+
+def test_dev_topics_are_refused_and_a_broken_settings_file_is_a_clear_error(tunable_index, shared_data):
+    dev = shared_data / "collection"
+    with pytest.raises(MathScoutError, match="dev topics are for evaluation"):
+        from evaluation.structure_tuning import main
+
+        main(["--index", str(tunable_index), "--topics", str(dev / "topics.dev.jsonl"), "--qrels", str(dev / "qrels.dev.txt")])
+    (tunable_index / "structure.json").write_text('{"lambda_m": "much"}', encoding="utf-8")
+    with pytest.raises(MathScoutError, match="structure.json is unusable"):
+        open_retriever(tunable_index, "structure")
