@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     f.add_argument("--index", type=Path, required=True)
     f.add_argument("--topics", type=Path, default=SHARED / "topics.train.jsonl")
     f.add_argument("--qrels", type=Path, default=SHARED / "qrels.train.txt")
-    f.add_argument("--sample", type=int, default=200, help="stratified sample of the train topics (0: all)")
+    f.add_argument("--sample", type=int, default=1000, help="stratified sample of the train topics (0: all)")
     f.add_argument("--depth", type=int, default=100)
     f.add_argument("--lambdas", default="0.05,0.1,0.2,0.3,0.5,1,2.5")
     f.add_argument("--max-formulas", default="0,1,3,5")

@@ -94,3 +94,10 @@ def test_tokenizing_real_documents_is_fast(shared_data):
     seconds = time.perf_counter() - started
     assert terms > 100_000
     assert seconds < 10, f"{len(docs)} documents took {seconds:.1f} s"
+
+
+def test_wildcards_give_no_terms_and_break_pairs():
+    terms = formula_terms(r"\qvar{a}^2+\qvar{b}^2")
+    assert not any("qvar" in t or t in ("m_a", "m_b") for t in terms)
+    assert terms == ("m_sup", "2", "m2_sup_2", "m_plus", "m2_2_plus", "m_sup", "2", "m2_sup_2")
+    assert formula_terms(r"u=\qvar@construct{?}") == ("m_u", "m_eq", "m2_u_eq")  # MSE's placeholder macro too

@@ -251,20 +251,26 @@ def is_math_term(term: str) -> bool:
     return term.startswith((MATH_PREFIX, PAIR_PREFIX)) or term[0].isdigit()
 
 
+_WILDCARD = re.compile(r"\\qvar(?:@construct)?\s*\{[^{}]*\}")  # NTCIR-12 wildcards, MSE placeholders
+
+
 @lru_cache(maxsize=1 << 17)
 def formula_terms(latex: str) -> tuple[str, ...]:
     """Index terms of one formula: its math tokens, each pair of consecutive math tokens, and the
-    stemmed words of its `\\text{…}` parts."""
-    terms, previous = [], None
-    for token in lex(latex):
-        if token.is_word:
-            if (term := _word_term(token.text)) is not None:
-                terms.append(term)
-            continue
-        terms.append(math_term(token.text))
-        if previous is not None:
-            terms.append(f"{PAIR_PREFIX}{previous}_{token.text}")
-        previous = token.text
+    stemmed words of its `\\text{…}` parts. A `\\qvar{…}` wildcard stands for any subexpression: it gives
+    no term and breaks the pairs around it."""
+    terms: list[str] = []
+    for piece in _WILDCARD.split(latex):
+        previous = None
+        for token in lex(piece):
+            if token.is_word:
+                if (term := _word_term(token.text)) is not None:
+                    terms.append(term)
+                continue
+            terms.append(math_term(token.text))
+            if previous is not None:
+                terms.append(f"{PAIR_PREFIX}{previous}_{token.text}")
+            previous = token.text
     return tuple(terms)
 
 
