@@ -33,6 +33,8 @@ from mathscout.structure.scoring import B1, B2, ETA_ARQMATH, MAX_FORMULA_LEAVES,
 STRATEGIES = {"exhaustive": 0, "maxref": 1, "gbp-num": 2, "gbp-len": 3}
 _GIVEN = 4  # score an explicit, sorted list of candidates (no heap, no pruning)
 _SAFETY = 1.0 - 1e-12  # θ_s is shrunk by this factor so float rounding never prunes a candidate that ties θ
+_REPLAN = 1.01  # re-plan the requirement set only when θ has grown 1 % since the last plan (§4.4.2: at large k
+# θ rises after nearly every candidate and re-planning would dominate)
 _SLACK = 1.0 + 1e-9  # estimates are inflated by this factor before a node is abandoned, for the same reason
 
 
@@ -494,6 +496,7 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
     prune = strategy != 0
     top_penalty = 1.0 - eta + eta / math.log(2.0)  # P(D; η) at its largest (one-leaf formula): Eq. 4.15's relaxation
     theta = theta0
+    planned = theta0  # θ of the current plan: a plan made for a lower θ stays safe, it just prunes less
     if prune and theta > 0.0:
         if not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
             return h_fid[:0], h_score[:0], h_doc[:0], h_m[:0], h_n[:0]
@@ -514,8 +517,10 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                 size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, doc_score, doc_fid, doc_now, doc_m, doc_n)
                 if size == k and h_score[0] > theta:
                     theta = h_score[0]
-                    if prune and not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
-                        break
+                    if prune and theta > planned * _REPLAN:
+                        planned = theta
+                        if not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
+                            break
             doc_fid = -1
             doc_score = 0.0
             if cand >= 0:
@@ -532,8 +537,10 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                 size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, cand, f_doc[cand], m, n)
                 if size == k and h_score[0] > theta:
                     theta = h_score[0]
-                    if prune and not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
-                        break
+                    if prune and theta > planned * _REPLAN:
+                        planned = theta
+                        if not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
+                            break
         for lst in range(n_lists):  # advance the requirement lists past the candidate (lists that just joined catch up)
             if required[lst]:
                 pos[lst] = _skip_to(e_fid, pos[lst], l_end[lst], cand + 1)
