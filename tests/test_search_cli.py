@@ -40,3 +40,21 @@ def test_search_errors_are_one_line(small_index, tmp_path):
     missing = _search("--index", str(tmp_path / "none"), "x^2")
     assert missing.returncode == 2
     assert "mathscout index" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_the_demo_index_is_built_on_first_use_and_upgraded_for_wildcards(mathscout_home):
+    import json
+
+    from mathscout.config import ensure_demo_index
+    from retrievers import open_retriever
+
+    path = ensure_demo_index()
+    assert path == mathscout_home / "indexes" / "demo"
+    meta_file = path / "structure" / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta.pop("wildcard_paths")  # as a demo index built by an earlier version
+    meta_file.write_text(json.dumps(meta))
+    ensure_demo_index()
+    assert json.loads(meta_file.read_text())["wildcard_paths"] is True
+    hits = open_retriever(path, "structure").search(r"$\qvar{a}^2+\qvar{b}^2=\qvar{c}^2$", k=5)
+    assert r"x^2+y^2=z^2" in {f.latex for h in hits for f in h.formulas}
