@@ -233,3 +233,15 @@ def test_training_is_resumable(shared_data, tmp_path):
     assert record["steps"] == 2 and len(record["losses"]) == 2  # one step before the stop, one after resuming
     assert (output / "loss.png").stat().st_size > 1000
     assert load_sentence_model(output).encode(["x"]).shape == (1, 384)
+
+
+def test_training_without_hard_negatives_is_recorded(shared_data, tmp_path):
+    from mathscout.dense.model import default_model_path
+    from mathscout.dense.train import load_triplets, train
+
+    collection = shared_data / "collection"
+    triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
+                             collection / "docs.jsonl", 12)[:4]
+    output = train(triplets, default_model_path(), tmp_path / "ft", 4, 2e-5, 0.1, 16, 16, 10, None, hard_negatives=False)
+    record = json.loads((output / "training.json").read_text())
+    assert record["hard_negatives"] is False and record["steps"] == 1

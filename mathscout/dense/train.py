@@ -18,7 +18,10 @@ over the first 10 % of steps then linear decay, queries cut to 96 word pieces an
 Checkpoints every `--checkpoint-every` steps (model, optimiser, scheduler, sampler position, losses)
 make it resumable: rerun the same command. The loss curve is saved as loss.png next to the model.
 
-    mathscout train dense [--output DIR] [--base MODEL] [--pairs N] [--batch 32] [--max-minutes M]
+    mathscout train dense [--output DIR] [--base MODEL] [--pairs N] [--batch 32] [--max-minutes M] [--no-hard-negatives]
+
+`--no-hard-negatives` drops the tag-sharing negative (in-batch negatives only: the plain MultipleNegativesRanking
+objective the base model was trained with).
 """
 
 from __future__ import annotations
@@ -155,7 +158,7 @@ def plot_losses(losses: list[float], path: Path, title: str) -> None:
 
 
 def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: float, warmup: float,
-          query_len: int, doc_len: int, checkpoint_every: int, max_minutes: float | None) -> Path:
+          query_len: int, doc_len: int, checkpoint_every: int, max_minutes: float | None, hard_negatives: bool = True) -> Path:
     import torch
 
     from mathscout.dense.model import load_sentence_model
@@ -193,7 +196,8 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
     while step < steps:
         chunk = triplets[step * batch : (step + 1) * batch]
         q = torch.nn.functional.normalize(encode([t.query for t in chunk], query_len), dim=-1)
-        d = torch.nn.functional.normalize(encode([t.positive for t in chunk] + [t.negative for t in chunk], doc_len), dim=-1)
+        documents = [t.positive for t in chunk] + ([t.negative for t in chunk] if hard_negatives else [])
+        d = torch.nn.functional.normalize(encode(documents, doc_len), dim=-1)
         scores = SCALE * q @ d.T  # (B, 2B): positives then hard negatives, Eq. 5.18's denominator
         loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(chunk)))
         loss.backward()
@@ -221,7 +225,7 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
     plot_losses(losses, tmp / "loss.png", f"{output.name}: {steps} steps of {batch}, lr {lr:g}")
     (tmp / "training.json").write_text(json.dumps({
         "base": str(base), "triplets": len(triplets), "batch": batch, "steps": steps, "lr": lr, "warmup": warmup,
-        "query_len": query_len, "doc_len": doc_len, "losses": losses, "loss": "thesis Eq. 5.18, cosine x 20",
+        "query_len": query_len, "doc_len": doc_len, "hard_negatives": hard_negatives, "losses": losses, "loss": "thesis Eq. 5.18, cosine x 20",
         "sources": {s: sum(1 for t in triplets if t.source == s) for s in DEV_MIX},
     }, indent=1), encoding="utf-8")
     shutil.rmtree(output, ignore_errors=True)
@@ -249,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--no-hard-negatives", action="store_true", help="in-batch negatives only (no tag-sharing negative)")
     args = parser.parse_args(argv)
     for path in (args.topics, args.qrels, args.docs):
         if not path.is_file():
@@ -264,5 +269,5 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(triplets):,} triplets from {args.topics.name} in {time.perf_counter() - started:.1f} s; "
           f"{len(triplets) // args.batch} steps of {args.batch}", file=sys.stderr)
     result = train(triplets, base, output, args.batch, args.lr, args.warmup, args.query_len, args.doc_len,
-                   args.checkpoint_every, args.max_minutes)
+                   args.checkpoint_every, args.max_minutes, hard_negatives=not args.no_hard_negatives)
     print(f"fine-tuned model: {result} ({(time.perf_counter() - started) / 60:.1f} min)")
