@@ -4,7 +4,7 @@ with an index (`structure.json`), which the structure mode then uses instead of 
 Dump each topic's per-formula and BM25 document scores once, then write TREC runs for any λ_m / formula
 selection / text part without searching again (thesis §3.2.3, §3.3.3 Fig. 3.10):
 
-    mathscout train structure --index DIR [--sample 200]      dump the train topics, tune, write DIR/structure.json
+    mathscout train structure --index DIR [--sample 1000]     dump the train topics, tune, write DIR/structure.json
     mathscout train structure dump --index DIR --topics T --depth 100 --out DUMP.pkl [--sample N]
     mathscout train structure runs --dump DUMP.pkl --out-dir DIR --lambdas 0.1,0.5,2.5 --max-formulas 0,3
     mathscout train structure tune --dump TRAIN.pkl --qrels Q --lambdas … --max-formulas … [--index DIR]
@@ -14,7 +14,7 @@ per-document top `depth` (the structure mode's per-document pruned search, GBP-L
 without the math (Eq. 3.18's BM25(Q_text, D_text)) and BM25 over the whole query (the bm25 mode's math-aware
 terms). A run from the dump is the same arithmetic as `StructureRetriever._fused` (λ_m · Σ_f S_f + text; 0
 outside a list), so `mathscout run --mode structure --set lambda_m=… --set max_formulas=… --set depth=…`
-reproduces it (checked by `check`). Tuning picks the best setting on a topic set (use train topics, never dev).
+reproduces it. Tuning picks the best setting on a topic set (use train topics, never dev).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from evaluation.topics import load_topics
-from mathscout.errors import MathScoutError, QueryError
+from evaluation.topics import load_topics, require_train_topics
+from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Query
 from retrievers.base import prepare_query
@@ -96,29 +96,56 @@ def write_run(records: dict, path: Path, tag: str, **options) -> None:
                 out.write(f"{topic_id} Q0 {encode_doc_id(doc)} {rank} {score:.6f} {tag}\n")
 
 
-def _grid(args) -> list[dict]:
-    lambdas = [float(x) for x in args.lambdas.split(",")]
-    maxes = [int(x) for x in args.max_formulas.split(",")]
-    texts = args.text.split(",")
-    return [{"lambda_m": lam, "max_formulas": m, "text": t} for lam in lambdas for m in maxes for t in texts]
+def _grid(lambdas: str, max_formulas: str, text: str) -> list[dict]:
+    """Every combination of the comma-separated λ_m, widest-formula counts and text parts."""
+    return [{"lambda_m": float(lam), "max_formulas": int(m), "text": t}
+            for lam in lambdas.split(",") for m in max_formulas.split(",") for t in text.split(",")]
+
+
+def _write_runs(records: dict, grid: list[dict], out_dir: Path, stem: str, k: int) -> list[tuple[dict, Path]]:
+    """One TREC run per setting of the grid."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for options in grid:
+        path = out_dir / f"{stem}.lam{options['lambda_m']}.mf{options['max_formulas']}.{options['text']}.trec"
+        write_run(records, path, "mathscout-structure", k=k, **options)
+        runs.append((options, path))
+    return runs
+
+
+def tune(records: dict, qrels: Path, grid: list[dict], out_dir: Path, stem: str, k: int = 1000, prime: bool = False,
+         measure: str | None = None) -> tuple[dict, str, float]:
+    """Score every setting of the grid on the dumped topics; (best setting, measure, its value)."""
+    from evaluation.measures import evaluate_run
+
+    # score the dumped topics only: a sample's mean must not count the qrels' other topics as 0
+    judged = [line for line in open(qrels, encoding="utf-8") if line.split()[:1] and line.split()[0] in records]
+    own_qrels = out_dir / f"{stem}.qrels.txt"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    own_qrels.write_text("".join(judged), encoding="utf-8")
+    results = []
+    for options, path in _write_runs(records, grid, out_dir, stem, k):
+        means = evaluate_run(path, own_qrels, prime=prime).to_json()["summary"]
+        results.append((options, means))
+        print(options, {name: round(v, 4) for name, v in means.items() if isinstance(v, float)}, flush=True)
+    key = measure or next(name for name in results[0][1] if "ndcg" in name.lower())
+    best, means = max(results, key=lambda r: r[1][key])
+    print(f"best by {key}: {best} → {means[key]:.4f}")
+    return best, key, means[key]
+
+
+def store(index: Path, best: dict, measure: str, value: float, topics: int, source: str) -> Path:
+    """Keep the tuned setting with the index: the structure mode uses it from now on."""
+    from retrievers.structure import StructureSettings
+
+    require_train_topics(Path(source), what="tuning")
+    settings = StructureSettings(**best, tuned_on=source, topics=topics, measure=measure, score=round(value, 4))
+    saved = settings.write(IndexDir(index))
+    print(f"stored in {saved}: the structure mode of this index now uses it")
+    return saved
 
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "collection"
-SETTINGS_FILE = "structure.json"
-
-
-def save_settings(index: Path, options: dict, measure: str, value: float, topics: int, source: str) -> Path:
-    """Write the tuned Eq. 3.18 settings into the index (atomically), with how they were obtained."""
-    import json
-
-    if "dev" in Path(source).name:
-        raise MathScoutError("tune on train topics: the dev topics are for evaluation")
-    path = index / SETTINGS_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**options, "tuned_on": source, "topics": topics, "measure": measure,
-                               "score": round(value, 4)}, indent=1), encoding="utf-8")
-    tmp.replace(path)
-    return path
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -131,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     f.add_argument("--index", type=Path, required=True)
     f.add_argument("--topics", type=Path, default=SHARED / "topics.train.jsonl")
     f.add_argument("--qrels", type=Path, default=SHARED / "qrels.train.txt")
-    f.add_argument("--sample", type=int, default=1000, help="stratified sample of the train topics (0: all)")
+    f.add_argument("--sample", type=int, default=1000, help="random sample of the judged train topics (0: all)")
     f.add_argument("--depth", type=int, default=100)
     f.add_argument("--lambdas", default="0.05,0.1,0.2,0.3,0.5,1,2.5")
     f.add_argument("--max-formulas", default="0,1,3,5")
@@ -152,57 +179,37 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--text", default="words,full")
         p.add_argument("--k", type=int, default=1000)
         p.add_argument("--out-dir", type=Path)
-        p.add_argument("--qrels", type=Path)
-        p.add_argument("--prime", action="store_true")
-        p.add_argument("--measure", default=None, help="measure to maximise (default nDCG@10, or ndcg′ with --prime)")
-        p.add_argument("--index", type=Path, help="tune: store the best setting in this index (structure.json)")
-        p.add_argument("--source", default="", help="tune: the topics the dump came from (recorded in structure.json)")
+        if name == "tune":
+            p.add_argument("--qrels", type=Path, required=True)
+            p.add_argument("--prime", action="store_true")
+            p.add_argument("--measure", default=None, help="measure to maximise (default nDCG@10, or ndcg′ with --prime)")
+            p.add_argument("--index", type=Path, help="store the best setting in this index (structure.json)")
+            p.add_argument("--source", default="", help="the topics the dump came from (recorded in structure.json)")
     args = parser.parse_args(argv)
     if args.command == "dump":
         dump(args.index, args.topics, args.depth, args.out, args.sample, max_formulas=args.max_formulas, qrels=args.qrels)
         return
+    grid = _grid(args.lambdas, args.max_formulas, args.text)
     if args.command == "fit":
         import tempfile
 
-        if "dev" in args.topics.name or "dev" in args.qrels.name:
-            raise MathScoutError("tune on train topics: the dev topics are for evaluation")
+        require_train_topics(args.topics, args.qrels, what="tuning")
         with tempfile.TemporaryDirectory(prefix="mathscout-tune-") as tmp:
             dumped = Path(tmp) / "train.pkl"
             dump(args.index, args.topics, args.depth, dumped, args.sample, qrels=args.qrels)
-            main(["tune", "--dump", str(dumped), "--qrels", str(args.qrels), "--lambdas", args.lambdas,
-                  "--max-formulas", args.max_formulas, "--text", args.text, "--out-dir", tmp,
-                  "--index", str(args.index), "--source", args.topics.name])
+            records = pickle.load(open(dumped, "rb"))["topics"]
+            best, key, value = tune(records, args.qrels, grid, Path(tmp), "train")
+        store(args.index, best, key, value, len(records), args.topics.name)
         return
     records = pickle.load(open(args.dump, "rb"))["topics"]
     out_dir = args.out_dir or args.dump.parent
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results = []
-    if args.command == "tune":  # score the dumped topics only (a sample's mean must not count the others as 0)
-        if args.qrels is None:
-            raise MathScoutError("tune needs --qrels")
-        lines = [line for line in open(args.qrels, encoding="utf-8") if line.split()[:1] and line.split()[0] in records]
-        args.qrels = out_dir / f"{args.dump.stem}.qrels.txt"
-        args.qrels.write_text("".join(lines), encoding="utf-8")
-    for options in _grid(args):
-        name = f"{args.dump.stem}.lam{options['lambda_m']}.mf{options['max_formulas']}.{options['text']}.trec"
-        path = out_dir / name
-        write_run(records, path, "mathscout-structure", k=args.k, **options)
-        if args.command == "tune":
-            from evaluation.measures import evaluate_run
-
-            result = evaluate_run(path, args.qrels, prime=args.prime)
-            means = result.to_json()["summary"]
-            results.append((options, means))
-            print(options, {k: round(v, 4) for k, v in means.items() if isinstance(v, float)}, flush=True)
-        else:
+    if args.command == "runs":
+        for _, path in _write_runs(records, grid, out_dir, args.dump.stem, args.k):
             print(path)
-    if results:
-        key = args.measure or next(k for k in results[0][1] if "ndcg" in k.lower())
-        best = max(results, key=lambda r: r[1][key])
-        print(f"best by {key}: {best[0]} → {best[1][key]:.4f}")
-        if args.index is not None:
-            saved = save_settings(args.index, best[0], key, best[1][key], len(records), args.source or args.dump.name)
-            print(f"stored in {saved}: the structure mode of this index now uses it")
+        return
+    best, key, value = tune(records, args.qrels, grid, out_dir, args.dump.stem, args.k, args.prime, args.measure)
+    if args.index is not None:
+        store(args.index, best, key, value, len(records), args.source or args.dump.name)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,12 @@ class Topic(Query):
     tags: tuple[str, ...] = ()
 
 
+def require_train_topics(*paths: Path | str, what: str) -> None:
+    """Refuse dev topic or qrels files for training and tuning: the dev topics are for evaluation."""
+    if any("dev" in Path(p).name for p in paths):
+        raise MathScoutError(f"{what} reads train topics only: the dev topics are for evaluation")
+
+
 def load_topics(path: Path | str) -> list[Query]:
     """All topics of `path`, in file order; a clear MathScoutError when the file cannot be used."""
     path = Path(path)

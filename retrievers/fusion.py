@@ -18,9 +18,7 @@ mode fuses the retrievers named in the index's `fusion.json` (written by `mathsc
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.errors import MathScoutError, QueryError
-from mathscout.index.layout import IndexDir
+from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
 from retrievers.base import BaseRetriever, Retriever, prepare_query
 from retrievers.registry import ModeSpec, available_modes, open_retriever, register_mode
@@ -305,12 +303,7 @@ class FusionConfig:
 
     def write(self, path: Path) -> Path:
         """Write atomically (into an index directory: `FusionConfig.path(index)`)."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fusion-")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(asdict(self), out, indent=2, ensure_ascii=False)
-        os.replace(tmp, path)
-        return path
+        return write_json_atomic(path, asdict(self))
 
 
 def fallback_config(index: IndexDir) -> FusionConfig:

@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.components import ComponentSpec, register_component
-from mathscout.index.layout import IndexDir
+from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.latex.tokens import formula_terms, query_terms
 from mathscout.render import make_snippet
 from mathscout.store import DocumentStore
@@ -45,7 +46,7 @@ from retrievers.base import BaseRetriever, prepare_query
 from retrievers.registry import ModeSpec, register_mode
 
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
-TUNED_SETTINGS = "structure.json"  # written by `mathscout train structure` (evaluation/structure_tuning.py)
+SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout train structure`
 MIXED_CANDIDATES = 1000  # per ranking, for Eq. 3.18 fusion of math and words
 MAX_QUERY_FORMULAS = 100  # a query keeps at most its 100 widest formulas (bounded time for pasted documents)
 
@@ -74,21 +75,43 @@ class StructureComponent:
         return stats
 
 
-def read_tuned_settings(root: Path) -> dict:
-    """The index's tuned Eq. 3.18 settings (`mathscout train structure`), or {} when there are none."""
-    path = Path(root) / TUNED_SETTINGS
-    if not path.is_file():
-        return {}
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-        float(settings["lambda_m"]), int(settings["max_formulas"])
-        if settings["text"] not in ("words", "full"):
-            raise ValueError(f"text '{settings['text']}'")
-        settings.setdefault("tuned_on", "train topics")
-        return settings
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MathScoutError(f"{path} is unusable ({exc}); rerun `mathscout train structure --index {root}` "
-                             f"or delete it to use the thesis defaults") from exc
+@dataclass
+class StructureSettings:
+    """`<index>/structure.json`: Eq. 3.18's setting tuned on train topics by `mathscout train structure`
+    (evaluation/structure_tuning.py), with how it was obtained."""
+
+    lambda_m: float
+    max_formulas: int
+    text: str  # "words" or "full"
+    tuned_on: str = "train topics"
+    topics: int = 0
+    measure: str = ""
+    score: float = 0.0
+
+    @staticmethod
+    def path(index: IndexDir) -> Path:
+        return index.path / SETTINGS_FILE
+
+    @classmethod
+    def read(cls, index: IndexDir) -> StructureSettings | None:
+        """The setting stored with the index, None when it has none; a clear error when it is unusable."""
+        path = cls.path(index)
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            settings = cls(lambda_m=float(data["lambda_m"]), max_formulas=int(data["max_formulas"]), text=str(data["text"]),
+                           **{k: data[k] for k in ("tuned_on", "topics", "measure", "score") if k in data})
+            if settings.text not in ("words", "full"):
+                raise ValueError(f"text '{settings.text}'")
+            return settings
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise MathScoutError(f"{path} is unusable ({exc}); rerun `mathscout train structure --index {index.path}` "
+                                 f"or delete it to use the thesis defaults") from exc
+
+    def write(self, index: IndexDir) -> Path:
+        """Store with the index (atomically)."""
+        return write_json_atomic(self.path(index), asdict(self))
 
 
 class StructureRetriever(BaseRetriever):
@@ -111,11 +134,12 @@ class StructureRetriever(BaseRetriever):
         thesis used it on NTCIR-12 only, for its cost).
         lambda_m, max_formulas and text left unset come from the index's structure.json when `mathscout train
         structure` wrote one (tuned on train topics), else the thesis defaults (λ_m = 2.5, all formulas, words)."""
-        tuned = read_tuned_settings(index.path)
-        self.settings_source = f"tuned on {tuned['tuned_on']} (structure.json)" if tuned else "thesis defaults"
-        lambda_m = lambda_m if lambda_m is not None else float(tuned.get("lambda_m", LAMBDA_M))
-        max_formulas = max_formulas if max_formulas is not None else int(tuned.get("max_formulas", 0))
-        text = text if text is not None else str(tuned.get("text", "words"))
+        tuned = StructureSettings.read(index)
+        self.settings_source = f"tuned on {tuned.tuned_on} ({SETTINGS_FILE})" if tuned else "thesis defaults"
+        defaults = tuned or StructureSettings(lambda_m=LAMBDA_M, max_formulas=0, text="words")  # thesis §3.3.1
+        lambda_m = defaults.lambda_m if lambda_m is None else lambda_m
+        max_formulas = defaults.max_formulas if max_formulas is None else max_formulas
+        text = defaults.text if text is None else text
         if trees not in (1, 2, 3):
             raise QueryError(f"trees must be 1, 2 or 3 (got {trees})")
         self.trees = trees

@@ -36,6 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluation.topics import require_train_topics
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
 
@@ -64,8 +65,7 @@ def _topical(tags: list[str]) -> list[str]:
 
 def load_triplets(topics_path: Path, qrels_path: Path, docs_path: Path, pairs: int, seed: int = SEED) -> list[Triplet]:
     """Sample `pairs` triplets (question, best answer, tag-sharing answer of another train thread)."""
-    if "dev" in topics_path.name or "dev" in qrels_path.name:
-        raise MathScoutError("fine-tuning reads train topics only: the dev topics are for evaluation")
+    require_train_topics(topics_path, qrels_path, what="fine-tuning")
     topics = {}
     with open(topics_path, encoding="utf-8") as f:
         for line in f:
@@ -198,7 +198,7 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
         q = torch.nn.functional.normalize(encode([t.query for t in chunk], query_len), dim=-1)
         documents = [t.positive for t in chunk] + ([t.negative for t in chunk] if hard_negatives else [])
         d = torch.nn.functional.normalize(encode(documents, doc_len), dim=-1)
-        scores = SCALE * q @ d.T  # (B, 2B): positives then hard negatives, Eq. 5.18's denominator
+        scores = SCALE * q @ d.T  # (B, 2B): positives then hard negatives (B, B without), Eq. 5.18's denominator
         loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(chunk)))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

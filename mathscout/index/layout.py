@@ -23,6 +23,16 @@ STORE = "store.sqlite"
 FORMAT_VERSION = 1
 
 
+def write_json_atomic(path: Path | str, data: Any) -> Path:
+    """Write JSON next to `path` and rename it into place, so readers never see half a file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(data, out, indent=2, ensure_ascii=False)
+    os.replace(tmp, path)
+    return path
+
+
 @dataclass
 class Manifest:
     """What an index directory holds."""
@@ -43,11 +53,7 @@ class Manifest:
 
     def write(self, path: Path) -> None:
         """Write atomically (temp file + rename), so readers never see half a manifest."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".manifest-")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(self.__dict__, out, indent=2, ensure_ascii=False)
-        os.replace(tmp, path)
+        write_json_atomic(path, self.__dict__)
 
 
 class IndexDir:
