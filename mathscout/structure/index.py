@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from mathscout.errors import IndexMissingError, MathScoutError
 from mathscout.structure.parser import parse_latex
-from mathscout.structure.paths import MAX_PATH_OPERATORS, WILDCARD, leaf_count, path_prefixes
+from mathscout.structure.paths import MAX_PATH_OPERATORS, is_wildcard_path, leaf_count, path_prefixes
 from mathscout.structure.postings import DecodedPostings, decode_lists, encode_lists
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES
 
@@ -178,15 +178,11 @@ class PathIndex:
         df = np.diff(postings.list_start).astype(np.float64)
         wildcard = np.zeros(len(df), dtype=bool)
         for path, tid in paths.items():
-            wildcard[tid] = path.startswith(WILDCARD + "/")
+            wildcard[tid] = is_wildcard_path(path)
         self.total_entries = int(df[~wildcard].sum())
-        self.idf = np.log(np.maximum(self.total_entries / np.maximum(df, 1.0), 1.0 + 1e-9)) if len(df) else np.zeros(0)
+        # floored just above 0: a wildcard list can be longer than all ordinary lists together in a tiny index
+        self.idf = np.log(np.maximum(self.total_entries / df, 1.0 + 1e-9)) if len(df) else np.zeros(0)
         self.wildcard_paths = bool(meta.get("wildcard_paths"))
-        self._wildcard_lists = wildcard
-
-    def is_wildcard(self, tid: int) -> bool:
-        """Whether list `tid` is a wildcard path's (`*/…`)."""
-        return bool(self._wildcard_lists[tid])
 
     @classmethod
     def open(cls, folder: Path | str) -> PathIndex:

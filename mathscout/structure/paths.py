@@ -134,9 +134,14 @@ def _leaf_prefixes(token: str, symbol: str, position: int, leaves: int, chain: l
         out.append(PathPrefix("/".join(tokens), ancestor_id, position, symbol, fnv1a16(fingerprint_symbols), leaves))
 
 
+def is_wildcard_path(token_path: str) -> bool:
+    """Whether a token path is a wildcard path (`*/…`)."""
+    return token_path.startswith(WILDCARD + "/")
+
+
 def has_wildcard(prefixes: list[PathPrefix]) -> bool:
     """Whether any path is a wildcard path."""
-    return any(p.token_path.startswith(WILDCARD + "/") for p in prefixes)
+    return any(is_wildcard_path(p.token_path) for p in prefixes)
 
 
 def leaf_count(tree: Node) -> int:

@@ -107,12 +107,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
     slot_list, slot_w, slot_group_start = [], [], [0]
     group_row, group_sym, group_fp, group_count = [], [], [], []
     node_slot_start, node_upper, node_leaves, node_rows = [0], [], [], []
-    node_cum_start, node_cum, node_wild = [0], [], []  # the leaf-count bound (see _score_candidate)
     for _, m, by_t, slots, upper in nodes:
-        plain = sorted((weight(tid) for tid, ps in slots if not index.is_wildcard(tid) for _ in ps), reverse=True)
-        node_cum.extend(np.concatenate([[0.0], np.cumsum(plain)]).tolist())
-        node_cum_start.append(len(node_cum))
-        node_wild.append(sum(len(ps) * weight(tid) for tid, ps in slots if index.is_wildcard(tid)))
         sizes = Counter(p.symbol for ps in by_t.values() for p in ps)
         rows = {s: r for r, s in enumerate(sorted(sizes, key=lambda s: (-sizes[s], keys[s])))}
         for tid, ps in slots:
@@ -155,9 +150,6 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
         np.array(node_leaves, dtype=np.int64),
         np.array(node_rows, dtype=np.int64),
         w_matrix,
-        np.array(node_cum_start, dtype=np.int64),
-        np.array(node_cum, dtype=np.float64),
-        np.array(node_wild, dtype=np.float64),
     )
     node_ids = np.array([n[1] for n in nodes], dtype=np.int64)
     return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays)
@@ -255,7 +247,7 @@ def _skip_to(fid, pos, end, target):
 def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2):
     """Alg. 2 (MARK then CROSS) for query node m against document node n_doc; returns S'_sym (normalised)."""
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix, n_cum_start, n_cum, n_wild) = q
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
     rows = n_rows[m]
     cols = 0
     for slot in range(n_slot_start[m], n_slot_start[m + 1]):
@@ -306,7 +298,7 @@ def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, cros
 def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
     """Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix, n_cum_start, n_cum, n_wild) = q
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
     if f_leaves[cand] == 0:  # not indexed (only reachable when candidates are given)
         return 0.0, -1, -1
     penalty = _penalty(f_leaves[cand], eta)
@@ -316,13 +308,8 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
     for m in range(n_upper.shape[0]):  # nodes by decreasing upper bound
         if not alive[m]:
             continue
-        if prune:
-            # a document node has at most L_D ordinary paths, so it matches at most the L_D heaviest ordinary
-            # query paths (plus every wildcard path): a tighter bound than Eq. 4.15's for short formulas
-            j = min(f_leaves[cand], n_cum_start[m + 1] - n_cum_start[m] - 1)
-            bound = min(n_upper[m], n_cum[n_cum_start[m] + j] + n_wild[m]) * _SLACK
-            if bound <= widest or bound * penalty <= theta:
-                continue
+        if prune and (n_upper[m] * _SLACK <= widest or n_upper[m] * _SLACK * penalty <= theta):
+            continue
         n_touched = 0
         node_best = 0.0
         node_best_n = -1
@@ -367,7 +354,7 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
 @numba.njit(cache=True)
 def _plan(theta_s, strategy, q, alive, active, required):
     """Drop query nodes with upper bound ≤ θ_s, then split live lists into requirement/skip sets; False if no list is required."""
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix, n_cum_start, n_cum, n_wild) = q
+    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
     n_nodes, n_lists = w_matrix.shape
     for m in range(n_nodes):
         alive[m] = n_upper[m] > theta_s
@@ -461,6 +448,18 @@ def _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, fid, doc, m, n):
 
 
 @numba.njit(cache=True)
+def _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required):
+    """θ after a push: the heap's minimum once it holds k; the requirement set is re-planned when θ has grown by
+    _REPLAN since the last plan (a plan for a lower θ stays safe). (θ, θ of the plan, False when no list is left)."""
+    if size < h_score.shape[0] or h_score[0] <= theta:
+        return theta, planned, True
+    theta = h_score[0]
+    if not prune or theta <= planned * _REPLAN:
+        return theta, planned, True
+    return theta, theta, _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required)
+
+
+@numba.njit(cache=True)
 def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, theta0):
     """Alg. 4 (FORMULASEARCH) with MaxScore-style pruning; strategy 0 = exhaustive, 4 = score `candidates`."""
     e_fid = ix[0]
@@ -515,12 +514,9 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
         if per_document and (cand < 0 or f_doc[cand] != doc_now):
             if doc_fid >= 0 and doc_score > theta:  # flush the finished document (θ = θ0 until the heap is full)
                 size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, doc_score, doc_fid, doc_now, doc_m, doc_n)
-                if size == k and h_score[0] > theta:
-                    theta = h_score[0]
-                    if prune and theta > planned * _REPLAN:
-                        planned = theta
-                        if not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
-                            break
+                theta, planned, live = _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required)
+                if not live:
+                    break
             doc_fid = -1
             doc_score = 0.0
             if cand >= 0:
@@ -535,12 +531,9 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                     doc_score, doc_fid, doc_m, doc_n = score, cand, m, n
             elif score > theta:
                 size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, cand, f_doc[cand], m, n)
-                if size == k and h_score[0] > theta:
-                    theta = h_score[0]
-                    if prune and theta > planned * _REPLAN:
-                        planned = theta
-                        if not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
-                            break
+                theta, planned, live = _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required)
+                if not live:
+                    break
         for lst in range(n_lists):  # advance the requirement lists past the candidate (lists that just joined catch up)
             if required[lst]:
                 pos[lst] = _skip_to(e_fid, pos[lst], l_end[lst], cand + 1)
