@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.config import home
-from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint, read_meta
+from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint, read_meta, reuse_document_vectors
 from mathscout.dense.encoder import Encoder
 from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
@@ -53,7 +53,12 @@ class DenseComponent:
         return DenseSettings.from_env()
 
     def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
-        return build_dense(store, target, self.settings(), label=self.name)
+        settings = self.settings()
+        if self.name == "dense-ft":  # a query-side fine-tuned model encodes documents as `dense` did
+            reused = reuse_document_vectors(target.parent / "dense", target, settings, self.name)
+            if reused is not None:
+                return reused
+        return build_dense(store, target, settings, label=self.name)
 
 
 def load_faiss(path: Path, index_path: Path, component: str):

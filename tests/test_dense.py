@@ -245,3 +245,80 @@ def test_training_without_hard_negatives_is_recorded(shared_data, tmp_path):
     output = train(triplets, default_model_path(), tmp_path / "ft", 4, 2e-5, 0.1, 16, 16, 10, None, hard_negatives=False)
     record = json.loads((output / "training.json").read_text())
     assert record["hard_negatives"] is False and record["steps"] == 1
+
+
+# --- query-side fine-tuning ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def query_side_model(shared_data, dense_index, tmp_path_factory) -> Path:
+    """A query adapter trained over the fixture index's vectors, on the train topics judged there."""
+    from mathscout.dense.query_side import QuerySideSettings, train_query_side
+
+    in_index = set(IndexDir(dense_index).store.doc_ids())
+    folder = tmp_path_factory.mktemp("query-side")
+    wanted = set()
+    with open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8") as f, \
+            open(folder / "qrels.train.txt", "w", encoding="utf-8") as out:
+        for line in f:
+            if line.split()[2] in in_index:
+                wanted.add(line.split()[0])
+                out.write(line)
+    with open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8") as f, \
+            open(folder / "topics.train.jsonl", "w", encoding="utf-8") as out:
+        out.writelines(line for line in f if json.loads(line)["id"] in wanted)
+    settings = QuerySideSettings(epochs=4, batch=16, lr=1e-2, held_out=0)  # too few questions to hold some out
+    return train_query_side(dense_index, folder / "topics.train.jsonl", folder / "qrels.train.txt",
+                            folder / "model", settings)
+
+
+def test_query_side_training_learns_and_records_it(query_side_model):
+    record = json.loads((query_side_model / "training.json").read_text())
+    assert record["method"] == "query-side" and record["negatives"] == "collection" and record["pairs"] >= 50
+    assert record["held_out_ndcg10"] == [] and record["best_epoch"] == 4  # nothing held out: the last epoch
+    per_epoch = record["steps_per_epoch"]
+    losses = record["losses"]
+    assert np.mean(losses[-per_epoch:]) < np.mean(losses[:per_epoch])  # the contrastive loss falls
+    assert (query_side_model / "loss.png").stat().st_size > 1000
+    assert not query_side_model.with_name("model.checkpoint").exists()  # the question cache is cleaned up
+
+
+def test_query_side_model_changes_queries_only(query_side_model, dense_index, dense_topics):
+    from mathscout.dense.encoder import Encoder
+
+    base, tuned = Encoder(None), Encoder(query_side_model)
+    text = [model_input_text(dense_topics[0]["title"])]
+    pieces = base.passages(base.pieces(text)[0], 1)
+    assert np.allclose(base.encode_passages(pieces), tuned.encode_passages(pieces), atol=1e-6)  # documents: base
+    assert not np.allclose(base.encode_queries(text).pooled, tuned.encode_queries(text).pooled, atol=1e-3)
+    assert abs(np.linalg.norm(tuned.encode_queries(text).pooled) - 1) < 1e-5
+
+
+def test_dense_ft_reuses_the_document_vectors(query_side_model, dense_index, dense_topics, monkeypatch, tmp_path):
+    from mathscout.index.builder import add_components
+
+    index = tmp_path / "index"
+    shutil.copytree(dense_index, index)
+    monkeypatch.setenv("MATHSCOUT_DENSE_FT_MODEL", str(query_side_model))
+    manifest = add_components(index, ["dense-ft"])
+    assert manifest.components["dense-ft"]["document_vectors_from"] == "dense"
+    assert (index / "dense-ft" / "flat.faiss").read_bytes() == (index / "dense" / "flat.faiss").read_bytes()
+    query = _query(dense_topics[0])
+    base = open_retriever(IndexDir(index), "dense").search(query, k=5)
+    tuned = open_retriever(IndexDir(index), "dense-ft").search(query, k=5)
+    assert [h.score for h in tuned] != [h.score for h in base] and tuned[0].score >= tuned[-1].score
+
+
+def test_query_side_refuses_dev_and_broken_adapters(shared_data, dense_index, query_side_model, tmp_path):
+    from mathscout.dense.encoder import Encoder
+    from mathscout.dense.query_side import QuerySideSettings, train_query_side
+
+    collection = shared_data / "collection"
+    with pytest.raises(MathScoutError, match="train topics only"):
+        train_query_side(dense_index, collection / "topics.dev.jsonl", collection / "qrels.dev.txt", tmp_path / "m",
+                         QuerySideSettings())
+    broken = tmp_path / "broken"
+    shutil.copytree(query_side_model, broken)
+    (broken / "query_adapter.npz").write_bytes(b"not numpy")
+    with pytest.raises(MathScoutError, match="query adapter .* is unreadable"):
+        Encoder(broken)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -232,3 +233,48 @@ def read_meta(folder: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise MathScoutError(f"the dense index {folder} is unreadable ({exc}): rebuild it with "
                              f"'mathscout index --index {folder.parent} --components {folder.name}'") from exc
+
+
+def weights_digest(folder: str | Path) -> str:
+    """A content hash of a model folder's config and weights (exact, unlike model_fingerprint)."""
+    folder = Path(folder)
+    digest = hashlib.sha1()
+    for path in [folder / "config.json", *sorted(folder.glob("*.safetensors")), *sorted(folder.glob("*.bin"))]:
+        if path.is_file():
+            digest.update(path.name.encode())
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def reuse_document_vectors(source: Path, target: Path, settings: DenseSettings, label: str) -> dict[str, Any] | None:
+    """When `settings.model` encodes documents exactly as the component in `source` did (same weights, backend,
+    passages, HNSW settings: e.g. a query-side fine-tuned model, whose adapter only changes queries), link that
+    component's vectors into `target` instead of encoding the collection again; None when they cannot be reused."""
+    if not (source / META).is_file():
+        return None
+    meta = read_meta(source)
+    same_settings = all(meta.get(key) == getattr(settings, key) for key in
+                        ("backend", "max_passages", "hnsw_m", "hnsw_ef_construction"))
+    model = Path(settings.model) if settings.model else None
+    if not same_settings or model is None or not Path(meta.get("model", "")).is_dir() or not model.is_dir():
+        return None
+    if weights_digest(meta["model"]) != weights_digest(model):
+        return None
+    started = time.perf_counter()
+    for name in ("flat.faiss", "hnsw.faiss", "passage_doc.npy"):
+        try:
+            os.link(source / name, target / name)
+        except OSError:
+            shutil.copyfile(source / name, target / name)
+    reused = {k: v for k, v in meta.items() if not k.startswith("token")} | {
+        "model": str(model.resolve()), "model_key": model_fingerprint(model), "tokens": False,
+        "hnsw_ef_search": settings.hnsw_ef_search, "document_vectors_from": source.name,
+        "build_id": hashlib.sha1(f"{time.time()}|{os.getpid()}".encode()).hexdigest()[:12]}
+    (target / META).write_text(json.dumps(reused, indent=2), encoding="utf-8")
+    log(f"{label}: {model} encodes documents with the same weights as the '{source.name}' component: its "
+        f"{meta.get('passages', 0):,} passage vectors are reused (no re-encoding)")
+    return {k: reused[k] for k in ("model", "backend", "dimension", "documents", "passages", "max_passages",
+                                   "build_id", "document_vectors_from") if k in reused} | {
+        "seconds": round(time.perf_counter() - started, 2)}

@@ -28,6 +28,7 @@ import numpy as np
 
 from mathscout.config import home
 from mathscout.dense.model import default_model_path, load_sentence_model
+from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError
 
 BACKENDS = ("onnx-int8", "onnx", "torch")
@@ -135,6 +136,10 @@ class Encoder:
         self.dimension = int(self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension")
                              else self.model.get_sentence_embedding_dimension())
         self.normalize = any(type(m).__name__ == "Normalize" for m in self.model)
+        self.query_adapter = QueryAdapter.load(self.folder)  # query-side fine-tuning: queries only
+        if self.query_adapter is not None and self.query_adapter.dimension != self.dimension:
+            raise MathScoutError(f"the query adapter in {self.folder} is {self.query_adapter.dimension}-dimensional, "
+                                 f"the model {self.dimension}: retrain it with 'mathscout train dense'")
         if backend != "torch" and not _mean_pooled(self.model):
             log(f"notice: {self.folder} is not a plain mean-pooled encoder (modules "
                 f"{', '.join(type(m).__name__ for m in self.model)}): encoding with torch")
@@ -200,9 +205,13 @@ class Encoder:
         return out["token_embeddings"].float().numpy(), out["sentence_embedding"].float().numpy()
 
     def encode_queries(self, texts: Sequence[str], with_tokens: bool = False) -> EncodedBatch:
-        """Query embeddings: each query's first window (queries longer than 254 word pieces are cut)."""
+        """Query embeddings: each query's first window (queries longer than 254 word pieces are cut), through
+        the folder's query adapter when it has one."""
         sequences = [self.passages(p, 1)[0] for p in self.pieces(texts)]
-        return self.encode_ids(sequences, with_tokens)
+        batch = self.encode_ids(sequences, with_tokens)
+        if self.query_adapter is not None:
+            batch.pooled = self.query_adapter.apply(batch.pooled)
+        return batch
 
     def encode_passages(self, sequences: list[list[int]], with_tokens: Callable[[int], bool] | None = None,
                         progress: Callable[[int], None] | None = None,

@@ -1,0 +1,260 @@
+"""`mathscout train dense --method query-side`: fine-tune the bi-encoder's query tower over an index's vectors.
+
+The documents' passage vectors of an index's `dense` component stay fixed (query-side fine-tuning, Lee et
+al. 2021 §4.3), which makes two things cheap on a CPU: no re-encoding of the collection (its vectors are
+reused as they are), and a contrastive loss whose negatives are *every* document of the index — thesis
+Eq. 5.18 with its denominator (in-batch positives + hard negatives) widened to the whole collection:
+
+    L = −1/|B| Σ_i log exp(S(q_i, d_i⁺)) / Σ_{d ∈ collection, d ∉ R(q_i) \\ {d_i⁺}} exp(S(q_i, d))
+
+S = 20 · cos(normalise(q + q·A), d) with d's score the max over its passages (as in search); R(q) are the
+question's other relevant answers, left out of the denominator. `--negatives batch` keeps Eq. 5.18's
+in-batch denominator instead. The trainable part is the residual map A (mathscout.dense.query_adapter).
+
+Steps: encode the train questions with the index's query encoder (cached in the checkpoint folder, so an
+interrupted run resumes), hold out `--held-out` questions, train `--epochs` epochs of AdamW and keep the
+epoch with the best held-out nDCG@10. The output folder is the base model's files plus query_adapter.npz,
+training.json and loss.png: point `dense-ft` (MATHSCOUT_DENSE_FT_MODEL) or a search's `model=` at it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.measures import read_qrels
+from evaluation.topics import load_topics, require_train_topics
+from mathscout.dense.query_adapter import QueryAdapter
+from mathscout.errors import MathScoutError, QueryError
+from mathscout.index.layout import IndexDir, write_json_atomic
+from retrievers.base import prepare_query
+
+SCALE = 20.0  # cosine × 20, as in mathscout.dense.train
+SEED = 13
+
+
+@dataclass(frozen=True)
+class QuerySideSettings:
+    """The schedule (defaults measured on the shared collection's train topics, see README)."""
+
+    epochs: int = 4
+    batch: int = 256
+    lr: float = 1e-3
+    negatives: str = "collection"  # or "batch" (Eq. 5.18's in-batch denominator)
+    held_out: int = 1000
+    min_grade: int = 2  # pairs: (question, answer graded ≥ this)
+
+
+@dataclass
+class TrainingData:
+    """Question vectors, their relevant documents (index ordinals) and the (question, answer) pairs."""
+
+    ids: list[str]
+    vectors: np.ndarray
+    relevant: list[list[int]]
+    pairs: list[tuple[int, int]]
+
+
+def _encode_questions(retriever, topics, cache: Path) -> np.ndarray:
+    """The train questions through the index's query encoder, cached by chunks (a rerun resumes)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    chunks, size, started = [], 512, time.perf_counter()
+    for n, start in enumerate(range(0, len(topics), size)):
+        path = cache / f"questions.{n:05d}.npy"
+        if not path.is_file():
+            vectors = np.concatenate([retriever.encode(topics[at : at + 64])
+                                      for at in range(start, min(start + size, len(topics)), 64)])
+            np.save(path.with_suffix(".tmp.npy"), vectors)
+            path.with_suffix(".tmp.npy").rename(path)
+            done = min(start + size, len(topics))
+            print(f"encoded {done:,}/{len(topics):,} questions ({done / (time.perf_counter() - started):.0f}/s)",
+                  file=sys.stderr, flush=True)
+        chunks.append(np.load(path))
+    return np.concatenate(chunks)
+
+
+def load_training_data(retriever, topics_path: Path, qrels_path: Path, cache: Path, min_grade: int) -> TrainingData:
+    require_train_topics(topics_path, qrels_path, what="fine-tuning")
+    qrels = read_qrels(qrels_path)
+    ordinal = {doc: n for n, doc in enumerate(retriever.doc_ids)}
+    topics = []
+    for topic in load_topics(topics_path):
+        if any(d in ordinal for d in qrels.get(topic.id, {})):
+            try:
+                topics.append(prepare_query(topic))
+            except QueryError:  # nothing to encode: not a training question
+                continue
+    if not topics:
+        raise MathScoutError(f"no topic of {topics_path} has a judged document in the index: nothing to train on")
+    relevant = [[ordinal[d] for d, g in qrels[t.id].items() if d in ordinal and g >= 1] for t in topics]
+    pairs = [(n, ordinal[d]) for n, t in enumerate(topics) for d, g in qrels[t.id].items()
+             if d in ordinal and g >= min_grade]
+    vectors = _encode_questions(retriever, topics, cache)
+    return TrainingData([t.id for t in topics], vectors, relevant, pairs)
+
+
+class PassageScorer:
+    """Every document's score for a batch of queries: the max over its passages (as the dense search does)."""
+
+    def __init__(self, passages: np.ndarray, passage_doc: np.ndarray, documents: int):
+        import torch
+
+        order = np.argsort(passage_doc, kind="stable")
+        doc_sorted = passage_doc[order]
+        starts = np.searchsorted(doc_sorted, np.arange(documents))
+        counts = np.bincount(passage_doc, minlength=documents)
+        slots = []  # slot k: each document's k-th passage (its first when it has fewer)
+        for k in range(int(counts.max())):
+            rows = order[np.minimum(starts + np.minimum(k, np.maximum(counts - 1, 0)), len(order) - 1)]
+            slots.append(torch.from_numpy(passages[rows]))
+        self.slots = slots
+
+    def __call__(self, queries):
+        scores = queries @ self.slots[0].T
+        for slot in self.slots[1:]:
+            scores = scores.maximum(queries @ slot.T)
+        return scores
+
+
+def _ndcg_at_10(scores, relevant: list[list[int]]) -> float:
+    """Binary-gain nDCG@10 of each row's top 10 (the held-out check; grades are nearly all 3 here)."""
+    import torch
+
+    top = torch.topk(scores, min(10, scores.shape[1])).indices.tolist()
+    total = 0.0
+    for row, wanted in zip(top, relevant):
+        wanted = set(wanted)
+        dcg = sum(1 / math.log2(r + 2) for r, d in enumerate(row) if d in wanted)
+        ideal = sum(1 / math.log2(r + 2) for r in range(min(10, len(wanted))))
+        total += dcg / ideal if ideal else 0.0
+    return total / max(len(relevant), 1)
+
+
+def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) -> tuple[np.ndarray, dict]:
+    """Train A; return the best held-out epoch's A and the record (losses, held-out nDCG@10 per epoch)."""
+    import torch
+
+    torch.manual_seed(SEED)
+    rng = random.Random(SEED)
+    order = list(range(len(data.ids)))
+    rng.shuffle(order)
+    held = sorted(order[: min(settings.held_out, len(order) // 5)])  # ≤ 20 % of the questions
+    held_set = set(held)
+    pairs = [p for p in data.pairs if p[0] not in held_set]
+    if len(pairs) < settings.batch:
+        raise MathScoutError(f"{len(pairs)} training pairs make no batch of {settings.batch}")
+    questions = torch.from_numpy(data.vectors)
+    dim = questions.shape[1]
+    matrix = torch.nn.Parameter(torch.zeros(dim, dim))
+    optimizer = torch.optim.AdamW([matrix], lr=settings.lr, weight_decay=0.0)
+
+    def mapped(q):
+        return torch.nn.functional.normalize(q + q @ matrix, dim=-1)
+
+    def held_out_ndcg() -> float | None:
+        if not held:
+            return None
+        with torch.no_grad():
+            return _ndcg_at_10(scorer(mapped(questions[held])), [data.relevant[i] for i in held])
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}"
+
+    losses: list[float] = []
+    curve = [held_out_ndcg()]
+    best, best_epoch = matrix.detach().clone(), 0
+    print(f"{len(pairs):,} pairs, {len(held):,} held-out questions; held-out nDCG@10 before: {fmt(curve[0])}",
+          file=sys.stderr, flush=True)
+    for epoch in range(1, settings.epochs + 1):
+        rng.shuffle(pairs)
+        started = time.perf_counter()
+        for start in range(0, len(pairs) - settings.batch + 1, settings.batch):
+            chunk = pairs[start : start + settings.batch]
+            rows = torch.tensor([q for q, _ in chunk])
+            targets = torch.tensor([d for _, d in chunk])
+            q = mapped(questions[rows])
+            if settings.negatives == "collection":
+                logits = SCALE * scorer(q)
+                for r, (question, positive) in enumerate(chunk):  # the question's other answers are not negatives
+                    others = [d for d in data.relevant[question] if d != positive]
+                    if others:
+                        logits[r, others] = -1e4
+                loss = torch.nn.functional.cross_entropy(logits, targets)
+            else:  # Eq. 5.18 in-batch: the batch's positives (max over their passages)
+                in_batch = torch.stack([(q @ slot[targets].T) for slot in scorer.slots]).amax(dim=0)
+                loss = torch.nn.functional.cross_entropy(SCALE * in_batch, torch.arange(len(chunk)))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        curve.append(held_out_ndcg())
+        print(f"epoch {epoch}/{settings.epochs}: loss {np.mean(losses[-(len(pairs) // settings.batch):]):.4f}, "
+              f"held-out nDCG@10 {fmt(curve[-1])} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+        if curve[-1] is None or curve[-1] > curve[best_epoch]:  # without held-out questions: the last epoch
+            best, best_epoch = matrix.detach().clone(), epoch
+    record = {"pairs": len(pairs), "held_out_questions": len(held), "held_out_ndcg10": [round(v, 4) for v in curve if v is not None],
+              "best_epoch": best_epoch, "losses": losses, "steps_per_epoch": len(pairs) // settings.batch}
+    return best.numpy(), record
+
+
+def plot(losses: list[float], curve: list[float], steps_per_epoch: int, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(1, len(losses) + 1), losses, lw=0.8, label="batch loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("contrastive loss (Eq. 5.18, collection negatives)")
+    right = ax.twinx()
+    right.plot([e * steps_per_epoch for e in range(len(curve))], curve, "o-", color="tab:red", label="held-out nDCG@10")
+    right.set_ylabel("held-out nDCG@10")
+    ax.set_title(title, fontsize=9)
+    fig.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def train_query_side(index_path: Path, topics_path: Path, qrels_path: Path, output: Path,
+                     settings: QuerySideSettings) -> Path:
+    """The whole job: index vectors + train questions → output model folder (base files + adapter)."""
+    from retrievers.dense import DenseRetriever
+
+    if settings.negatives not in ("collection", "batch"):
+        raise MathScoutError(f"unknown negatives '{settings.negatives}' (available: collection, batch)")
+    started = time.perf_counter()
+    retriever = DenseRetriever(IndexDir(index_path), "dense")
+    if retriever.encoder.query_adapter is not None:
+        raise MathScoutError(f"the index's dense model {retriever.encoder.folder} already has a query adapter: "
+                             "query-side training starts from the model the documents were encoded with")
+    checkpoint = output.with_name(output.name + ".checkpoint")
+    data = load_training_data(retriever, topics_path, qrels_path, checkpoint, settings.min_grade)
+    passages = retriever.faiss.reconstruct_n(0, retriever.faiss.ntotal)
+    scorer = PassageScorer(passages, retriever.passage_doc, len(retriever.doc_ids))
+    matrix, record = fit(data, scorer, settings)
+    tmp = output.with_name(output.name + ".saving")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(retriever.encoder.folder, tmp, ignore=shutil.ignore_patterns("query_adapter.npz", "training.json",
+                                                                                 "loss.png"))
+    record = {"method": "query-side", "base": str(retriever.encoder.folder), "index": str(index_path),
+              "topics": str(topics_path), "qrels": str(qrels_path), **settings.__dict__, **record,
+              "seconds": round(time.perf_counter() - started, 1)}
+    QueryAdapter(matrix).save(tmp, {k: v for k, v in record.items() if k != "losses"})
+    write_json_atomic(tmp / "training.json", record)
+    plot(record["losses"], record["held_out_ndcg10"], record["steps_per_epoch"], tmp / "loss.png",
+         f"query-side: {settings.epochs} epochs of {settings.batch}, lr {settings.lr:g}, {settings.negatives} negatives")
+    shutil.rmtree(output, ignore_errors=True)
+    tmp.rename(output)
+    shutil.copy(output / "loss.png", output.parent / f"{output.name}.loss.png")
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    return output
