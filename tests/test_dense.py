@@ -322,3 +322,14 @@ def test_query_side_refuses_dev_and_broken_adapters(shared_data, dense_index, qu
     (broken / "query_adapter.npz").write_bytes(b"not numpy")
     with pytest.raises(MathScoutError, match="query adapter .* is unreadable"):
         Encoder(broken)
+
+
+def test_question_cache_resumes_only_the_same_job(dense_index, dense_topics, tmp_path):
+    from mathscout.dense.query_side import _encode_questions
+
+    retriever = open_retriever(IndexDir(dense_index), "dense")
+    first, second = [_query(t) for t in dense_topics[:2]], [_query(t) for t in dense_topics[2:4]]
+    cache = tmp_path / "cache"
+    encoded = _encode_questions(retriever, first, cache)
+    assert np.array_equal(_encode_questions(retriever, first, cache), encoded)  # the cached chunk is reused
+    assert np.allclose(_encode_questions(retriever, second, cache), retriever.encode(second), atol=1e-6)  # not stale

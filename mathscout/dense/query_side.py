@@ -64,8 +64,18 @@ class TrainingData:
 
 
 def _encode_questions(retriever, topics, cache: Path) -> np.ndarray:
-    """The train questions through the index's query encoder, cached by chunks (a rerun resumes)."""
+    """The train questions through the index's query encoder, cached by chunks (a rerun of the same job resumes;
+    a cache left by another index or topic list is discarded)."""
+    key = {"index_build": retriever.meta.get("build_id"), "model": str(retriever.encoder.folder),
+           "questions": [t.id for t in topics]}
+    try:
+        stale = json.loads((cache / "questions.json").read_text(encoding="utf-8")) != key
+    except (OSError, ValueError):
+        stale = True
+    if stale:
+        shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(cache / "questions.json", key)
     chunks, size, started = [], 512, time.perf_counter()
     for n, start in enumerate(range(0, len(topics), size)):
         path = cache / f"questions.{n:05d}.npy"
