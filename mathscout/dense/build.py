@@ -210,13 +210,22 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
         "dimension": encoder.dimension, "window": encoder.window, "documents": documents_total,
         "passages": len(sequences), "documents_truncated": truncated, "encode_seconds": round(encode_seconds, 1),
         "docs_per_second": round(docs_per_second, 2), "hnsw_seconds": round(hnsw_seconds, 1),
-        "build_id": hashlib.sha1(f"{time.time()}|{os.getpid()}".encode()).hexdigest()[:12], **stats,
+        "build_id": _new_build_id(), **stats,
     }
     (target / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
     log(f"{label}: HNSW (M = {settings.hnsw_m}, efConstruction = {settings.hnsw_ef_construction}) in {hnsw_seconds:.1f} s")
-    return {k: meta[k] for k in ("model", "backend", "dimension", "documents", "passages", "max_passages",
-                                 "docs_per_second", "encode_seconds", "build_id") if k in meta} | stats | {
-        "seconds": round(time.perf_counter() - started, 2)}
+    return _manifest_entry(meta, started) | stats
+
+
+def _new_build_id() -> str:
+    return hashlib.sha1(f"{time.time()}|{os.getpid()}".encode()).hexdigest()[:12]
+
+
+def _manifest_entry(meta: dict[str, Any], started: float) -> dict[str, Any]:
+    """What the index manifest records of a dense component's build."""
+    keys = ("model", "backend", "dimension", "documents", "passages", "max_passages", "docs_per_second",
+            "encode_seconds", "build_id", "document_vectors_from")
+    return {k: meta[k] for k in keys if k in meta} | {"seconds": round(time.perf_counter() - started, 2)}
 
 
 def model_fingerprint(folder: str | Path) -> str:
@@ -268,13 +277,11 @@ def reuse_document_vectors(source: Path, target: Path, settings: DenseSettings, 
             os.link(source / name, target / name)
         except OSError:
             shutil.copyfile(source / name, target / name)
-    reused = {k: v for k, v in meta.items() if not k.startswith("token")} | {
+    encoding = ("docs_per_second", "encode_seconds", "hnsw_seconds")  # not this component's: nothing was encoded
+    reused = {k: v for k, v in meta.items() if not k.startswith("token") and k not in encoding} | {
         "model": str(model.resolve()), "model_key": model_fingerprint(model), "tokens": False,
-        "hnsw_ef_search": settings.hnsw_ef_search, "document_vectors_from": source.name,
-        "build_id": hashlib.sha1(f"{time.time()}|{os.getpid()}".encode()).hexdigest()[:12]}
+        "hnsw_ef_search": settings.hnsw_ef_search, "document_vectors_from": source.name, "build_id": _new_build_id()}
     (target / META).write_text(json.dumps(reused, indent=2), encoding="utf-8")
     log(f"{label}: {model} encodes documents with the same weights as the '{source.name}' component: its "
         f"{meta.get('passages', 0):,} passage vectors are reused (no re-encoding)")
-    return {k: reused[k] for k in ("model", "backend", "dimension", "documents", "passages", "max_passages",
-                                   "build_id", "document_vectors_from") if k in reused} | {
-        "seconds": round(time.perf_counter() - started, 2)}
+    return _manifest_entry(reused, started)

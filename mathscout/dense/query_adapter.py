@@ -9,7 +9,6 @@ such an encoder: `Encoder.encode_queries` applies the map, documents are encoded
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +34,9 @@ class QueryAdapter:
         mapped = queries + queries @ self.matrix
         return (mapped / np.maximum(np.linalg.norm(mapped, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
-    def save(self, folder: Path, record: dict) -> None:
-        np.savez(folder / ADAPTER_FILE, matrix=self.matrix.astype(np.float32), record=json.dumps(record))
+    def save(self, folder: Path) -> None:
+        """Into a model folder (how it was trained is the folder's training.json)."""
+        np.savez(folder / ADAPTER_FILE, matrix=self.matrix.astype(np.float32))
 
     @staticmethod
     def load(folder: Path) -> QueryAdapter | None:

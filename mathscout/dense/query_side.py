@@ -20,7 +20,6 @@ training.json and loss.png: point `dense-ft` (MATHSCOUT_DENSE_FT_MODEL) or a sea
 from __future__ import annotations
 
 import json
-import math
 import random
 import shutil
 import sys
@@ -32,13 +31,12 @@ import numpy as np
 
 from evaluation.measures import read_qrels
 from evaluation.topics import load_topics, require_train_topics
+from mathscout.dense.contrastive import SCALE, SEED, plot_losses
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from retrievers.base import prepare_query
 
-SCALE = 20.0  # cosine × 20, as in mathscout.dense.train
-SEED = 13
 
 
 @dataclass(frozen=True)
@@ -55,11 +53,11 @@ class QuerySideSettings:
 
 @dataclass
 class TrainingData:
-    """Question vectors, their relevant documents (index ordinals) and the (question, answer) pairs."""
+    """Question vectors, their relevant documents (index ordinal → grade) and the (question, answer) pairs."""
 
     ids: list[str]
     vectors: np.ndarray
-    relevant: list[list[int]]
+    relevant: list[dict[int, int]]
     pairs: list[tuple[int, int]]
 
 
@@ -104,7 +102,7 @@ def load_training_data(retriever, topics_path: Path, qrels_path: Path, cache: Pa
                 continue
     if not topics:
         raise MathScoutError(f"no topic of {topics_path} has a judged document in the index: nothing to train on")
-    relevant = [[ordinal[d] for d, g in qrels[t.id].items() if d in ordinal and g >= 1] for t in topics]
+    relevant = [{ordinal[d]: g for d, g in qrels[t.id].items() if d in ordinal and g >= 1} for t in topics]
     pairs = [(n, ordinal[d]) for n, t in enumerate(topics) for d, g in qrels[t.id].items()
              if d in ordinal and g >= min_grade]
     vectors = _encode_questions(retriever, topics, cache)
@@ -134,18 +132,16 @@ class PassageScorer:
         return scores
 
 
-def _ndcg_at_10(scores, relevant: list[list[int]]) -> float:
-    """Binary-gain nDCG@10 of each row's top 10 (the held-out check; grades are nearly all 3 here)."""
+def _ndcg_at_10(scores, relevant: list[dict[int, int]]) -> float:
+    """Mean nDCG@10 (ir_measures, as `mathscout eval` scores collection qrels) of each row's top 10."""
+    import ir_measures
     import torch
 
-    top = torch.topk(scores, min(10, scores.shape[1])).indices.tolist()
-    total = 0.0
-    for row, wanted in zip(top, relevant):
-        wanted = set(wanted)
-        dcg = sum(1 / math.log2(r + 2) for r, d in enumerate(row) if d in wanted)
-        ideal = sum(1 / math.log2(r + 2) for r in range(min(10, len(wanted))))
-        total += dcg / ideal if ideal else 0.0
-    return total / max(len(relevant), 1)
+    top = torch.topk(scores, min(10, scores.shape[1]))
+    run = {str(row): {str(d): s for d, s in zip(docs, values)}
+           for row, (docs, values) in enumerate(zip(top.indices.tolist(), top.values.tolist()))}
+    qrels = {str(row): {str(d): g for d, g in grades.items()} for row, grades in enumerate(relevant)}
+    return ir_measures.calc_aggregate([ir_measures.nDCG @ 10], qrels, run)[ir_measures.nDCG @ 10]
 
 
 def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) -> tuple[np.ndarray, dict]:
@@ -215,26 +211,6 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
     return best.numpy(), record
 
 
-def plot(losses: list[float], curve: list[float], steps_per_epoch: int, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(range(1, len(losses) + 1), losses, lw=0.8, label="batch loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("contrastive loss (Eq. 5.18)")
-    right = ax.twinx()
-    right.plot([e * steps_per_epoch for e in range(len(curve))], curve, "o-", color="tab:red", label="held-out nDCG@10")
-    right.set_ylabel("held-out nDCG@10")
-    ax.set_title(title, fontsize=9)
-    fig.legend(loc="center right", fontsize=8, bbox_to_anchor=(0.88, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def train_query_side(index_path: Path, topics_path: Path, qrels_path: Path, output: Path,
                      settings: QuerySideSettings) -> Path:
     """The whole job: index vectors + train questions → output model folder (base files + adapter)."""
@@ -259,10 +235,10 @@ def train_query_side(index_path: Path, topics_path: Path, qrels_path: Path, outp
     record = {"method": "query-side", "base": str(retriever.encoder.folder), "index": str(index_path),
               "topics": str(topics_path), "qrels": str(qrels_path), **settings.__dict__, **record,
               "seconds": round(time.perf_counter() - started, 1)}
-    QueryAdapter(matrix).save(tmp, {k: v for k, v in record.items() if k != "losses"})
+    QueryAdapter(matrix).save(tmp)
     write_json_atomic(tmp / "training.json", record)
-    plot(record["losses"], record["held_out_ndcg10"], record["steps_per_epoch"], tmp / "loss.png",
-         f"query-side: {settings.epochs} epochs of {settings.batch}, lr {settings.lr:g}, {settings.negatives} negatives")
+    plot_losses(record["losses"], tmp / "loss.png", f"query-side: {settings.epochs} epochs of {settings.batch}, "
+                f"lr {settings.lr:g}, {settings.negatives} negatives", record["held_out_ndcg10"], record["steps_per_epoch"])
     shutil.rmtree(output, ignore_errors=True)
     tmp.rename(output)
     shutil.copy(output / "loss.png", output.parent / f"{output.name}.loss.png")

@@ -45,14 +45,13 @@ from pathlib import Path
 
 from evaluation.topics import require_train_topics
 from mathscout.config import default_index_path
+from mathscout.dense.contrastive import SCALE, SEED, plot_losses
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.dense.query_side import QuerySideSettings, train_query_side
 from mathscout.errors import MathScoutError
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "collection"
 DEV_MIX = {"mse": 0.5, "mo": 0.15, "math": 0.25, "proofnet": 0.05, "phys": 0.025, "stats": 0.025}  # dev's 600 topics
-SCALE = 20.0  # cosine × 20: MultipleNegativesRankingLoss's default (temperature 0.05)
-SEED = 13
 
 
 @dataclass(frozen=True)
@@ -142,28 +141,6 @@ def _save_checkpoint(model, optimizer, scheduler, step: int, losses: list[float]
                 "losses": losses}, tmp / "state.pt")
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
-
-
-def plot_losses(losses: list[float], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(range(1, len(losses) + 1), losses, lw=0.8, alpha=0.5, label="batch loss")
-    window = max(1, len(losses) // 20)
-    if len(losses) >= window:
-        smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
-                  for i in range(len(losses))]
-        ax.plot(range(1, len(losses) + 1), smooth, lw=1.8, label=f"mean of {window}")
-    ax.set_xlabel("step")
-    ax.set_ylabel("contrastive loss (Eq. 5.18)")
-    ax.set_title(title, fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: float, warmup: float,

@@ -1,0 +1,40 @@
+"""What the two dense trainers share (`train.py`: every weight; `query_side.py`: the query adapter): the score
+scale of thesis Eq. 5.18's softmax, the seed, and the loss-curve plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SCALE = 20.0  # cosine × 20: MultipleNegativesRankingLoss's default (temperature 0.05)
+SEED = 13
+
+
+def plot_losses(losses: list[float], path: Path, title: str, held_out: list[float] | None = None,
+                steps_per_epoch: int = 0) -> None:
+    """Batch losses and their running mean; with `held_out`, the held-out nDCG@10 after each epoch (right axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(1, len(losses) + 1), losses, lw=0.8, alpha=0.5, label="batch loss")
+    window = max(1, len(losses) // 20)
+    if len(losses) >= window:
+        smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
+                  for i in range(len(losses))]
+        ax.plot(range(1, len(losses) + 1), smooth, lw=1.8, label=f"mean of {window}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("contrastive loss (Eq. 5.18)")
+    ax.set_title(title, fontsize=9)
+    if held_out:
+        right = ax.twinx()
+        right.plot([e * steps_per_epoch for e in range(len(held_out))], held_out, "o-", color="tab:red",
+                   label="held-out nDCG@10")
+        right.set_ylabel("held-out nDCG@10")
+        fig.legend(loc="center right", fontsize=8, bbox_to_anchor=(0.88, 0.5))
+    else:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
