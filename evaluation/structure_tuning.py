@@ -27,6 +27,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from evaluation.measures import evaluate_run, read_qrels
 from evaluation.topics import load_topics, require_train_topics
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
@@ -43,7 +44,7 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
     bm25 = BM25Retriever(IndexDir(index))
     topics = load_topics(topics_path)
     if qrels is not None:  # only the topics that have judgements
-        judged = {line.split()[0] for line in open(qrels, encoding="utf-8") if line.strip()}
+        judged = read_qrels(qrels)
         topics = [t for t in topics if t.id in judged]
     if sample and sample < len(topics):
         topics = sorted(random.Random(seed).sample(topics, sample), key=lambda t: t.id)
@@ -116,8 +117,6 @@ def _write_runs(records: dict, grid: list[dict], out_dir: Path, stem: str, k: in
 def tune(records: dict, qrels: Path, grid: list[dict], out_dir: Path, stem: str, k: int = 1000, prime: bool = False,
          measure: str | None = None) -> tuple[dict, str, float]:
     """Score every setting of the grid on the dumped topics; (best setting, measure, its value)."""
-    from evaluation.measures import evaluate_run
-
     # score the dumped topics only: a sample's mean must not count the qrels' other topics as 0
     judged = [line for line in open(qrels, encoding="utf-8") if line.split()[:1] and line.split()[0] in records]
     own_qrels = out_dir / f"{stem}.qrels.txt"
