@@ -99,6 +99,8 @@ def test_cross_validation_reports_every_fold_and_holds_each_topic_out_once(compo
     # the grid holds both runs alone, so the in-sample optimum is at least the better run
     assert cv.final_score >= max(singles.values()) - 1e-9
     assert 0 < cv.score <= cv.final_score + 1e-9
+    # weights chosen per topic bound every fixed choice from above
+    assert cv.final_score <= cv.ceiling_score + 1e-9 and cv.ceiling_score == pytest.approx(grid.scores.max(axis=0).mean())
 
 
 @pytest.fixture()
@@ -114,9 +116,11 @@ def test_train_fusion_stores_weights_that_hybrid_search_uses(tunable_index, comp
     assert code == 0
     out = capsys.readouterr().out
     assert "5-fold CV" in out and "rrf (equal weights)" in out and "linear (CV)" in out
+    assert "gain over the best run (" in out and "each topic at its own best weights" in out
     assert (tmp_path / "fused" / "base-linear-cv.dev.trec").is_file()
     config = FusionConfig.read(IndexDir(tunable_index))
     assert len(config.tuning["folds"]) == 5 and abs(sum(config.weights.values()) - 1) < 1e-9
+    assert config.tuning["per_topic_ceiling"] >= config.tuning["in_sample_score"] >= config.tuning["cv_score"]
 
     hybrid = open_retriever(tunable_index, "hybrid")
     assert hybrid.weights == {n: w for n, w in config.weights.items() if w > 0}
