@@ -46,6 +46,7 @@ def _load_builtin() -> None:
     import retrievers.splade  # noqa: F401
     import retrievers.dense  # noqa: F401
     import retrievers.colbert  # noqa: F401
+    import retrievers.soft_cosine  # noqa: F401
 
 
 def available_components() -> dict[str, ComponentSpec]:

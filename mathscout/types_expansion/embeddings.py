@@ -60,19 +60,25 @@ def write_sentences(texts: Iterable[str], detector: TypeDetector, path: Path,
     return stats
 
 
-def train_vectors(sentences_file: Path, min_count: int = MIN_COUNT, vector_size: int = VECTOR_SIZE,
-                  epochs: int = EPOCHS, workers: int = WORKERS):
-    """Skip-gram word2vec with negative sampling over a sentences file; returns gensim KeyedVectors."""
+def train_word2vec(sentences_file: Path, min_count: int = MIN_COUNT, vector_size: int = VECTOR_SIZE,
+                   epochs: int = EPOCHS, workers: int = WORKERS):
+    """Skip-gram word2vec with negative sampling over a sentences file; returns the gensim model
+    (input vectors in `.wv`, output vectors in `.syn1neg`)."""
     from gensim.models import Word2Vec
 
     try:
-        model = Word2Vec(
+        return Word2Vec(
             corpus_file=str(sentences_file), sg=SKIP_GRAM, negative=NEGATIVE, hs=0, window=WINDOW,
             vector_size=vector_size, min_count=min_count, epochs=epochs, workers=workers, seed=SEED,
         )
     except RuntimeError as exc:  # gensim: an empty vocabulary (every word below min_count)
-        raise MathScoutError(f"too little text to train type embeddings (min_count {min_count}): {exc}") from exc
-    return model.wv
+        raise MathScoutError(f"too little text to train word embeddings (min_count {min_count}): {exc}") from exc
+
+
+def train_vectors(sentences_file: Path, min_count: int = MIN_COUNT, vector_size: int = VECTOR_SIZE,
+                  epochs: int = EPOCHS, workers: int = WORKERS):
+    """The type embeddings: train_word2vec's input vectors (gensim KeyedVectors)."""
+    return train_word2vec(sentences_file, min_count, vector_size, epochs, workers).wv
 
 
 class TypeEmbeddings:
