@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 from mathscout.types_expansion.detect import default_detector, scan
-from mathscout.types_expansion.dictionary import SHARED_COLLECTION
+from mathscout.types_expansion.dictionary import SHARED_DOCS
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout bench types", description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=5000)
-    parser.add_argument("--collection", type=Path, default=SHARED_COLLECTION)
+    parser.add_argument("--collection", type=Path, default=SHARED_DOCS)
     args = parser.parse_args(argv)
     with open(args.collection, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in itertools.islice(f, args.docs)]

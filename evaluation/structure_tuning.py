@@ -29,9 +29,10 @@ from pathlib import Path
 
 from evaluation.measures import evaluate_run, read_qrels
 from evaluation.topics import load_topics, require_train_topics
+from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.types import Query
+from mathscout.structure.scoring import math_text_score
 from retrievers.base import prepare_query
 
 
@@ -74,6 +75,11 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
     print(f"{len(records)} topics dumped to {out} in {time.perf_counter() - started:.0f} s")
 
 
+def _read_dump(path: Path) -> dict:
+    with open(path, "rb") as f:
+        return pickle.load(f)["topics"]
+
+
 def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "words", k: int = 1000) -> list[tuple[str, float]]:
     """Eq. 3.18 for one topic: λ_m · Σ over the (widest `max_formulas`) formulas + the text part, top k."""
     formulas = record["formulas"]
@@ -84,7 +90,7 @@ def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "word
         for doc, score in hits.items():
             math[doc] += score
     text_scores = record[text] if text != "none" else {}
-    scores = {d: lambda_m * math.get(d, 0.0) + text_scores.get(d, 0.0) for d in set(math) | set(text_scores)}
+    scores = {d: math_text_score(math.get(d, 0.0), text_scores.get(d, 0.0), lambda_m) for d in set(math) | set(text_scores)}
     return sorted(((d, s) for d, s in scores.items() if s > 0), key=lambda x: (-x[1], x[0]))[:k]
 
 
@@ -118,7 +124,8 @@ def tune(records: dict, qrels: Path, grid: list[dict], out_dir: Path, stem: str,
          measure: str | None = None) -> tuple[dict, str, float]:
     """Score every setting of the grid on the dumped topics; (best setting, measure, its value)."""
     # score the dumped topics only: a sample's mean must not count the qrels' other topics as 0
-    judged = [line for line in open(qrels, encoding="utf-8") if line.split()[:1] and line.split()[0] in records]
+    with open(qrels, encoding="utf-8") as f:
+        judged = [line for line in f if line.split()[:1] and line.split()[0] in records]
     own_qrels = out_dir / f"{stem}.qrels.txt"
     out_dir.mkdir(parents=True, exist_ok=True)
     own_qrels.write_text("".join(judged), encoding="utf-8")
@@ -144,9 +151,6 @@ def store(index: Path, best: dict, measure: str, value: float, topics: int, sour
     return saved
 
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "collection"
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
@@ -155,8 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fit", help="dump train topics, tune, store the best setting with the index")
     f.add_argument("--index", type=Path, required=True)
-    f.add_argument("--topics", type=Path, default=SHARED / "topics.train.jsonl")
-    f.add_argument("--qrels", type=Path, default=SHARED / "qrels.train.txt")
+    f.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")
+    f.add_argument("--qrels", type=Path, default=SHARED_COLLECTION / "qrels.train.txt")
     f.add_argument("--sample", type=int, default=1000, help="random sample of the judged train topics (0: all)")
     f.add_argument("--depth", type=int, default=100)
     f.add_argument("--lambdas", default="0.05,0.1,0.2,0.3,0.5,1,2.5")
@@ -196,11 +200,11 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory(prefix="mathscout-tune-") as tmp:
             dumped = Path(tmp) / "train.pkl"
             dump(args.index, args.topics, args.depth, dumped, args.sample, qrels=args.qrels)
-            records = pickle.load(open(dumped, "rb"))["topics"]
+            records = _read_dump(dumped)
             best, key, value = tune(records, args.qrels, grid, Path(tmp), "train")
         store(args.index, best, key, value, len(records), args.topics.name)
         return
-    records = pickle.load(open(args.dump, "rb"))["topics"]
+    records = _read_dump(args.dump)
     out_dir = args.out_dir or args.dump.parent
     if args.command == "runs":
         for _, path in _write_runs(records, grid, out_dir, args.dump.stem, args.k):

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 DEMO_CORPUS = Path(__file__).parent / "data" / "demo"  # a folder of JSONL files, one per area
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # the shared data beside a checkout
+SHARED_COLLECTION = SHARED_DATA / "collection"  # docs.jsonl, topics.{train,dev}.jsonl, qrels.{train,dev}.txt
 
 
 def home() -> Path:

@@ -37,6 +37,14 @@ MAX_QUERY_TERMS = 1000  # distinct terms per Lucene query; below IndexSearcher's
 EXPLAINED_HITS = 20  # hits that get a snippet and matched formulas in `search`
 
 
+def query_index_terms(query: Query) -> list[str]:
+    """The terms of a query, as documents are analysed: its text's words and math, and its formula's math."""
+    terms = query_terms(query.text) if query.text.strip() else []
+    if query.formula:
+        terms += formula_terms(query.formula)
+    return terms
+
+
 def document_terms(document: Document) -> list[str]:
     """The BM25 terms of a document: its title (unless the text already starts with it) and its text."""
     terms = analyze(document.text, document.formulas)
@@ -147,11 +155,8 @@ class BM25Retriever(BaseRetriever):
 
     def query_weights(self, query: Query) -> Counter[str]:
         """The weighted bag of words of a query: term counts (math tokens scaled by `math_weight`)."""
-        terms = query_terms(query.text) if query.text.strip() else []
-        if query.formula:
-            terms += formula_terms(query.formula)
         weights: Counter[str] = Counter()
-        for term in terms:
+        for term in query_index_terms(query):
             weights[term] += self.math_weight if is_math_term(term) else 1.0
         if len(weights) > MAX_QUERY_TERMS:  # keep the terms that can matter most: weight × idf
             ranked = sorted(weights, key=lambda t: weights[t] * self.idf(t), reverse=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +30,12 @@ from tqdm import tqdm
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir, write_json_atomic
-from mathscout.latex.tokens import formula_terms, query_terms
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.types_expansion.embeddings import train_word2vec
 from retrievers.base import BaseRetriever, prepare_query
-from retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, document_terms
+from retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, document_terms, query_index_terms
 from retrievers.registry import ModeSpec, register_mode
 
 TERMS, DOCUMENTS, SIMILARITY, NORMS = "terms.json", "documents.npz", "similarity.npz", "norms.npz"
@@ -55,6 +54,7 @@ class SoftSpace:
     similarity: sparse.csr_matrix  # (terms, terms) S_sem, unit diagonal
     squared_norms: np.ndarray  # ‖y‖²
     soft_norms: np.ndarray  # yᵀ S_sem y
+    _factors: dict[float, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def load(cls, folder: Path) -> SoftSpace:
@@ -80,9 +80,14 @@ class SoftSpace:
         soft_x = self.similarity[term_ids].sum(axis=0).A1  # x S_sem (x is binary)
         expanded = (1 - alpha) * x + alpha * soft_x  # x S_α
         query_norm = np.sqrt(len(term_ids) / max(float(expanded @ x), 1e-12))  # ‖x‖ / √(xᵀ S_α x)
-        document_soft = (1 - alpha) * self.squared_norms + alpha * self.soft_norms  # yᵀ S_α y
-        factor = np.sqrt(self.squared_norms / np.maximum(document_soft, 1e-12))  # ‖y‖ / √(yᵀ S_α y)
-        return (self.documents @ expanded) * factor * query_norm
+        return (self.documents @ expanded) * self.document_factor(alpha) * query_norm
+
+    def document_factor(self, alpha: float) -> np.ndarray:
+        """‖y‖ / √(yᵀ S_α y) of every document (the same for every query: computed once per α)."""
+        if alpha not in self._factors:
+            document_soft = (1 - alpha) * self.squared_norms + alpha * self.soft_norms  # yᵀ S_α y
+            self._factors[alpha] = np.sqrt(self.squared_norms / np.maximum(document_soft, 1e-12))
+        return self._factors[alpha]
 
 
 class SoftCosineComponent:
@@ -92,12 +97,10 @@ class SoftCosineComponent:
 
     def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
         from gensim.corpora import Dictionary
+        from gensim.matutils import corpus2csc
         from gensim.models import LuceneBM25Model, TfidfModel
         from gensim.models.keyedvectors import KeyedVectors
-        from gensim.similarities import (
-            SparseTermSimilarityMatrix,
-            WordEmbeddingSimilarityIndex,
-        )
+        from gensim.similarities import SparseTermSimilarityMatrix, WordEmbeddingSimilarityIndex
 
         started = time.perf_counter()
         sentences = target / "sentences.txt"
@@ -134,13 +137,8 @@ class SoftCosineComponent:
         matrix_seconds = time.perf_counter() - built
 
         bm25 = LuceneBM25Model(dictionary=dictionary, k1=DEFAULT_K1, b=DEFAULT_B)
-        documents = sparse.lil_matrix((len(corpus), len(dictionary)), dtype=np.float32)
-        for row, bow in enumerate(corpus):
-            weighted = bm25[bow]
-            if weighted:
-                ids, values = zip(*weighted)
-                documents.rows[row], documents.data[row] = list(ids), list(values)
-        documents = documents.tocsr()
+        documents = corpus2csc(bm25[corpus], num_terms=len(dictionary), num_docs=len(corpus),
+                               dtype=np.float32).T.tocsr()
         documents.sort_indices()
         squared = np.asarray(documents.multiply(documents).sum(axis=1)).ravel()
         soft = np.asarray((documents @ similarity).multiply(documents).sum(axis=1)).ravel()
@@ -181,18 +179,16 @@ class SoftCosineRetriever(BaseRetriever):
                                     f"documents but the index {len(self.doc_ids):,}: rebuild it with "
                                     f"'mathscout index --index {index.path} --components scm'")
 
-    def query_term_ids(self, query: Query) -> list[int]:
-        """The distinct known terms of the query (words, math tokens and pairs, as BM25 analyses them)."""
-        terms = query_terms(query.text) if query.text.strip() else []
-        if query.formula:
-            terms += formula_terms(query.formula)
-        ids = sorted({self.space.term_ids[t] for t in terms if t in self.space.term_ids})
-        if not ids:
+    def known_terms(self, query: Query) -> dict[str, int]:
+        """The query's distinct terms that the component knows (term → id), analysed as BM25 analyses them."""
+        known = {t: self.space.term_ids[t] for t in query_index_terms(query) if t in self.space.term_ids}
+        if not known:
             raise QueryError(f"none of the terms of {query.text[:60]!r} occurs in two documents of this index")
-        return ids
+        return known
 
-    def rank(self, query: Query, k: int) -> list[Hit]:
-        scores = self.space.scores(self.query_term_ids(query), self.alpha)
+    def rank(self, query: Query, k: int, known: dict[str, int] | None = None) -> list[Hit]:
+        known = known if known is not None else self.known_terms(query)
+        scores = self.space.scores(sorted(known.values()), self.alpha)
         candidates = np.flatnonzero(scores > 0)
         if len(candidates) > k:
             candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
@@ -202,9 +198,9 @@ class SoftCosineRetriever(BaseRetriever):
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         """Hits with snippets and matched formulas for the first EXPLAINED_HITS (query terms weighted alike)."""
-        hits = self.rank(query, k)
-        inverse = {i: t for t, i in self.space.term_ids.items()}
-        weights = {inverse[i]: 1.0 for i in self.query_term_ids(query)}
+        known = self.known_terms(query)
+        hits = self.rank(query, k, known)
+        weights = dict.fromkeys(known, 1.0)
         documents = self.store.get_many(h.doc_id for h in hits[:EXPLAINED_HITS])
         for hit in hits[:EXPLAINED_HITS]:
             if hit.doc_id in documents:

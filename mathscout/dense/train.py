@@ -44,13 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation.topics import require_train_topics
-from mathscout.config import default_index_path
+from mathscout.config import SHARED_COLLECTION, default_index_path
 from mathscout.dense.contrastive import SCALE, SEED, plot_losses
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.dense.query_side import QuerySideSettings, train_query_side
 from mathscout.errors import MathScoutError
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "collection"
 DEV_MIX = {"mse": 0.5, "mo": 0.15, "math": 0.25, "proofnet": 0.05, "phys": 0.025, "stats": 0.025}  # dev's 600 topics
 
 
@@ -87,7 +86,6 @@ def load_triplets(topics_path: Path, qrels_path: Path, docs_path: Path, pairs: i
             judged[qid].add(doc)
             if qid in topics and int(grade) >= 2 and (qid not in best or int(grade) > best[qid][0]):
                 best[qid] = (int(grade), doc)
-    wanted = {doc for _, doc in best.values()}
     texts: dict[str, str] = {}
     answers_by_tag: dict[tuple[str, str], list[str]] = defaultdict(list)
     answers_by_source: dict[str, list[str]] = defaultdict(list)
@@ -227,9 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=None, help="the fine-tuned model folder (default: "
                         "$MATHSCOUT_DENSE_FT_MODEL or MATHSCOUT_HOME/models/dense-ft)")
     parser.add_argument("--base", type=Path, default=None, help="the model to start from (default all-MiniLM-L6-v2)")
-    parser.add_argument("--topics", type=Path, default=SHARED / "topics.train.jsonl")
-    parser.add_argument("--qrels", type=Path, default=SHARED / "qrels.train.txt")
-    parser.add_argument("--docs", type=Path, default=SHARED / "docs.jsonl")
+    parser.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")
+    parser.add_argument("--qrels", type=Path, default=SHARED_COLLECTION / "qrels.train.txt")
+    parser.add_argument("--docs", type=Path, default=SHARED_COLLECTION / "docs.jsonl")
     parser.add_argument("--method", choices=("query-side", "full"), default="query-side",
                         help="query-side (default): train a query adapter over the index's document vectors, all "
                              "documents as negatives, no re-encoding (mathscout.dense.query_side); full: fine-tune "

@@ -34,13 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
+from mathscout.config import SHARED_COLLECTION, SHARED_DATA
 from mathscout.errors import MathScoutError
 from mathscout.latex.tokens import STOPWORDS
 from mathscout.types_expansion.detect import TERMS_FILE, TypeDetector, scan, term_display, term_key
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SHARED_PLANETMATH = SHARED_DATA / "planetmath"
-SHARED_COLLECTION = SHARED_DATA / "collection" / "docs.jsonl"
+SHARED_DOCS = SHARED_COLLECTION / "docs.jsonl"
 ATTRIBUTION = (
     "# Mathematical type terms derived from PlanetMath entry titles, defined terms and synonyms "
     "(https://planetmath.org, CC BY-SA 3.0); rebuild: python -m mathscout.types_expansion.dictionary --build"
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build", action="store_true", help="derive the dictionary and write it")
     parser.add_argument("--planetmath", type=Path, default=SHARED_PLANETMATH / "types.tsv",
                         help="PlanetMath types.tsv (term, source, pmtype, entry id)")
-    parser.add_argument("--corpus", type=Path, default=SHARED_COLLECTION if SHARED_COLLECTION.is_file() else None,
+    parser.add_argument("--corpus", type=Path, default=SHARED_DOCS if SHARED_DOCS.is_file() else None,
                         help="a JSONL collection for the C-Value / frequency filter (default: the shared collection)")
     parser.add_argument("--no-corpus", action="store_true", help="skip the C-Value filter (PlanetMath terms only)")
     parser.add_argument("--output", type=Path, default=TERMS_FILE)
