@@ -20,7 +20,7 @@ def _cmd_index(args: argparse.Namespace) -> None:
 
     components = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
     if args.input:
-        manifest = build_index(args.input, args.index, components)
+        manifest = build_index(args.input, args.index, components, fresh=args.fresh)
     elif components:
         manifest = add_components(args.index, components)
     else:
@@ -126,7 +126,10 @@ def _add_index(sub) -> None:
     p = sub.add_parser("index", help="build an index directory (or add components to one)")
     p.add_argument("--input", nargs="+", type=Path, help="JSONL files, ARQMath Posts XML files, or folders of .md/.tex/.txt")
     p.add_argument("--index", required=True, type=Path, help="the index directory to create or extend")
-    p.add_argument("--components", help="comma-separated components (default: all the installed code provides)")
+    p.add_argument("--components", help="comma-separated components (default: an existing index's own, else "
+                   "bm25,structure); with --input on an existing index, the ones not listed are dropped")
+    p.add_argument("--fresh", action="store_true", help="with --input on an existing index: do not keep its tuned "
+                   "files (structure.json, fusion.json, models)")
     p.set_defaults(func=_cmd_index)
 
 

@@ -11,3 +11,7 @@ class IndexMissingError(MathScoutError):
 
 class QueryError(MathScoutError):
     """The query cannot be searched (empty, unreadable)."""
+
+
+class DamagedIndexError(MathScoutError):
+    """A file of an index is truncated, garbled or foreign; the message names it and the rebuild command."""

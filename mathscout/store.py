@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from mathscout.errors import IndexMissingError, MathScoutError
+from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.types import Document, Formula
 
 _SCHEMA = """
@@ -59,11 +60,15 @@ class DocumentStore:
         path = Path(path)
         if not path.is_file():
             raise IndexMissingError(f"no document store at {path}")
+        uri = path.resolve().as_uri()  # percent-encodes '?', '#', spaces: any legal path opens
+        # `immutable` when the folder cannot be written (a read-only mount): SQLite then takes no locks
+        mode = "mode=ro" if os.access(path.parent, os.W_OK) else "mode=ro&immutable=1"
         try:
-            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            db = sqlite3.connect(f"{uri}?{mode}", uri=True, check_same_thread=False)
             db.execute("SELECT 1 FROM documents LIMIT 1")
+            db.execute("SELECT 1 FROM formulas LIMIT 1")
         except sqlite3.DatabaseError as exc:
-            raise MathScoutError(f"the document store {path} is unreadable ({exc}); rebuild the index") from exc
+            raise DamagedIndexError(f"the document store {path} is unreadable ({exc}); rebuild the index") from exc
         return cls(path, db)
 
     def add(self, documents: Iterable[Document]) -> tuple[int, int]:
@@ -146,6 +151,12 @@ class DocumentStore:
             yield from ((r[0], _formula(r[1:])) for r in rows)
 
     def close(self) -> None:
+        self._db.close()
+
+    def finish(self) -> None:
+        """Close a store that was just built, in rollback-journal mode: one self-contained file that a
+        read-only mount can open (a WAL database needs its -shm/-wal files)."""
+        self._db.execute("PRAGMA journal_mode=DELETE")
         self._db.close()
 
     def _document(self, row) -> Document:

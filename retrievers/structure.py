@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.corpus.math_spans import find_math
-from mathscout.errors import MathScoutError, QueryError
+from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
 from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.latex.tokens import formula_terms, query_terms
@@ -157,7 +157,11 @@ class StructureRetriever(BaseRetriever):
         self.max_formulas = max_formulas
         self.depth = depth
         self.text = TextLists.open(folder) if exact else None
-        self._formula_first = np.searchsorted(self.paths.doc, np.arange(self.store.count() + 1)).astype(np.int64)
+        documents = self.store.count()
+        if (len(self.paths.doc) and self.paths.doc.max() >= documents) or (self.text is not None and self.text.doc_count != documents):
+            raise DamagedIndexError(f"the structure component of {index.path} does not belong to its document store; "
+                                    f"rebuild it with 'mathscout index --index {index.path} --components structure'")
+        self._formula_first = np.searchsorted(self.paths.doc, np.arange(documents + 1)).astype(np.int64)
         self._bm25 = None
         self._ordinals: dict[str, int] | None = None
         self._doc_ids: list[str] | None = None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,42 @@ class IngestReport:
     duplicates: int = 0
     reasons: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    replaced: int = 0  # records whose invalid Unicode was replaced by U+FFFD (kept, not skipped)
+    replacements: list[str] = field(default_factory=list)
 
     def skip(self, where: str, reason: str) -> None:
         self.skipped += 1
         if len(self.reasons) < MAX_REASONS:
             self.reasons.append(f"{where}: {reason}")
+
+    def replace(self, where: str, reason: str) -> None:
+        """A record kept with some of its characters replaced."""
+        self.replaced += 1
+        if len(self.replacements) < MAX_REASONS:
+            self.replacements.append(f"{where}: {reason}")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid(text: str) -> tuple[str, int]:
+    """`text` with lone surrogates (not encodable as UTF-8) replaced by U+FFFD, and how many there were."""
+    return _SURROGATE.subn("\ufffd", text)
+
+
+def valid_unicode(doc: Document, report: IngestReport) -> Document:
+    """The document with invalid Unicode replaced one character for one (formula offsets stay right),
+    reported per record."""
+    text, n_text = _valid(doc.text)
+    title, n_title = _valid(doc.title)
+    doc_id, n_id = _valid(doc.id)
+    meta_json, n_meta = _valid(json.dumps(doc.metadata, ensure_ascii=False))
+    replaced = n_text + n_title + n_id + n_meta
+    if not replaced:
+        return doc
+    report.replace(f"document {doc_id}", f"{replaced} invalid Unicode character(s) replaced by U+FFFD")
+    formulas = [replace(f, id=_valid(f.id)[0], doc_id=doc_id, latex=_valid(f.latex)[0]) for f in doc.formulas]
+    return replace(doc, id=doc_id, text=text, title=title, metadata=json.loads(meta_json), formulas=formulas)
 
 
 def make_document(doc_id: str, text: str, title: str = "", metadata: dict[str, Any] | None = None) -> Document:
@@ -61,6 +94,7 @@ def read_corpus(paths: Sequence[Path | str], report: IngestReport) -> Iterator[D
         else:
             source = read_folder(path, report)  # a single .md/.tex/.txt file
         for doc in source:
+            doc = valid_unicode(doc, report)
             if doc.id in seen:
                 report.duplicates += 1
                 continue

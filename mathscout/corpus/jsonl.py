@@ -10,10 +10,16 @@ from pathlib import Path
 from mathscout.types import Document
 
 
-def _lines(path: Path):
+def _lines(path: Path, report):
+    """Decoded lines; a line that is not valid UTF-8 is decoded with U+FFFD replacements and reported."""
     opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        yield from f
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError:
+                report.replace(f"{path.name}:{number}", "invalid UTF-8 bytes replaced by U+FFFD")
+                yield raw.decode("utf-8", errors="replace")
 
 
 def read_jsonl(path: Path, report) -> Iterator[Document]:
@@ -21,7 +27,7 @@ def read_jsonl(path: Path, report) -> Iterator[Document]:
     from mathscout.corpus import make_document
 
     try:
-        for number, line in enumerate(_lines(path), start=1):
+        for number, line in enumerate(_lines(path, report), start=1):
             if not line.strip():
                 continue
             where = f"{path.name}:{number}"

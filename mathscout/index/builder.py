@@ -1,13 +1,15 @@
-"""Atomic index builds: everything is written into a temporary sibling folder and swapped in at the end.
+"""Index builds: everything is written into a temporary sibling folder and swapped in at the end.
 
-A failed or interrupted build leaves the previous good index (if any) untouched; the temporary
-folder is removed on failure.
+A failed or interrupted build leaves the previous good index (if any) untouched; only MathScout indexes are
+ever replaced (see `mathscout.index.safety`), one build at a time. Rebuilding an index keeps its
+components (rebuilt over the new documents) and its tuned files (structure.json, fusion.json, trained
+models) unless asked otherwise.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -19,23 +21,12 @@ from tqdm import tqdm
 from mathscout.corpus import IngestReport, read_corpus
 from mathscout.errors import MathScoutError
 from mathscout.index.components import component, default_components
-from mathscout.index.layout import MANIFEST, STORE, IndexDir, Manifest
+from mathscout.index.integrity import record_file, record_folder
+from mathscout.index.layout import MANIFEST, STORE, IndexDir, Manifest, is_index
+from mathscout.index.safety import build_lock, check_build_target, disk_error, log, remove_leftovers, swap_in
 from mathscout.store import DocumentStore
 
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _swap_in(built: Path, target: Path) -> None:
-    """Replace `target` with `built` so that a good copy always exists under one of the two names."""
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-        os.replace(built, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(built, target)
+_log = log
 
 
 def _ingest(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
@@ -60,6 +51,10 @@ def _ingest(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
         _log(f"skipped {report.skipped:,} inputs; first reasons:")
         for reason in report.reasons:
             _log(f"  - {reason}")
+    if report.replaced:
+        _log(f"replaced invalid Unicode in {report.replaced:,} records (kept); first ones:")
+        for reason in report.replacements:
+            _log(f"  - {reason}")
     if report.duplicates:
         _log(f"ignored {report.duplicates:,} documents whose id was already seen")
     return report
@@ -72,38 +67,100 @@ def _build_component(name: str, store: DocumentStore, folder: Path) -> dict:
     stats = component(name).build(store, folder)
     stats.setdefault("seconds", round(time.perf_counter() - started, 2))
     stats.setdefault("bytes", sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()))
+    stats["files"] = record_folder(folder)  # checked when the component opens (mathscout.index.integrity)
     _log(f"component '{name}': {stats['seconds']:.1f} s, {stats['bytes'] / 2**20:.1f} MiB")
     return stats
 
 
-def build_index(inputs: Sequence[Path | str], index_path: Path | str, components: Sequence[str] | None = None) -> Manifest:
-    """Ingest `inputs` into a new index at `index_path` (replacing any old one atomically)."""
+def _kept_files(index: Path) -> list[Path]:
+    """What a rebuild carries over besides components: tuned settings and models (not the store, the
+    manifest, component folders or hidden build files)."""
+    components = set(Manifest.read(index / MANIFEST).components)
+    return [p for p in sorted(index.iterdir())
+            if p.name not in (MANIFEST, STORE) and p.name not in components and not p.name.startswith(".")]
+
+
+def _plan(index_path: Path, requested: Sequence[str] | None, fresh: bool) -> tuple[list[str], list[Path]]:
+    """The components to build and the tuned files to keep, logging what a rebuild keeps or drops."""
+    if not is_index(index_path):
+        return (list(requested) if requested else default_components()), []
+    old = [n for n in Manifest.read(index_path / MANIFEST).components if n != "store"]
+    if requested:
+        names = list(requested)
+        dropped = [n for n in old if n not in names]
+        if dropped:
+            _log(f"rebuilding {index_path} with --components {','.join(names)}: dropping its "
+                 f"{', '.join(dropped)} component(s) (leave out --components to keep every component)")
+    else:
+        names = old or default_components()
+        _log(f"rebuilding {index_path}: keeping its components {', '.join(names)} (rebuilt over the new documents)")
+    kept = [] if fresh else _kept_files(index_path)
+    if kept:
+        _log(f"keeping tuned files {', '.join(p.name for p in kept)} (--fresh drops them; re-tune them if the "
+             "new documents differ much)")
+    elif fresh and _kept_files(index_path):
+        _log("--fresh: dropping the index's tuned files")
+    return names, kept
+
+
+def build_index(inputs: Sequence[Path | str], index_path: Path | str, components: Sequence[str] | None = None,
+                fresh: bool = False) -> Manifest:
+    """Ingest `inputs` into a new index at `index_path` (replacing an old index atomically).
+
+    `components`: what to build (default: an existing index's components, else the defaults); `fresh`:
+    do not carry the old index's tuned files over."""
     index_path = Path(index_path)
     inputs = [Path(p) for p in inputs]
     for path in inputs:
         if not path.exists():
             raise MathScoutError(f"input not found: {path}")
-    names = list(components) if components else default_components()
-    for name in names:
+    for name in components or []:
         component(name)  # unknown names fail before any work
-    index_path.parent.mkdir(parents=True, exist_ok=True)
+    check_build_target(index_path)
+    try:
+        index_path.parent.mkdir(parents=True, exist_ok=True)
+        with build_lock(index_path):
+            check_build_target(index_path)  # again under the lock
+            removed = remove_leftovers(index_path.parent, index_path.name)
+            if removed:
+                _log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
+            names, kept = _plan(index_path, components, fresh)
+            return _build(inputs, index_path, names, kept)
+    except OSError as exc:
+        raise disk_error(exc, index_path) or exc
+    except sqlite3.OperationalError as exc:
+        if "full" in str(exc):
+            raise MathScoutError(f"the disk holding {index_path} is full: free some space and build again "
+                                 "(the previous index, if any, is unchanged)") from None
+        raise
+
+
+def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Path]) -> Manifest:
     building = Path(tempfile.mkdtemp(dir=index_path.parent, prefix=f".{index_path.name}.building-"))
     try:
         store = DocumentStore.create(building / STORE)
         report = _ingest(inputs, store)
         if store.count() == 0:
             raise MathScoutError(f"no documents found in {', '.join(map(str, inputs))}")
+        documents, formulas = store.count(), store.formula_count()
+        store.finish()
         manifest = Manifest(
-            documents=store.count(),
-            formulas=store.formula_count(),
+            documents=documents,
+            formulas=formulas,
             sources=[str(p.resolve()) for p in inputs],
-            components={"store": {"seconds": round(report.seconds, 2), "skipped": report.skipped}},
+            components={"store": {"seconds": round(report.seconds, 2), "skipped": report.skipped,
+                                  "replaced_characters": report.replaced,
+                                  "files": {STORE: record_file(building / STORE).to_json()}}},
         )
+        store = DocumentStore.open(building / STORE)
         for name in names:
             manifest.components[name] = _build_component(name, store, building / name)
         store.close()
+        for path in kept:
+            copy = shutil.copytree if path.is_dir() else shutil.copy2
+            copy(path, building / path.name)
         manifest.write(building / MANIFEST)
-        _swap_in(building, index_path)
+        swap_in(building, index_path)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
@@ -115,16 +172,29 @@ def add_components(index_path: Path | str, components: Sequence[str]) -> Manifes
     index = IndexDir(index_path)
     for name in components:
         component(name)
-    for name in components:
-        folder = Path(tempfile.mkdtemp(dir=index.path, prefix=f".{name}.building-"))
-        try:
-            shutil.rmtree(folder)
-            stats = _build_component(name, index.store, folder)
-            _swap_in(folder, index.path / name)
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        index.manifest = Manifest.read(index.path / MANIFEST)  # re-read: another build may have added a component meanwhile
-        index.manifest.components[name] = stats
-        index.manifest.write(index.path / MANIFEST)
+    with build_lock(index.path):
+        removed = []
+        for name in components:
+            removed += remove_leftovers(index.path, name)
+        if removed:
+            _log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
+        for name in components:
+            _add_component(index, name)
     return index.manifest
+
+
+def _add_component(index: IndexDir, name: str) -> None:
+    folder = Path(tempfile.mkdtemp(dir=index.path, prefix=f".{name}.building-"))
+    try:
+        shutil.rmtree(folder)
+        stats = _build_component(name, index.store, folder)
+        swap_in(folder, index.path / name)
+    except OSError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise disk_error(exc, index.path) or exc
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    index.manifest = Manifest.read(index.path / MANIFEST)
+    index.manifest.components[name] = stats
+    index.manifest.write(index.path / MANIFEST)

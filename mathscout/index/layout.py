@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mathscout.errors import IndexMissingError, MathScoutError
+from mathscout.index.integrity import verify_folder
 from mathscout.store import DocumentStore
 
 MANIFEST = "manifest.json"
@@ -56,21 +57,48 @@ class Manifest:
         write_json_atomic(path, self.__dict__)
 
 
+def is_index(path: Path | str) -> bool:
+    """Whether `path` is a MathScout index directory (it has a manifest and a document store)."""
+    path = Path(path)
+    return (path / MANIFEST).is_file() and (path / STORE).is_file()
+
+
+_VERIFIED: set[tuple] = set()  # (index, component, manifest mtime) checked in this process
+
+
 class IndexDir:
-    """A built index directory. Opening it checks that it is complete."""
+    """A built index directory. Opening it checks that it is complete; each component's files are checked
+    against the sizes and checksums the build recorded the first time the component is used."""
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        if not (self.path / MANIFEST).is_file() or not (self.path / STORE).is_file():
+        if not is_index(self.path):
             raise IndexMissingError(
                 f"no index at {self.path}: build it with 'mathscout index --input PATH --index {self.path}'"
             )
         self.manifest = Manifest.read(self.path / MANIFEST)
         self._store: DocumentStore | None = None
 
+    def _verify(self, name: str, folder: Path, rebuild: str) -> None:
+        """Sizes and checksums of the files `name` recorded at build time (older indexes recorded none)."""
+        records = self.manifest.components.get(name, {}).get("files")
+        if not records:
+            return
+        try:
+            status = (self.path / MANIFEST).stat()
+            stamp = (str(self.path.resolve()), name, status.st_ino, status.st_mtime_ns, status.st_ctime_ns)
+        except OSError:
+            stamp = None
+        if stamp in _VERIFIED:
+            return
+        verify_folder(folder, records, rebuild)
+        if stamp is not None:
+            _VERIFIED.add(stamp)
+
     @property
     def store(self) -> DocumentStore:
         if self._store is None:
+            self._verify("store", self.path, f"rebuild the index with 'mathscout index --input PATH --index {self.path}'")
             self._store = DocumentStore.open(self.path / STORE)
         return self._store
 
@@ -85,4 +113,5 @@ class IndexDir:
                 f"the index {self.path} has no '{name}' component: add it with "
                 f"'mathscout index --index {self.path} --components {name}'"
             )
+        self._verify(name, self.path / name, f"rebuild it with 'mathscout index --index {self.path} --components {name}'")
         return self.path / name

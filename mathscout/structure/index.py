@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.errors import IndexMissingError, MathScoutError
+from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import MAX_PATH_OPERATORS, is_wildcard_path, leaf_count, path_prefixes
 from mathscout.structure.postings import DecodedPostings, decode_lists, encode_lists
@@ -164,6 +164,34 @@ def build_path_index(formulas: Iterable[tuple[int, int, str]], n_formulas: int, 
     return writer.report
 
 
+MAX_NODE_ID = 1 << 16  # pre-order node ids of a formula of at most MAX_FORMULA_LEAVES leaves stay far below this
+
+
+def _check_tables(postings: DecodedPostings, n_paths: int, n_symbols: int, leaves: np.ndarray, doc: np.ndarray) -> None:
+    """Every id the search kernels follow must point inside its table (ValueError otherwise)."""
+    if len(postings.list_start) != n_paths + 1:
+        raise ValueError("the posting lists and the path dictionary disagree")
+    if leaves.ndim != 1 or doc.ndim != 1 or len(leaves) != len(doc):
+        raise ValueError("the formula table is malformed")
+    if not (np.issubdtype(leaves.dtype, np.integer) and np.issubdtype(doc.dtype, np.integer)):
+        raise ValueError("the formula table is not integers")
+    if len(doc) and (doc.min() < 0 or leaves.min() < 0):
+        raise ValueError("the formula table holds negative ids")
+    if len(postings.fid) and (postings.fid.min() < 0 or postings.fid.max() >= len(leaves)):
+        raise ValueError("a posting names a formula the formula table does not have")
+    if len(postings.sym) and (postings.sym.min() < 0 or postings.sym.max() >= n_symbols):
+        raise ValueError("a posting names a symbol the symbol table does not have")
+    if min(postings.node.min(initial=0), postings.width.min(initial=0), postings.count.min(initial=0)) < 0:
+        raise ValueError("a posting holds a negative count")
+    # the kernels size their scratch tables by these: no formula of the index can exceed them
+    if leaves.max(initial=0) > MAX_FORMULA_LEAVES or postings.width.max(initial=0) > MAX_FORMULA_LEAVES:
+        raise ValueError(f"a formula has more than {MAX_FORMULA_LEAVES} leaves")
+    if len(postings.sym_start) > 1 and np.diff(postings.sym_start).max() > MAX_FORMULA_LEAVES:
+        raise ValueError(f"a posting has more than {MAX_FORMULA_LEAVES} symbol groups")
+    if postings.node.max(initial=0) > MAX_NODE_ID:
+        raise ValueError("a posting names a node beyond any formula")
+
+
 class PathIndex:
     """A path index opened for search: dictionary, symbols, decoded postings, path weights, formula table."""
 
@@ -196,13 +224,18 @@ class PathIndex:
                 raise MathScoutError(f"the structure index at {folder} has format {meta.get('version')}, expected {FORMAT_VERSION}: rebuild it")
             paths = {p: i for i, p in enumerate(json.loads(gzip.decompress((folder / "paths.json.gz").read_bytes())))}
             symbols = {s: i for i, s in enumerate(json.loads((folder / "symbols.json").read_text(encoding="utf-8")))}
-            lists = np.load(folder / "lists.npz")
-            formulas = np.load(folder / "formulas.npz")
+            lists = np.load(folder / "lists.npz", allow_pickle=False)
+            formulas = np.load(folder / "formulas.npz", allow_pickle=False)
             buf = np.fromfile(folder / "postings.bin", dtype=np.uint8)
             postings = decode_lists(buf, lists["byte_offsets"], lists["list_start"], int(lists["n_groups"]))
-            return cls(folder, meta, paths, symbols, postings, formulas["leaves"], formulas["doc"])
-        except (OSError, ValueError, KeyError) as exc:
-            raise MathScoutError(f"the structure index at {folder} is unreadable ({exc}); rebuild it") from exc
+            leaves, doc = formulas["leaves"], formulas["doc"]
+            _check_tables(postings, len(paths), len(symbols), leaves, doc)
+            return cls(folder, meta, paths, symbols, postings, leaves, doc)
+        except MathScoutError:
+            raise
+        except Exception as exc:  # any damage the checks above found, or a reader's own error (zip, gzip, JSON)
+            raise DamagedIndexError(f"the structure index at {folder} is damaged or unreadable ({exc}); rebuild it with "
+                                    f"'mathscout index --index {folder.parent} --components structure'") from exc
 
     def path_idf(self, token_path: str) -> float:
         """idf of a token path (0 for a path the index has never seen: it cannot match)."""

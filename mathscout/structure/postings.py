@@ -106,7 +106,23 @@ def encode_lists(order, list_start, fid, node, width, sym_start, sym, fp, count)
 
 
 @numba.njit(cache=True)
+def _get_bounded(buf, at, end):
+    """`_get` that never reads at or past `end`: (value, next position), or (-1, -1) for a damaged number."""
+    value = 0
+    shift = 0
+    while at < end and shift <= 56:
+        byte = buf[at]
+        at += 1
+        value |= (np.int64(byte) & 127) << shift
+        if byte < 128:
+            return value, at
+        shift += 7
+    return -1, -1
+
+
+@numba.njit(cache=True)
 def _decode_lists(buf, byte_offsets, list_start, n_groups):
+    """Decode with every read bounds-checked (a damaged file gives ok = False, never a wild read)."""
     n_lists = list_start.shape[0] - 1
     n_entries = list_start[n_lists]
     fid = np.empty(n_entries, dtype=np.int32)
@@ -116,28 +132,70 @@ def _decode_lists(buf, byte_offsets, list_start, n_groups):
     sym = np.empty(n_groups, dtype=np.int32)
     fp = np.empty(n_groups, dtype=np.int32)
     count = np.empty(n_groups, dtype=np.int32)
+    limit = np.int64(2**31 - 1)
     g = 0
+    ok = True
     for i in range(n_lists):
         at = byte_offsets[i]
+        end = byte_offsets[i + 1]
         previous = 0
         for e in range(list_start[i], list_start[i + 1]):
-            delta, at = _get(buf, at)
+            delta, at = _get_bounded(buf, at, end)
+            if at < 0 or previous + delta > limit:
+                return False, fid, node, width, sym_start, sym, fp, count
             previous += delta
             fid[e] = previous
-            node[e], at = _get(buf, at)
-            width[e], at = _get(buf, at)
-            groups, at = _get(buf, at)
+            value, at = _get_bounded(buf, at, end)
+            if at < 0 or value > limit:
+                return False, fid, node, width, sym_start, sym, fp, count
+            node[e] = value
+            value, at = _get_bounded(buf, at, end)
+            if at < 0 or value > limit:
+                return False, fid, node, width, sym_start, sym, fp, count
+            width[e] = value
+            groups, at = _get_bounded(buf, at, end)
+            if at < 0 or groups > n_groups - g:
+                return False, fid, node, width, sym_start, sym, fp, count
             sym_start[e] = g
             for _ in range(groups):
-                sym[g], at = _get(buf, at)
-                fp[g], at = _get(buf, at)
-                count[g], at = _get(buf, at)
+                for column in range(3):
+                    value, at = _get_bounded(buf, at, end)
+                    if at < 0 or value > limit:
+                        return False, fid, node, width, sym_start, sym, fp, count
+                    if column == 0:
+                        sym[g] = value
+                    elif column == 1:
+                        fp[g] = value
+                    else:
+                        count[g] = value
                 g += 1
     sym_start[n_entries] = g
-    return fid, node, width, sym_start, sym, fp, count
+    ok = g == n_groups
+    return ok, fid, node, width, sym_start, sym, fp, count
+
+
+class DamagedPostings(ValueError):
+    """The posting arrays do not describe a well-formed posting file."""
+
+
+def _check_layout(buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> None:
+    """The list tables must be monotone and inside the buffer before any kernel reads through them."""
+    if byte_offsets.ndim != 1 or list_start.ndim != 1 or len(byte_offsets) != len(list_start) or len(list_start) < 1:
+        raise DamagedPostings("list tables of different lengths")
+    if not (np.issubdtype(byte_offsets.dtype, np.integer) and np.issubdtype(list_start.dtype, np.integer)):
+        raise DamagedPostings("list tables are not integers")
+    if list_start[0] != 0 or byte_offsets[0] != 0 or np.any(np.diff(list_start) < 0) or np.any(np.diff(byte_offsets) < 0):
+        raise DamagedPostings("list tables are not increasing")
+    if byte_offsets[-1] > len(buf) or n_groups < 0 or list_start[-1] > len(buf) or n_groups > len(buf):
+        raise DamagedPostings("list tables point past the posting file")
 
 
 def decode_lists(buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> DecodedPostings:
-    """Decode every list of an encoded posting file (see `encode_lists`)."""
-    fid, node, width, sym_start, sym, fp, count = _decode_lists(buf, byte_offsets, list_start, n_groups)
+    """Decode every list of an encoded posting file (see `encode_lists`); DamagedPostings when it is damaged."""
+    byte_offsets = np.ascontiguousarray(byte_offsets, dtype=np.int64) if np.issubdtype(byte_offsets.dtype, np.integer) else byte_offsets
+    list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
+    _check_layout(buf, byte_offsets, list_start, n_groups)
+    ok, fid, node, width, sym_start, sym, fp, count = _decode_lists(buf, byte_offsets, list_start, np.int64(n_groups))
+    if not ok:
+        raise DamagedPostings("a posting list does not decode")
     return DecodedPostings(list_start, fid, node, width, sym_start, sym, fp, count)

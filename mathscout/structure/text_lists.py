@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mathscout.errors import MathScoutError
+from mathscout.errors import DamagedIndexError, MathScoutError
 
 TEXT_FILES = ("text.npz", "text_terms.json.gz")
 
@@ -53,6 +53,20 @@ def decode_length(byte: int) -> int:
 
 
 _LENGTH_TABLE = np.array([decode_length(i) for i in range(256)], dtype=np.float32)
+
+
+def _check_lists(n_terms: int, term_start: np.ndarray, docs: np.ndarray, tf: np.ndarray, doc_len: np.ndarray) -> None:
+    """Every offset and document ordinal must point inside its table (ValueError otherwise)."""
+    if any(a.ndim != 1 or not np.issubdtype(a.dtype, np.integer) for a in (term_start, docs, tf, doc_len)):
+        raise ValueError("the text lists are not integer tables")
+    if len(term_start) != n_terms + 1 or term_start[0] != 0 or np.any(np.diff(term_start) < 0):
+        raise ValueError("the term offsets are malformed")
+    if term_start[-1] != len(docs) or len(docs) != len(tf):
+        raise ValueError("the term offsets and postings disagree")
+    if len(docs) and (docs.min() < 0 or docs.max() >= len(doc_len)):
+        raise ValueError("a posting names a document the length table does not have")
+    if len(doc_len) and doc_len.min() < 0:
+        raise ValueError("negative document lengths")
 
 
 class TextLists:
@@ -96,11 +110,16 @@ class TextLists:
         if not all((folder / name).is_file() for name in TEXT_FILES):
             return None
         try:
-            data = np.load(folder / "text.npz")
+            data = np.load(folder / "text.npz", allow_pickle=False)
             terms = {t: i for i, t in enumerate(json.loads(gzip.decompress((folder / "text_terms.json.gz").read_bytes())))}
-            return cls(terms, data["term_start"], data["docs"], data["tf"], data["doc_len"])
-        except (OSError, ValueError, KeyError) as exc:
-            raise MathScoutError(f"the text lists in {folder} are unreadable ({exc}); rebuild the structure component") from exc
+            term_start, docs, tf, doc_len = data["term_start"], data["docs"], data["tf"], data["doc_len"]
+            _check_lists(len(terms), term_start, docs, tf, doc_len)
+            return cls(terms, term_start, docs, tf, doc_len)
+        except MathScoutError:
+            raise
+        except Exception as exc:  # any damage the checks above found, or a reader's own error (zip, gzip, JSON)
+            raise DamagedIndexError(f"the text lists in {folder} are damaged or unreadable ({exc}); rebuild them with "
+                                    f"'mathscout index --index {folder.parent} --components structure'") from exc
 
     def df(self, term: str) -> int:
         t = self.terms.get(term)
