@@ -31,21 +31,42 @@ class MathSpan:
     display: bool
 
 
-def _unescaped(text: str, needle: str, start: int) -> int:
-    """Index of the next `needle` at or after `start` not preceded by a backslash (-1 if none)."""
-    while True:
-        i = text.find(needle, start)
-        if i <= 0 or text[i - 1] != "\\":
-            return i
-        start = i + 1
+class _Closers:
+    """Next occurrences of closing delimiters, remembered: positions only move forward during a scan, so
+    each closer is searched across any stretch of the text at most once (linear time even when a text
+    holds thousands of unclosed openers; thesis-independent, see tests/test_robust_scanners.py)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._next: dict[tuple[str, bool], tuple[int, int]] = {}  # (needle, unescaped) → (searched from, found at)
+
+    def find(self, needle: str, start: int, unescaped: bool = False) -> int:
+        """Index of the next `needle` at or after `start` (not preceded by a backslash if `unescaped`), or -1."""
+        key = (needle, unescaped)
+        cached = self._next.get(key)
+        if cached is not None:
+            searched_from, found = cached
+            if searched_from <= start and (found < 0 or found >= start):
+                return found
+        found = self._search(needle, start, unescaped)
+        self._next[key] = (start, found)
+        return found
+
+    def _search(self, needle: str, start: int, unescaped: bool) -> int:
+        text = self.text
+        while True:
+            i = text.find(needle, start)
+            if not unescaped or i <= 0 or text[i - 1] != "\\":
+                return i
+            start = i + 1
 
 
-def _inline_dollar_end(text: str, open_at: int) -> int:
+def _inline_dollar_end(text: str, open_at: int, closers: _Closers) -> int:
     """The index of the `$` closing the inline span opened at `open_at`, or -1 (then it is literal)."""
     body_start = open_at + 1
     if body_start >= len(text) or text[body_start].isspace():
         return -1
-    close = _unescaped(text, "$", body_start)
+    close = closers.find("$", body_start, unescaped=True)
     if close < 0 or close == body_start:
         return -1
     if text[close - 1].isspace() or (close + 1 < len(text) and text[close + 1].isdigit()):
@@ -58,6 +79,7 @@ def _inline_dollar_end(text: str, open_at: int) -> int:
 def find_math(text: str) -> list[MathSpan]:
     """Every formula in `text`, in order; unmatched or currency-like delimiters are left as text."""
     spans: list[MathSpan] = []
+    closers = _Closers(text)
     pos = 0
     while match := _OPENER.search(text, pos):
         token, at = match.group(0), match.start()
@@ -66,25 +88,25 @@ def find_math(text: str) -> list[MathSpan]:
             pos = match.end()
             continue
         if token == "$$":
-            close = _unescaped(text, "$$", match.end())
+            close = closers.find("$$", match.end(), unescaped=True)
             if close >= 0 and close - match.end() <= MAX_FORMULA_CHARS:
                 span = MathSpan(at, close + 2, text[match.end():close], True)
         elif token == "$":
-            close = _inline_dollar_end(text, at)
+            close = _inline_dollar_end(text, at, closers)
             if close >= 0:
                 span = MathSpan(at, close + 1, text[at + 1:close], False)
         elif token in ("\\(", "\\["):
             closer = "\\)" if token == "\\(" else "\\]"
-            close = text.find(closer, match.end())
+            close = closers.find(closer, match.end())
             if close >= 0 and close - match.end() <= MAX_FORMULA_CHARS:
                 span = MathSpan(at, close + 2, text[match.end():close], token == "\\[")
         elif token == "[imath]":
-            close = text.find("[/imath]", match.end())
+            close = closers.find("[/imath]", match.end())
             if close >= 0:
                 span = MathSpan(at, close + len("[/imath]"), text[match.end():close], False)
         else:  # \begin{env}
             closer = f"\\end{{{match.group(1)}{match.group(2)}}}"
-            close = text.find(closer, match.end())
+            close = closers.find(closer, match.end())
             if close >= 0:
                 span = MathSpan(at, close + len(closer), text[match.end():close], True)
         if span is None or not span.latex.strip():

@@ -76,27 +76,26 @@ class Span(Protocol):
     end: int
 
 
-def _argument(latex: str, pos: int) -> tuple[int, int, int] | None:
-    """The braced argument starting at `pos` (after spaces): (content start, content end, position after)."""
-    n = len(latex)
-    while pos < n and latex[pos].isspace():
-        pos += 1
-    if pos >= n or latex[pos] != "{":
-        return None
-    depth, i = 0, pos
+def _closing_braces(latex: str) -> dict[int, int]:
+    """For every `{` of `latex`, the index of its matching `}` (len(latex) when it has none), in one pass:
+    `\\` escapes the next character, as everywhere in the lexer. Linear even for thousands of unclosed
+    braces (a run of `\\mathbb{`), where scanning from each brace to the end would be quadratic."""
+    closing: dict[int, int] = {}
+    open_at: list[int] = []
+    i, n = 0, len(latex)
     while i < n:
         ch = latex[i]
         if ch == "\\":
             i += 2
             continue
         if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return pos + 1, i, i + 1
+            open_at.append(i)
+        elif ch == "}" and open_at:
+            closing[open_at.pop()] = i
         i += 1
-    return pos + 1, n, n  # unbalanced: the argument runs to the end
+    for at in open_at:
+        closing[at] = n
+    return closing
 
 
 class _Lexer:
@@ -106,6 +105,20 @@ class _Lexer:
         self.latex = latex
         self.tokens: list[Token] = []
         self.negation_at = -1  # start of a pending `\not`
+        self._closing: dict[int, int] | None = None
+
+    def argument(self, pos: int) -> tuple[int, int, int] | None:
+        """The braced argument starting at `pos` (after spaces): (content start, content end, position after);
+        an unbalanced argument runs to the end."""
+        latex, n = self.latex, len(self.latex)
+        while pos < n and latex[pos].isspace():
+            pos += 1
+        if pos >= n or latex[pos] != "{":
+            return None
+        if self._closing is None:
+            self._closing = _closing_braces(latex)
+        close = self._closing[pos]
+        return (pos + 1, close, close + 1) if close < n else (pos + 1, n, n)
 
     def emit(self, name: str, start: int, end: int) -> None:
         if self.negation_at >= 0:
@@ -165,10 +178,10 @@ class _Lexer:
         if name in LAYOUT:
             return pos, 0
         if name in DROP_WITH_ARGUMENT:
-            arg = _argument(self.latex, pos)
+            arg = self.argument(pos)
             return (arg[2] if arg else pos), 0
         if name in TEXT_WRAPPERS or name in OPERATOR_WRAPPERS:
-            arg = _argument(self.latex, pos)
+            arg = self.argument(pos)
             if arg is None:
                 return pos, 0
             content = self.latex[arg[0] : arg[1]]
@@ -181,7 +194,7 @@ class _Lexer:
             return arg[2], 0
         if name in LETTER_STYLES:
             style = LETTER_STYLES[name]
-            arg = _argument(self.latex, pos)
+            arg = self.argument(pos)
             if arg and _SINGLE_LETTER.fullmatch(self.latex, arg[0], arg[1]):
                 self.emit(style + self.latex[arg[0] : arg[1]].strip(), start, arg[2])
                 return arg[2], 0

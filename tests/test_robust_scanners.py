@@ -1,0 +1,123 @@
+"""Scanners over user text never crash and run in linear time, whatever the text (issue: reliability).
+
+Property-based tests (hypothesis) for the math-span finder, the BM25 tokenizer, the HTML reader and the
+operator-tree parser, and a scaling check: for each hostile pattern, doubling the input must roughly
+double the time (an unclosed delimiter rescanned to the end of the text quadruples it)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mathscout.corpus import find_math, html_to_text, make_document
+from mathscout.latex.tokens import lex, query_terms
+from mathscout.structure.parser import parse_latex
+from retrievers.bm25 import document_terms
+
+# Pieces that real and hostile math text is made of: every delimiter, open and closed, and the commands
+# whose arguments the tokenizer scans.
+PIECES = ["$", "$$", "\\$", "\\(", "\\)", "\\[", "\\]", "\\begin{equation}", "\\end{equation}", "\\begin{align*}",
+          "\\end{align*}", "[imath]", "[/imath]", "{", "}", "\\mathbb{", "\\text{", "\\frac", "\\left(", "\\right)",
+          "^", "_", "x", "2", " ", "\n", "\n\n", "\\", "\\\\", "é", "\ud7ff", "<", ">", "&amp;", "<span class=\"math-container\">",
+          "</span>", "<p>", "<a href='", "<!--", "-->", "\\qvar{a}", "\\sqrt{", "\\not", "="]
+hostile_text = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=5)), max_size=60).map("".join)
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(hostile_text)
+def test_math_spans_lie_in_the_text_in_order_without_overlap(text):
+    spans = find_math(text)
+    previous_end = 0
+    for span in spans:
+        assert previous_end <= span.start < span.end <= len(text)
+        assert span.latex and span.latex in text[span.start:span.end]
+        previous_end = span.end
+    assert find_math(text) == spans  # deterministic
+
+
+@FAST
+@given(hostile_text)
+def test_tokenizer_never_fails_and_spans_point_into_the_formula(latex):
+    tokens = lex(latex)
+    for token in tokens:
+        assert 0 <= token.start <= token.end <= len(latex) and token.text
+    assert lex(latex) == tokens
+
+
+@FAST
+@given(hostile_text, st.text(max_size=20))
+def test_document_and_query_terms_never_fail(text, title):
+    terms = document_terms(make_document("d", text, title))
+    assert all(isinstance(t, str) and t for t in terms)
+    assert query_terms(text) == query_terms(text)
+
+
+@FAST
+@given(hostile_text)
+def test_html_reader_never_fails(markup):
+    text = html_to_text(markup)
+    assert isinstance(text, str) and html_to_text(markup) == text
+
+
+@FAST
+@given(hostile_text)
+def test_parser_gives_a_tree_or_a_reason(latex):
+    result = parse_latex(latex)
+    assert result.tree is not None or result.error
+    assert (parse_latex(latex).tree is None) == (result.tree is None)
+
+
+def test_html_reader_keeps_math_and_drops_tags():
+    markup = ('<p>Let <span class="math-container" id="q_1">$0<x<2^k$</span> and <a href="http://h/x">see</a>.</p>'
+              "<p>Next<br/>line &amp; more</p>")
+    assert html_to_text(markup) == "Let $0<x<2^k$ and see.\n\nNext\n\nline & more"
+
+
+# --- linear time -------------------------------------------------------------------------------------------
+
+HOSTILE = {  # pattern repeated to the size, and the function that scans it
+    "unclosed \\(": ("text \\( x ", "document"),
+    "unclosed \\[": ("text \\[ x ", "document"),
+    "unclosed \\begin{equation}": ("a \\begin{equation} x ", "document"),
+    "unclosed [imath]": ("a [imath] x ", "document"),
+    "unclosed $$": ("a $$ x \\$ ", "document"),
+    "run of \\mathbb{ in a formula": ("\\mathbb{", "formula"),
+    "run of \\sqrt{{ in a formula": ("\\sqrt{{", "formula"),
+    "unclosed <a href='": ("<a href='", "html"),
+    "unclosed <!--": ("<!--", "html"),
+    "unclosed <![CDATA[": ("<![CDATA[", "html"),
+    "query of \\( and words": ("what \\( is ", "query"),
+}
+
+
+def _scan(kind: str, text: str) -> None:
+    if kind == "document":
+        document_terms(make_document("d", text))
+    elif kind == "formula":
+        document_terms(make_document("d", "\\begin{equation}" + text + "\\end{equation}"))
+    elif kind == "html":
+        html_to_text(text)
+    else:
+        query_terms(text)
+
+
+def _seconds(kind: str, text: str, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        _scan(kind, text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_doubling_a_hostile_input_doubles_the_time(name):
+    unit, kind = HOSTILE[name]
+    small = unit * (100_000 // len(unit))
+    t_small, t_large = _seconds(kind, small), _seconds(kind, small * 2)
+    # quadratic scans give 4×; allow noise from a busy machine, and ignore what is too fast to time
+    assert t_large < max(3.0 * t_small, 0.05), f"{name}: {t_small:.3f} s → {t_large:.3f} s"
