@@ -21,6 +21,7 @@ from agent.events import AgentEvent, Answer
 from agent.question import read_question
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
+from mathscout.limits import K
 from mathscout.types import Hit
 from tools.schemas import MAX_K
 from tools.session import ToolSession
@@ -44,7 +45,7 @@ class MathScout:
         question = read_question(query, max_chars=10_000)
         if question.problem:
             raise QueryError(question.problem)
-        k = max(1, min(int(k), 1000))
+        k = K.check(k)
         if mode != "auto" or k > MAX_K:
             retriever = self.assistant.toolbox.retriever("hybrid" if mode == "auto" else mode)
             return retriever.search(question.text, k=k)

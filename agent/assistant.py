@@ -15,7 +15,7 @@ from agent.offline import OfflinePlanner
 from agent.question import read_question
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
-from tools.schemas import MAX_K
+from mathscout.limits import AGENT_K
 from tools.session import ToolSession
 from tools.toolbox import ToolBox
 
@@ -75,9 +75,11 @@ class Assistant:
         started = time.perf_counter()
         notices: list[str] = []
         try:
-            k = max(1, min(MAX_K, int(k)))
-        except (TypeError, ValueError):
-            notices.append(f"k = {k!r} is not a number: 10 hits shown.")
+            k, capped = AGENT_K.cap(k)
+            if capped:
+                notices.append(capped)
+        except MathScoutError:
+            notices.append(f"k = {k!r} is not a whole number: 10 hits shown.")
             k = 10
         mode = (mode or "auto").strip()
         if mode not in self.modes():

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from agent.events import AgentEvent, Answer, ToolCall
+from mathscout.limits import AGENT_K, K
 
 
 def add_parser(sub) -> None:
@@ -17,7 +18,8 @@ def add_parser(sub) -> None:
     p.add_argument("question", nargs="+", help="words and LaTeX, e.g. 'why is $\\cos^2 x + \\sin^2 x = 1$?'")
     p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index)")
     p.add_argument("--mode", default="auto", help="auto (the agent plans) or a search mode of the index")
-    p.add_argument("--k", type=int, default=10, help="hits to return (1-50)")
+    p.add_argument("--k", type=K.argparse(), default=10,
+                   help=f"hits to return (the assistant shows at most {AGENT_K.high}; a larger k is capped with a notice)")
     p.add_argument("--rerank", action="store_true", help="rerank the top hits")
     p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
     p.add_argument("--json", action="store_true", help="print the answer, hits and trace as JSON")

@@ -189,6 +189,8 @@ def read_qrels(path: Path | str) -> Qrels:
     except (OSError, UnicodeDecodeError) as exc:
         raise MathScoutError(f"cannot read the qrels file {path}: {exc}") from exc
     qrels: Qrels = {}
+    first_line: dict[tuple[str, str], int] = {}
+    conflicts: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):
         cols = line.split()
         if not cols:
@@ -196,10 +198,23 @@ def read_qrels(path: Path | str) -> Qrels:
         if len(cols) != 4:
             raise MathScoutError(f"{path}:{number}: expected a qrels line 'topic 0 doc grade', got {len(cols)} columns")
         try:
-            grade = round(float(cols[3]))
+            value = float(cols[3])
         except ValueError as exc:
             raise MathScoutError(f"{path}:{number}: the grade {cols[3]!r} is not a number") from exc
-        qrels.setdefault(cols[0], {})[cols[2]] = grade
+        if not math.isfinite(value):
+            raise MathScoutError(f"{path}:{number}: the grade {cols[3]!r} is not a finite number")
+        grade = round(value)
+        judged = qrels.setdefault(cols[0], {})
+        if cols[2] in judged and judged[cols[2]] != grade:  # the same judgement repeated is fine; a different one is not
+            conflicts.append(f"topic {cols[0]} document {cols[2]}: grade {judged[cols[2]]} (line "
+                             f"{first_line[cols[0], cols[2]]}) and {grade} (line {number})")
+            continue
+        first_line.setdefault((cols[0], cols[2]), number)
+        judged[cols[2]] = grade
+    if conflicts:
+        more = f" and {len(conflicts) - 3} more" if len(conflicts) > 3 else ""
+        raise MathScoutError(f"{path} judges {len(conflicts)} document(s) twice with different grades — "
+                             f"{'; '.join(conflicts[:3])}{more}: keep one grade for each")
     if not qrels:
         raise MathScoutError(f"the qrels file {path} is empty")
     return qrels

@@ -13,6 +13,7 @@ from evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
+from mathscout.limits import K, RERANK_DEPTH
 from retrievers.registry import open_retriever
 
 
@@ -27,8 +28,8 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
     A topic whose search fails is reported on stderr and left out of the run; if every topic fails,
     nothing is written and a MathScoutError explains why.
     """
-    if k < 1:
-        raise MathScoutError(f"--k must be at least 1 (got {k})")
+    k = K.check(k)
+    rerank_depth = RERANK_DEPTH.check(rerank_depth)
     tag = tag or f"mathscout-{mode}" + (f"-{rerank}{rerank_depth}" if rerank else "")
     format_run_lines({}, tag, fmt)  # a bad format or tag fails now, not after the whole run
     topics = load_topics(topics_path)

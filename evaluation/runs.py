@@ -8,6 +8,7 @@ and decoded again on reading.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
@@ -122,6 +123,9 @@ def read_run(path: Path | str) -> Run:
             entry = RunEntry(doc_id=decode_doc_id(doc_id), rank=int(rank), score=float(score))
         except ValueError as exc:
             raise MathScoutError(f"{path}:{number}: rank must be an integer and score a number ({exc})") from exc
+        if not math.isfinite(entry.score):
+            raise MathScoutError(f"{path}:{number}: the score {score} is not a finite number (NaN and infinity cannot be "
+                                 "ranked); fix the run")
         if entry.doc_id in seen.setdefault(qid, set()):
             run.duplicates_dropped += 1
             continue

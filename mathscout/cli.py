@@ -13,6 +13,14 @@ import sys
 from pathlib import Path
 
 from mathscout.errors import MathScoutError
+from mathscout.limits import PORT, RERANK_DEPTH, K
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `mathscout search: error: … (see 'mathscout search --help')`, exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def _cmd_index(args: argparse.Namespace) -> None:
@@ -138,7 +146,7 @@ def _add_search(sub) -> None:
     p.add_argument("query", nargs="*", help="words and LaTeX, e.g. 'prove $a^2+b^2=c^2$'")
     p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index)")
     p.add_argument("--mode", default="bm25", help="search mode (default: bm25)")
-    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--k", type=K.argparse(), default=10, help=f"hits ({K.low}–{K.high:,}; default 10)")
     p.add_argument("--json", action="store_true", help="print hits as JSON")
     p.set_defaults(func=_cmd_search)
 
@@ -148,7 +156,7 @@ def _add_run(sub) -> None:
     p.add_argument("--index", type=Path)
     p.add_argument("--topics", required=True, type=Path, help="ARQMath topic XML, JSONL {id,title,body} or {id,query}")
     p.add_argument("--mode", default="bm25")
-    p.add_argument("--k", type=int, default=1000)
+    p.add_argument("--k", type=K.argparse(), default=1000, help=f"hits per topic ({K.low}–{K.high:,}; default 1000)")
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--format", choices=["trec", "arqmath"], default="trec")
     p.add_argument("--tag", default=None, help="run tag (default: mathscout-<mode>)")
@@ -156,7 +164,8 @@ def _add_run(sub) -> None:
                    help="a retriever option, e.g. --set lambda_m=1.0 --set eta=0.05 (repeatable)")
     p.add_argument("--rerank", default=None, metavar="KIND",
                    help="rerank each topic's top hits: embedding (local MiniLM), openai-embedding, llm, auto")
-    p.add_argument("--rerank-depth", type=int, default=10, help="first-stage hits reranked (default 10)")
+    p.add_argument("--rerank-depth", type=RERANK_DEPTH.argparse(), default=10,
+                   help=f"first-stage hits reranked ({RERANK_DEPTH.low}–{RERANK_DEPTH.high:,}; default 10)")
     p.add_argument("--first-stage", type=Path, default=None, metavar="RUN",
                    help="take each topic's ranking from this run file instead of searching (to rerank a stored run)")
     p.set_defaults(func=_cmd_run)
@@ -212,7 +221,7 @@ def _add_serve(sub) -> None:
                    "index and every index under $MATHSCOUT_HOME/indexes)")
     p.add_argument("--host", default=os.environ.get("MATHSCOUT_HOST", "127.0.0.1"),
                    help="address to bind (default 127.0.0.1 or $MATHSCOUT_HOST; non-local ones need --public)")
-    p.add_argument("--port", type=int, default=int(os.environ.get("MATHSCOUT_PORT") or 7860),
+    p.add_argument("--port", type=PORT.argparse(), default=os.environ.get("MATHSCOUT_PORT") or "7860",
                    help="port (default 7860 or $MATHSCOUT_PORT)")
     p.add_argument("--public", action="store_true", help="allow binding beyond localhost (e.g. --host 0.0.0.0)")
     p.add_argument("--share", action="store_true", help="also open a public gradio.live link")
@@ -231,8 +240,8 @@ SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench, _add_tr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mathscout", description="Math-aware search over math Q&A.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="mathscout", description="Math-aware search over math Q&A.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for add in SUBCOMMANDS:
         add(sub)
     return parser
@@ -248,6 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mathscout: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a defect or a library's own error: one line, the traceback only on request
+        if os.environ.get("MATHSCOUT_DEBUG"):
+            raise
+        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        print(f"mathscout: internal error: {type(exc).__name__}: {detail} (set MATHSCOUT_DEBUG=1 for the details)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -7,6 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from mathscout.errors import QueryError
 from mathscout.types import Hit, Query
+from mathscout.limits import K
 
 MAX_QUERY_CHARS = 10_000
 
@@ -47,7 +48,7 @@ class BaseRetriever:
     name = "base"
 
     def search(self, query: str | Query, k: int = 10) -> list[Hit]:
-        return self._search(prepare_query(query), k)
+        return self._search(prepare_query(query), K.check(k))
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         raise NotImplementedError

@@ -27,6 +27,7 @@ from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
+from mathscout.limits import EF_SEARCH, PASSAGES
 from retrievers.base import BaseRetriever, prepare_query
 from retrievers.registry import ModeSpec, register_mode
 
@@ -95,6 +96,8 @@ class DenseRetriever(BaseRetriever):
                  ef_search: int | None = None, passages: int | None = None):
         if search not in SEARCH_KINDS:
             raise MathScoutError(f"unknown dense search '{search}' (available: {', '.join(SEARCH_KINDS)})")
+        ef_search = None if ef_search is None else EF_SEARCH.check(ef_search)
+        passages = None if passages is None else PASSAGES.check(passages)
         self.name = component
         folder = index.component_path(component)
         self.meta = read_meta(folder)

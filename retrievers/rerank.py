@@ -26,6 +26,7 @@ import numpy as np
 
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit, Query
+from mathscout.limits import RERANK_DEPTH
 from retrievers.base import BaseRetriever, Retriever, prepare_query
 
 PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
@@ -230,8 +231,7 @@ class Reranked(BaseRetriever):
     """`retriever >> reranker`: the top `depth` first-stage hits reordered, the others after them."""
 
     def __init__(self, retriever: Retriever, reranker: Reranker, depth: int = DEFAULT_DEPTH):
-        if depth < 1:
-            raise MathScoutError(f"the rerank depth must be at least 1 (got {depth})")
+        depth = RERANK_DEPTH.check(depth)
         self.retriever, self.reranker, self.depth = retriever, reranker, depth
         self.name = f"{retriever.name}>>{reranker.name}"
         store = getattr(retriever, "store", None)

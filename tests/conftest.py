@@ -72,3 +72,27 @@ def mathscout_home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("MATHSCOUT_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MATHSCOUT_INDEX", raising=False)
     return tmp_path / "home"
+
+
+from tests.cli_helpers import TINY_DOCS  # noqa: E402  (documents of the tiny index of the reliability tests)
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(shared_data, tmp_path_factory) -> Path:
+    """The first TINY_DOCS documents of the shared collection."""
+    out = tmp_path_factory.mktemp("tiny") / "tiny.jsonl"
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(out, "w", encoding="utf-8") as w:
+        for n, line in enumerate(f):
+            if n == TINY_DOCS:
+                break
+            w.write(line)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_index(tiny_corpus, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tiny-index") / "idx"
+    from mathscout.index.builder import build_index
+
+    build_index([tiny_corpus], path, ["bm25", "structure"])
+    return path

@@ -6,7 +6,6 @@ SIGKILLs, real concurrent builds."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -20,45 +19,7 @@ from mathscout.index import IndexDir
 from mathscout.index.builder import build_index
 from retrievers import open_retriever
 
-REPO = Path(__file__).resolve().parents[1]
-MATHSCOUT = [sys.executable, "-m", "mathscout.cli"]
-TINY_DOCS = 300
-
-
-def _env(home: Path) -> dict:
-    return {**os.environ, "MATHSCOUT_HOME": str(home), "PYTHONPATH": str(REPO)}
-
-
-def run_cli(args: list[str], home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(MATHSCOUT + args, capture_output=True, text=True, env=_env(home), timeout=timeout, cwd=REPO)
-
-
-def one_line_error(result: subprocess.CompletedProcess) -> str:
-    """The command failed cleanly: exit 2, no traceback, one 'mathscout: error:' line on stderr."""
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("mathscout: error:")]
-    assert len(errors) == 1, result.stderr[-2000:]
-    return errors[0]
-
-
-@pytest.fixture(scope="module")
-def tiny_corpus(shared_data, tmp_path_factory) -> Path:
-    """The first TINY_DOCS documents of the shared collection."""
-    out = tmp_path_factory.mktemp("tiny") / "tiny.jsonl"
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(out, "w", encoding="utf-8") as w:
-        for n, line in enumerate(f):
-            if n == TINY_DOCS:
-                break
-            w.write(line)
-    return out
-
-
-@pytest.fixture(scope="module")
-def tiny_index(tiny_corpus, tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-index") / "idx"
-    build_index([tiny_corpus], path, ["bm25", "structure"])
-    return path
+from tests.cli_helpers import MATHSCOUT, REPO, TINY_DOCS, env, one_line_error, run_cli
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -127,7 +88,7 @@ def test_rebuild_keeps_components_and_tuned_files_unless_asked(tiny_index, tiny_
 def _probe(index: Path, work: Path, how: str, *extra: str) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     result = subprocess.run([sys.executable, str(REPO / "tests" / "damage_probe.py"), str(index), str(work), how, *extra],
-                            capture_output=True, text=True, env=_env(work / "home"), timeout=900, cwd=REPO)
+                            capture_output=True, text=True, env=env(work / "home"), timeout=900, cwd=REPO)
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     last = lines[-1] if lines else {}
     assert result.returncode == 0, f"the process died ({result.returncode}) on {last.get('file')}: {result.stderr[-1500:]}"
@@ -167,7 +128,7 @@ def test_a_damaged_component_gives_one_line_on_the_command_line(tiny_index, tmp_
 
 def _start_build(corpus: Path, index: Path, home: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(MATHSCOUT + ["index", "--input", str(corpus), "--index", str(index), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(home), cwd=REPO)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(home), cwd=REPO)
 
 
 def _wait_for_leftover(parent: Path, name: str, process: subprocess.Popen, timeout: float = 120) -> None:
@@ -245,7 +206,7 @@ def test_a_read_only_index_searches(tiny_index, tmp_path):
               f"{sys.executable} -m mathscout.cli search --index '{index}' --mode structure --json '$a^2+b^2=c^2$' && "
               f"{sys.executable} -m mathscout.cli search --index '{index}' --mode bm25 --json triangle")
     result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
-                            env=_env(tmp_path), cwd=REPO, timeout=300)
+                            env=env(tmp_path), cwd=REPO, timeout=300)
     assert "WRITABLE" not in result.stdout
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(p.name for p in index.iterdir()) == sorted(p.name for p in tiny_index.iterdir())

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-MAX_K = 50  # hits one search may return to the agent
+from mathscout.limits import AGENT_K
+
+MAX_K = AGENT_K.high  # hits one search may return to the agent
 MAX_FORMULA_CHARS = 1_000  # a query formula; longer ones are pastes, not questions
 MAX_QUERY_CHARS = 2_000  # a search query in words and LaTeX (the chat's question limit)
 MAX_HIT_IDS = 50  # documents one rerank call may reorder

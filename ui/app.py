@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from mathscout.index.layout import IndexDir
 from ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
 from ui.indexes import discover_indexes
 from ui.inputs import formula_problem
+from ui.login import LoginGuard
 from ui.style import CSS, HEAD
 
 LATEX_DELIMITERS = [
@@ -257,14 +259,18 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
         user, sep, password = auth.partition(":")
         if not sep or not user or not password:
             raise MathScoutError("--auth needs USER:PASSWORD (both non-empty)")
-        credentials = (user, password)
+        credentials = LoginGuard(user, password)
+    if public and credentials is None:
+        print("MathScout: warning: --public without --auth: anyone who can reach this address can use the page "
+              "and its LLM quota; add --auth USER:PASSWORD", file=sys.stderr, flush=True)
     pool = AssistantPool(discover_indexes(index_paths), use_llm=use_llm)
     warm_up(pool)
     app = build_app(pool)
     app.queue(default_concurrency_limit=CONCURRENCY)
     print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} (Ctrl-C stops)", flush=True)
     try:
-        app.launch(server_name=host, server_port=port, share=share, auth=credentials, quiet=quiet,
+        app.launch(server_name=host, server_port=port, share=share, quiet=quiet,
+                   auth=credentials.check if credentials else None,
                    show_error=False, footer_links=["api", "settings"], inbrowser=False,
                    theme=gr.themes.Soft(primary_hue="indigo", font=FONT, font_mono=FONT_MONO), css=CSS, head=HEAD)
     except OSError as exc:

@@ -1,0 +1,72 @@
+"""The range of every numeric option, defined once and checked the same way everywhere.
+
+The command line (argparse types), the Python API, the agent's tools (pydantic bounds) and the chat page
+(slider bounds and a server-side check) all read these, so a value is refused with the same one-line
+message wherever it comes from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+
+from mathscout.errors import MathScoutError
+
+
+@dataclass(frozen=True)
+class Limit:
+    """An integer option and its inclusive range."""
+
+    name: str
+    low: int
+    high: int
+    meaning: str
+
+    def message(self, value: object) -> str:
+        return f"{self.name} must be a whole number from {self.low:,} to {self.high:,} ({self.meaning}); got {value!r}"
+
+    def number(self, value: object) -> int:
+        """`value` as a whole number (a digit string, an int or an integral float), else MathScoutError."""
+        if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,15}", value.strip()):
+            return int(value.strip())
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise MathScoutError(self.message(value))
+
+    def check(self, value: object) -> int:
+        """`value` as an int inside the range, else MathScoutError with the one-line message."""
+        number = self.number(value)
+        if not self.low <= number <= self.high:
+            raise MathScoutError(self.message(value))
+        return number
+
+    def cap(self, value: object) -> tuple[int, str | None]:
+        """`value` brought into the range, with a notice saying so when it had to be (never silent)."""
+        number = self.number(value)
+        bounded = min(max(number, self.low), self.high)
+        if bounded == number:
+            return number, None
+        return bounded, f"{self.name} = {number:,} is outside {self.low:,}–{self.high:,} ({self.meaning}): {bounded:,} used"
+
+    def argparse(self):
+        """An argparse `type=` that checks the range (argparse then prints the message)."""
+
+        def parse(text: str) -> int:
+            try:
+                return self.check(text.strip())
+            except MathScoutError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+
+        parse.__name__ = self.name
+        return parse
+
+
+K = Limit("k", 1, 10_000, "hits to return")
+AGENT_K = Limit("k", 1, 50, "hits the assistant shows and passes to its tools")
+RERANK_DEPTH = Limit("rerank depth", 1, 1_000, "first-stage hits reranked")
+PASSAGES = Limit("passages", 1, 64, "passages searched per document")
+EF_SEARCH = Limit("ef_search", 1, 10_000, "HNSW candidate list size")
+PORT = Limit("port", 1, 65_535, "TCP port")

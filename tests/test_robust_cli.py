@@ -1,0 +1,173 @@
+"""Bad command lines and bad inputs: exit 2, one line on stderr, no traceback (issue: reliability).
+
+Every row runs the real `mathscout` entry point in a subprocess; numeric limits are the same on the
+command line, the Python API and the agent's tools; eval refuses non-finite scores and conflicting
+judgements; the page slows repeated failed logins (over real HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mathscout.errors import MathScoutError
+from mathscout.limits import AGENT_K, K
+from tests.cli_helpers import one_line_error, run_cli
+
+
+@pytest.fixture(scope="module")
+def files(tiny_index, tmp_path_factory, shared_data) -> dict[str, Path]:
+    """Bad and good input files for the table."""
+    folder = tmp_path_factory.mktemp("bad-inputs")
+    made = {"index": tiny_index, "dev": shared_data / "collection" / "topics.dev.jsonl",
+            "qrels": shared_data / "collection" / "qrels.dev.txt"}
+    writes = {
+        "run-nan": "1 Q0 a 1 nan run\n1 Q0 b 2 0.5 run\n",
+        "run-inf": "1 Q0 a 1 inf run\n",
+        "run-good": "1 Q0 a 1 2.0 run\n",
+        "run-columns": "1 a 1\n",
+        "qrels-conflict": "1 0 a 2\n1 0 a 2\n1 0 b 1\n1 0 b 3\n",
+        "qrels-columns": "1 a 2\n",
+        "topics-xml": '<Topics><Topic number="A.1"><Title>x',
+        "topics-jsonl": '{"id": 1, "title": "x"\n',
+        "a-file": "not an index",
+    }
+    for name, text in writes.items():
+        made[name] = folder / name
+        made[name].write_text(text, encoding="utf-8")
+    made["out"] = folder / "out.run"
+    return made
+
+
+BAD = {  # name: (argv with {placeholders}, text the one line must contain)
+    "k huge": ("search --index {index} --k 1000000000 x", "k must be a whole number from 1 to 10,000"),
+    "k negative": ("search --index {index} --k -5 x", "k must be a whole number from 1 to 10,000"),
+    "k not a number": ("search --index {index} --k abc x", "got 'abc'"),
+    "k fractional": ("search --index {index} --k 2.5 x", "got '2.5'"),
+    "run k zero": ("run --index {index} --topics {dev} --output {out} --k 0", "k must be"),
+    "rerank depth": ("run --index {index} --topics {dev} --output {out} --rerank embedding --rerank-depth 5000",
+                     "rerank depth must be a whole number from 1 to 1,000"),
+    "ask k zero": ("ask --index {index} --no-llm --k 0 hi", "k must be"),
+    "port too big": ("serve --port 99999", "port must be a whole number from 1 to 65,535"),
+    "port zero": ("serve --port 0", "port must be"),
+    "unknown command": ("nonsense", "invalid choice"),
+    "no command": ("", "required"),
+    "missing index": ("search --index {out}-nowhere x", "no index at"),
+    "index is a file": ("search --index {a-file} x", "no index at"),
+    "unknown mode": ("search --index {index} --mode nope x", "unknown search mode 'nope'"),
+    "missing component": ("search --index {index} --mode dense x", "--components dense"),
+    "empty query": ("search --index {index} ''", "the query is empty"),
+    "malformed formula": ("search --index {index} --mode structure '$\\frac{{$'", "could not read the formula"),
+    "missing topics": ("run --index {index} --topics {out}-none --output {out}", "cannot read the topic file"),
+    "malformed topics XML": ("run --index {index} --topics {topics-xml} --output {out}", "not well-formed XML"),
+    "malformed topics JSONL": ("run --index {index} --topics {topics-jsonl} --output {out}", "not valid JSON"),
+    "bad --set": ("run --index {index} --topics {dev} --output {out} --set lambda", "--set wants KEY=VALUE"),
+    "NaN score": ("eval --run {run-nan} --qrels {qrels}", "not a finite number"),
+    "infinite score": ("eval --run {run-inf} --qrels {qrels}", "not a finite number"),
+    "run columns": ("eval --run {run-columns} --qrels {qrels}", "expected a TREC run line"),
+    "conflicting qrels": ("eval --run {run-good} --qrels {qrels-conflict}", "judges 1 document(s) twice"),
+    "qrels columns": ("eval --run {run-good} --qrels {qrels-columns}", "expected a qrels line"),
+    "unknown trainer": ("train nope", "unknown trainer 'nope'"),
+    "unknown benchmark": ("bench nope", "unknown benchmark 'nope'"),
+    "index without input": ("index --index {out}-idx", "give --input"),
+    "missing input": ("index --input {out}-none.jsonl --index {out}-idx", "input not found"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_command_line_is_one_clear_line(name, files, tmp_path):
+    import shlex
+
+    argv, expected = BAD[name]
+    args = [part.format_map({k: str(v) for k, v in files.items()}) for part in shlex.split(argv)]
+    line = one_line_error(run_cli(args, tmp_path))
+    assert expected in line, line
+
+
+def test_the_same_limits_hold_in_the_api_and_the_tools(tiny_index):
+    from agent import MathScout
+    from tools.schemas import SearchArgs
+
+    scout = MathScout(tiny_index, use_llm=False)
+    for bad in (0, -1, 10_001, 10**9, 2.5, "many"):
+        with pytest.raises(MathScoutError, match="k must be a whole number from 1 to 10,000"):
+            scout.search("triangle", mode="bm25", k=bad)
+    assert len(scout.search("triangle", mode="bm25", k=K.high)) <= K.high
+    with pytest.raises(ValueError):
+        SearchArgs(query="triangle", k=AGENT_K.high + 1)
+    answer = scout.ask("what is a right triangle?", k=500, use_llm=False)
+    assert any("k = 500 is outside 1–50" in notice for notice in answer.notices)
+    assert len(answer.hits) <= AGENT_K.high
+
+
+# --- the page: --public warning, slowed logins -------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_public_without_auth_warns_at_start(tiny_index, tmp_path):
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "mathscout.cli", "serve", "--index", str(tiny_index), "--public",
+                                "--host", "127.0.0.1", "--port", str(port), "--no-llm"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "MATHSCOUT_HOME": str(tmp_path)})
+    try:
+        line = process.stderr.readline()
+        while line and "warning" not in line:
+            line = process.stderr.readline()
+        assert "--public without --auth" in line and "--auth USER:PASSWORD" in line
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_failed_logins_are_slowed_over_real_http():
+    import gradio as gr
+    import httpx
+
+    from ui.login import LoginGuard
+
+    guard = LoginGuard("ada", "correct horse", free=2, base=0.4, ceiling=2.0)
+    with gr.Blocks() as app:
+        gr.Markdown("MathScout login test")
+    port = _free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, auth=guard.check, prevent_thread_lock=True, quiet=True)
+    try:
+        url = f"http://127.0.0.1:{port}/login"
+        seconds = []
+        for _ in range(5):
+            started = time.perf_counter()
+            response = httpx.post(url, data={"username": "ada", "password": "guess"}, timeout=30)
+            seconds.append(time.perf_counter() - started)
+            assert response.status_code == 400
+        assert max(seconds[:2]) < 0.3  # the first failures are free
+        assert seconds[2] >= 0.35 and seconds[3] >= 0.75 and seconds[4] >= 1.5  # then 0.4, 0.8, 1.6 s
+        started = time.perf_counter()
+        assert httpx.post(url, data={"username": "ada", "password": "correct horse"}, timeout=30).status_code == 200
+        assert time.perf_counter() - started >= 1.9  # the right password waits its turn too
+        assert guard.delay("ada") <= 2.0
+    finally:
+        app.close()
+
+
+def test_a_success_resets_the_users_failures():
+    from ui.login import LoginGuard
+
+    guard = LoginGuard("ada", "pw", free=5, base=0.0)
+    assert asyncio.run(guard.check("ada", "x")) is False and guard.failures["ada"][0] == 1
+    assert asyncio.run(guard.check("ada", "pw")) is True
+    assert "ada" not in guard.failures
+
+
+def test_a_failed_json_command_prints_nothing_on_stdout(files, tmp_path):
+    result = run_cli(["search", "--index", str(files["index"]), "--json", "--k", "0", "x"], tmp_path)
+    assert result.stdout == "" and result.returncode == 2
