@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from agent.events import Expansion, Rewrite
 from agent.question import Question
+from mathscout.markup import document_markdown, safe_math
 from mathscout.types import Document, Hit
 
 CITED_PASSAGES = 3  # passages quoted in the extractive answer
@@ -76,40 +77,54 @@ def _one_line(text: str) -> str:
 
 
 def _formula_list(latex: Iterable[str], limit: int = 3) -> str:
-    return ", ".join(f"${_one_line(f)}$" for f in list(latex)[:limit])
+    return ", ".join(f"${safe_math(_one_line(f))}$" for f in list(latex)[:limit])
+
+
+_PLAIN_ID = re.compile(r"[^\[\]\s,;()<>`\\*_!&|~]{1,200}")
+
+
+def _cite(doc_id: str) -> str:
+    """`[doc-id]`; an id with Markdown characters is shown escaped (data, not markup; not linkable)."""
+    return f"[{doc_id}]" if _PLAIN_ID.fullmatch(doc_id) else document_markdown(f"[{doc_id}]")
+
+
+def _quoted(text: str, limit: int) -> str:
+    """The user's or a document's words, on one line, cut to `limit`, as Markdown text."""
+    return document_markdown(_one_line(text)[:limit])
 
 
 def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[str, Document],
                       rewrites: list[Rewrite], expansions: list[Expansion]) -> str:
     """Markdown: what was searched, the top passages quoted with `[doc-id]` and matched formulas, more ids."""
     if not hits:
-        searched = _formula_list(question.formulas) if question.formulas else f"“{_one_line(question.text)[:120]}”"
+        searched = _formula_list(question.formulas) if question.formulas else f"“{_quoted(question.text, 120)}”"
         return (f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
                 "or another search mode.")
     lead = []
     if question.formulas:
         lead.append(f"Documents matching {_formula_list(question.formulas)}")
         if question.kind == "mixed":
-            lead[-1] += f" and “{_one_line(question.words)[:120]}”"
+            lead[-1] += f" and “{_quoted(question.words, 120)}”"
     else:
-        lead.append(f"Documents matching “{_one_line(question.text)[:160]}”")
+        lead.append(f"Documents matching “{_quoted(question.text, 160)}”")
     if rewrites:
         lead.append(f"also searched as {_formula_list(r.rewritten for r in rewrites)}")
     if expansions:
         related = [t for e in expansions for t, _ in e.related[:2]]
-        lead.append(f"types {', '.join(e.type for e in expansions)}" + (f" (related: {', '.join(related[:4])})" if related else ""))
+        lead.append(f"types {document_markdown(', '.join(e.type for e in expansions))}"
+                    + (f" (related: {document_markdown(', '.join(related[:4]))})" if related else ""))
     parts = ["; ".join(lead) + ":"]
     for n, hit in enumerate(hits[:CITED_PASSAGES], start=1):
         document = documents.get(hit.doc_id)
-        title = _one_line(document.title) if document and document.title else ""
-        line = f"{n}. " + (f"**{title}** " if title else "") + f"[{hit.doc_id}]"
+        title = _quoted(document.title, 300) if document and document.title else ""
+        line = f"{n}. " + (f"**{title}** " if title else "") + _cite(hit.doc_id)
         if hit.formulas:
             line += f" — matched formula {_formula_list(f.latex for f in hit.formulas[:2])}"
-        passage = _one_line(hit.snippet or (document.text[:300] if document else ""))
+        passage = document_markdown(_one_line(hit.snippet or (document.text[:300] if document else "")), keep_marks=True)
         if passage:
             line += f"\n   > {passage}"
         parts.append(line)
     more = hits[CITED_PASSAGES : CITED_PASSAGES + ALSO_CITED]
     if more:
-        parts.append("Also relevant: " + ", ".join(f"[{h.doc_id}]" for h in more) + ".")
+        parts.append("Also relevant: " + ", ".join(_cite(h.doc_id) for h in more) + ".")
     return "\n\n".join(parts)

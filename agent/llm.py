@@ -17,6 +17,7 @@ from agent.config import LLMConfig
 from agent.events import AgentEvent, Answer
 from agent.prompts import load_prompt, user_prompt
 from agent.question import Question
+from mathscout.markup import sanitize_answer
 from mathscout.types import Hit
 from tools.session import ToolSession
 
@@ -146,7 +147,7 @@ class LLMAgent:
     def _answer(self, question: Question, text: str, session: ToolSession, mode: str, k: int, started: float,
                 notices_before: int) -> Iterator[AgentEvent]:
         known = list(session.seen) + [d for d in session.documents_read if d not in session.seen]
-        text, cited, invented = check_citations(text, known)
+        text, cited, invented = check_citations(sanitize_answer(text), known)
         notices = list(session.notices)
         if invented:
             notices.append(f"The model cited {len(invented)} id{'s' * (len(invented) > 1)} that no tool returned "

@@ -7,6 +7,7 @@ shown in bold colour instead.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -45,12 +46,12 @@ def _weights(query_terms: Mapping[str, float] | Iterable[str]) -> dict[str, floa
 def _formula_score(latex: str, math_weights: Mapping[str, float], total: float) -> tuple[float, set[str]]:
     """Share of the query's math weight that the formula matches, and the matched index terms."""
     shared = set(formula_terms(latex)).intersection(math_weights)
-    return (sum(math_weights[t] for t in shared) / total if total else 0.0), shared
+    return (math.fsum(math_weights[t] for t in shared) / total if total else 0.0), shared
 
 
 def _math_weights(weights: Mapping[str, float]) -> tuple[dict[str, float], float]:
-    math = {t: w for t, w in weights.items() if is_math_term(t)}
-    return math, sum(math.values())
+    math_only = {t: w for t, w in weights.items() if is_math_term(t)}
+    return math_only, math.fsum(math_only.values())
 
 
 def match_formulas(document: Document, query_terms: Mapping[str, float] | Iterable[str], limit: int = 3) -> list[MatchedFormula]:
@@ -80,7 +81,7 @@ def _matches(document: Document, weights: Mapping[str, float]) -> list[_Match]:
         words(position, formula.start)
         score, shared = _formula_score(formula.latex, math_weights, total)
         if score >= MIN_FORMULA_SCORE:
-            matches.append(_Match(formula.start, formula.end, tuple(shared), True))
+            matches.append(_Match(formula.start, formula.end, tuple(sorted(shared)), True))
         position = formula.end
     words(position, len(text))
     return matches
@@ -105,7 +106,7 @@ def _best_window(matches: list[_Match], weights: Mapping[str, float]) -> int:
             if match.start - first.start > SNIPPET_CHARS - CONTEXT_BEFORE:
                 break
             seen.update(match.terms)
-        score = sum(weights.get(t, 0.0) for t in seen)
+        score = math.fsum(weights.get(t, 0.0) for t in seen)  # exact: the same whatever the set's order
         if score > best_score:
             best, best_score = i, score
     return best

@@ -154,6 +154,11 @@ def test_corrupted_faiss_file(dense_index, tmp_path):
     copy = tmp_path / "index"
     shutil.copytree(dense_index, copy)
     (copy / "dense" / "flat.faiss").write_bytes(b"not a faiss index")
+    with pytest.raises(MathScoutError, match="flat.faiss is damaged .*rebuild it with 'mathscout index"):
+        open_retriever(IndexDir(copy), "dense")
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["components"]["dense"]["files"]  # an index built before checksums: faiss's own check holds
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(IndexMissingError, match="unreadable or corrupted: rebuild it with 'mathscout index"):
         open_retriever(IndexDir(copy), "dense")
 

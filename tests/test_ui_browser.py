@@ -9,6 +9,7 @@ off. Screenshots go to tests/artifacts/ (git-ignored).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ import pytest
 
 from mathscout.types import Document, Hit, MatchedFormula
 from tests.agent_data import tiny_collection
+from tests.test_robust_markup import EVIL, HOSTILE_ID, HOSTILE_TEXT
 from tests.fake_openai import FakeOpenAI, Text, ToolCalls
 
 CHROMIUM = "/usr/bin/chromium"
@@ -128,8 +130,10 @@ def ui_indexes(tmp_path_factory, shared_data):
     for part in (broken / "structure").iterdir():
         part.write_bytes(b"damaged")
     mse = tmp_path_factory.mktemp("ui-mse") / "mse-sample"
-    build_index([tiny_collection(shared_data, mse.parent / "docs.jsonl", with_injection=False)], mse,
-                ["bm25", "structure"])
+    collection = tiny_collection(shared_data, mse.parent / "docs.jsonl", with_injection=False)
+    with open(collection, "a", encoding="utf-8") as out:  # a document that tries to load and link outside URLs
+        out.write(json.dumps({"id": HOSTILE_ID, "title": "Products of square roots", "text": HOSTILE_TEXT}) + "\n")
+    build_index([collection], mse, ["bm25", "structure"])
     return {"home": home, "demo": demo, "broken": broken, "mse": mse}
 
 
@@ -405,6 +409,25 @@ def test_another_index_links_hits_to_their_original_posts(page):
     assert links.count() >= 1 and links.first.get_attribute("target") == "_blank"
     assert page.locator("#ms-results .ms-meta", has_text="math.stackexchange.com").count() >= 1
     _shot(page, "8-mse-index")
+
+
+def test_a_hostile_document_is_shown_as_text_and_nothing_leaves_the_machine(page):
+    """Its images, links, HTML and LaTeX \\href are rendered as text; every request goes to 127.0.0.1."""
+    hosts: list[str] = []
+    page.on("request", lambda request: hosts.append(re.sub(r"^[a-z]+://([^/:]+).*$", r"\1", request.url)))
+    _choose(page, "#ms-index", "mse-sample")
+    _ask(page, SQRT + " click me")
+    _wait_for_answer(page)
+    page.wait_for_timeout(1500)  # give any injected image time to be requested
+    assert HOSTILE_ID in _card_ids(page)
+    for area in ("#ms-chat", "#ms-results"):
+        assert page.locator(f'{area} img[src*="{EVIL}"]').count() == 0
+        assert page.locator(f'{area} a[href*="{EVIL}"]').count() == 0
+        assert page.locator(f"{area} script, {area} iframe").count() == 0
+    assert "click me" in _chat_text(page)
+    outside = {h for h in hosts if h not in ("127.0.0.1", "localhost") and not h.startswith("data")}
+    assert not outside, outside
+    _shot(page, "10-hostile-document")
 
 
 def test_llm_switch_streams_an_llm_planned_answer(page, fake_llm):

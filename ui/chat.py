@@ -20,6 +20,7 @@ from agent.events import AgentEvent, Answer, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Document
+from mathscout.markup import sanitize_answer
 from ui.cards import CardContext, link_citations, renderable_math, results_html
 from ui.indexes import IndexChoice
 from ui.inputs import check_question
@@ -129,19 +130,21 @@ class TurnView:
     answer: str = ""
     working_title: str = "Working…"
     done: bool = False
+    linked: bool = False  # `answer` is the final, checked answer with citations linked to the cards
 
     def messages(self) -> list[dict]:
         """While working: the input notes first (said at once); when done, every note follows the answer, since
         the chat scrolls to its end and a long answer would push notes above it out of view."""
-        out: list[dict] = [{"role": "user", "content": self.echo}]
+        out: list[dict] = [{"role": "user", "content": sanitize_answer(self.echo)}]
         notes_at_end = self.done and bool(self.answer)
         if self.input_notices and not notes_at_end:
             out.append({"role": "assistant", "content": _notes(self.input_notices)})
         out.append({"role": "assistant", "content": progress_markdown(self.steps),
                     "metadata": {"title": self.working_title, "status": "done" if self.done else "pending"}})
-        if self.answer:
-            out.append({"role": "assistant", "content": renderable_math(self.answer)})
-        notes = (self.input_notices if notes_at_end else []) + [_literal_math(n) for n in self.agent_notices]
+        if self.answer:  # streamed model text is sanitised as it arrives: it may echo an injected document
+            shown = self.answer if self.linked else sanitize_answer(self.answer)
+            out.append({"role": "assistant", "content": renderable_math(shown)})
+        notes = (self.input_notices if notes_at_end else []) + [_literal_math(sanitize_answer(n)) for n in self.agent_notices]
         if notes:
             out.append({"role": "assistant", "content": _notes(notes)})
         return out
@@ -220,6 +223,7 @@ def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | Non
         cards = f"<div class=\"ms-empty\">The result cards could not be built ({type(exc).__name__}).</div>"
     state = state.with_turn(checked.text, cards)
     view.answer = link_citations(answer.text, answer.hits, state.turns[-1].number)
+    view.linked = True
     calls = len(answer.trace)
     view.working_title = (f"Searched: {calls} tool call{'s' * (calls != 1)} · {len(answer.hits)} hits · "
                           f"{answer.seconds or time.perf_counter() - started:.1f} s")

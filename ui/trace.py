@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.events import Answer, ToolCall
+from mathscout.markup import sanitize_answer
 
 MAX_ARGUMENT_CHARS = 160
 
 
 def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text safe inside a Markdown table cell: no links, images or HTML (summaries hold document ids)."""
+    return sanitize_answer(" ".join(str(text).split())).replace("|", "\\|")
 
 
 def _code(text: str) -> str:
@@ -80,4 +81,4 @@ def trace_markdown(answer: Answer) -> str:
 
 def progress_markdown(lines: Sequence[str]) -> str:
     """The live trace while the agent works (one line per step)."""
-    return "\n".join(f"- {line}" for line in lines) if lines else "_Starting…_"
+    return "\n".join(f"- {sanitize_answer(line)}" for line in lines) if lines else "_Starting…_"
