@@ -185,6 +185,11 @@ def test_colbert_needs_the_dense_tokens_it_was_built_from(dense_index, tmp_path)
     meta = json.loads((copy / "colbert" / "meta.json").read_text())
     meta["dense_build_id"] = "older"
     (copy / "colbert" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(MathScoutError, match="meta.json is damaged"):  # the file differs from what the build wrote
+        open_retriever(IndexDir(copy), "colbert")
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["components"]["colbert"]["files"]  # as an index built before checksums were recorded
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(IndexMissingError, match="built from an older 'dense' component"):
         open_retriever(IndexDir(copy), "colbert")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -93,8 +94,13 @@ def test_bad_input_is_a_clear_error(scm_index, tmp_path, capsys):
 
     broken = shutil.copytree(scm_index, tmp_path / "broken")
     (broken / "scm" / DOCUMENTS).write_bytes(b"not a matrix")
-    with pytest.raises(IndexMissingError, match="unreadable .*--components scm"):
+    with pytest.raises(MathScoutError, match="damaged .*--components scm"):
         open_retriever(IndexDir(broken), "scm")
     assert cli(["search", "--index", str(broken), "--mode", "scm", "integral"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "unreadable" in err
+    assert err.count("\n") == 0 and "damaged" in err
+    manifest = json.loads((broken / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["components"]["scm"]["files"]  # an index built before checksums: the reader's own check holds
+    (broken / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(IndexMissingError, match="unreadable .*--components scm"):
+        open_retriever(IndexDir(broken), "scm")
