@@ -20,6 +20,7 @@ MARK = "**"  # highlight marks our own snippets insert (kept as Markdown bold)
 
 # Outside math: the characters that start links, images, HTML, entities, code and escapes.
 _ESCAPE_TEXT = re.compile(r"([\\`\[\]<>&!|~*_])")
+_ENTITY = {"[": "&#91;", "]": "&#93;"}
 # Bare links that Markdown renderers turn into live links (GFM autolink literals): break them with an escape.
 _SCHEME = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{1,20}):(?=//)")
 _WWW = re.compile(r"\b(www)\.", re.I)
@@ -29,7 +30,8 @@ _UNSAFE_LATEX = re.compile(r"\\(href|url|includegraphics|htmlClass|htmlId|htmlSt
 
 
 def _escape_text(text: str) -> str:
-    text = _ESCAPE_TEXT.sub(r"\\\1", text)
+    # brackets as entities: `\[` would open display math for the page's KaTeX (text either way, never a link)
+    text = _ESCAPE_TEXT.sub(lambda m: _ENTITY.get(m.group(1)) or "\\" + m.group(1), text)
     text = _SCHEME.sub(r"\1\\:", text)
     text = _WWW.sub(r"\1\\.", text)
     return _EMAIL_AT.sub(r"\\@", text)

@@ -391,7 +391,8 @@ def test_a_crashed_tool_is_reported_in_the_chat(page):
     _ask(page, TRIG)
     _wait_for_turns(page, 1)
     note = page.locator("#ms-chat .message", has_text="The tool structure_search failed").last
-    expect(note).to_contain_text("unreadable")
+    expect(note).to_contain_text("is damaged")
+    expect(note).to_contain_text("--components structure")
     assert _chat_text(page).count("The tool structure_search failed") == 1  # said once, not once per call
     note.scroll_into_view_if_needed()
     _shot(page, "6-crashed-tool")
