@@ -87,6 +87,9 @@ class StructureSettings:
     topics: int = 0
     measure: str = ""
     score: float = 0.0
+    # formula-only queries (no words) keep structure search's own ranking unless a setting fitted on formula
+    # queries says otherwise: {"lambda_m", "text", "tuned_on", …}; None = pure structure similarity (Eq. 3.16)
+    formula: dict | None = None
 
     @staticmethod
     def path(index: IndexDir) -> Path:
@@ -101,9 +104,12 @@ class StructureSettings:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             settings = cls(lambda_m=float(data["lambda_m"]), max_formulas=int(data["max_formulas"]), text=str(data["text"]),
-                           **{k: data[k] for k in ("tuned_on", "topics", "measure", "score") if k in data})
+                           **{k: data[k] for k in ("tuned_on", "topics", "measure", "score", "formula") if k in data})
             if settings.text not in ("words", "full"):
                 raise ValueError(f"text '{settings.text}'")
+            if settings.formula is not None and (not isinstance(settings.formula, dict) or settings.formula.get("text") not in ("words", "full")
+                                                 or float(settings.formula.get("lambda_m", 1.0)) <= 0):
+                raise ValueError("formula setting")
             return settings
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise MathScoutError(f"{path} is unusable ({exc}); rerun `mathscout train structure --index {index.path}` "
@@ -121,7 +127,8 @@ class StructureRetriever(BaseRetriever):
 
     def __init__(self, index: IndexDir, strategy: str = "gbp-len", eta: float = ETA_ARQMATH, lambda_m: float | None = None,
                  initial_threshold_factor: float = 0.0, max_formulas: int | None = None, exact: bool = False,
-                 depth: int = MIXED_CANDIDATES, text: str | None = None, trees: int = 1):
+                 depth: int = MIXED_CANDIDATES, text: str | None = None, trees: int = 1, formula_text: str | None = None,
+                 formula_lambda_m: float | None = None):
         """strategy: formula pruning (exhaustive, maxref, gbp-num, gbp-len); eta: η of Eq. 3.15 (0.3 ARQMath,
         0.05 NTCIR-12); lambda_m: λ_m of Eq. 3.18; initial_threshold_factor: λ0 of Eq. 4.17 (unsafe when > 0);
         max_formulas: keep only the query's N widest formulas (0 = all); exact: the exact top k of Eq. 3.18 by
@@ -133,7 +140,10 @@ class StructureRetriever(BaseRetriever):
         α = 0.4, β = 0.9/0.06/0.04) re-scoring each formula's single-tree top `depth` formulas (§3.3.1: the
         thesis used it on NTCIR-12 only, for its cost).
         lambda_m, max_formulas and text left unset come from the index's structure.json when `mathscout train
-        structure` wrote one (tuned on train topics), else the thesis defaults (λ_m = 2.5, all formulas, words)."""
+        structure` wrote one (tuned on train topics), else the thesis defaults (λ_m = 2.5, all formulas, words).
+        They apply to queries with words. A formula-only query is ranked by structure similarity alone (its
+        "text" would be its own math tokens, which outweigh renamed-variable matches), unless formula_text /
+        formula_lambda_m or the stored setting's `formula` part say otherwise."""
         tuned = StructureSettings.read(index)
         self.settings_source = f"tuned on {tuned.tuned_on} ({SETTINGS_FILE})" if tuned else "thesis defaults"
         defaults = tuned or StructureSettings(lambda_m=LAMBDA_M, max_formulas=0, text="words")  # thesis §3.3.1
@@ -146,6 +156,11 @@ class StructureRetriever(BaseRetriever):
         if text not in ("words", "full"):
             raise QueryError(f"text must be 'words' or 'full' (got '{text}')")
         self.text_part = text
+        formula_setting = (tuned.formula if tuned and tuned.formula else {}) if formula_text is None else {}
+        self.formula_text = formula_text or formula_setting.get("text", "words")
+        self.formula_lambda_m = float(formula_lambda_m or formula_setting.get("lambda_m", LAMBDA_M))
+        if self.formula_text not in ("words", "full"):
+            raise QueryError(f"formula_text must be 'words' or 'full' (got '{self.formula_text}')")
         self.index = index
         self.store = index.store
         folder = index.component_path("structure")
@@ -169,9 +184,12 @@ class StructureRetriever(BaseRetriever):
     def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Top-k documents, and for each the best formula hit of the query's first formula that matched it."""
         formulas, words = _split(query)
-        if self.text_part == "full" and "bm25" in self.index.components:
+        formula_only = bool(formulas) and not words
+        text_part = self.formula_text if formula_only else self.text_part
+        if text_part == "full" and "bm25" in self.index.components:
             prepared = self._prepare(formulas, strict=False) if formulas else []
-            return self._fused(prepared, self._bm25_scores(query, max(self.depth, k)), k)
+            lambda_m = self.formula_lambda_m if formula_only else self.lambda_m
+            return self._fused(prepared, self._bm25_scores(query, max(self.depth, k)), k, lambda_m)
         if not formulas and not (words and "bm25" in self.index.components):
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
         prepared = self._prepare(formulas, strict=not words)
@@ -252,7 +270,8 @@ class StructureRetriever(BaseRetriever):
             return {}
         return self._bm25_retriever().query_weights(Query(id="words", text=words))
 
-    def _fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
+    def _fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int,
+               lambda_m: float | None = None) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Eq. 3.18 over the union of each formula's top `depth` documents (per-document pruned search, §4.2.2)
         and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it."""
         math: dict[int, float] = defaultdict(float)
@@ -262,7 +281,8 @@ class StructureRetriever(BaseRetriever):
                 math[hit.doc] += hit.score
                 best.setdefault(hit.doc, hit)
         candidates = set(math) | set(bm25)
-        scores = {doc: math_text_score(math.get(doc, 0.0), bm25.get(doc, 0.0), self.lambda_m) for doc in candidates}
+        lambda_m = self.lambda_m if lambda_m is None else lambda_m
+        scores = {doc: math_text_score(math.get(doc, 0.0), bm25.get(doc, 0.0), lambda_m) for doc in candidates}
         ranked = sorted((d for d in scores if scores[d] > 0), key=lambda d: (-scores[d], d))[:k]
         hits = [self._hit(d, scores[d], {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}) for d in ranked]
         return hits, best

@@ -1,0 +1,100 @@
+"""Formula-only queries keep structure search's strengths whatever setting was tuned for questions.
+
+A question-tuned setting (Eq. 3.18 with a small λ_m and BM25 over the whole query) lets a formula-only query's
+own math tokens outweigh its structure: a query with renamed variables then loses its source document. The
+structure mode ranks formula-only queries by structure similarity alone unless a setting fitted on formula
+queries says otherwise; this pins it on real collection formulas, with and without SymPy rewriting."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from mathscout.index.layout import IndexDir
+from mathscout.structure.parser import parse_latex
+from mathscout.structure.paths import leaf_count
+from retrievers import open_retriever
+
+QUESTION_TUNED = {"lambda_m": 0.1, "max_formulas": 0, "text": "full", "tuned_on": "train topics (test)"}
+_LETTER = re.compile(r"(?<![\\A-Za-z])([a-z])(?![A-Za-z])")
+
+
+def rename_variables(latex: str) -> str | None:
+    """The formula with its single-letter variables renamed consistently (a → r, b → s, …), None if it has
+    fewer than two."""
+    letters = sorted(set(_LETTER.findall(latex)))
+    if len(letters) < 2:
+        return None
+    unused = [c for c in "rstuvwpqmnghk" if c not in letters]
+    mapping = dict(zip(letters, unused))
+    return _LETTER.sub(lambda m: mapping.get(m.group(1), m.group(1)), latex)
+
+
+@pytest.fixture(scope="module")
+def renamed_queries(small_index) -> list[tuple[str, str]]:
+    """(renamed formula, source document) for real formulas that structure search alone finds from their
+    renamed form: the source document first, strictly ahead of the next one (Approach Zero's invariance)."""
+    index = IndexDir(small_index)
+    structure = open_retriever(index, "structure", formula_text="words")
+    picked: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for _, formula in index.store.iter_formulas():
+        latex = formula.latex.strip()
+        tree = parse_latex(latex).tree
+        if latex in seen or tree is None or not 8 <= leaf_count(tree) <= 30 or not (renamed := rename_variables(latex)):
+            continue
+        seen.add(latex)
+        hits = structure.search(f"${renamed}$", k=2)
+        if hits and hits[0].doc_id == formula.doc_id and (len(hits) == 1 or hits[1].score < hits[0].score):
+            picked.append((renamed, formula.doc_id))
+        if len(picked) == 8:
+            break
+    assert len(picked) == 8
+    return picked
+
+
+@pytest.fixture(scope="module")
+def tuned_index(small_index, tmp_path_factory):
+    """The small index with a question-tuned structure.json (the setting `mathscout train structure` stored
+    on the full collection)."""
+    copy = shutil.copytree(small_index, tmp_path_factory.mktemp("tuned") / "index")
+    (copy / "structure.json").write_text(json.dumps(QUESTION_TUNED), encoding="utf-8")
+    return copy
+
+
+@pytest.mark.parametrize("mode", ["structure", "structure-rewrite"])
+@pytest.mark.parametrize("tuned", [False, True], ids=["untuned", "tuned"])
+def test_a_renamed_variable_query_finds_its_source_first(renamed_queries, small_index, tuned_index, mode, tuned):
+    retriever = open_retriever(tuned_index if tuned else small_index, mode)
+    for renamed, source in renamed_queries:
+        hits = retriever.search(f"${renamed}$", k=5)
+        assert hits and hits[0].doc_id == source, (renamed, source, [h.doc_id for h in hits])
+
+
+def test_the_question_setting_still_ranks_questions(tuned_index):
+    retriever = open_retriever(tuned_index, "structure")
+    assert (retriever.text_part, retriever.lambda_m) == ("full", 0.1) and retriever.formula_text == "words"
+    hits = retriever.search("how to prove $a^2+b^2=c^2$ for a right triangle", k=5)
+    assert hits and all("bm25" in h.components for h in hits)
+
+
+def test_a_formula_setting_can_be_stored_and_is_checked(tuned_index, tmp_path):
+    copy = shutil.copytree(tuned_index, tmp_path / "index")
+    settings = {**QUESTION_TUNED, "formula": {"text": "full", "lambda_m": 2.5, "tuned_on": "formula queries"}}
+    (copy / "structure.json").write_text(json.dumps(settings), encoding="utf-8")
+    retriever = open_retriever(copy, "structure")
+    assert (retriever.formula_text, retriever.formula_lambda_m) == ("full", 2.5)
+    (copy / "structure.json").write_text(json.dumps({**QUESTION_TUNED, "formula": {"text": "nope"}}), encoding="utf-8")
+    with pytest.raises(Exception, match="unusable"):
+        open_retriever(copy, "structure")
+
+
+def test_the_old_behaviour_loses_renamed_queries(renamed_queries, tuned_index):
+    """What the issue saw: with the question setting applied to formula-only queries, some renamed queries
+    lose their source document (kept as a check that the queries above are a real test)."""
+    old = open_retriever(tuned_index, "structure", formula_text="full", formula_lambda_m=0.1)
+    lost = [source for renamed, source in renamed_queries if old.search(f"${renamed}$", k=5)[0].doc_id != source]
+    assert lost
