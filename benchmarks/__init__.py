@@ -15,6 +15,7 @@ BENCHMARKS = {
     "structure": ("benchmarks.structure_search", "structure search latency: exhaustive, MaxRef, GBP-NUM, GBP-LEN vs pya0"),
     "hybrid": ("benchmarks.hybrid", "hybrid (MABOWDOR) search latency: p50/p95 per component and fused, full collection"),
     "rewrite": ("benchmarks.rewrite_equivalence", "formula-equivalence test: recall@10 of structure search with and without SymPy rewriting"),
+    "formulas": ("benchmarks.formula_queries", "formula-only queries by kind (renamed, re-rendered, transformed, sub-expression): nDCG@10 of BM25 and structure search, untuned and question-tuned"),
     "types": ("benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
     "agent": ("benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
     "ui-load": ("benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),

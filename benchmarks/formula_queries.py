@@ -1,0 +1,163 @@
+"""`mathscout bench formulas`: formula-only queries made from real collection formulas, by kind.
+
+Kinds (each query's relevant documents: those holding a formula with the source formula's operator tree):
+- renamed: single-letter variables renamed consistently (a → r, b → s, …): Approach Zero's invariance;
+- rerendered: the same formula written differently (`\\dfrac` → `\\frac`, `x^2` → `x^{2}`, `\\left(` → `(`);
+- transformed: an algebraically equivalent form from SymPy (`mathscout.rewrite`, as `mathscout bench rewrite`);
+- subexpression: the widest braced argument of the formula (a sub-tree of it).
+
+Source formulas are drawn only from the *reporting* half of the documents (CRC-32 of the id is odd); the
+tuning half is for fitting. nDCG@10 (binary) per kind for BM25 over math tokens and for structure search
+with and without rewriting, untuned and with a question-tuned Eq. 3.18 setting (λ_m = 0.1, BM25 over the
+whole query), the latter both as formula-only queries are ranked now and as they were ranked before (the
+question setting applied to them too).
+
+    mathscout bench formulas --index DIR [--sample 150] [--seed 7] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import sys
+import time
+import zlib
+from collections import defaultdict
+
+from mathscout.errors import QueryError
+from mathscout.index.layout import IndexDir
+from mathscout.rewrite import equivalent_forms
+from mathscout.rewrite.canonical import tree_key
+from mathscout.structure.parser import parse_latex
+from mathscout.structure.paths import leaf_count
+from retrievers import open_retriever
+
+MIN_LEAVES, MAX_LEAVES, MAX_CHARS = 5, 30, 200
+MAX_DOCS = 10  # formulas held by more documents are too common to be a target
+QUESTION_TUNED = {"lambda_m": 0.1, "text": "full"}  # the setting `mathscout train structure` stored on the full index
+_LETTER = re.compile(r"(?<![\\A-Za-z])([a-z])(?![A-Za-z])")
+KINDS = ("renamed", "rerendered", "transformed", "subexpression")
+
+
+def reporting_half(doc_id: str) -> bool:
+    return zlib.crc32(doc_id.encode("utf-8")) % 2 == 1
+
+
+def renamed(latex: str) -> str | None:
+    letters = sorted(set(_LETTER.findall(latex)))
+    if len(letters) < 2:
+        return None
+    mapping = dict(zip(letters, [c for c in "rstuvwpqmnghk" if c not in letters]))
+    return _LETTER.sub(lambda m: mapping.get(m.group(1), m.group(1)), latex)
+
+
+def rerendered(latex: str) -> str | None:
+    out = latex.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\left", "").replace("\\right", "")
+    out = re.sub(r"([\^_])([A-Za-z0-9])", r"\1{\2}", out)  # x^2 → x^{2}
+    out = re.sub(r"\\[,;!: ]", "", out).replace("  ", " ")
+    return out if out != latex else None
+
+
+def subexpression(latex: str) -> str | None:
+    """The widest balanced `{…}` argument with at least MIN_LEAVES - 1 leaves (a sub-tree of the formula)."""
+    best, stack = None, []
+    for i, ch in enumerate(latex):
+        if ch == "{" and (i == 0 or latex[i - 1] != "\\"):
+            stack.append(i)
+        elif ch == "}" and stack and latex[i - 1] != "\\":
+            start = stack.pop()
+            body = latex[start + 1:i]
+            tree = parse_latex(body).tree
+            if tree is not None and leaf_count(tree) >= MIN_LEAVES - 1 and (best is None or len(body) > len(best)):
+                best = body
+    return best
+
+
+def build_queries(index: IndexDir, sample: int, seed: int) -> list[dict]:
+    docs_by_key: dict[str, set[str]] = defaultdict(set)
+    candidates = []
+    for _, formula in index.store.iter_formulas():
+        if len(formula.latex) > MAX_CHARS:
+            continue
+        parsed = parse_latex(formula.latex)
+        if parsed.tree is None or not parsed.complete:
+            continue
+        key = tree_key(parsed.tree)
+        docs_by_key[key].add(formula.doc_id)
+        if reporting_half(formula.doc_id) and MIN_LEAVES <= leaf_count(parsed.tree) <= MAX_LEAVES:
+            candidates.append((formula.doc_id, formula.latex, key))
+    rng = random.Random(seed)
+    rng.shuffle(candidates)
+    queries, counts, seen = [], defaultdict(int), set()
+    makers = {"renamed": renamed, "rerendered": rerendered, "subexpression": subexpression}
+    for doc_id, latex, key in candidates:
+        if key in seen or len(docs_by_key[key]) > MAX_DOCS:
+            continue
+        seen.add(key)
+        relevant = sorted(docs_by_key[key])
+        for kind in KINDS:
+            if counts[kind] >= sample:
+                continue
+            if kind == "transformed":
+                forms = equivalent_forms(latex, max_forms=4, seconds=2.0).forms
+                forms = [f for f in forms if (t := parse_latex(f.latex).tree) is not None and leaf_count(t) >= 3]
+                made = forms[0].latex if forms else None
+            else:
+                made = makers[kind](latex)
+            if made and parse_latex(made).tree is not None:
+                queries.append({"kind": kind, "latex": made, "source": latex, "relevant": relevant})
+                counts[kind] += 1
+        if all(counts[k] >= sample for k in KINDS):
+            break
+    return queries
+
+
+def ndcg10(ranked: list[str], relevant: set[str]) -> float:
+    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ranked[:10]) if d in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
+    return dcg / ideal if ideal else 0.0
+
+
+def systems(index: IndexDir) -> dict:
+    old = {**QUESTION_TUNED, "formula_text": "full", "formula_lambda_m": QUESTION_TUNED["lambda_m"]}
+    return {
+        "bm25": open_retriever(index, "bm25"),
+        "structure (untuned)": open_retriever(index, "structure", formula_text="words"),
+        "structure (tuned, before)": open_retriever(index, "structure", **old),
+        "structure (tuned, now)": open_retriever(index, "structure", **QUESTION_TUNED),
+        "structure-rewrite (untuned)": open_retriever(index, "structure-rewrite", formula_text="words"),
+        "structure-rewrite (tuned, before)": open_retriever(index, "structure-rewrite", **old),
+        "structure-rewrite (tuned, now)": open_retriever(index, "structure-rewrite", **QUESTION_TUNED),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="mathscout bench formulas", description=__doc__.splitlines()[0])
+    parser.add_argument("--index", required=True)
+    parser.add_argument("--sample", type=int, default=150, help="queries per kind")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", help="write the figures and queries here")
+    args = parser.parse_args(argv)
+    index = IndexDir(args.index)
+    started = time.perf_counter()
+    queries = build_queries(index, args.sample, args.seed)
+    print(f"{len(queries)} queries from the reporting half ({time.perf_counter() - started:.0f} s): "
+          + ", ".join(f"{k} {sum(q['kind'] == k for q in queries)}" for k in KINDS), file=sys.stderr)
+    table: dict[str, dict[str, float]] = {}
+    for name, retriever in systems(index).items():
+        scores: dict[str, list[float]] = defaultdict(list)
+        for q in queries:
+            try:
+                ranked = [h.doc_id for h in retriever.search(f"${q['latex']}$", k=10)]
+            except QueryError:
+                ranked = []
+            scores[q["kind"]].append(ndcg10(ranked, set(q["relevant"])))
+        table[name] = {k: sum(v) / len(v) for k, v in scores.items()}
+        table[name]["all"] = sum(sum(v) for v in scores.values()) / sum(len(v) for v in scores.values())
+        print(f"{name:36s} " + "  ".join(f"{k} {table[name].get(k, float('nan')):.3f}" for k in (*KINDS, "all")), flush=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump({"ndcg@10": table, "queries": queries}, out, indent=1, ensure_ascii=False)
