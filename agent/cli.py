@@ -59,7 +59,12 @@ def print_trace(answer: Answer, out: TextIO) -> None:
 
 
 def answer_json(answer: Answer) -> dict:
-    return asdict(answer)
+    from mathscout.render import explain_score
+
+    record = asdict(answer)
+    for hit, entry in zip(answer.hits, record["hits"]):
+        entry["score_explained"] = explain_score(hit)
+    return record
 
 
 def run(args: argparse.Namespace) -> None:

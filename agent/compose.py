@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from agent.events import Expansion, Rewrite
 from agent.question import Question
 from mathscout.markup import document_markdown, safe_math
+from mathscout.rewrite.compute import Computation
 from mathscout.types import Document, Hit
 
 CITED_PASSAGES = 3  # passages quoted in the extractive answer
@@ -18,6 +19,10 @@ ALSO_CITED = 4  # further documents listed by id
 _CITATION = re.compile(r"\[([^\[\]\s,;]{1,200}(?:\s*[,;]\s*[^\[\]\s,;]{1,200})*)\](?!\()")
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
 _SPACES = re.compile(r"\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z$\\])")
+_MARKS = re.compile(r"\*\*")
+SUMMARY_SOURCES = 2  # hits whose first sentence makes the opening summary
+SUMMARY_SENTENCE = 220  # characters kept of each sentence
 
 
 def _outside_math(text: str) -> list[tuple[int, int]]:
@@ -93,13 +98,49 @@ def _quoted(text: str, limit: int) -> str:
     return document_markdown(_one_line(text)[:limit])
 
 
+def computed_line(computation: Computation) -> str:
+    """The computed result as the answer's first line, or one line saying why there is none."""
+    if computation.statement:
+        return f"**Computed by SymPy:** ${safe_math(_one_line(computation.statement))}$"
+    return f"SymPy could not {computation.operation} this ({document_markdown(_one_line(computation.error or '')[:200])}); the passages follow."
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of a snippet (marks and a leading ellipsis dropped), cut to SUMMARY_SENTENCE."""
+    text = _one_line(_MARKS.sub("", text)).lstrip("…").strip()
+    sentence = _SENTENCE_END.split(text, 1)[0]
+    if len(sentence) > SUMMARY_SENTENCE:
+        cut = sentence.rfind(" ", 0, SUMMARY_SENTENCE)
+        sentence = sentence[: cut if cut > 0 else SUMMARY_SENTENCE].rstrip(" ,;:") + " …"
+    if sentence.count("$") % 2:  # a formula cut in the middle is dropped, not left open
+        sentence = sentence[: sentence.rfind("$")].rstrip() + " …"
+    return sentence
+
+
+def summary_line(hits: list[Hit], documents: Mapping[str, Document]) -> str:
+    """One or two sentences from the best hits, each cited (extractive: the documents' own words, escaped)."""
+    pieces = []
+    for hit in hits[:SUMMARY_SOURCES]:
+        document = documents.get(hit.doc_id)
+        sentence = _first_sentence(hit.snippet or (document.text[:400] if document else ""))
+        if sentence:
+            pieces.append(f"{document_markdown(sentence)} {_cite(hit.doc_id)}")
+    return ("**In short:** " + " — ".join(pieces)) if pieces else ""
+
+
 def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[str, Document],
-                      rewrites: list[Rewrite], expansions: list[Expansion]) -> str:
-    """Markdown: what was searched, the top passages quoted with `[doc-id]` and matched formulas, more ids."""
+                      rewrites: list[Rewrite], expansions: list[Expansion],
+                      computation: Computation | None = None) -> str:
+    """Markdown: a computed result when the question ordered one, a cited one-line summary, what was searched,
+    the top passages quoted with `[doc-id]` and matched formulas, more ids."""
+    opening = [computed_line(computation)] if computation is not None else []
     if not hits:
         searched = _formula_list(question.formulas) if question.formulas else f"“{_quoted(question.text, 120)}”"
-        return (f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
-                "or another search mode.")
+        return "\n\n".join(opening + [
+            f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
+            "or another search mode."])
+    summary = summary_line(hits, documents)
+    opening += [summary] if summary else []
     lead = []
     if question.formulas:
         lead.append(f"Documents matching {_formula_list(question.formulas)}")
@@ -113,7 +154,7 @@ def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[st
         related = [t for e in expansions for t, _ in e.related[:2]]
         lead.append(f"types {document_markdown(', '.join(e.type for e in expansions))}"
                     + (f" (related: {document_markdown(', '.join(related[:4]))})" if related else ""))
-    parts = ["; ".join(lead) + ":"]
+    parts = opening + ["; ".join(lead) + ":"]
     for n, hit in enumerate(hits[:CITED_PASSAGES], start=1):
         document = documents.get(hit.doc_id)
         title = _quoted(document.title, 300) if document and document.title else ""

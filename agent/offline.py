@@ -19,6 +19,7 @@ from agent.compose import extractive_answer
 from agent.events import AgentEvent, Answer
 from agent.question import Question
 from mathscout.render import _explain
+from mathscout.rewrite.compute import compute
 from mathscout.types import Hit
 from retrievers.fusion import fuse
 from tools.session import ToolSession
@@ -133,6 +134,8 @@ class OfflinePlanner:
             steps.append(f"{mode} search")
         if rerank:
             steps.append("rerank the top hits" if "rerank" in available else "no reranker installed: keep the order")
+        if question.compute:
+            steps.insert(0, f"{question.compute} the formula with SymPy (limited worker)")
         steps.append("quote the best passages with their ids")
         return f"{kind} question: " + "; ".join(steps)
 
@@ -221,11 +224,14 @@ class OfflinePlanner:
         started = time.perf_counter() if started is None else started
         announced = len(session.notices)  # notices from before the plan were already streamed
         yield AgentEvent("plan", text=self.describe(question, mode, rerank))
+        computation = None
+        if question.compute:  # an order to compute: SymPy in the limited worker, shown first
+            computation = compute(question.formulas[0], question.compute)
         hits = yield from self.retrieve(question, session, pending, mode=mode, k=k, rerank=rerank)
         documents = _explain(hits, self.toolbox.index.store, question.text)
         for notice in session.notices[announced:]:
             yield AgentEvent("notice", text=notice)
-        text = extractive_answer(question, hits, documents, session.rewrites, session.expansions)
+        text = extractive_answer(question, hits, documents, session.rewrites, session.expansions, computation)
         for piece in _TOKEN.findall(text):
             yield AgentEvent("token", text=piece)
         answer = Answer(question=question.text, text=text, hits=hits,

@@ -33,6 +33,7 @@ class Question:
     formulas: list[str] = field(default_factory=list)
     words: str = ""
     notices: list[str] = field(default_factory=list)
+    compute: str | None = None  # an operation the question orders on its formula ("evaluate", "solve", …)
 
     @property
     def problem(self) -> str | None:
@@ -81,6 +82,42 @@ def choose_formulas(formulas: list[str], has_words: bool, limit: int = MAX_FORMU
     return [formulas[i] for i in keep]
 
 
+# An order to compute, at the start of the words: (pattern, operation). Conservative on purpose: questions that ask
+# why/how/whether ("why is the integral of x^2 equal to 1/3") are explanations, not orders, and compute nothing.
+_ORDERS = [
+    (re.compile(r"^(?:what is |what's |find |compute |calculate )?(?:the )?(?:derivative|differential) of\b"), "differentiate"),
+    (re.compile(r"^differentiate\b"), "differentiate"),
+    (re.compile(r"^(?:what is |what's |find |compute |calculate )?(?:the )?(?:integral|antiderivative) of\b"), "integrate"),
+    (re.compile(r"^integrate\b"), "integrate"),
+    (re.compile(r"^simplify\b"), "simplify"),
+    (re.compile(r"^(?:solve|find all solutions of|find the roots of)\b"), "solve"),
+    (re.compile(r"^(?:evaluate|compute|calculate|what is|what's|find the value of)\b"), "evaluate"),
+]
+# words that may remain beside the order ("simplify the expression $…$ for x"); any other word makes it a real question
+_ORDER_WORDS = (FILLER - {"mean", "means", "meaning", "why", "how", "true", "hold", "holds", "prove", "show", "explain"}) | \
+    frozenset("value expression equation function following result respect dx dy dt".split())
+_RELATIONS = frozenset({"EQ", "NEQ", "LT", "GT", "LE", "GE"})
+
+
+def computation_order(words: str, formulas: list[str]) -> str | None:
+    """The operation a question orders on its single formula, or None (see `_ORDERS`)."""
+    if len(formulas) != 1:
+        return None
+    plain = " ".join(re.sub(r"[^a-z' ]", " ", words.lower()).split())
+    for pattern, operation in _ORDERS:
+        match = pattern.match(plain)
+        if match is None:
+            continue
+        rest = [w for w in plain[match.end():].split() if len(w) > 1 and w not in _ORDER_WORDS]
+        if rest:
+            return None
+        tree = parse_latex(formulas[0]).tree
+        if operation == "evaluate" and tree is not None and tree.token in _RELATIONS:
+            return None  # "what is $a^2+b^2=c^2$" asks about an identity, not for a value
+        return operation
+    return None
+
+
 def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Question:
     """Bound and classify a question; never raises (an empty one has kind "empty")."""
     text = _CONTROL.sub(" ", raw or "").strip()
@@ -115,4 +152,4 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
             notices.append(f"The formula `{_short(latex)}` looks malformed ({problem}): it was searched as far as "
                            "it could be read.")
     kind: QuestionKind = "mixed" if formulas and topical else ("formula" if formulas else "text")
-    return Question(text, kind, formulas, words, notices)
+    return Question(text, kind, formulas, words, notices, computation_order(words, formulas))

@@ -208,12 +208,41 @@ def _explain(hits: list[Hit], store: DocumentStore, query: str) -> dict[str, Doc
     return documents
 
 
+# what each retriever's raw score is (shown beside the number; thesis equations where they define it)
+SCORE_MEANINGS = {
+    "bm25": "Okapi BM25, words + math tokens",
+    "structure": "matched-subtree similarity × path idf (thesis Eqs. 3.5, 3.15)",
+    "dense": "embedding cosine",
+    "dense-ft": "embedding cosine, fine-tuned queries",
+    "colbert": "late interaction, sum of token maxima",
+    "splade": "learned sparse dot product",
+    "scm": "soft cosine over BM25 vectors",
+    "types": "BM25 of expanded type terms",
+}
+
+
+def explain_score(hit: Hit) -> str:
+    """What the hit's number is: a retriever's raw score, Eq. 3.18's structure + BM25, or a normalised fusion."""
+    parts = {name: value for name, value in hit.components.items()}
+    if len(parts) == 1:
+        (name, value), = parts.items()
+        if math.isclose(value, hit.score, rel_tol=1e-6, abs_tol=1e-9):
+            return f"{name} {hit.score:.3g} = {SCORE_MEANINGS.get(name, name + ' score')}"
+    listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items())
+    if set(parts) == {"structure", "bm25"} and hit.score >= max(parts.values()) - 1e-9:
+        return f"math + text {hit.score:.3g} = λ_m × structure + BM25 (thesis Eq. 3.18; {listed})"
+    if not parts:
+        return f"score {hit.score:.3g}"
+    return f"fused {hit.score:.3g} = weighted sum of normalised scores (1 = best; Eq. 5.20) of {listed}"
+
+
 def hits_as_json(hits: list[Hit], documents: Mapping[str, Document]) -> list[dict]:
     return [
         {
             "rank": h.rank,
             "doc_id": h.doc_id,
             "score": round(h.score, 4),
+            "score_explained": explain_score(h),
             "title": documents[h.doc_id].title if h.doc_id in documents else "",
             "snippet": h.snippet,
             "formulas": [asdict(f) for f in h.formulas],
@@ -237,7 +266,7 @@ def print_hits(hits: list[Hit], store: DocumentStore, query: str, as_json: bool 
     for hit in hits:
         document = documents.get(hit.doc_id)
         title = _SPACES.sub(" ", document.title).strip() if document else ""
-        header = f"{hit.rank:>3}. {style(hit.doc_id, '1')}  {style(f'score {hit.score:.3f}', '2')}"
+        header = f"{hit.rank:>3}. {style(hit.doc_id, '1')}  {style('score: ' + explain_score(hit), '2')}"
         print(header + (f"  {style(title, '1;36')}" if title else ""), file=out)
         if hit.snippet:
             print(f"     {style.highlights(hit.snippet)}", file=out)

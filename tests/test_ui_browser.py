@@ -73,6 +73,9 @@ def test_matched_formula_parts_are_coloured_without_breaking_the_latex():
     assert coloured_latex("x^22 + 1", [(0, 8)]).startswith("{\\color{#d9480f}x}^22 \\mathbin")  # x² 2 stays x² 2
     long = MatchedFormula("d#0", "x+" * 300 + "y", highlight=[(0, 1)])
     assert "<mark>x</mark>" in formula_html(long)  # too long to render: source with the match marked
+    broken = formula_html(MatchedFormula("d#1", "\\frac{a}{b <script>", highlight=[(0, 5)]))
+    assert broken.startswith("<div class=\"ms-formula ms-formula-source\"><code")  # unbalanced: escaped code
+    assert "&lt;script&gt;" in broken and "$$" not in broken
 
 
 def test_align_bodies_in_answers_are_made_renderable():
@@ -328,6 +331,24 @@ def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
     assert "Type expansions" in text
     trace.scroll_into_view_if_needed()
     _shot(page, "3-trace")
+
+
+def test_a_computed_answer_is_shown_from_its_start_with_the_result_first(page):
+    _ask(page, "Why is $\\cos^2 x + \\sin^2 x = 1$?")  # a first turn, so the chat can scroll
+    _wait_for_answer(page)
+    _ask(page, "What is $\\int_0^1 x^2 dx$")
+    _wait_for_answer(page, 2)
+    page.wait_for_timeout(900)  # the scroll runs once rendering settled
+    answer = page.locator("#ms-chat .message-row.bot-row, #ms-chat [data-testid='bot']").last
+    assert "Computed by SymPy" in _chat_text(page) and "In short" in _chat_text(page)
+    asked = page.locator("#ms-chat .message-row.user-row, #ms-chat [data-testid='user']").last
+    chat = page.locator("#ms-chat").bounding_box()
+    top = asked.bounding_box()["y"]
+    assert chat["y"] - 5 <= top <= chat["y"] + 120, (top, chat)  # the question heads the view, not the answer's end
+    assert answer.count() == 1
+    _shot(page, "4-computed-answer-from-its-start")
+    titles = page.locator("#ms-results .ms-score-main").first.get_attribute("title")
+    assert " = " in titles  # the score's explanation
 
 
 def test_switching_modes_changes_how_the_answer_is_searched(page):

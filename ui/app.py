@@ -20,7 +20,7 @@ from ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionSta
 from ui.indexes import discover_indexes
 from ui.inputs import formula_problem
 from ui.login import LoginGuard
-from ui.style import CSS, HEAD
+from ui.style import CSS, HEAD, SCROLL_TO_ANSWER
 
 LATEX_DELIMITERS = [
     {"left": "$$", "right": "$$", "display": True},
@@ -174,7 +174,7 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=460):
                 chatbot = gr.Chatbot(
-                    elem_id="ms-chat", height=560, latex_delimiters=LATEX_DELIMITERS, layout="bubble",
+                    elem_id="ms-chat", height=560, latex_delimiters=LATEX_DELIMITERS, layout="bubble", autoscroll=False,
                     label="Chat", show_label=False, feedback_options=None, buttons=["copy"],
                     placeholder="<b>Ask a math question.</b><br>Answers appear here with rendered formulas and "
                                 "citations; the documents behind them appear on the right.",
@@ -221,7 +221,8 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
         gr.on([question.submit, send.click], respond,
               inputs=[question, chatbot, index, mode, k, rerank, llm, state],
               outputs=[chatbot, results, trace, question, state],
-              api_name="ask", concurrency_limit=CONCURRENCY, show_progress="hidden")
+              api_name="ask", concurrency_limit=CONCURRENCY, show_progress="hidden",
+              ).then(None, js=SCROLL_TO_ANSWER, api_visibility="private", queue=False)  # the answer from its start
         chatbot.clear(lambda: (SessionState(), EMPTY_RESULTS, EMPTY_TRACE), None, [state, results, trace],
                       api_visibility="private")
         index.change(change_index, [index], [mode], api_visibility="private", show_progress="hidden")

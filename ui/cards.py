@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mathscout.corpus.math_spans import find_math
 from mathscout.latex.tokens import lex, query_terms
-from mathscout.render import MARK, make_snippet, match_formulas
+from mathscout.render import MARK, explain_score, make_snippet, match_formulas
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Document, Hit, MatchedFormula
 
@@ -192,7 +192,7 @@ def formula_html(matched: MatchedFormula) -> str:
 
     The highlight spans index the formula as stored, so whitespace is collapsed only afterwards."""
     latex, rendered = matched.latex, None
-    if len(latex) <= MAX_RENDERED_FORMULA and "$" not in latex:
+    if len(latex) <= MAX_RENDERED_FORMULA and "$" not in latex and parse_latex(latex).complete:  # else: escaped code
         rendered = coloured_latex(latex, matched.highlight) if matched.highlight else latex
     if rendered is None:
         return f"<div class=\"ms-formula ms-formula-source\">{_marked_source(latex, matched.highlight)}</div>"
@@ -231,7 +231,7 @@ def _score(value: float) -> str:
 
 
 def scores_html(hit: Hit, mode: str) -> str:
-    chips = [f"<span class=\"ms-score ms-score-main\" title=\"ranking score ({html.escape(mode)})\">"
+    chips = [f"<span class=\"ms-score ms-score-main\" title=\"{html.escape(explain_score(hit))} ({html.escape(mode)})\">"
              f"score {_score(hit.score)}</span>"]
     for name, value in hit.components.items():
         label = COMPONENT_LABELS.get(name, name)

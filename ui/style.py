@@ -27,7 +27,8 @@ details.ms-turn-earlier > summary { cursor: pointer; color: var(--body-text-colo
 .ms-formula { overflow-x: auto; overflow-y: hidden; margin: 2px 0; }
 .ms-formula .katex-display { margin: .25em 0; text-align: left; }
 .ms-formula .katex-display > .katex { text-align: left; }
-.ms-formula-source code { white-space: pre-wrap; font-size: .85em; }
+.ms-formula-source code { white-space: pre-wrap; overflow-wrap: anywhere; font-size: .85em; }
+.ms-formula .katex-error { white-space: pre-wrap; overflow-wrap: anywhere; font-family: monospace; font-size: .85em; }
 .ms-snippet { font-size: .92em; line-height: 1.5; }
 .ms-snippet .katex-display, .ms-full .katex-display { overflow-x: auto; overflow-y: hidden; padding: 2px 0; }
 .ms-snippet mark, .ms-formula-source mark { background: #ffec99; color: inherit; padding: 0 1px; border-radius: 2px; }
@@ -52,4 +53,22 @@ document.addEventListener("click", function (event) {
   card.classList.remove("ms-flash"); void card.offsetWidth; card.classList.add("ms-flash");
 }, true);
 </script>
+"""
+
+# After an answer has streamed: show it from its start (the question heading it at the top of the chat), not its end.
+SCROLL_TO_ANSWER = """
+() => { const show = () => {
+  const chat = document.getElementById("ms-chat");
+  if (!chat) return;
+  const asked = chat.querySelectorAll(".message-row.user-row, .user-row, [data-testid='user']");
+  const last = asked[asked.length - 1];
+  if (!last) return;
+  let scroller = last.parentElement;  // the chat's own scrolling box: the page itself does not move
+  while (scroller && scroller !== chat.parentElement && !(scroller.scrollHeight > scroller.clientHeight + 1 &&
+         /(auto|scroll)/.test(getComputedStyle(scroller).overflowY))) scroller = scroller.parentElement;
+  if (!scroller || scroller === chat.parentElement) return;
+  scroller.scrollTop += last.getBoundingClientRect().top - scroller.getBoundingClientRect().top - 8;
+};  // after the last update is drawn (formulas typeset): now, and again once rendering settled
+  requestAnimationFrame(show); setTimeout(show, 150); setTimeout(show, 600);
+}
 """

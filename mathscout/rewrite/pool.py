@@ -31,6 +31,8 @@ class WorkerReply:
     error: str | None = None  # the worker could not read the formula
     stopped: str | None = None  # the deadline, a crash or a resource limit ended the request
     skipped: dict[str, str] = field(default_factory=dict)
+    result: str | None = None  # a computation's LaTeX result (requests with an `op`)
+    action: str | None = None  # what the computation did ("evaluated", "solved", …)
 
 
 class RewriteWorker:
@@ -70,12 +72,12 @@ class RewriteWorker:
             self.ready = bool(message and message.get("ready"))
         return self.ready
 
-    def run(self, latex: str, rules: list[str] | None, seconds: float) -> WorkerReply:
+    def run(self, latex: str, rules: list[str] | None, seconds: float, op: str = "rewrite") -> WorkerReply:
         reply = WorkerReply()
         if not self.wait_ready():
             reply.stopped = "the rewrite worker did not start"
             return reply
-        request = json.dumps({"latex": latex, "rules": rules, "seconds": seconds}) + "\n"
+        request = json.dumps({"latex": latex, "rules": rules, "seconds": seconds, "op": op}) + "\n"
         try:
             self.process.stdin.write(request.encode())
             self.process.stdin.flush()
@@ -91,6 +93,8 @@ class RewriteWorker:
                 return reply
             if "form" in message:
                 reply.forms.append((message["form"], message["rule"]))
+            elif "result" in message:
+                reply.result, reply.action = message["result"], message.get("action")
             elif message.get("done"):
                 reply.error = message.get("error")
                 reply.skipped = message.get("skipped") or {}
@@ -121,12 +125,13 @@ class WorkerPool:
         self._available = threading.Condition()
         self.restarts = 0
 
-    def run(self, latex: str, rules: list[str] | None, seconds: float) -> WorkerReply:
+    def run(self, latex: str, rules: list[str] | None, seconds: float, op: str = "rewrite") -> WorkerReply:
+        """One request on a borrowed worker: rewrite with `rules` (None: all), or compute when `op` names an operation."""
         with self._available:
             while not self._idle:
                 self._available.wait()
             worker = self._idle.pop()
-        reply = worker.run(latex, rules, seconds)
+        reply = worker.run(latex, rules, seconds, op)
         if reply.stopped is not None or not worker.alive:
             worker.kill()
             replacement = RewriteWorker(self.memory_mb)  # starts importing SymPy right away

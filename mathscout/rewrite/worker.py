@@ -5,6 +5,8 @@ Run as `python -m mathscout.rewrite.worker MEMORY_MB`; speaks JSON lines on stdi
     → {"latex": "...", "rules": ["expand", ...] | null (all), "seconds": 2.0}
     ← {"form": "...", "rule": "expand"}                  one line per new, re-parsable form
     ← {"done": true, "error": null | "why nothing could be rewritten", "skipped": {"rule": "why"}}
+A request with "op": "evaluate" | "simplify" | "solve" | "differentiate" | "integrate" computes instead
+(`evaluate.py`): ← {"result": "latex", "action": "…"} then the `done` line.
 Before each request the soft RLIMIT_CPU is moved to (CPU used so far + seconds + 1): a runaway SymPy
 call is killed by SIGXCPU even if the parent's wall-clock deadline (`pool.py`) did not fire first.
 RLIMIT_AS caps memory for the worker's whole life. Nothing here evaluates text: LaTeX goes through
@@ -41,6 +43,7 @@ def _send(message: dict) -> None:
 def main() -> None:
     _set_memory_limit(int(sys.argv[1]) if len(sys.argv) > 1 else 1024)
     sys.setrecursionlimit(3000)
+    from mathscout.rewrite.evaluate import compute_in_worker
     from mathscout.rewrite.forms import rewrite_in_worker  # SymPy is imported here, under the limits
 
     _send({"ready": True})
@@ -48,7 +51,10 @@ def main() -> None:
         try:
             request = json.loads(line)
             _set_cpu_budget(float(request.get("seconds", 2.0)))
-            rewrite_in_worker(request["latex"], request["rules"], _send)
+            if request.get("op", "rewrite") == "rewrite":
+                rewrite_in_worker(request["latex"], request["rules"], _send)
+            else:
+                compute_in_worker(request["latex"], request["op"], _send)
         except Exception as exc:  # a bad request or a failure outside a rule: report, keep serving
             _send({"done": True, "error": f"{type(exc).__name__}: {exc}"[:300], "skipped": {}})
 

@@ -1,0 +1,78 @@
+"""Answers that compute: the offline planner has SymPy evaluate, simplify, solve, differentiate or integrate the
+question's formula in the limited worker, and states the result before the cited passages (issue 20)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agent.assistant import Assistant
+from agent.compose import find_citations
+from agent.question import read_question
+from mathscout.rewrite.compute import compute
+
+
+@pytest.fixture(scope="module")
+def assistant(tiny_index):
+    return Assistant(tiny_index, use_llm=False)
+
+
+@pytest.mark.parametrize("question, operation", [
+    ("What is $\\int_0^1 x^2 dx$", "evaluate"),
+    ("simplify $\\frac{x^2-1}{x-1}$", "simplify"),
+    ("solve $x^2-5x+6=0$", "solve"),
+    ("derivative of $\\sin x^2$", "differentiate"),
+    ("Integrate $x e^x$ dx.", "integrate"),
+    ("Evaluate $\\sum_{n=1}^\\infty \\frac{1}{n^2}$.", "evaluate"),
+    # questions, not orders: nothing is computed
+    ("why is the integral of $x^2$ equal to 1/3", None),
+    ("Why is $\\int_0^1 x^2 dx = \\frac13$?", None),
+    ("How do I simplify $\\frac{t+1}{t}$?", None),
+    ("What is the meaning of $\\nabla f$?", None),
+    ("what is $a^2+b^2=c^2$", None),
+    ("simplify $x+1$ and $x-1$", None),
+])
+def test_only_orders_to_compute_are_computed(question, operation):
+    assert read_question(question).compute == operation
+
+
+@pytest.mark.parametrize("question, result", [
+    ("What is $\\int_0^1 x^2 dx$", "\\int_0^1 x^2 dx = \\frac{1}{3}"),
+    ("simplify $\\frac{x^2-1}{x-1}$", "\\frac{x^2-1}{x-1} = x + 1"),
+    ("solve $x^2-5x+6=0$", "x \\in \\left\\{2, 3\\right\\}"),
+    ("derivative of $\\sin x^2$", "= 2 x \\cos{\\left(x^{2} \\right)}"),
+])
+def test_the_answer_states_the_computed_result_first_then_cited_passages(assistant, question, result):
+    answer = assistant.ask(question, k=5)
+    first, summary, *rest = answer.text.split("\n\n")
+    assert first.startswith("**Computed by SymPy:** $") and result in first
+    assert summary.startswith("**In short:**")  # a short summary from the best hits, cited
+    cited = {i for _, _, ids in find_citations(summary) for i in ids}
+    assert cited and cited <= {h.doc_id for h in answer.hits[:2]}
+    assert any(f"[{answer.hits[0].doc_id}]" in part for part in rest)  # then the passages
+
+
+def test_a_question_that_is_not_an_order_opens_with_the_summary(assistant):
+    answer = assistant.ask("why is the integral of $x^2$ from 0 to 1 equal to 1/3", k=5)
+    assert "Computed by SymPy" not in answer.text and "SymPy could not" not in answer.text
+    assert answer.text.startswith("**In short:** ") and re.search(r"\[[^\]]+\]", answer.text.split("\n\n")[0])
+
+
+def test_a_failed_computation_says_so_in_one_line_and_the_answer_goes_on(assistant):
+    answer = assistant.ask("What is $\\lim_{x \\to 0} \\frac{\\sin x}{x}$", k=5)
+    first, *rest = answer.text.split("\n\n")
+    assert first.startswith("SymPy could not evaluate this (") and "\n" not in first
+    assert rest[0].startswith("**In short:**") and answer.hits
+
+
+def test_a_computation_that_runs_too_long_is_stopped_by_the_worker_limit():
+    slow = compute("x^{50}+3x^{17}-x+1=0", "solve", seconds=0.5)
+    assert slow.statement is None and slow.error == "time limit of 0.5 s reached"
+    quick = compute("\\frac{x^2-1}{x-1}", "simplify")  # a fresh worker took over
+    assert quick.statement == "\\frac{x^2-1}{x-1} = x + 1"
+
+
+def test_user_text_is_never_evaluated_as_python():
+    hostile = compute("__import__('os').system('true')", "evaluate")
+    assert hostile.statement is None and hostile.error
