@@ -101,6 +101,7 @@ class EvalResult:
     unjudged_topics: int = 0  # run topics absent from the qrels: ignored
     unjudged_removed: int = 0  # documents removed under --prime
     duplicates_dropped: int = 0
+    judged_in_run: int | None = None  # run entries of scored topics that the qrels judge (0: the ids differ)
 
     @property
     def topics(self) -> int:
@@ -121,6 +122,9 @@ class EvalResult:
             notes.append(f"{_topics(self.unjudged_topics)} of the run without judgments: ignored")
         if self.duplicates_dropped:
             notes.append(f"{self.duplicates_dropped} duplicate run lines ignored (first occurrence kept)")
+        if self.judged_in_run == 0:
+            notes.append("no id of the run is judged in the qrels: they name different things (e.g. a Task 2 run over "
+                         "an index without the official ARQMath formula ids); these scores say nothing")
         return notes
 
     def to_json(self) -> dict:
@@ -299,6 +303,7 @@ def _evaluate(run_name: str, run: Run, qrels: Qrels, qrels_name: str, prime: boo
         unjudged_topics=len(set(scores) - set(qrels)),
         unjudged_removed=removed,
         duplicates_dropped=run.duplicates_dropped,
+        judged_in_run=sum(1 for qid in scorable for d in scores.get(qid, {}) if d in qrels[qid]),
     )
 
 

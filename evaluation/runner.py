@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluation.runs import format_run_lines, write_run
+from evaluation.runs import format_run_lines, format_task2_lines, write_lines, write_run
 from evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
@@ -65,6 +65,47 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
         skipped = f", {len(failures)} skipped ({', '.join(failures[:5])}{', …' if len(failures) > 5 else ''})"
     return (f"{output}: {len(results)} topics{skipped}, {lines:,} lines ({fmt}, tag {tag}) in {elapsed:.1f} s, "
             f"mean latency {mean_ms:.1f} ms/topic")
+
+
+TASK2_MODES = ("structure",)  # Task 2 ranks formulas: the structure engine's formula-level results
+
+
+def run_task2(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str, fmt: str = "arqmath",
+              tag: str | None = None, options: dict | None = None) -> str:
+    """ARQMath Task 2 (formula retrieval): each topic's query formula → the top `k` formulas by structure similarity,
+    written as `topic formula post rank score run` (`fmt` "arqmath", tab-separated; "trec" puts the formula id in
+    the document column). Formula ids are the index's: official ARQMath ids for Posts XML, `<doc>#<n>` otherwise."""
+    k = K.check(k)
+    if mode not in TASK2_MODES:
+        raise MathScoutError(f"Task 2 runs rank formulas: use --mode {' or '.join(TASK2_MODES)} (not '{mode}')")
+    tag = tag or f"mathscout-task2-{mode}"
+    format_run_lines({}, tag, fmt)  # a bad format or tag fails now
+    topics = [t for t in load_topics(topics_path)]
+    without = [t.id for t in topics if not getattr(t, "formula", None)]
+    if len(without) == len(topics):
+        raise MathScoutError(f"{topics_path} has no formula topics (Task 2 topics carry <Latex>); use --task 1")
+    retriever = open_retriever(index, mode, **(options or {}))
+    results: dict = {}
+    started = time.perf_counter()
+    for topic in tqdm(topics, desc="task 2 run", unit="topic", file=sys.stderr, disable=None):
+        if topic.id in without:
+            continue
+        try:
+            results[topic.id] = retriever.formula_hits(topic.formula, k)
+        except Exception as exc:  # an unreadable query formula must not cost the whole run
+            tqdm.write(f"topic {topic.id} skipped: {_describe(exc)}", file=sys.stderr)
+    if not any(results.values()):
+        raise MathScoutError(f"no formula of the {len(topics)} topics matched; no run written")
+    if fmt == "arqmath":
+        lines = format_task2_lines(results, tag)
+    else:
+        lines = format_run_lines({qid: [Hit(doc_id=f.id, score=s) for f, s in pairs] for qid, pairs in results.items()},
+                                 tag, fmt)
+    write_lines(lines, output)
+    empty = [qid for qid in (t.id for t in topics) if not results.get(qid)]
+    missing = f", {len(empty)} without results ({', '.join(empty[:5])}{', …' if len(empty) > 5 else ''})" if empty else ""
+    return (f"{output}: Task 2, {len(topics) - len(empty)} topics{missing}, {len(lines):,} lines ({fmt}, tag {tag}) "
+            f"in {time.perf_counter() - started:.1f} s")
 
 
 class RunRetriever:

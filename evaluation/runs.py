@@ -1,5 +1,7 @@
-"""Run files: write TREC (`qid Q0 docid rank score tag`) and ARQMath Task 1 submissions
-(`TopicID<TAB>PostID<TAB>Rank<TAB>Score<TAB>RunTag`), and read either back.
+"""Run files: write TREC (`qid Q0 docid rank score tag`), ARQMath Task 1 submissions
+(`TopicID<TAB>PostID<TAB>Rank<TAB>Score<TAB>RunTag`) and ARQMath Task 2 submissions
+(`TopicID<TAB>FormulaID<TAB>PostID<TAB>Rank<TAB>Score<TAB>RunTag`), and read any of them back (a Task 2 run is
+read as formula ids, the ids its qrels judge).
 
 Columns are whitespace-separated, so a document id holding whitespace (ProofWiki ids like
 `pw:Euclid's Lemma`) is written with that whitespace and `%` percent-encoded (`pw:Euclid's%20Lemma`)
@@ -18,7 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from mathscout.errors import MathScoutError
-from mathscout.types import Hit
+from mathscout.types import Formula, Hit
 
 FORMATS = ("trec", "arqmath")
 _NEEDS_ESCAPE = re.compile(r"[%\s]")
@@ -72,9 +74,26 @@ def format_run_lines(results: Mapping[str, list[Hit]], tag: str, fmt: str = "tre
     return lines
 
 
+def format_task2_lines(results: Mapping[str, list[tuple[Formula, float]]], tag: str) -> list[str]:
+    """ARQMath Task 2 lines `topic formula post rank score run` (tab-separated), formulas best first."""
+    _check_token("run tag", tag)
+    lines = []
+    for qid, formulas in results.items():
+        _check_token("topic id", qid)
+        ordered = sorted(formulas, key=lambda pair: -pair[1])
+        for rank, (formula, score) in enumerate(ordered, start=1):
+            lines.append(f"{qid}\t{encode_doc_id(formula.id)}\t{encode_doc_id(formula.doc_id)}\t{rank}\t"
+                         f"{float(score)!r}\t{tag}")
+    return lines
+
+
 def write_run(results: Mapping[str, list[Hit]], path: Path | str, tag: str, fmt: str = "trec") -> int:
     """Write `results` as a run file atomically (temp file + rename); returns the number of lines."""
-    lines = format_run_lines(results, tag, fmt)
+    return write_lines(format_run_lines(results, tag, fmt), path)
+
+
+def write_lines(lines: list[str], path: Path | str) -> int:
+    """Write run lines atomically (temp file + rename); returns their number."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
@@ -89,8 +108,9 @@ def write_run(results: Mapping[str, list[Hit]], path: Path | str, tag: str, fmt:
 
 
 def read_run(path: Path | str) -> Run:
-    """Read a TREC run (6 whitespace-separated columns) or an ARQMath Task 1 run (5 tab-separated
-    columns). A document listed twice for a topic keeps its first line; the others are counted."""
+    """Read a TREC run (6 whitespace-separated columns), an ARQMath Task 1 run (5 tab-separated columns) or an
+    ARQMath Task 2 run (6 tab-separated columns, the second not `Q0`: its entries are formula ids). A document
+    listed twice for a topic keeps its first line; the others are counted."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -104,7 +124,10 @@ def read_run(path: Path | str) -> Run:
         if not line.strip():
             continue
         cols = line.split()
-        if len(cols) == 6:
+        if len(cols) == 6 and "\t" in line and cols[1] != "Q0":
+            qid, doc_id, _post, rank, score, tag = cols
+            line_fmt = "arqmath-task2"
+        elif len(cols) == 6:
             qid, _, doc_id, rank, score, tag = cols
             line_fmt = "trec"
         elif len(cols) == 5:
@@ -113,7 +136,8 @@ def read_run(path: Path | str) -> Run:
         else:
             raise MathScoutError(
                 f"{path}:{number}: expected a TREC run line 'qid Q0 docid rank score tag' or an ARQMath "
-                f"line 'topic<TAB>post<TAB>rank<TAB>score<TAB>tag', got {len(cols)} columns"
+                f"line 'topic<TAB>post<TAB>rank<TAB>score<TAB>tag' (Task 2: 'topic<TAB>formula<TAB>post<TAB>rank<TAB>"
+                f"score<TAB>tag'), got {len(cols)} columns"
             )
         if fmt is None:
             fmt, run.format, run.tag = line_fmt, line_fmt, tag

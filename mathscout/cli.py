@@ -76,6 +76,11 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
     index = _open_index(args)
     options = dict(_option(o) for o in args.set or [])
+    if getattr(args, "task", 1) == 2:
+        from evaluation.runner import run_task2
+
+        print(run_task2(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options))
+        return
     summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options,
                          rerank=args.rerank, rerank_depth=args.rerank_depth, first_stage=args.first_stage)
     print(summary)
@@ -159,6 +164,9 @@ def _add_run(sub) -> None:
     p.add_argument("--k", type=K.argparse(), default=1000, help=f"hits per topic ({K.low}–{K.high:,}; default 1000)")
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--format", choices=["trec", "arqmath"], default="trec")
+    p.add_argument("--task", type=int, choices=[1, 2], default=1,
+                   help="ARQMath task: 1 ranks documents (default), 2 ranks formulas (--mode structure; "
+                        "arqmath format: topic formula post rank score run)")
     p.add_argument("--tag", default=None, help="run tag (default: mathscout-<mode>)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a retriever option, e.g. --set lambda_m=1.0 --set eta=0.05 (repeatable)")

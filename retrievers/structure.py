@@ -41,7 +41,7 @@ from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, 
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists, build_text_lists
 from mathscout.structure.parser import parse_latex
-from mathscout.types import Hit, MatchedFormula, Query
+from mathscout.types import Formula, Hit, MatchedFormula, Query
 from retrievers.base import BaseRetriever, prepare_query
 from retrievers.registry import ModeSpec, register_mode
 
@@ -363,6 +363,12 @@ class StructureRetriever(BaseRetriever):
             if match is not None:
                 spans = merge_spans(leaf_spans(tree, match.doc_leaves), formula.latex)
         return MatchedFormula(formula_id=formula.id, latex=formula.latex, score=hit.score, highlight=spans)
+
+    def formula_hits(self, latex: str, k: int = 1000) -> list[tuple[Formula, float]]:
+        """Top-k formulas (not documents) for one query formula by structure similarity, best first (thesis §3.1:
+        the formula scores that documents are then ranked by; ARQMath Task 2). QueryError when unreadable."""
+        hits = self.searcher.search(self.searcher.prepare(latex), k, self.strategy, per_document=False)
+        return [(self.store.formula_at(h.formula), h.score) for h in sorted(hits, key=lambda h: (-h.score, h.formula))]
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         """Ranked ids and scores for many queries (no snippets); a query without a formula gets no hits."""

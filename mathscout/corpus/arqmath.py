@@ -1,15 +1,18 @@
 """The official ARQMath collection: Math StackExchange `Posts` XML (`<posts><row …/></posts>`).
 
 Documents are the answers (PostTypeId 2), each with its parent question's title, id (thread) and tags.
+Formulas keep their official ARQMath formula ids (`<span class="math-container" id="…">`, the `Formula_Id`s of
+Task 2 runs and qrels), matched in order by their LaTeX; a formula no span matches keeps `<post_id>#<n>`.
 The file is streamed twice (questions, then answers) so that a 10 GB dump never sits in memory.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mathscout.corpus.html import html_to_text
@@ -17,6 +20,7 @@ from mathscout.types import Document
 
 QUESTION, ANSWER = "1", "2"
 _TAG = re.compile(r"<([^<>]+)>")
+_FORMULA_SPAN = re.compile(r"""<span\s[^>]*?class=["']math-container["'][^>]*?\sid=["']([^"'\s<>]+)["'][^>]*>(.*?)</span>""", re.S)
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,30 @@ def read_posts_xml(path: Path, report) -> Iterator[Document]:
             "accepted": bool(question and question.accepted_answer == post_id),
             "tags": list(question.tags) if question else [],
         }
-        yield make_document(post_id, text, question.title if question else "", metadata)
+        yield official_formula_ids(make_document(post_id, text, question.title if question else "", metadata),
+                                   _FORMULA_SPAN.findall(row.get("Body", "")))
+
+
+def _same_latex(text: str) -> str:
+    return "".join(html.unescape(_TAG.sub("", text)).strip().strip("$").split())
+
+
+def official_formula_ids(document: Document, spans: list[tuple[str, str]]) -> Document:
+    """The document with each formula renamed to the official id of the next `(id, inner HTML)` span holding the same
+    LaTeX (in order; spans without a formula are passed over); formulas no span matches keep their ids."""
+    if not spans:
+        return document
+    renamed, position, used = [], 0, set()
+    for formula in document.formulas:
+        key = _same_latex(formula.latex)
+        for n in range(position, len(spans)):
+            official, inner = spans[n]
+            if _same_latex(inner) == key and official not in used:
+                formula, position = replace(formula, id=official), n + 1
+                used.add(official)
+                break
+        renamed.append(formula)
+    return replace(document, formulas=renamed)
 
 
 class _NullReport:
