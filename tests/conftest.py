@@ -66,6 +66,19 @@ def small_index(small_collection, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def dev_subset(shared_data, dev_topic_ids, tmp_path_factory):
+    """The 60 dev topics of the small index (topics + qrels files)."""
+    folder = tmp_path_factory.mktemp("dev-subset")
+    wanted = set(dev_topic_ids)
+    with open(shared_data / "collection" / "topics.dev.jsonl", encoding="utf-8") as f:
+        lines = [line for line in f if json.loads(line)["id"] in wanted]
+    (folder / "topics.jsonl").write_text("".join(lines), encoding="utf-8")
+    qrels = (shared_data / "collection" / "qrels.dev.txt").read_text(encoding="utf-8").splitlines()
+    (folder / "qrels.txt").write_text("".join(l + "\n" for l in qrels if l.split()[0] in wanted), encoding="utf-8")
+    return folder / "topics.jsonl", folder / "qrels.txt"
+
+
 @pytest.fixture()
 def mathscout_home(tmp_path, monkeypatch) -> Path:
     """An empty MATHSCOUT_HOME for tests that touch the default (demo) index."""

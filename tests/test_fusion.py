@@ -63,19 +63,6 @@ def test_fuse_runs_keeps_topics_missing_from_one_run():
 
 
 @pytest.fixture(scope="session")
-def dev_subset(shared_data, dev_topic_ids, tmp_path_factory):
-    """The 60 dev topics of the small index (topics + qrels files)."""
-    folder = tmp_path_factory.mktemp("fusion-topics")
-    wanted = set(dev_topic_ids)
-    with open(shared_data / "collection" / "topics.dev.jsonl", encoding="utf-8") as f:
-        lines = [line for line in f if json.loads(line)["id"] in wanted]
-    (folder / "topics.jsonl").write_text("".join(lines), encoding="utf-8")
-    qrels = (shared_data / "collection" / "qrels.dev.txt").read_text(encoding="utf-8").splitlines()
-    (folder / "qrels.txt").write_text("".join(l + "\n" for l in qrels if l.split()[0] in wanted), encoding="utf-8")
-    return folder / "topics.jsonl", folder / "qrels.txt"
-
-
-@pytest.fixture(scope="session")
 def component_runs(small_index, dev_subset, tmp_path_factory):
     """bm25 and structure runs of the 60 dev topics over the small index."""
     folder = tmp_path_factory.mktemp("fusion-runs")
