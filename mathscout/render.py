@@ -223,16 +223,17 @@ SCORE_MEANINGS = {
 
 def explain_score(hit: Hit) -> str:
     """What the hit's number is: a retriever's raw score, Eq. 3.18's structure + BM25, or a normalised fusion."""
-    parts = {name: value for name, value in hit.components.items()}
+    parts = dict(hit.components)
+    if not parts:
+        return f"score {hit.score:.3g}"
+    listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items())
     if len(parts) == 1:
         (name, value), = parts.items()
         if math.isclose(value, hit.score, rel_tol=1e-6, abs_tol=1e-9):
             return f"{name} {hit.score:.3g} = {SCORE_MEANINGS.get(name, name + ' score')}"
-    listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items())
-    if set(parts) == {"structure", "bm25"} and hit.score >= max(parts.values()) - 1e-9:
+        return f"normalised {hit.score:.3g} (1 = the best hit) of {listed}"
+    if set(parts) == {"structure", "bm25"} and hit.score > 1.0:  # fusions below are normalised to [0, 1]
         return f"math + text {hit.score:.3g} = λ_m × structure + BM25 (thesis Eq. 3.18; {listed})"
-    if not parts:
-        return f"score {hit.score:.3g}"
     return f"fused {hit.score:.3g} = weighted sum of normalised scores (1 = best; Eq. 5.20) of {listed}"
 
 

@@ -76,3 +76,23 @@ def test_a_computation_that_runs_too_long_is_stopped_by_the_worker_limit():
 def test_user_text_is_never_evaluated_as_python():
     hostile = compute("__import__('os').system('true')", "evaluate")
     assert hostile.statement is None and hostile.error
+
+
+def test_each_hit_of_the_answer_says_what_its_score_is(assistant):
+    from agent.cli import answer_json
+
+    record = answer_json(assistant.ask("simplify $\\frac{x^2-1}{x-1}$", k=3))
+    explained = [hit["score_explained"] for hit in record["hits"]]
+    assert explained[0] == f"normalised 1 (1 = the best hit) of structure {record['hits'][0]['components']['structure']:.3g}"
+    assert len(explained) == 3 and all("structure" in e for e in explained)
+    assert record["text"].startswith("**Computed by SymPy:** $\\frac{x^2-1}{x-1} = x + 1$")
+
+
+def test_search_scores_say_what_they_are(tiny_index):
+    from mathscout.render import explain_score
+    from retrievers import open_retriever
+
+    bm25 = open_retriever(tiny_index, "bm25").search("integral of $x^2$", k=1)[0]
+    assert explain_score(bm25) == f"bm25 {bm25.score:.3g} = Okapi BM25, words + math tokens"
+    structure = open_retriever(tiny_index, "structure").search("$\\int_0^1 x^2 dx$", k=1)[0]
+    assert explain_score(structure).startswith(f"structure {structure.score:.3g} = matched-subtree similarity × path idf")
