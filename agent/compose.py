@@ -136,9 +136,9 @@ def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[st
     opening = [computed_line(computation)] if computation is not None else []
     if not hits:
         searched = _formula_list(question.formulas) if question.formulas else f"“{_quoted(question.text, 120)}”"
-        return "\n\n".join(opening + [
-            f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
-            "or another search mode."])
+        nothing = (f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
+                   "or another search mode.")
+        return "\n\n".join([*opening, nothing])
     summary = summary_line(hits, documents)
     opening += [summary] if summary else []
     lead = []

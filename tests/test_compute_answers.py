@@ -96,3 +96,8 @@ def test_search_scores_say_what_they_are(tiny_index):
     assert explain_score(bm25) == f"bm25 {bm25.score:.3g} = Okapi BM25, words + math tokens"
     structure = open_retriever(tiny_index, "structure").search("$\\int_0^1 x^2 dx$", k=1)[0]
     assert explain_score(structure).startswith(f"structure {structure.score:.3g} = matched-subtree similarity × path idf")
+
+
+def test_a_formula_asking_for_a_giant_number_is_refused_before_sympy_evaluates_it():
+    giant = compute("2^{2^{2^{100}}}", "evaluate")
+    assert giant.statement is None and giant.error == "a numeric power too large to evaluate"

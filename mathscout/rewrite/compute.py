@@ -9,13 +9,14 @@ module bounds the input and turns the reply into one line for the answer.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from mathscout.rewrite import MAX_REWRITE_CHARS
 from mathscout.rewrite.pool import WorkerPool, default_pool
 
 COMPUTE_SECONDS = 3.0
-OPERATIONS = ("evaluate", "simplify", "solve", "differentiate", "integrate")  # as in evaluate.py (worker side)
+OPERATIONS = ("evaluate", "simplify", "solve", "differentiate", "integrate")  # carried out by evaluate.py (worker side)
 
 
 @dataclass
@@ -48,8 +49,6 @@ class Computation:
 
 def compute(latex: str, operation: str, seconds: float = COMPUTE_SECONDS, pool: WorkerPool | None = None) -> Computation:
     """Run `operation` on `latex` in a limited worker; never raises for a formula SymPy cannot handle."""
-    import time
-
     text = (latex or "").strip().strip("$").strip()
     found = Computation(latex=text, operation=operation)
     if operation not in OPERATIONS:
@@ -64,8 +63,8 @@ def compute(latex: str, operation: str, seconds: float = COMPUTE_SECONDS, pool: 
     if reply.result is not None and not reply.stopped:
         found.result, found.action = reply.result, reply.action
     else:
-        found.error = reply.stopped or reply.error or "SymPy gave no result"
+        found.error = (reply.stopped or reply.error or "SymPy gave no result").removeprefix("not rewritten: it holds ")
     return found
 
 
-__all__ = ["Computation", "OPERATIONS", "compute", "COMPUTE_SECONDS"]
+__all__ = ["COMPUTE_SECONDS", "OPERATIONS", "Computation", "compute"]

@@ -13,10 +13,10 @@ from collections.abc import Callable
 import sympy as sp
 from sympy.core.relational import Relational
 
+from mathscout.rewrite.compute import OPERATIONS
 from mathscout.rewrite.forms import read_formula, render
 
 Send = Callable[[dict], None]
-OPERATIONS = ("evaluate", "simplify", "solve", "differentiate", "integrate")
 _DERIVATIVE_NOTATION = re.compile(r"\\frac\s*\{\s*(d|\\partial)[^}]*\}\s*\{\s*(d|\\partial)")
 
 
