@@ -21,8 +21,10 @@ _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
 _SPACES = re.compile(r"\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z$\\])")
 _MARKS = re.compile(r"\*\*")
+MARK_PAIR = "**"  # snippets mark query matches **like this** (mathscout.render.MARK)
 SUMMARY_SOURCES = 2  # hits whose first sentence makes the opening summary
 SUMMARY_SENTENCE = 220  # characters kept of each sentence
+MIN_SUMMARY_SENTENCE = 30  # shorter sentences ("Almost.") are passed over when another follows
 
 
 def _outside_math(text: str) -> list[tuple[int, int]]:
@@ -102,13 +104,21 @@ def computed_line(computation: Computation) -> str:
     """The computed result as the answer's first line, or one line saying why there is none."""
     if computation.statement:
         return f"**Computed by SymPy:** ${safe_math(_one_line(computation.statement))}$"
-    return f"SymPy could not {computation.operation} this ({document_markdown(_one_line(computation.error or '')[:200])}); the passages follow."
+    reason = document_markdown(_one_line(computation.error or "")[:200])
+    return f"**Not computed** ({computation.operation}): {reason}. The passages follow."
 
 
-def _first_sentence(text: str) -> str:
-    """The first sentence of a snippet (marks and a leading ellipsis dropped), cut to SUMMARY_SENTENCE."""
-    text = _one_line(_MARKS.sub("", text)).lstrip("…").strip()
-    sentence = _SENTENCE_END.split(text, 1)[0]
+def _best_sentence(snippet: str) -> str:
+    """The snippet's first whole sentence holding a marked match (`**…**`), else its first whole one of some length;
+    sentences cut by the snippet's `…` at either end are passed over when another is left. Cut to SUMMARY_SENTENCE."""
+    text = _one_line(snippet)
+    pieces = [p for p in _SENTENCE_END.split(text.strip("…").strip()) if p]
+    whole = pieces[1 if text.startswith("…") else 0 : len(pieces) - (1 if text.endswith("…") else 0)]
+    sentences = whole or pieces
+    long_enough = [p for p in sentences if len(_MARKS.sub("", p)) >= MIN_SUMMARY_SENTENCE] or sentences or [""]
+    sentence = _MARKS.sub("", next((p for p in long_enough if MARK_PAIR in p), long_enough[0]))
+    if not whole and text.startswith("…") and sentence:
+        sentence = "…" + sentence  # only a cut sentence was there: say so
     if len(sentence) > SUMMARY_SENTENCE:
         cut = sentence.rfind(" ", 0, SUMMARY_SENTENCE)
         sentence = sentence[: cut if cut > 0 else SUMMARY_SENTENCE].rstrip(" ,;:") + " …"
@@ -122,7 +132,7 @@ def summary_line(hits: list[Hit], documents: Mapping[str, Document]) -> str:
     pieces = []
     for hit in hits[:SUMMARY_SOURCES]:
         document = documents.get(hit.doc_id)
-        sentence = _first_sentence(hit.snippet or (document.text[:400] if document else ""))
+        sentence = _best_sentence(hit.snippet or (document.text[:400] if document else ""))
         if sentence:
             pieces.append(f"{document_markdown(sentence)} {_cite(hit.doc_id)}")
     return ("**In short:** " + " — ".join(pieces)) if pieces else ""
