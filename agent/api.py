@@ -18,12 +18,8 @@ from pathlib import Path
 
 from agent.assistant import Assistant
 from agent.events import AgentEvent, Answer
-from agent.question import read_question
-from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.limits import K
 from mathscout.types import Hit
-from tools.schemas import MAX_K
 from tools.session import ToolSession
 
 
@@ -40,22 +36,7 @@ class MathScout:
     def search(self, query: str, mode: str = "auto", k: int = 10) -> list[Hit]:
         """Ranked hits with snippets and matched formulas. "auto" runs the offline planner's searches (rewrites,
         structure and text search, fusion); any other mode is that retriever alone."""
-        if mode not in self.modes():
-            raise QueryError(f"unknown search mode '{mode}' for this index (modes: {', '.join(self.modes())})")
-        question = read_question(query, max_chars=10_000)
-        if question.problem:
-            raise QueryError(question.problem)
-        k = K.check(k)
-        if mode != "auto" or k > MAX_K:
-            retriever = self.assistant.toolbox.retriever("hybrid" if mode == "auto" else mode)
-            return retriever.search(question.text, k=k)
-        pending: list[AgentEvent] = []
-        generator = self.assistant.planner.retrieve(question, ToolSession(self.assistant.toolbox), pending, k=k)
-        while True:
-            try:
-                next(generator)
-            except StopIteration as stop:
-                return stop.value
+        return self.assistant.search(query, mode=mode, k=k)
 
     def ask(self, question: str, **options) -> Answer:
         """An answer with `[doc-id]` citations; options: mode, k, rerank, use_llm (see Assistant.stream)."""

@@ -13,9 +13,10 @@ from agent.events import AgentEvent, Answer
 from agent.llm import LLMAgent, LLMUnavailable
 from agent.offline import OfflinePlanner
 from agent.question import read_question
-from mathscout.errors import MathScoutError
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.limits import AGENT_K
+from mathscout.limits import AGENT_K, K, rerank_kind
+from mathscout.types import Hit
 from tools.session import ToolSession
 from tools.toolbox import ToolBox
 
@@ -69,11 +70,38 @@ class Assistant:
                            "offline planner used") if wanted else None
         return True, None
 
-    def stream(self, question: str, *, mode: str = "auto", k: int = 10, rerank: bool = False,
+    def search(self, query: str, mode: str = "auto", k: int = 10) -> list[Hit]:
+        """Ranked hits with snippets and matched formulas. "auto" runs the offline planner's searches (rewrites,
+        structure and text search, fusion); any other mode is that retriever alone."""
+        if mode not in self.modes():
+            raise QueryError(f"unknown search mode '{mode}' for this index (modes: {', '.join(self.modes())})")
+        question = read_question(query, max_chars=10_000)
+        if question.problem:
+            raise QueryError(question.problem)
+        k = K.check(k)
+        if mode != "auto" or k > AGENT_K.high:
+            return self.toolbox.retriever("hybrid" if mode == "auto" else mode).search(question.text, k=k)
+        pending: list[AgentEvent] = []
+        generator = self.planner.retrieve(question, ToolSession(self.toolbox), pending, k=k)
+        while True:
+            try:
+                next(generator)
+            except StopIteration as stop:
+                return stop.value
+
+    def stream(self, question: str, *, mode: str = "auto", k: int = 10, rerank: bool | str | None = False,
                use_llm: bool | None = None) -> Iterator[AgentEvent]:
-        """The work on one question as events; the last one is the "answer". Never raises for bad input."""
+        """The work on one question as events; the last one is the "answer". Never raises for bad input.
+        `rerank`: False/None (no), True or "auto" (the LLM's listwise reranker when the LLM answers, else local
+        embeddings), or a reranker of mathscout.limits.RERANKERS."""
         started = time.perf_counter()
         notices: list[str] = []
+        try:
+            kind = rerank_kind(rerank)
+        except MathScoutError as exc:
+            notices.append(f"{exc}: no reranking.")
+            kind = None
+        rerank = kind is not None
         try:
             k, capped = AGENT_K.cap(k)
             if capped:
@@ -103,8 +131,9 @@ class Assistant:
         if llm:  # the listwise LLM reranker on the same endpoint (thesis ch. 6 prompt, prompts/rerank_listwise.md)
             endpoint = dict(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,
                             timeout=self.config.timeout)
-            session = ToolSession(self.toolbox, emit=pending.append, rerank_kind="llm", rerank_options=endpoint,
-                                  notices=list(notices))
+            chosen = "llm" if kind in (None, "auto") else kind
+            session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=chosen,
+                                  rerank_options=endpoint if chosen == "llm" else {}, notices=list(notices))
             try:
                 yield from LLMAgent(self.config).stream(read, session, pending, mode=mode, k=k, rerank=rerank,
                                                         started=started)
@@ -114,7 +143,8 @@ class Assistant:
                 notices.append(notice)
                 pending.clear()
                 yield AgentEvent("notice", text=notice)
-        session = ToolSession(self.toolbox, emit=pending.append, rerank_kind="embedding", notices=list(notices))
+        chosen = "embedding" if kind in (None, "auto") else kind
+        session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=chosen, notices=list(notices))
         yield from self.planner.stream(read, session, pending, mode=mode, k=k, rerank=rerank, started=started)
 
     def ask(self, question: str, **options) -> Answer:

@@ -1,4 +1,8 @@
-"""`mathscout ask "…"`: the answer streamed to stdout, live progress on stderr, then the tool trace."""
+"""`mathscout ask "…"`: the answer streamed to stdout, live progress on stderr, then a short trace summary.
+
+The tool calls are listed once: live on stderr as they run (silenced by --quiet), and in full in `--json`.
+With `--server URL` the question goes to a running `mathscout serve` (POST /api/ask) instead.
+"""
 
 from __future__ import annotations
 
@@ -7,55 +11,62 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from agent.events import AgentEvent, Answer, ToolCall
-from mathscout.limits import AGENT_K, K
+from agent.events import AgentEvent, Answer
+from mathscout.limits import AGENT_K, K, RERANKERS, rerank_argument
+from mathscout.notices import quiet
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("ask", help="ask the assistant: a cited answer and the tool calls behind it")
+def add_parser(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("ask", parents=[common], help="ask the assistant: a cited answer and the tool calls behind it")
     p.add_argument("question", nargs="+", help="words and LaTeX, e.g. 'why is $\\cos^2 x + \\sin^2 x = 1$?'")
     p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index)")
-    p.add_argument("--mode", default="auto", help="auto (the agent plans) or a search mode of the index")
+    p.add_argument("--mode", default="auto", help="auto (the agent plans; default) or a search mode of the index")
     p.add_argument("--k", type=K.argparse(), default=10,
                    help=f"hits to return (the assistant shows at most {AGENT_K.high}; a larger k is capped with a notice)")
-    p.add_argument("--rerank", action="store_true", help="rerank the top hits")
+    p.add_argument("--rerank", nargs="?", const="auto", default=None, type=rerank_argument, metavar="KIND",
+                   help=f"rerank the top hits: {', '.join(RERANKERS)} (a bare --rerank means auto)")
     p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
     p.add_argument("--json", action="store_true", help="print the answer, hits and trace as JSON")
+    p.add_argument("--server", metavar="URL", help="ask a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
+    p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
     p.set_defaults(func=run)
 
 
-def _arguments(call: ToolCall, limit: int = 120) -> str:
-    shown = " ".join(f"{k}={v!r}" if not isinstance(v, str) else f'{k}="{v}"' for k, v in call.arguments.items())
+def _arguments(arguments: dict[str, Any], limit: int = 120) -> str:
+    shown = " ".join(f"{k}={v!r}" if not isinstance(v, str) else f'{k}="{v}"' for k, v in arguments.items())
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 def _progress(event: AgentEvent, out: TextIO) -> None:
+    if quiet():
+        return
     if event.kind == "plan":
         print(f"plan: {event.text}", file=out)
     elif event.kind == "tool_end" and event.call:
         call = event.call
         result = f"FAILED: {call.error}" if call.error else call.summary
-        print(f"  {call.tool} {_arguments(call)} → {result} ({call.seconds:.2f} s)", file=out)
+        print(f"  {call.tool} {_arguments(call.arguments)} → {result} ({call.seconds:.2f} s)", file=out)
     elif event.kind == "notice":
         print(f"note: {event.text}", file=out)
     out.flush()
 
 
-def print_trace(answer: Answer, out: TextIO) -> None:
-    print(f"\n--- trace: planner {answer.planner}, mode {answer.mode}, {len(answer.trace)} tool calls, "
-          f"{answer.seconds:.2f} s", file=out)
-    for n, call in enumerate(answer.trace, 1):
-        result = f"FAILED: {call.error}" if call.error else call.summary
-        print(f"{n:>3}. {call.tool} {_arguments(call)}\n     → {result} ({call.seconds:.3f} s)", file=out)
-    for rewrite in answer.rewrites:
-        print(f"rewrite: {rewrite.original} → {rewrite.rewritten} ({rewrite.rule})", file=out)
-    for expansion in answer.expansions:
-        related = ", ".join(f"{t} ({c:.2f})" for t, c in expansion.related)
-        print(f"type: {expansion.type} → {related or 'no related types'}", file=out)
-    if answer.hits:
-        print("hits: " + ", ".join(f"{h.rank}. {h.doc_id}" for h in answer.hits), file=out)
+def print_trace(record: dict, out: TextIO, with_calls: bool = False) -> None:
+    """The trace summary of an answer (as `answer_json` gives it); the numbered tool calls with `with_calls`."""
+    print(f"\n--- trace: planner {record['planner']}, mode {record['mode']}, {len(record['trace'])} tool calls, "
+          f"{record['seconds']:.2f} s", file=out)
+    for n, call in enumerate(record["trace"] if with_calls else [], 1):
+        result = f"FAILED: {call['error']}" if call.get("error") else call["summary"]
+        print(f"{n:>3}. {call['tool']} {_arguments(call['arguments'])}\n     → {result} ({call['seconds']:.3f} s)", file=out)
+    for rewrite in record["rewrites"]:
+        print(f"rewrite: {rewrite['original']} → {rewrite['rewritten']} ({rewrite['rule']})", file=out)
+    for expansion in record["expansions"]:
+        related = ", ".join(f"{t} ({c:.2f})" for t, c in expansion["related"])
+        print(f"type: {expansion['type']} → {related or 'no related types'}", file=out)
+    if record["hits"]:
+        print("hits: " + ", ".join(f"{h['rank']}. {h['doc_id']}" for h in record["hits"]), file=out)
 
 
 def answer_json(answer: Answer) -> dict:
@@ -67,14 +78,33 @@ def answer_json(answer: Answer) -> dict:
     return record
 
 
+def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
+    from mathscout.client import Client
+
+    record = Client(args.server, args.auth).ask(question, mode=args.mode, k=args.k, rerank=args.rerank,
+                                               use_llm=False if args.no_llm else None)
+    if args.json:
+        print(json.dumps(record, ensure_ascii=False, indent=2), file=out)
+        return
+    if not quiet():
+        for notice in record.get("notices", []):
+            print(f"note: {notice}", file=sys.stderr)
+    print(record["text"], file=out)
+    print_trace(record, out, with_calls=True)
+
+
 def run(args: argparse.Namespace) -> None:
+    out: TextIO = getattr(args, "out", None) or sys.stdout
+    question = " ".join(args.question)
+    if args.server:
+        _ask_server(args, question, out)
+        return
     from agent.assistant import Assistant
 
     assistant = Assistant(args.index, use_llm=False if args.no_llm else None)
-    question = " ".join(args.question)
     options = dict(mode=args.mode, k=args.k, rerank=args.rerank)
     if args.json:
-        print(json.dumps(answer_json(assistant.ask(question, **options)), ensure_ascii=False, indent=2))
+        print(json.dumps(answer_json(assistant.ask(question, **options)), ensure_ascii=False, indent=2), file=out)
         return
     answer, streamed = None, ""
     for event in assistant.stream(question, **options):
@@ -82,18 +112,18 @@ def run(args: argparse.Namespace) -> None:
             if not streamed:
                 sys.stderr.flush()
             streamed += event.text
-            sys.stdout.write(event.text)
-            sys.stdout.flush()
+            out.write(event.text)
+            out.flush()
         elif event.kind == "answer":
             answer = event.answer
         else:
             if streamed and event.kind != "notice":  # the LLM wrote text before calling more tools
-                sys.stdout.write("\n")
+                out.write("\n")
             _progress(event, sys.stderr)
     if answer is None:
         return
     if answer.text.strip() != streamed.strip():  # the planner changed, or invented citations were removed
-        print("\n\n--- answer (checked) ---\n" + answer.text if streamed else answer.text)
+        print("\n\n--- answer (checked) ---\n" + answer.text if streamed else answer.text, file=out)
     else:
-        print()
-    print_trace(answer, sys.stdout)
+        print(file=out)
+    print_trace(answer_json(answer), out, with_calls=quiet())

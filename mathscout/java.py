@@ -27,6 +27,7 @@ _lock = threading.Lock()
 _booted = False
 _MIN_JAVA = 21
 _quiet_loggers: list = []  # java.util.logging keeps loggers weakly: hold the ones we configured
+_quick_start = False
 
 
 def _java_major(java_home: str) -> int:
@@ -84,6 +85,13 @@ def _openai_clients_deferred():
         openai.OpenAI = real
 
 
+def prefer_quick_start() -> None:
+    """For a short-lived process (one search): start the JVM with its quick compiler only (C1), which
+    saves about a second of start-up; long runs and the server keep the optimising compiler."""
+    global _quick_start
+    _quick_start = True
+
+
 def boot() -> None:
     """Start the JVM with Anserini on the classpath (idempotent, thread-safe)."""
     global _booted
@@ -99,6 +107,8 @@ def boot() -> None:
             options = [o for o in jnius_config.get_options() if "jdk.incubator.vector" not in o]
             if _java_major(java_home) >= 24:  # Lucene's use of sun.misc.Unsafe warns on every start otherwise
                 options.append("--sun-misc-unsafe-memory-access=allow")
+            if _quick_start:
+                options.append("-XX:TieredStopAtLevel=1")
             jnius_config.set_options(*options)
         import pyserini.setup
 
@@ -107,7 +117,16 @@ def boot() -> None:
         import pyserini.pyclass  # noqa: F401  (starts the JVM)
 
         _silence_lucene_warnings()
+        _java_output_to_stderr()
         _booted = True
+
+
+def _java_output_to_stderr() -> None:
+    """Java's System.out (Anserini's log lines) goes to stderr: stdout carries results only (e.g. `--json`)."""
+    from jnius import autoclass as _autoclass
+
+    system = _autoclass("java.lang.System")
+    system.setOut(system.err)
 
 
 def _silence_lucene_warnings() -> None:
@@ -126,6 +145,14 @@ def lucene_search() -> ModuleType:
     with _openai_clients_deferred():
         import pyserini.search.lucene as module
     return module
+
+
+def lucene_searcher(folder: str | Path):
+    """Anserini's SimpleSearcher over a Lucene index folder: the Java class pyserini's LuceneSearcher wraps,
+    used directly because importing `pyserini.search.lucene` also imports its encoders (transformers,
+    torch: about 5 s). Same calls: `set_bm25(k1, b)`, `search(query or text, k)` → hits with `.docid`,
+    `.score`; `set_analyzer`, `set_rm3`."""
+    return autoclass("io.anserini.search.SimpleSearcher")(str(folder))
 
 
 def lucene_index() -> ModuleType:

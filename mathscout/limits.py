@@ -70,3 +70,34 @@ RERANK_DEPTH = Limit("rerank depth", 1, 1_000, "first-stage hits reranked")
 PASSAGES = Limit("passages", 1, 64, "passages searched per document")
 EF_SEARCH = Limit("ef_search", 1, 10_000, "HNSW candidate list size")
 PORT = Limit("port", 1, 65_535, "TCP port")
+
+
+# ---- named choices, checked alike everywhere (command line, Python API, HTTP API) --------------------------
+
+RERANKERS = ("auto", "embedding", "openai-embedding", "llm")  # auto: the LLM when configured, else embedding
+_RERANK_ALIASES = {"openai": "openai-embedding", "llm-listwise": "llm"}
+_NO_RERANK = ("", "none", "off", "no", "false")
+
+
+def rerank_kind(value: object) -> str | None:
+    """A `--rerank KIND` value: None for no reranking (None, False, "none", "off"), "auto" for True, else one
+    of RERANKERS; anything else is a MathScoutError naming the choices."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return "auto"
+    text = str(value).strip().lower()
+    if text in _NO_RERANK:
+        return None
+    text = _RERANK_ALIASES.get(text, text)
+    if text not in RERANKERS:
+        raise MathScoutError(f"unknown reranker {value!r} (choose from {', '.join(RERANKERS)}, or none)")
+    return text
+
+
+def rerank_argument(text: str) -> str | None:
+    """argparse `type=` for --rerank."""
+    try:
+        return rerank_kind(text)
+    except MathScoutError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -227,6 +227,9 @@ def explain_score(hit: Hit) -> str:
     if not parts:
         return f"score {hit.score:.3g}"
     listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items())
+    if "rerank" in parts:
+        first = ", ".join(f"{name} {value:.3g}" for name, value in parts.items() if name != "rerank")
+        return f"rerank {hit.score:.3g} = the reranker's score of the top hits (first stage: {first or 'none'})"
     if len(parts) == 1:
         (name, value), = parts.items()
         if math.isclose(value, hit.score, rel_tol=1e-6, abs_tol=1e-9):
@@ -256,21 +259,26 @@ def hits_as_json(hits: list[Hit], documents: Mapping[str, Document]) -> list[dic
 def print_hits(hits: list[Hit], store: DocumentStore, query: str, as_json: bool = False, out: TextIO | None = None) -> None:
     """Print ranked hits: rank, id, score, title, highlighted snippet and matched formulas (or JSON)."""
     out = out or sys.stdout
-    documents = _explain(hits, store, query)
+    records = hits_as_json(hits, _explain(hits, store, query))
     if as_json:
-        print(json.dumps(hits_as_json(hits, documents), ensure_ascii=False, indent=2), file=out)
+        print(json.dumps(records, ensure_ascii=False, indent=2), file=out)
         return
-    if not hits:
+    print_hit_records(records, query, out)
+
+
+def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
+    """Print hits as `hits_as_json` gives them (from this process or from a server's JSON)."""
+    if not records:
         print(f"no results for {query!r}", file=out)
         return
     style = _Style(out.isatty() and not os.environ.get("NO_COLOR"))
-    for hit in hits:
-        document = documents.get(hit.doc_id)
-        title = _SPACES.sub(" ", document.title).strip() if document else ""
-        header = f"{hit.rank:>3}. {style(hit.doc_id, '1')}  {style('score: ' + explain_score(hit), '2')}"
+    for record in records:
+        title = _SPACES.sub(" ", record.get("title") or "").strip()
+        header = f"{record['rank']:>3}. {style(record['doc_id'], '1')}  {style('score: ' + record['score_explained'], '2')}"
         print(header + (f"  {style(title, '1;36')}" if title else ""), file=out)
-        if hit.snippet:
-            print(f"     {style.highlights(hit.snippet)}", file=out)
-        if hit.formulas:
-            print("     formulas: " + "   ".join(style.formula(f) for f in hit.formulas), file=out)
+        if record.get("snippet"):
+            print(f"     {style.highlights(record['snippet'])}", file=out)
+        formulas = [MatchedFormula(**f) for f in record.get("formulas") or []]
+        if formulas:
+            print("     formulas: " + "   ".join(style.formula(f) for f in formulas), file=out)
         print(file=out)

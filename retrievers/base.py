@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Protocol, runtime_checkable
 
+from mathscout.notices import notice
 from mathscout.errors import QueryError
 from mathscout.types import Hit, Query
 from mathscout.limits import K
@@ -19,10 +19,7 @@ def prepare_query(query: str | Query) -> Query:
     if not text.strip() and not (q.formula or "").strip():
         raise QueryError("the query is empty: type some words and/or a formula like $x^2+1$")
     if len(text) > MAX_QUERY_CHARS:
-        print(
-            f"notice: query of {len(text):,} characters truncated to the first {MAX_QUERY_CHARS:,}",
-            file=sys.stderr,
-        )
+        notice(f"notice: query of {len(text):,} characters truncated to the first {MAX_QUERY_CHARS:,}")
         q = Query(id=q.id, text=text[:MAX_QUERY_CHARS], formula=q.formula)
     return q
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from mathscout.notices import notice
 from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import ComponentSpec, register_component
@@ -87,8 +88,7 @@ class BM25Component:
             indexer.close()
             bar.close()
         seconds = time.perf_counter() - started
-        print(f"bm25: {docs:,} documents, {terms:,} terms in {seconds:.1f} s ({docs / max(seconds, 1e-9):,.0f} docs/s)",
-              file=sys.stderr)
+        notice(f"bm25: {docs:,} documents, {terms:,} terms in {seconds:.1f} s ({docs / max(seconds, 1e-9):,.0f} docs/s)")
         return {
             "docs": docs,
             "terms": terms,
@@ -108,7 +108,7 @@ class BM25Retriever(BaseRetriever):
         self.store = index.store
         self.math_weight = math_weight
         try:
-            self._searcher = java.lucene_search().LuceneSearcher(str(folder))
+            self._searcher = java.lucene_searcher(folder)
             directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(
                 java.autoclass("java.io.File")(str(folder)).toPath()
             )
@@ -145,7 +145,7 @@ class BM25Retriever(BaseRetriever):
             )
         # Pre-analysed terms must reach Lucene as they are: split queries on whitespace only.
         self._searcher.set_analyzer(java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
-        self._searcher.object.set_rm3(None, fb_terms, fb_docs, float(original_query_weight), False, True)
+        self._searcher.set_rm3(None, fb_terms, fb_docs, float(original_query_weight), False, True)
         self._rm3 = True
 
     def idf(self, term: str) -> float:

@@ -18,7 +18,6 @@ mode fuses the retrievers named in the index's `fusion.json` (written by `mathsc
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from mathscout.notices import notice
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
@@ -322,9 +322,8 @@ def open_hybrid(index: IndexDir, **options) -> FusedRetriever:
     config = FusionConfig.read(index)
     if config is None:
         config = fallback_config(index)
-        print(f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
-              f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'",
-              file=sys.stderr)
+        notice(f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
+               f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'")
     stages = [Stage(open_retriever(index, name), weight) for name, weight in config.weights.items() if weight > 0]
     return FusedRetriever(stages, options.get("fusion", config.method), int(options.get("depth", config.depth)),
                           parallel=bool(options.get("parallel", True)))

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mathscout.notices import notice
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit, Query
 from mathscout.limits import RERANK_DEPTH
@@ -74,7 +74,7 @@ class _BaseReranker:
             scores = self.scores(text, hits)
         except MathScoutError as exc:  # API errors and time-outs: keep the first stage's order
             self.last_notice = f"{self.name}: {exc}; first-stage order kept"
-            print(f"notice: {self.last_notice}", file=sys.stderr)
+            notice(f"notice: {self.last_notice}")
             scores = [float(len(hits) - i) for i in range(len(hits))]
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
         reranked = []

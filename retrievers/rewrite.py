@@ -11,11 +11,11 @@ structure search's Eq. 3.18 BM25 term; their variants (one formula replaced by o
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mathscout.notices import notice
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.render import make_snippet
@@ -141,9 +141,9 @@ class StructureRewriteRetriever(BaseRetriever):
         hits, fused, variants = self.rank(query, k)
         for result in self.last_rewrites:
             if result.notice:
-                print(f"notice: {result.notice}", file=sys.stderr)
+                notice(f"notice: {result.notice}")
         for variant in variants[1:]:
-            print(f"rewrite: also searched ${variant.form}$ ({variant.rule})", file=sys.stderr)
+            notice(f"rewrite: also searched ${variant.form}$ ({variant.rule})")
         formulas, words = _split(query)
         weights = highlight_weights(formulas, words)
         explained = hits[:EXPLAINED_HITS]
@@ -172,10 +172,10 @@ class StructureRewriteRetriever(BaseRetriever):
                 hits, _, variants = self.rank(prepare_query(query), k)
                 rewritten += len(variants) > 1
             except QueryError as exc:
-                print(f"notice: topic {query.id}: {exc}", file=sys.stderr)
+                notice(f"notice: topic {query.id}: {exc}")
                 hits = []
             runs[query.id] = hits
-        print(f"structure-rewrite: {len(queries)} queries ({rewritten} rewritten) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        notice(f"structure-rewrite: {len(queries)} queries ({rewritten} rewritten) in {time.perf_counter() - started:.1f} s")
         return runs
 
 

@@ -10,7 +10,6 @@ its words. Older components without text lists fall back to the union of both ra
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mathscout.notices import notice
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
 from mathscout.index.components import ComponentSpec, register_component
@@ -66,11 +66,10 @@ class StructureComponent:
         stats["text_lists"] = {"terms": len(text.terms), "postings": int(len(text.docs)),
                                "seconds": round(time.perf_counter() - started, 2),
                                "bytes": sum((target / name).stat().st_size for name in ("text.npz", "text_terms.json.gz"))}
-        print(
+        notice(
             f"structure: {report.indexed:,} of {report.formulas:,} formulas indexed in {report.seconds:.1f} s "
             f"({stats['formulas_per_second']:,.0f} formulas/s, {stats['bytes'] / 2**20:.1f} MiB); skipped: "
-            + (", ".join(f"{n:,} {why}" for why, n in report.skipped.most_common()) or "none"),
-            file=sys.stderr,
+            + (", ".join(f"{n:,} {why}" for why, n in report.skipped.most_common()) or "none")
         )
         return stats
 
@@ -378,12 +377,12 @@ class StructureRetriever(BaseRetriever):
             try:
                 hits, _ = self.rank(prepare_query(query), k)
             except QueryError as exc:
-                print(f"notice: topic {query.id}: {exc}", file=sys.stderr)
+                notice(f"notice: topic {query.id}: {exc}")
                 hits = []
             for rank, hit in enumerate(hits, start=1):
                 hit.rank = rank
             runs[query.id] = hits
-        print(f"structure: {len(queries)} queries in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        notice(f"structure: {len(queries)} queries in {time.perf_counter() - started:.1f} s")
         return runs
 
 

@@ -141,7 +141,7 @@ class TypeIndex:
 
     def __init__(self, folder: Path, k1: float, b: float):
         try:
-            self._searcher = java.lucene_search().LuceneSearcher(str(folder))
+            self._searcher = java.lucene_searcher(folder)
         except Exception as exc:  # a Java exception: not a readable Lucene index
             raise IndexMissingError(f"the type index in {folder} is unreadable ({str(exc).splitlines()[0]})") from exc
         self._searcher.set_bm25(float(k1), float(b))

@@ -3,9 +3,15 @@
 # pyproject.toml or this script changed. torch is installed first, pinned to the CPU build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3.11}
-command -v "$PY" >/dev/null 2>&1 || PY=python3
-"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), "MathScout needs Python 3.11"' 
+# Python 3.11 or 3.12 ($PYTHON to choose; 3.11 first: its CPU torch wheel is the one this machine keeps locally).
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for candidate in python3.11 python3.12 python3; do
+    if "$candidate" -c 'import sys; assert sys.version_info[:2] in ((3, 11), (3, 12))' >/dev/null 2>&1; then PY=$candidate; break; fi
+  done
+fi
+PY=${PY:-python3}
+"$PY" -c 'import sys; assert sys.version_info[:2] in ((3, 11), (3, 12)), "MathScout needs Python 3.11 or 3.12"' 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=.venv/.mathscout-setup
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
@@ -15,6 +21,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setting up .venv (first run takes a few minutes) …" >&2
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -e ".[peers,test]"
+  .venv/bin/python -m pip install -q -e ".[all,peers,test]"
+  # build the demo index and compile the structure-search kernels now, so the first search starts at once
+  .venv/bin/mathscout --quiet search --mode structure '$x^2+1$' >/dev/null || echo "warning: the warm-up search failed" >&2
   echo "$want" > "$stamp"
 fi

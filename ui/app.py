@@ -268,11 +268,34 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
     warm_up(pool)
     app = build_app(pool)
     app.queue(default_concurrency_limit=CONCURRENCY)
-    print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} (Ctrl-C stops)", flush=True)
-    try:
-        app.launch(server_name=host, server_port=port, share=share, quiet=quiet,
-                   auth=credentials.check if credentials else None,
-                   show_error=False, footer_links=["api", "settings"], inbrowser=False,
-                   theme=gr.themes.Soft(primary_hue="indigo", font=FONT, font_mono=FONT_MONO), css=CSS, head=HEAD)
-    except OSError as exc:
-        raise MathScoutError(f"cannot listen on {host}:{port} ({exc}); choose another --port") from exc
+    look = dict(theme=gr.themes.Soft(primary_hue="indigo", font=FONT, font_mono=FONT_MONO), css=CSS, head=HEAD,
+                footer_links=["api", "settings"], show_error=False)
+    login = credentials.check if credentials else None
+    if share:  # Gradio's share link needs its own launch: the page only
+        print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} and a gradio.live link "
+              "(the JSON API is not served with --share) (Ctrl-C stops)", flush=True)
+        app.launch(server_name=host, server_port=port, share=True, quiet=quiet, auth=login, inbrowser=False, **look)
+        return
+    _check_port(host, port)
+    from ui.http_api import create_api
+
+    site = gr.mount_gradio_app(create_api(pool, credentials), app, path="/", server_name=host, server_port=port,
+                               auth=login, **look)
+    print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} (page), "
+          f"http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)", flush=True)
+    import uvicorn
+
+    uvicorn.run(site, host=host, port=port, log_level="warning", access_log=False)
+
+
+def _check_port(host: str, port: int) -> None:
+    """A clear error before start-up when the address is taken (uvicorn would only log it)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise MathScoutError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port") from exc

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mathscout.notices import notice
 from mathscout.config import home
 from mathscout.dense.model import default_model_path, load_sentence_model
 from mathscout.dense.query_adapter import QueryAdapter
@@ -236,7 +236,7 @@ class Encoder:
 
 
 def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    notice(message)
 
 
 def rate(count: int, started: float) -> float:

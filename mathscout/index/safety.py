@@ -14,11 +14,11 @@ import errno
 import fcntl
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from mathscout.notices import notice
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import is_index
 
@@ -135,4 +135,4 @@ def disk_error(exc: OSError, where: Path) -> MathScoutError | None:
 
 
 def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    notice(message)

@@ -20,8 +20,6 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import NamedTuple, Protocol
 
-from nltk.stem.porter import PorterStemmer
-
 from mathscout.latex.commands import (
     ALIASES,
     DROP_WITH_ARGUMENT,
@@ -35,6 +33,7 @@ from mathscout.latex.commands import (
     SYMBOLS,
     TEXT_WRAPPERS,
 )
+from mathscout.stemmer import porter_stemmer
 
 MATH_PREFIX = "m_"
 PAIR_PREFIX = "m2_"
@@ -56,7 +55,7 @@ _LEX = re.compile(
 )
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _SINGLE_LETTER = re.compile(r"\s*([A-Za-z])\s*")
-_STEMMER = PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)
+_STEMMER = porter_stemmer()
 
 
 class Token(NamedTuple):

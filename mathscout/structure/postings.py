@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from mathscout.structure import compile_notice  # noqa: F401  (says so when the kernels compile)
+
 
 @dataclass(frozen=True)
 class DecodedPostings:

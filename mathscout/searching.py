@@ -1,0 +1,87 @@
+"""One search as the command line and the HTTP API run it: validated options in, a JSON-ready result out.
+
+`mathscout search --json` prints `SearchResult.to_json()`; `GET /api/search` answers with the same object, so
+the two never disagree on names, limits or notices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from mathscout.errors import MathScoutError
+from mathscout.limits import K, RERANK_DEPTH, rerank_kind
+from mathscout.render import _explain, hits_as_json
+from mathscout.types import Hit
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A search: words and LaTeX, a mode of the index (or "auto"), k hits, an optional reranker."""
+
+    query: str
+    mode: str = "bm25"
+    k: int = 10
+    rerank: str | None = None
+    rerank_depth: int = 10
+
+    def checked(self) -> SearchRequest:
+        """The request with every option checked (mathscout.limits), else MathScoutError with one line."""
+        if not isinstance(self.query, str) or not self.query.strip():
+            raise MathScoutError("the query is empty: type some words and/or a formula like $x^2+1$")
+        mode = (self.mode or "bm25").strip()
+        return SearchRequest(self.query, mode, K.check(self.k), rerank_kind(self.rerank),
+                             RERANK_DEPTH.check(self.rerank_depth))
+
+
+@dataclass
+class SearchResult:
+    query: str
+    mode: str
+    k: int
+    rerank: str | None
+    hits: list[dict]
+    notices: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+# (query, k) → hits: the assistant's planned searches for mode "auto"
+SearchFunction = Callable[[str, int], list[Hit]]
+
+
+def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = None) -> SearchResult:
+    """Run a checked request over a `tools.toolbox.ToolBox` (its retrievers and rerankers, opened once each);
+    mode "auto" runs `auto`. With `request.rerank`, the first stage's top `rerank_depth` hits are reordered."""
+    started = time.perf_counter()
+    if request.mode == "auto":
+        if auto is None:
+            raise MathScoutError("mode auto needs the assistant, which is not installed here")
+        search, notices = auto, []
+    else:
+        search, notices = toolbox.retriever(request.mode).search, toolbox.open_notices(request.mode)
+    if request.rerank:
+        from retrievers.rerank import Reranked
+
+        reranker = toolbox.reranker(request.rerank)
+        hits = Reranked(_FirstStage(request.mode, search), reranker, request.rerank_depth).search(request.query, k=request.k)
+        if getattr(reranker, "last_notice", None):
+            notices.append(reranker.last_notice)
+    else:
+        hits = search(request.query, request.k)
+    documents = _explain(hits, toolbox.index.store, request.query)
+    return SearchResult(request.query, request.mode, request.k, request.rerank, hits_as_json(hits, documents),
+                        notices, round(time.perf_counter() - started, 3))
+
+
+class _FirstStage:
+    """A search function as the Retriever that `Reranked` wraps."""
+
+    def __init__(self, name: str, search: SearchFunction):
+        self.name, self._search = name, search
+
+    def search(self, query, k: int = 10) -> list[Hit]:
+        return self._search(getattr(query, "text", query), k)
