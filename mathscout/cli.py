@@ -389,22 +389,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def _results_stream(as_json: bool):
-    """Where a command prints its result. With --json: a stream on the original stdout, while file descriptor 1
-    itself points at stderr for the command's duration, so nothing else (a library's print, Java's or C code's
-    output) can reach stdout before or after the JSON."""
+    """Where a command prints its result. With --json: a stream on the original stdout, while everything else
+    printed meanwhile goes to stderr — Python's prints and, when stdout is the process's file descriptor 1, also
+    Java's or C code's output (fd 1 points at stderr for the command's duration)."""
     if not as_json:
         yield sys.stdout
         return
-    sys.stdout.flush()
+    results = sys.stdout
+    try:
+        real_fd = results.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # stdout replaced in-process (a test, a notebook)
+        real_fd = False
+    if not real_fd:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield results
+        return
+    results.flush()
     saved = os.dup(1)
     os.dup2(2, 1)
-    results = os.fdopen(os.dup(saved), "w", encoding="utf-8")
     try:
-        yield results
+        with os.fdopen(os.dup(saved), "w", encoding="utf-8") as results, contextlib.redirect_stdout(sys.stderr):
+            yield results
     finally:
-        results.flush()
-        results.close()
-        sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
 

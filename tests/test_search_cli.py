@@ -28,7 +28,9 @@ def test_search_prints_ranked_hits_with_highlighted_terms(small_index):
 def test_search_json_is_machine_readable(small_index):
     out = _search("--index", str(small_index), "--k", "4", "--json", "prove $a^2+b^2=c^2$")
     assert out.returncode == 0, out.stderr
-    hits = json.loads(out.stdout)
+    result = json.loads(out.stdout)
+    assert (result["query"], result["mode"], result["k"]) == ("prove $a^2+b^2=c^2$", "bm25", 4)
+    hits = result["hits"]
     assert [h["rank"] for h in hits] == [1, 2, 3, 4]
     assert {"doc_id", "score", "title", "snippet", "formulas", "components"} <= set(hits[0])
 

@@ -1,0 +1,79 @@
+"""The command line as a new user meets it (issue 20): pure JSON on first use, the same options on every command,
+--version, --quiet, the search prompt's own commands, a one-line error for a wrong reranker. Real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.cli_helpers import MATHSCOUT, REPO, env, one_line_error, run_cli
+
+
+def test_json_is_pure_on_first_use_with_a_fresh_home(tmp_path):
+    """The demo index is built inside this very command (Java logs, progress bars): stdout is still one JSON value."""
+    result = run_cli(["search", "--json", "--k", "3", "$x^2+y^2=z^2$"], tmp_path / "home")
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(result.stdout)
+    assert data["k"] == 3 and data["mode"] == "bm25" and len(data["hits"]) == 3
+    assert "building component" in result.stderr  # the build really happened in this process
+    ask = run_cli(["ask", "--json", "--no-llm", "--k", "2", "What is $\\int_0^1 x^2 dx$?"], tmp_path / "home")
+    assert ask.returncode == 0, ask.stderr[-2000:]
+    answer = json.loads(ask.stdout)
+    assert answer["text"].startswith("**Computed by SymPy:**") and "\\frac{1}{3}" in answer["text"]
+
+
+def test_the_same_options_on_every_command(tmp_path, small_index):
+    home = tmp_path / "home"
+    auto = run_cli(["search", "--index", str(small_index), "--mode", "auto", "--k", "2", "--json", "$a^2+b^2=c^2$"], home)
+    assert auto.returncode == 0, auto.stderr[-2000:]
+    assert json.loads(auto.stdout)["mode"] == "auto" and len(json.loads(auto.stdout)["hits"]) == 2
+    reranked = run_cli(["search", "--index", str(small_index), "--rerank", "embedding", "--k", "3", "--json",
+                        "integral of sin x over x"], home)
+    assert reranked.returncode == 0, reranked.stderr[-2000:]
+    data = json.loads(reranked.stdout)
+    assert data["rerank"] == "embedding" and "rerank" in data["hits"][0]["components"]
+    capped = run_cli(["ask", "--index", str(small_index), "--no-llm", "--k", "100", "--rerank", "embedding", "--json",
+                      "harmonic series diverges"], home)
+    assert capped.returncode == 0, capped.stderr[-2000:]
+    answer = json.loads(capped.stdout)
+    assert any("100" in n and "50" in n for n in answer["notices"])  # the k cap is reported
+    assert [c["tool"] for c in answer["trace"]][-1] == "rerank"
+    for command in (["search", "x"], ["ask", "--no-llm", "x"], ["run", "--topics", "t", "--output", "o"]):
+        line = one_line_error(run_cli([*command, "--rerank", "bogus"], home))
+        assert "unknown reranker 'bogus'" in line and "embedding" in line
+
+
+def test_version_and_quiet(tmp_path, small_index):
+    version = run_cli(["--version"], tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("mathscout 0.")
+    loud = run_cli(["search", "--index", str(small_index), "--mode", "hybrid", "--k", "1", "x^2"], tmp_path)
+    quiet = run_cli(["search", "--quiet", "--index", str(small_index), "--mode", "hybrid", "--k", "1", "x^2"], tmp_path)
+    assert loud.returncode == quiet.returncode == 0
+    assert "no tuned fusion weights" in loud.stderr and quiet.stderr.strip() == ""
+    assert quiet.stdout == loud.stdout
+    also = run_cli(["--quiet", "search", "--index", str(small_index), "--mode", "hybrid", "--k", "1", "x^2"], tmp_path)
+    assert also.returncode == 0 and also.stderr.strip() == ""
+
+
+def test_the_search_prompt_understands_its_own_commands(tmp_path, small_index):
+    lines = ":help\n:mode structure\n:k 2\n$a^2+b^2=c^2$\n:mode nonsense\n:frobnicate\n:k 0\n:quit\nnever searched\n"
+    result = subprocess.run(MATHSCOUT + ["search", "--index", str(small_index)], input=lines, capture_output=True,
+                            text=True, env=env(tmp_path), cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert ":mode NAME" in out and "mode structure" in out and "k 2" in out
+    assert "  1. " in out and "  2. " in out and "  3. " not in out  # searched with k 2 …
+    assert "structure" in out.split("  1. ")[1].splitlines()[0]  # … by structure
+    assert "unknown search mode 'nonsense'" in out and "unknown command ':frobnicate'" in out
+    assert "k must be a whole number" in out
+    assert "no results for ':" not in out and "never searched" not in out
+
+
+def test_ask_lists_the_tool_calls_once(tmp_path, small_index):
+    result = run_cli(["ask", "--index", str(small_index), "--no-llm", "--k", "3", "$\\sum_{n=1}^\\infty 1/n$"], tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "--- trace: planner offline" in result.stdout
+    assert result.stdout.count("structure_search") == 0 and result.stderr.count("structure_search") >= 1
+    quiet = run_cli(["ask", "-q", "--index", str(small_index), "--no-llm", "--k", "3", "$\\sum_{n=1}^\\infty 1/n$"],
+                    tmp_path)
+    assert quiet.stderr.strip() == "" and "structure_search" in quiet.stdout  # quiet: the list is in the trace
