@@ -18,6 +18,7 @@ BENCHMARKS = {
     "formulas": ("benchmarks.formula_queries", "formula-only queries by kind (renamed, re-rendered, transformed, sub-expression): nDCG@10 of BM25 and structure search, untuned and question-tuned"),
     "types": ("benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
     "agent": ("benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
+    "startup": ("benchmarks.startup", "command-line start-up: --help, a search in a new process (bm25, structure, auto), warm, through --server, kernel compilation; against the targets"),
     "ui-load": ("benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),
 }
 

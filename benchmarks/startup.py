@@ -1,0 +1,140 @@
+"""Start-up of the command line: what a user waits for, per command, against the targets of issue 20.
+
+    mathscout bench startup [--runs 3] [--index DIR] [--no-server] [--no-compile]
+
+Each command is a new process (as a user runs it), timed wall-clock; the median of `--runs` is shown with its
+target and the ratio to it. "warm" is the same search repeated inside one process (retrievers open);
+"--server" is a new client process against a running `mathscout serve` (started here on a free 127.0.0.1
+port over the same index). "kernels compile" is the first structure search after an installation: an empty
+NUMBA_CACHE_DIR makes numba compile the structure-search kernels as it does once per installation.
+The demo index (default) is built first if missing; that build is not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from mathscout.errors import MathScoutError
+
+QUERY = "pythagorean theorem $a^2+b^2=c^2$"
+CLI = [sys.executable, "-m", "mathscout.cli"]
+SERVER_START_SECONDS = 600
+
+
+@dataclass
+class Row:
+    measure: str
+    seconds: list[float]
+    target: float | None = None
+
+    def line(self) -> str:
+        median = statistics.median(self.seconds)
+        target = f"{self.target:>7.1f}" if self.target else f"{'':>7}"
+        ratio = f"{median / self.target:>6.2f}" if self.target else f"{'':>6}"
+        return f"{self.measure:58} {median:>8.2f} {len(self.seconds):>5} {target} {ratio}"
+
+
+def _timed(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    seconds = time.perf_counter() - started
+    if result.returncode != 0:
+        raise MathScoutError(f"{' '.join(command[2:])} failed: {result.stderr.strip().splitlines()[-1:]}")
+    return seconds
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _warm(index: Path, mode: str, runs: int) -> list[float]:
+    """The same search repeated in this process, after a first one that opens everything."""
+    from agent.assistant import Assistant
+    from mathscout.searching import SearchRequest, run_search
+
+    assistant = Assistant(index, use_llm=False)
+    request = SearchRequest(QUERY, mode, 10).checked()
+    auto = lambda query, k: assistant.search(query, mode="auto", k=k)  # noqa: E731
+    run_search(request, assistant.toolbox, auto)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        run_search(request, assistant.toolbox, auto)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def _through_server(index: Path, env: dict[str, str], runs: int) -> list[float]:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile("w+") as log:
+        server = subprocess.Popen(CLI + ["serve", "--quiet", "--no-llm", "--port", str(port), "--index", str(index)],
+                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + SERVER_START_SECONDS
+            while True:
+                if server.poll() is not None:
+                    log.seek(0)
+                    raise MathScoutError(f"mathscout serve stopped: {log.read()[-500:]}")
+                try:
+                    urllib.request.urlopen(url + "/api/health", timeout=5).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise MathScoutError("mathscout serve did not start in time") from None
+                    time.sleep(0.5)
+            command = CLI + ["search", "--quiet", "--server", url, "--index", index.name, "--k", "10", QUERY]
+            _timed(command, env)  # the server opens the index's retrievers on its first search
+            return [_timed(command, env) for _ in range(runs)]
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="mathscout bench startup", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3, choices=range(1, 21), metavar="N", help="runs per measure (1–20)")
+    parser.add_argument("--index", type=Path, help="index directory (default: the demo index)")
+    parser.add_argument("--no-server", action="store_true", help="skip the --server measure")
+    parser.add_argument("--no-compile", action="store_true", help="skip the kernel-compilation measure (about 15 s)")
+    args = parser.parse_args(argv)
+    from mathscout.config import default_index_path, ensure_demo_index
+
+    index = Path(args.index or ensure_demo_index(default_index_path())).resolve()
+    env = {**os.environ, "NO_COLOR": "1"}
+    search = CLI + ["search", "--quiet", "--index", str(index), "--k", "10"]
+    rows = [
+        Row("mathscout --help", [_timed(CLI + ["--help"], env) for _ in range(args.runs)], 0.5),
+        Row("mathscout --version", [_timed(CLI + ["--version"], env) for _ in range(args.runs)], 0.5),
+    ]
+    for mode in ("bm25", "structure", "auto"):
+        rows.append(Row(f"mathscout search --mode {mode} (new process)",
+                        [_timed(search + ["--mode", mode, QUERY], env) for _ in range(args.runs)], 3.0))
+    for mode in ("bm25", "structure", "auto"):
+        rows.append(Row(f"  the same search again in one process (warm), {mode}", _warm(index, mode, max(args.runs, 5))))
+    if not args.no_server:
+        rows.append(Row("mathscout search --server URL (new client process, bm25)", _through_server(index, env, args.runs), 1.0))
+    if not args.no_compile:
+        with tempfile.TemporaryDirectory() as empty_cache:
+            compile_env = {**env, "NUMBA_CACHE_DIR": empty_cache}
+            rows.append(Row("first structure search after installation (kernels compile)",
+                            [_timed(search + ["--mode", "structure", QUERY], compile_env)]))
+    print(f"start-up over {index} ({os.cpu_count()} cores); query {QUERY!r}")
+    print(f"{'measure':58} {'median s':>8} {'runs':>5} {'target':>7} {'ratio':>6}")
+    for row in rows:
+        print(row.line())
