@@ -77,3 +77,25 @@ def test_ask_lists_the_tool_calls_once(tmp_path, small_index):
     quiet = run_cli(["ask", "-q", "--index", str(small_index), "--no-llm", "--k", "3", "$\\sum_{n=1}^\\infty 1/n$"],
                     tmp_path)
     assert quiet.stderr.strip() == "" and "structure_search" in quiet.stdout  # quiet: the list is in the trace
+
+
+def test_a_missing_optional_part_is_named_in_one_line(tmp_path):
+    """As on a core installation without the [ui] extra: gradio cannot be imported."""
+    code = ("import sys; sys.modules['gradio'] = None; from mathscout.cli import main; "
+            "sys.exit(main(['serve', '--port', '7']))")
+    result = subprocess.run([MATHSCOUT[0], "-c", code], capture_output=True, text=True, env=env(tmp_path), cwd=REPO,
+                            timeout=300)
+    line = one_line_error(result)
+    assert "pip install 'mathscout[ui]'" in line
+
+
+def test_kernel_compilation_is_announced_once_per_installation(tmp_path, small_index):
+    """An empty numba cache is what a fresh installation has: the first structure search says it compiles, the
+    next one (cache filled) says nothing."""
+    cache = {**env(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
+    command = MATHSCOUT + ["search", "--index", str(small_index), "--mode", "structure", "--k", "1", "$x^2+y^2$"]
+    first = subprocess.run(command, capture_output=True, text=True, env=cache, cwd=REPO, timeout=900)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.stderr.count("compiling the structure-search kernels") == 1
+    second = subprocess.run(command, capture_output=True, text=True, env=cache, cwd=REPO, timeout=900)
+    assert second.returncode == 0 and "compiling" not in second.stderr and second.stdout == first.stdout

