@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +26,6 @@ from mathscout.errors import MathScoutError
 
 QUERY = "pythagorean theorem $a^2+b^2=c^2$"
 CLI = [sys.executable, "-m", "mathscout.cli"]
-SERVER_START_SECONDS = 600
 
 
 @dataclass
@@ -53,12 +50,6 @@ def _timed(command: list[str], env: dict[str, str]) -> float:
     return seconds
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _warm(index: Path, mode: str, runs: int) -> list[float]:
     """The same search repeated in this process, after a first one that opens everything."""
     from agent.assistant import Assistant
@@ -77,33 +68,17 @@ def _warm(index: Path, mode: str, runs: int) -> list[float]:
 
 
 def _through_server(index: Path, env: dict[str, str], runs: int) -> list[float]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile("w+") as log:
-        server = subprocess.Popen(CLI + ["serve", "--quiet", "--no-llm", "--port", str(port), "--index", str(index)],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+    from benchmarks.ui_load import start_server
+
+    with tempfile.TemporaryDirectory(prefix="mathscout-startup-") as tmp:
+        server, url = start_server(index, Path(tmp))
         try:
-            deadline = time.monotonic() + SERVER_START_SECONDS
-            while True:
-                if server.poll() is not None:
-                    log.seek(0)
-                    raise MathScoutError(f"mathscout serve stopped: {log.read()[-500:]}")
-                try:
-                    urllib.request.urlopen(url + "/api/health", timeout=5).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise MathScoutError("mathscout serve did not start in time") from None
-                    time.sleep(0.5)
             command = CLI + ["search", "--quiet", "--server", url, "--index", index.name, "--k", "10", QUERY]
             _timed(command, env)  # the server opens the index's retrievers on its first search
             return [_timed(command, env) for _ in range(runs)]
         finally:
             server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            server.wait(timeout=30)
 
 
 def main(argv: list[str]) -> None:

@@ -30,3 +30,12 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
+
+
+def stop(process: subprocess.Popen, timeout: float = 20) -> None:
+    """End a server subprocess a test started: terminate, then kill if it lingers."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()

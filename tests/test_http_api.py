@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from tests.cli_helpers import one_line_error, run_cli
+from tests.cli_helpers import one_line_error, run_cli, stop
 
 LOGIN = "ada:correct horse"
 
@@ -69,11 +69,7 @@ def server(small_index, tmp_path_factory):
         assert process.poll() is None, f"the server died:\n{log.read_text()[-3000:]}"
         assert "Traceback" not in log.read_text()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 def test_health_lists_the_indexes_and_needs_the_login(server):

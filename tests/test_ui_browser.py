@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from mathscout.types import Document, Hit, MatchedFormula
+from tests.cli_helpers import stop
 from tests.agent_data import tiny_collection
 from tests.test_robust_markup import EVIL, HOSTILE_ID, HOSTILE_TEXT
 from tests.fake_openai import FakeOpenAI, Text, ToolCalls
@@ -196,11 +197,7 @@ def server(ui_indexes, fake_llm):
         yield url
         assert process.poll() is None, f"the server died:\n{log.read_text()[-3000:]}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 @pytest.fixture(scope="module")
