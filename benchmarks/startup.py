@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,21 +34,35 @@ class Row:
     measure: str
     seconds: list[float]
     target: float | None = None
+    cpu: list[float] | None = None  # CPU seconds (user + system) of the new processes: less sensitive to load
 
     def line(self) -> str:
         median = statistics.median(self.seconds)
+        cpu = f"{statistics.median(self.cpu):>6.2f}" if self.cpu else f"{'':>6}"
         target = f"{self.target:>7.1f}" if self.target else f"{'':>7}"
         ratio = f"{median / self.target:>6.2f}" if self.target else f"{'':>6}"
-        return f"{self.measure:58} {median:>8.2f} {len(self.seconds):>5} {target} {ratio}"
+        return f"{self.measure:58} {median:>8.2f} {cpu} {len(self.seconds):>5} {target} {ratio}"
 
 
-def _timed(command: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(command: list[str], env: dict[str, str], cpu: list[float] | None = None) -> float:
+    started, cpu_before = time.perf_counter(), _children_cpu()
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     seconds = time.perf_counter() - started
     if result.returncode != 0:
         raise MathScoutError(f"{' '.join(command[2:])} failed: {result.stderr.strip().splitlines()[-1:]}")
+    if cpu is not None:
+        cpu.append(_children_cpu() - cpu_before)
     return seconds
+
+
+def _row(measure: str, command: list[str], env: dict[str, str], runs: int, target: float | None = None) -> Row:
+    cpu: list[float] = []
+    return Row(measure, [_timed(command, env, cpu) for _ in range(runs)], target, cpu)
 
 
 def _warm(index: Path, mode: str, runs: int) -> list[float]:
@@ -67,7 +82,7 @@ def _warm(index: Path, mode: str, runs: int) -> list[float]:
     return times
 
 
-def _through_server(index: Path, env: dict[str, str], runs: int) -> list[float]:
+def _through_server(index: Path, env: dict[str, str], runs: int) -> Row:
     from benchmarks.ui_load import start_server
 
     with tempfile.TemporaryDirectory(prefix="mathscout-startup-") as tmp:
@@ -75,7 +90,7 @@ def _through_server(index: Path, env: dict[str, str], runs: int) -> list[float]:
         try:
             command = CLI + ["search", "--quiet", "--server", url, "--index", index.name, "--k", "10", QUERY]
             _timed(command, env)  # the server opens the index's retrievers on its first search
-            return [_timed(command, env) for _ in range(runs)]
+            return _row("mathscout search --server URL (new client process, bm25)", command, env, runs, 1.0)
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -93,23 +108,21 @@ def main(argv: list[str]) -> None:
     index = Path(args.index or ensure_demo_index(default_index_path())).resolve()
     env = {**os.environ, "NO_COLOR": "1"}
     search = CLI + ["search", "--quiet", "--index", str(index), "--k", "10"]
-    rows = [
-        Row("mathscout --help", [_timed(CLI + ["--help"], env) for _ in range(args.runs)], 0.5),
-        Row("mathscout --version", [_timed(CLI + ["--version"], env) for _ in range(args.runs)], 0.5),
-    ]
+    rows = [_row("mathscout --help", CLI + ["--help"], env, args.runs, 0.5),
+            _row("mathscout --version", CLI + ["--version"], env, args.runs, 0.5)]
     for mode in ("bm25", "structure", "auto"):
-        rows.append(Row(f"mathscout search --mode {mode} (new process)",
-                        [_timed(search + ["--mode", mode, QUERY], env) for _ in range(args.runs)], 3.0))
+        rows.append(_row(f"mathscout search --mode {mode} (new process)", search + ["--mode", mode, QUERY], env,
+                         args.runs, 3.0))
     for mode in ("bm25", "structure", "auto"):
         rows.append(Row(f"  the same search again in one process (warm), {mode}", _warm(index, mode, max(args.runs, 5))))
     if not args.no_server:
-        rows.append(Row("mathscout search --server URL (new client process, bm25)", _through_server(index, env, args.runs), 1.0))
+        rows.append(_through_server(index, env, args.runs))
     if not args.no_compile:
         with tempfile.TemporaryDirectory() as empty_cache:
             compile_env = {**env, "NUMBA_CACHE_DIR": empty_cache}
-            rows.append(Row("first structure search after installation (kernels compile)",
-                            [_timed(search + ["--mode", "structure", QUERY], compile_env)]))
-    print(f"start-up over {index} ({os.cpu_count()} cores); query {QUERY!r}")
-    print(f"{'measure':58} {'median s':>8} {'runs':>5} {'target':>7} {'ratio':>6}")
+            rows.append(_row("first structure search after installation (kernels compile)",
+                             search + ["--mode", "structure", QUERY], compile_env, 1))
+    print(f"start-up over {index} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); query {QUERY!r}")
+    print(f"{'measure':58} {'median s':>8} {'cpu s':>6} {'runs':>5} {'target':>7} {'ratio':>6}")
     for row in rows:
         print(row.line())
