@@ -21,7 +21,8 @@ from mathscout.notices import quiet
 def add_parser(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ask", parents=[common], help="ask the assistant: a cited answer and the tool calls behind it")
     p.add_argument("question", nargs="+", help="words and LaTeX, e.g. 'why is $\\cos^2 x + \\sin^2 x = 1$?'")
-    p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index)")
+    p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index; with --server, "
+                   "the name of one the server offers)")
     p.add_argument("--mode", default="auto", help="auto (the agent plans; default) or a search mode of the index")
     p.add_argument("--k", type=K.argparse(), default=10,
                    help=f"hits to return (the assistant shows at most {AGENT_K.high}; a larger k is capped with a notice)")
@@ -82,7 +83,8 @@ def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
     from mathscout.client import Client
 
     record = Client(args.server, args.auth).ask(question, mode=args.mode, k=args.k, rerank=args.rerank,
-                                               use_llm=False if args.no_llm else None)
+                                               use_llm=False if args.no_llm else None,
+                                               index=args.index.name if args.index else None)
     if args.json:
         print(json.dumps(record, ensure_ascii=False, indent=2), file=out)
         return

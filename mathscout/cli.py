@@ -72,7 +72,7 @@ def _search_server(args: argparse.Namespace, request, out: TextIO) -> None:
     request = request.checked()
     result = Client(args.server, args.auth).search(request.query, mode=request.mode, k=request.k,
                                                    rerank=request.rerank, rerank_depth=request.rerank_depth,
-                                                   index=str(args.index) if args.index else None)
+                                                   index=args.index.name if args.index else None)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2), file=out)
         return
@@ -256,7 +256,8 @@ def _add_index(sub, common: argparse.ArgumentParser) -> None:
 def _add_search(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("search", parents=[common], help="search an index (interactive when no query is given)")
     p.add_argument("query", nargs="*", help="words and LaTeX, e.g. 'prove $a^2+b^2=c^2$'")
-    p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index)")
+    p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index; with --server, "
+                   "the name of one the server offers)")
     p.add_argument("--mode", default="bm25", help="search mode (default: bm25), or auto (the assistant's planned "
                    "searches: rewrites, structure and text, fused)")
     p.add_argument("--k", type=K.argparse(), default=10, help=f"hits ({K.low}–{K.high:,}; default 10)")
