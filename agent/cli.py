@@ -102,7 +102,9 @@ def run(args: argparse.Namespace) -> None:
         _ask_server(args, question, out)
         return
     from agent.assistant import Assistant
+    from mathscout.rewrite.pool import default_pool
 
+    default_pool()  # the SymPy worker starts importing now, beside the JVM and the kernels
     assistant = Assistant(args.index, use_llm=False if args.no_llm else None)
     options = dict(mode=args.mode, k=args.k, rerank=args.rerank)
     if args.json:

@@ -98,7 +98,9 @@ class _LocalSearch:
     def _auto(self, query: str, k: int):
         if self._assistant is None:
             from agent.assistant import Assistant
+            from mathscout.rewrite.pool import default_pool
 
+            default_pool()  # the SymPy worker starts importing now, beside the JVM and the kernels (≈ 1.5 s sooner)
             self._assistant = Assistant(self.index, use_llm=False)
         return self._assistant.search(query, mode="auto", k=k)
 
