@@ -99,3 +99,19 @@ def test_kernel_compilation_is_announced_once_per_installation(tmp_path, small_i
     assert first.stderr.count("compiling the structure-search kernels") == 1
     second = subprocess.run(command, capture_output=True, text=True, env=cache, cwd=REPO, timeout=900)
     assert second.returncode == 0 and "compiling" not in second.stderr and second.stdout == first.stdout
+
+
+def test_a_search_imports_only_what_its_mode_needs(tmp_path, small_index):
+    """No encoders, UI, agent framework, SymPy or full NLTK for a bm25 or structure search (they cost seconds)."""
+    heavy = ["torch", "transformers", "pyserini.encode", "nltk", "gradio", "langchain_core", "sympy",
+             "sentence_transformers", "faiss", "gensim"]
+    for mode, absent in (("bm25", heavy + ["numba"]), ("structure", heavy)):
+        code = ("import contextlib, io, json, sys; from mathscout.cli import main\n"
+                "with contextlib.redirect_stdout(io.StringIO()):\n"
+                f"    code = main(['search', '--index', {str(small_index)!r}, '--mode', {mode!r}, '--k', '3', "
+                "'prove $a^2+b^2=c^2$'])\n"
+                f"print(json.dumps([code, [m for m in {absent!r} if m in sys.modules]]))")
+        result = subprocess.run([MATHSCOUT[0], "-c", code], capture_output=True, text=True, env=env(tmp_path),
+                                cwd=REPO, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert json.loads(result.stdout.splitlines()[-1]) == [0, []], mode
