@@ -100,4 +100,5 @@ def rerank_argument(text: str) -> str | None:
     try:
         return rerank_kind(text)
     except MathScoutError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        hint = "; write --rerank auto before a query" if " " in text.strip() or "$" in text else ""
+        raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
