@@ -149,7 +149,7 @@ def test_the_command_line_uses_the_server(server, tmp_path):
     seconds = time.perf_counter() - started
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(json.loads(result.stdout)["hits"]) == 3
-    assert seconds < 5, seconds  # measured ≈ 0.5 s on a quiet machine (README); loose here for a busy one
+    assert seconds < 30, seconds  # a guard only: measured ≈ 0.5 s on a quiet machine (README); loose here for a busy one
     assert not (env_home / "indexes").exists()
     text = run_cli(["search", "--server", url, "--auth", LOGIN, "--k", "2", "pythagorean theorem"], env_home)
     assert text.returncode == 0 and text.stdout.lstrip().startswith("1. ")
