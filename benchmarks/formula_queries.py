@@ -61,8 +61,21 @@ def rerendered(latex: str) -> str | None:
     return out if out != latex else None
 
 
+def _subtree_keys(node) -> set[str]:
+    """`tree_key` of every subtree of a parsed formula."""
+    keys, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        keys.add(tree_key(n))
+        stack.extend(n.children)
+    return keys
+
+
 def subexpression(latex: str) -> str | None:
-    """The widest balanced `{…}` argument with at least MIN_LEAVES - 1 leaves (a sub-tree of the formula)."""
+    """The widest balanced `{…}` argument with at least MIN_LEAVES - 1 leaves that is a sub-tree of the formula's
+    operator tree (`\\begin{pmatrix}`, `\\text{such that}` or `x^{n+1}` inside a flattened chain are not)."""
+    source = parse_latex(latex).tree
+    subtrees = _subtree_keys(source) if source is not None else set()
     best, stack = None, []
     for i, ch in enumerate(latex):
         if ch == "{" and (i == 0 or latex[i - 1] != "\\"):
@@ -71,7 +84,8 @@ def subexpression(latex: str) -> str | None:
             start = stack.pop()
             body = latex[start + 1:i]
             tree = parse_latex(body).tree
-            if tree is not None and leaf_count(tree) >= MIN_LEAVES - 1 and (best is None or len(body) > len(best)):
+            if (tree is not None and leaf_count(tree) >= MIN_LEAVES - 1 and (best is None or len(body) > len(best))
+                    and tree_key(tree) in subtrees):
                 best = body
     return best
 
@@ -88,7 +102,7 @@ def build_queries(index: IndexDir, sample: int, seed: int) -> list[dict]:
         key = tree_key(parsed.tree)
         docs_by_key[key].add(formula.doc_id)
         if reporting_half(formula.doc_id) and MIN_LEAVES <= leaf_count(parsed.tree) <= MAX_LEAVES:
-            candidates.append((formula.doc_id, formula.latex, key))
+            candidates.append((formula.doc_id, formula.latex.strip(), key))
     rng = random.Random(seed)
     rng.shuffle(candidates)
     queries, counts, seen = [], defaultdict(int), set()
@@ -107,6 +121,7 @@ def build_queries(index: IndexDir, sample: int, seed: int) -> list[dict]:
                 made = forms[0].latex if forms else None
             else:
                 made = makers[kind](latex)
+            made = made.strip() if made else None  # as a user types it: `$ x $` is not inline math (pandoc's rule)
             if made and parse_latex(made).tree is not None:
                 queries.append({"kind": kind, "latex": made, "source": latex, "relevant": relevant})
                 counts[kind] += 1
