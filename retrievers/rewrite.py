@@ -66,13 +66,15 @@ class StructureRewriteRetriever(BaseRetriever):
 
     name = "structure-rewrite"
 
-    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter = equivalent_forms, **structure_options):
+    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter = equivalent_forms,
+                 normalise: str = "query", **structure_options):
         if fusion not in FUSIONS:
             raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
         self.structure = StructureRetriever(index, **structure_options)
         self.store = self.structure.store
         self.fusion = fusion
         self.rewrite_weight = rewrite_weight
+        self.normalise = normalise
         self.max_forms = max_forms
         self.seconds = seconds
         self.rewriter = rewriter
@@ -110,6 +112,7 @@ class StructureRewriteRetriever(BaseRetriever):
         formula_only = query_kind(query) == "formula" and len(_split(query)[0]) == 1
         depth = k if self.fusion == "max" else max(k, WEIGHTED_DEPTH)
         fused: dict[str, _Fused] = {}
+        written_order: list[str] = []
         for n, variant in enumerate(variants):
             try:
                 hits, best = self.structure.rank(variant.query, depth)
@@ -119,9 +122,14 @@ class StructureRewriteRetriever(BaseRetriever):
             if scale <= 0:
                 continue
             ordinals = self.structure._doc_ordinals()
+            if n == 0:
+                written_order = [hit.doc_id for hit in hits]
             for hit in hits:
+                hit_scale = scale
+                if formula_only and self.normalise == "document" and (fh := best.get(ordinals[hit.doc_id])) is not None:
+                    hit_scale = scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
                 # capped: a document formula shorter than the query can pass the "perfect" score (Eq. 3.15)
-                value = variant.weight * min(hit.score / scale, 1.0) if formula_only else variant.weight * hit.score
+                value = variant.weight * min(hit.score / hit_scale, 1.0) if formula_only else variant.weight * hit.score
                 entry = fused.setdefault(hit.doc_id, _Fused())
                 entry.parts[f"form{n}"] = value
                 if self.fusion == "max":
@@ -131,8 +139,10 @@ class StructureRewriteRetriever(BaseRetriever):
                 if value > entry.best:
                     entry.best, entry.variant = value, n
                     entry.formula_hit = best.get(ordinals[hit.doc_id])
-        # ties (e.g. two perfect matches) go to the document that matches the formula as written
-        ranked = sorted(fused, key=lambda d: (-fused[d].score, -fused[d].parts.get("form0", 0.0), d))[:k]
+        # ties (e.g. two perfect matches) go to the document that matches the formula as written, then keep the
+        # written form's own order (structure search breaks its ties by document ordinal)
+        written = {doc_id: n for n, doc_id in enumerate(written_order)}
+        ranked = sorted(fused, key=lambda d: (-fused[d].score, -fused[d].parts.get("form0", 0.0), written.get(d, len(written)), d))[:k]
         hits = []
         for rank, doc_id in enumerate(ranked, start=1):
             entry = fused[doc_id]
@@ -190,6 +200,15 @@ def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit
     setting = structure.setting_for(variant.query)
     bm25 = max((h.components.get("bm25", 0.0) for h in hits), default=0.0)
     return setting.lambda_m * perfect + bm25 if setting.text == "full" and bm25 > 0 else perfect
+
+
+def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) -> float:
+    """P(L_D; η) / P(L_Q; η) (Eq. 3.15): the perfect score at the document formula's length instead of the query's."""
+    tree = parse_latex(latex).tree
+    if tree is None or doc_leaves <= 0:
+        return 1.0
+    eta = structure.searcher.eta
+    return length_penalty(doc_leaves, eta) / length_penalty(leaf_count(tree), eta)
 
 
 def _perfect_score(structure: StructureRetriever, latex: str) -> float:

@@ -162,12 +162,17 @@ class StructureSettings:
 
 
 def query_kind(query: Query) -> str:
-    """formula, mixed or text (QUERY_KINDS), by the planner's classifier (`agent.question.read_question`)."""
+    """formula, mixed or text (QUERY_KINDS), by the planner's classifier (`agent.question.read_question`), except
+    that a formula with filler words ("Compute $…$", "Find $…$") is scored as a question: the formula setting is
+    fitted on formulas alone, and on the 55 such questions of 1,000 train topics the question setting does better
+    (nDCG@10 0.730 vs 0.671)."""
     from agent.question import read_question
 
     if query.formula:
         return "formula"
     kind = read_question(query.text).kind
+    if kind == "formula" and _split(query)[1]:
+        return "mixed"
     return kind if kind in QUERY_KINDS else "text"
 
 
@@ -239,7 +244,7 @@ class StructureRetriever(BaseRetriever):
         formulas, words = _split(query)
         setting = self.setting_for(query)
         if formulas and setting is self.kind_settings["formula"] and setting.text == "words":
-            words = ""  # structure similarity alone (the words of "Why is $f$?" say nothing)
+            words = ""  # structure similarity alone
         if setting.text == "full" and "bm25" in self.index.components:
             prepared = self._prepare(formulas, setting.max_formulas, strict=False) if formulas else []
             return self._fused(prepared, self._bm25_scores(query, max(self.depth, k)), k, setting.lambda_m)
