@@ -7,12 +7,13 @@ Kinds (each query's relevant documents: those holding a formula with the source 
 - subexpression: the widest braced argument of the formula (a sub-tree of it).
 
 Source formulas are drawn only from the *reporting* half of the documents (CRC-32 of the id is odd); the
-tuning half is for fitting. nDCG@10 (binary) per kind for BM25 over math tokens and for structure search
-with and without rewriting, untuned and with a question-tuned Eq. 3.18 setting (λ_m = 0.1, BM25 over the
-whole query), the latter both as formula-only queries are ranked now and as they were ranked before (the
-question setting applied to them too).
+fitting half is for `mathscout train structure`, which fits the formula-only setting on queries made the same
+way from it. nDCG@10 (binary) per kind for BM25 over math tokens and for structure search with and without
+rewriting, each by the index's own settings (run it on an untuned index and on a tuned copy), and for reference
+structure search with the question setting of the full index (λ_m = 0.1, BM25 over the whole query) applied to
+formula-only queries, as it was before issue 21.
 
-    mathscout bench formulas --index DIR [--sample 150] [--seed 7] [--json OUT]
+    mathscout bench formulas --index DIR [--sample 150] [--seed 7] [--json OUT] [--queries JSON]
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def reporting_half(doc_id: str) -> bool:
     return zlib.crc32(doc_id.encode("utf-8")) % 2 == 1
 
 
+HALVES = {"reporting": reporting_half, "fitting": lambda doc_id: not reporting_half(doc_id)}
+
+
 def renamed(latex: str) -> str | None:
     letters = sorted(set(_LETTER.findall(latex)))
     if len(letters) < 2:
@@ -61,8 +65,21 @@ def rerendered(latex: str) -> str | None:
     return out if out != latex else None
 
 
+def _subtree_keys(node) -> set[str]:
+    """`tree_key` of every subtree of a parsed formula."""
+    keys, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        keys.add(tree_key(n))
+        stack.extend(n.children)
+    return keys
+
+
 def subexpression(latex: str) -> str | None:
-    """The widest balanced `{…}` argument with at least MIN_LEAVES - 1 leaves (a sub-tree of the formula)."""
+    """The widest balanced `{…}` argument with at least MIN_LEAVES - 1 leaves that is a sub-tree of the formula's
+    operator tree (`\\begin{pmatrix}`, `\\text{such that}` or `x^{n+1}` inside a flattened chain are not)."""
+    source = parse_latex(latex).tree
+    subtrees = _subtree_keys(source) if source is not None else set()
     best, stack = None, []
     for i, ch in enumerate(latex):
         if ch == "{" and (i == 0 or latex[i - 1] != "\\"):
@@ -71,12 +88,16 @@ def subexpression(latex: str) -> str | None:
             start = stack.pop()
             body = latex[start + 1:i]
             tree = parse_latex(body).tree
-            if tree is not None and leaf_count(tree) >= MIN_LEAVES - 1 and (best is None or len(body) > len(best)):
+            if (tree is not None and leaf_count(tree) >= MIN_LEAVES - 1 and (best is None or len(body) > len(best))
+                    and tree_key(tree) in subtrees):
                 best = body
     return best
 
 
-def build_queries(index: IndexDir, sample: int, seed: int) -> list[dict]:
+def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reporting") -> list[dict]:
+    """Up to `sample` queries per kind from source formulas of one half of the documents ("reporting" for
+    figures, "fitting" for `mathscout train structure`); relevant documents come from the whole collection."""
+    in_half = HALVES[half]
     docs_by_key: dict[str, set[str]] = defaultdict(set)
     candidates = []
     for _, formula in index.store.iter_formulas():
@@ -87,8 +108,8 @@ def build_queries(index: IndexDir, sample: int, seed: int) -> list[dict]:
             continue
         key = tree_key(parsed.tree)
         docs_by_key[key].add(formula.doc_id)
-        if reporting_half(formula.doc_id) and MIN_LEAVES <= leaf_count(parsed.tree) <= MAX_LEAVES:
-            candidates.append((formula.doc_id, formula.latex, key))
+        if in_half(formula.doc_id) and MIN_LEAVES <= leaf_count(parsed.tree) <= MAX_LEAVES:
+            candidates.append((formula.doc_id, formula.latex.strip(), key))
     rng = random.Random(seed)
     rng.shuffle(candidates)
     queries, counts, seen = [], defaultdict(int), set()
@@ -107,6 +128,7 @@ def build_queries(index: IndexDir, sample: int, seed: int) -> list[dict]:
                 made = forms[0].latex if forms else None
             else:
                 made = makers[kind](latex)
+            made = made.strip() if made else None  # as a user types it: `$ x $` is not inline math (pandoc's rule)
             if made and parse_latex(made).tree is not None:
                 queries.append({"kind": kind, "latex": made, "source": latex, "relevant": relevant})
                 counts[kind] += 1
@@ -122,15 +144,13 @@ def ndcg10(ranked: list[str], relevant: set[str]) -> float:
 
 
 def systems(index: IndexDir) -> dict:
+    """The retrievers compared, each by the index's stored settings (the reference row overrides them)."""
     old = {**QUESTION_TUNED, "formula_text": "full", "formula_lambda_m": QUESTION_TUNED["lambda_m"]}
     return {
         "bm25": open_retriever(index, "bm25"),
-        "structure (untuned)": open_retriever(index, "structure", formula_text="words"),
-        "structure (tuned, before)": open_retriever(index, "structure", **old),
-        "structure (tuned, now)": open_retriever(index, "structure", **QUESTION_TUNED),
-        "structure-rewrite (untuned)": open_retriever(index, "structure-rewrite", formula_text="words"),
-        "structure-rewrite (tuned, before)": open_retriever(index, "structure-rewrite", **old),
-        "structure-rewrite (tuned, now)": open_retriever(index, "structure-rewrite", **QUESTION_TUNED),
+        "structure": open_retriever(index, "structure"),
+        "structure-rewrite": open_retriever(index, "structure-rewrite"),
+        "structure, question setting on formulas": open_retriever(index, "structure", **old),
     }
 
 
@@ -140,10 +160,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample", type=int, default=150, help="queries per kind")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the figures and queries here")
+    parser.add_argument("--queries", help="reuse the queries of an earlier --json output (same index collection)")
     args = parser.parse_args(argv)
     index = IndexDir(args.index)
     started = time.perf_counter()
-    queries = build_queries(index, args.sample, args.seed)
+    if args.queries:
+        with open(args.queries, encoding="utf-8") as f:
+            queries = json.load(f)["queries"]
+    else:
+        queries = build_queries(index, args.sample, args.seed)
     print(f"{len(queries)} queries from the reporting half ({time.perf_counter() - started:.0f} s): "
           + ", ".join(f"{k} {sum(q['kind'] == k for q in queries)}" for k in KINDS), file=sys.stderr)
     table: dict[str, dict[str, float]] = {}

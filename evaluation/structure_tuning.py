@@ -15,6 +15,14 @@ without the math (Eq. 3.18's BM25(Q_text, D_text)) and BM25 over the whole query
 terms). A run from the dump is the same arithmetic as `StructureRetriever._fused` (λ_m · Σ_f S_f + text; 0
 outside a list), so `mathscout run --mode structure --set lambda_m=… --set max_formulas=… --set depth=…`
 reproduces it. Tuning picks the best setting on a topic set (use train topics, never dev).
+
+`fit` picks one setting per query kind (`retrievers.structure.QUERY_KINDS`, the planner's classification): for
+questions with words and formulas, and for questions with words only, on the train topics of that kind; for
+formula-only queries on formula queries made from the collection's formulas (`mathscout bench formulas`' four
+kinds, source formulas drawn only from the *fitting* half of the documents; the reporting half stays unseen),
+choosing between structure similarity alone (Eq. 3.16) and Eq. 3.18 with BM25 over the query's math tokens. It
+reports each kind's measure before (the index's current setting) and after, and stores all of them with how
+each was fitted.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import random
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation.measures import evaluate_run, read_qrels
@@ -32,14 +41,14 @@ from evaluation.topics import load_topics, require_train_topics
 from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.structure.scoring import math_text_score
+from mathscout.structure.scoring import LAMBDA_M, math_text_score
 from retrievers.base import prepare_query
 
 
 def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0, seed: int = 13,
          max_formulas: int = 0, qrels: Path | None = None) -> None:
     from retrievers.bm25 import BM25Retriever
-    from retrievers.structure import StructureRetriever, _split
+    from retrievers.structure import StructureRetriever, _split, query_kind
 
     retriever = StructureRetriever(IndexDir(index), depth=depth, max_formulas=0)
     bm25 = BM25Retriever(IndexDir(index))
@@ -67,7 +76,8 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
             full = {h.doc_id: h.score for h in bm25.rank(query, depth)}
         except QueryError:
             full = {}
-        records[topic.id] = {"formulas": per_formula, "words": text, "full": full, "n_formulas": len(formulas)}
+        records[topic.id] = {"formulas": per_formula, "words": text, "full": full, "n_formulas": len(formulas),
+                             "kind": query_kind(query)}
         if n % 20 == 0:
             print(f"[dump] {n}/{len(topics)} topics, {time.perf_counter() - started:.0f} s", flush=True)
     with open(out, "wb") as f:
@@ -78,6 +88,18 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
 def _read_dump(path: Path) -> dict:
     with open(path, "rb") as f:
         return pickle.load(f)["topics"]
+
+
+def _with_kinds(records: dict, topics_path: Path) -> dict:
+    """Records of dumps written before query kinds were recorded get them from their topics."""
+    from retrievers.structure import query_kind
+
+    missing = {tid for tid, r in records.items() if "kind" not in r}
+    if missing:
+        for topic in load_topics(topics_path):
+            if topic.id in missing:
+                records[topic.id]["kind"] = query_kind(prepare_query(topic))
+    return records
 
 
 def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "words", k: int = 1000) -> list[tuple[str, float]]:
@@ -140,15 +162,111 @@ def tune(records: dict, qrels: Path, grid: list[dict], out_dir: Path, stem: str,
     return best, key, means[key]
 
 
-def store(index: Path, best: dict, measure: str, value: float, topics: int, source: str) -> Path:
-    """Keep the tuned setting with the index: the structure mode uses it from now on."""
+def dump_formula_queries(index: Path, sample: int, depth: int, seed: int = 13) -> tuple[dict, list[str]]:
+    """Formula-only queries of the four kinds (`mathscout bench formulas`) made from the *fitting* half of the
+    documents, dumped like topics (structure top `depth` and BM25 over the whole query), and their qrels lines
+    (relevant: the documents holding the source formula's operator tree)."""
+    from benchmarks.formula_queries import build_queries
+    from evaluation.runs import encode_doc_id
+    from retrievers.bm25 import BM25Retriever
+    from retrievers.structure import StructureRetriever
+    from mathscout.types import Query
+
+    index_dir = IndexDir(index)
+    retriever = StructureRetriever(index_dir, depth=depth, max_formulas=0)
+    bm25 = BM25Retriever(index_dir)
+    doc_ids = retriever.store.doc_ids()
+    started = time.perf_counter()
+    queries = build_queries(index_dir, sample, seed, half="fitting")
+    records, qrels = {}, []
+    for n, q in enumerate(queries):
+        qid = f"formula-{q['kind']}-{n}"
+        try:
+            prepared = retriever.searcher.prepare(q["latex"])
+            hits = retriever.searcher.search(prepared, depth, retriever.strategy, per_document=True)
+            per_formula = [(prepared.width, {doc_ids[h.doc]: h.score for h in hits})]
+        except QueryError:
+            per_formula = []
+        try:
+            full = {h.doc_id: h.score for h in bm25.rank(Query(id=qid, text=f"${q['latex']}$"), depth)}
+        except QueryError:
+            full = {}
+        records[qid] = {"formulas": per_formula, "words": {}, "full": full, "n_formulas": 1, "kind": "formula",
+                        "formula_kind": q["kind"]}
+        qrels.extend(f"{qid} 0 {encode_doc_id(doc)} 1\n" for doc in q["relevant"])
+    print(f"{len(records)} formula queries from the fitting half dumped in {time.perf_counter() - started:.0f} s")
+    return records, qrels
+
+
+def _current(index: Path) -> dict[str, dict]:
+    """The setting each kind has now (stored, or the structure mode's defaults) as a grid entry."""
+    from retrievers.structure import StructureRetriever
+
+    settings = StructureRetriever(IndexDir(index)).kind_settings
+    return {kind: {"lambda_m": s.lambda_m, "max_formulas": s.max_formulas, "text": s.text} for kind, s in settings.items()}
+
+
+def fit_kinds(index: Path, records: dict, qrels: Path, grid: list[dict], out_dir: Path, source: str,
+              formula_records: dict, formula_qrels: list[str]) -> dict[str, KindFit]:
+    """One setting per query kind (thesis Eq. 3.18 λ_m, formulas, text part): questions of each kind on their
+    train topics, formula-only queries on formula queries from the fitting half. Each with its score before."""
+    current = _current(index)
+    fits: dict[str, KindFit] = {}
+    for kind in ("mixed", "text"):
+        subset = {tid: r for tid, r in records.items() if r.get("kind") == kind}
+        if not subset:
+            continue
+        before = tune(subset, qrels, [current[kind]], out_dir, f"{kind}-before")[2]
+        best, key, value = tune(subset, qrels, grid, out_dir, kind)
+        fits[kind] = KindFit(kind, best, key, value, before, len(subset), f"{source} ({kind} questions)")
+    if formula_records:
+        formula_qrels_path = out_dir / "formula.qrels.txt"
+        formula_qrels_path.write_text("".join(formula_qrels), encoding="utf-8")
+        lambdas = sorted({g["lambda_m"] for g in grid})
+        formula_grid = [{"lambda_m": LAMBDA_M, "max_formulas": 0, "text": "words"}] + [
+            {"lambda_m": lam, "max_formulas": 0, "text": "full"} for lam in lambdas]
+        before = tune(formula_records, formula_qrels_path, [current["formula"]], out_dir, "formula-before")[2]
+        best, key, value = tune(formula_records, formula_qrels_path, formula_grid, out_dir, "formula")
+        fits["formula"] = KindFit("formula", best, key, value, before, len(formula_records),
+                                  "formula queries from the fitting half of the documents (renamed, re-rendered, "
+                                  "transformed, sub-expression)")
+    return fits
+
+
+@dataclass
+class KindFit:
+    """The setting fitted for one query kind, its measure on the fitting queries, and the measure before."""
+
+    kind: str
+    best: dict
+    measure: str
+    score: float
+    before: float
+    queries: int
+    tuned_on: str
+
+
+def store(index: Path, best: dict, measure: str, value: float, topics: int, source: str,
+          kinds: dict[str, KindFit] | None = None) -> Path:
+    """Keep the tuned setting with the index: the structure mode uses it from now on (the top level is the setting
+    of questions with words and formulas; `kinds` one per query kind)."""
     from retrievers.structure import StructureSettings
 
     require_train_topics(Path(source), what="tuning")
-    settings = StructureSettings(**best, tuned_on=source, topics=topics, measure=measure, score=round(value, 4))
+    stored_kinds = {fit.kind: {**fit.best, "tuned_on": fit.tuned_on, "queries": fit.queries, "measure": fit.measure,
+                               "score": round(fit.score, 4), "before": round(fit.before, 4)} for fit in (kinds or {}).values()}
+    settings = StructureSettings(**best, tuned_on=source, topics=topics, measure=measure, score=round(value, 4),
+                                 kinds=stored_kinds or None)
     saved = settings.write(IndexDir(index))
     print(f"stored in {saved}: the structure mode of this index now uses it")
     return saved
+
+
+def report(fits: dict[str, KindFit]) -> None:
+    """Every kind before and after, on the queries it was fitted on."""
+    print("kind      queries  measure    before  after   setting")
+    for fit in fits.values():
+        print(f"{fit.kind:9s} {fit.queries:7d}  {fit.measure:9s}  {fit.before:.4f}  {fit.score:.4f}  {fit.best}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -166,6 +284,9 @@ def main(argv: list[str] | None = None) -> None:
     f.add_argument("--lambdas", default="0.05,0.1,0.2,0.3,0.5,1,2.5")
     f.add_argument("--max-formulas", default="0,1,3,5")
     f.add_argument("--text", default="words,full")
+    f.add_argument("--formula-sample", type=int, default=100,
+                   help="formula-only queries per kind from the fitting half of the documents (0: keep structure alone)")
+    f.add_argument("--dump", type=Path, help="reuse a `dump` of the train topics (same --topics) instead of searching them")
     d = sub.add_parser("dump")
     d.add_argument("--index", type=Path, required=True)
     d.add_argument("--topics", type=Path, required=True)
@@ -198,11 +319,20 @@ def main(argv: list[str] | None = None) -> None:
 
         require_train_topics(args.topics, args.qrels, what="tuning")
         with tempfile.TemporaryDirectory(prefix="mathscout-tune-") as tmp:
-            dumped = Path(tmp) / "train.pkl"
-            dump(args.index, args.topics, args.depth, dumped, args.sample, qrels=args.qrels)
-            records = _read_dump(dumped)
-            best, key, value = tune(records, args.qrels, grid, Path(tmp), "train")
-        store(args.index, best, key, value, len(records), args.topics.name)
+            dumped = args.dump or Path(tmp) / "train.pkl"
+            if args.dump is None:
+                dump(args.index, args.topics, args.depth, dumped, args.sample, qrels=args.qrels)
+            records = _with_kinds(_read_dump(dumped), args.topics)
+            formula_records, formula_qrels = (dump_formula_queries(args.index, args.formula_sample, args.depth)
+                                              if args.formula_sample else ({}, []))
+            fits = fit_kinds(args.index, records, args.qrels, grid, Path(tmp), args.topics.name, formula_records, formula_qrels)
+            topics = len(records)
+            if "mixed" in fits:
+                best, key, value, topics = fits["mixed"].best, fits["mixed"].measure, fits["mixed"].score, fits["mixed"].queries
+            else:  # no question with words and formulas: one setting for all the topics
+                best, key, value = tune(records, args.qrels, grid, Path(tmp), "train")
+        report(fits)
+        store(args.index, best, key, value, topics, args.topics.name, fits)
         return
     records = _read_dump(args.dump)
     out_dir = args.out_dir or args.dump.parent

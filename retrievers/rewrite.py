@@ -2,9 +2,10 @@
 
 Thesis ch. 6 lists query rewriting as future work for structure search; this mode makes `1 + \\frac{1}{x}`
 also find documents that wrote `\\frac{x+1}{x}`. Each form (the original with weight 1, every rewritten
-form with `rewrite_weight`) is searched by structure search; a formula-only query's scores are first
-divided by the form's perfect-match score (width × P(L_Q; η), Eqs. 3.15–3.16), so forms of different
-sizes are comparable. Fusion: `max` (a document keeps its best weighted form score, ties broken by
+form with `rewrite_weight`, never above a symbol-substituted match of the written form) is searched by structure
+search; a formula-only query's scores are first divided by the best score the form can reach under the setting
+its kind is scored by (its perfect-match score, width × P(L_Q; η), Eqs. 3.15–3.16, times λ_m plus the form's best
+BM25 when the setting adds BM25, Eq. 3.18), so forms of different sizes and settings of any scale are comparable. Fusion: `max` (a document keeps its best weighted form score, ties broken by
 the score of the formula as written; the fused top-k is exact from each form's top-k) or `weighted` (the weighted sum, CombSUM). Queries with words keep
 structure search's Eq. 3.18 BM25 term; their variants (one formula replaced by one form) fuse raw scores.
 """
@@ -22,15 +23,17 @@ from mathscout.render import make_snippet
 from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
-from mathscout.structure.scoring import length_penalty
+from mathscout.structure.scoring import B2, length_penalty, symbol_factor
 from mathscout.structure.search import FormulaHit
 from mathscout.types import Hit, Query
 from retrievers.base import BaseRetriever, prepare_query
 from retrievers.registry import ModeSpec, register_mode
-from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split, highlight_weights
+from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split, highlight_weights, query_kind
 
-REWRITE_WEIGHT = 1.0  # a perfect match of a rewritten form counts as much as one of the formula as written
-# (ties go to the written form: `mathscout bench rewrite` compares weights 1.0 / 0.9 / 0.8)
+# A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
+# (Eq. 3.14 at S'_sym = b2, §3.2.1 α-equivalence), never more: renamed-variable matches of what the user wrote stay
+# first, and ties go to the written form (`mathscout bench rewrite` compares other weights)
+REWRITE_WEIGHT = symbol_factor(B2)
 MAX_REWRITTEN_FORMULAS = 3  # a query's first formulas that get rewritten (each rewrite may take `seconds`)
 MIN_FORM_LEAVES = 3  # shorter forms (`1` for sin²x + cos²x) would match too many formulas to help a search
 WEIGHTED_DEPTH = 100  # hits per form for `weighted` fusion
@@ -63,13 +66,15 @@ class StructureRewriteRetriever(BaseRetriever):
 
     name = "structure-rewrite"
 
-    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter = equivalent_forms, **structure_options):
+    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter = equivalent_forms,
+                 normalise: str = "query", **structure_options):
         if fusion not in FUSIONS:
             raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
         self.structure = StructureRetriever(index, **structure_options)
         self.store = self.structure.store
         self.fusion = fusion
         self.rewrite_weight = rewrite_weight
+        self.normalise = normalise
         self.max_forms = max_forms
         self.seconds = seconds
         self.rewriter = rewriter
@@ -104,21 +109,27 @@ class StructureRewriteRetriever(BaseRetriever):
     # ------------------------------------------------------------------ ranking
     def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[str, _Fused], list[_Variant]]:
         variants = self.variants(query)
-        formula_only = bool(query.formula) or _is_formula_only(query)
+        formula_only = query_kind(query) == "formula" and len(_split(query)[0]) == 1
         depth = k if self.fusion == "max" else max(k, WEIGHTED_DEPTH)
         fused: dict[str, _Fused] = {}
+        written_order: list[str] = []
         for n, variant in enumerate(variants):
             try:
                 hits, best = self.structure.rank(variant.query, depth)
             except QueryError:  # a form structure search cannot use
                 continue
-            scale = _perfect_score(self.structure, variant.formula) if formula_only else 1.0
+            scale = _form_scale(self.structure, variant, hits) if formula_only else 1.0
             if scale <= 0:
                 continue
             ordinals = self.structure._doc_ordinals()
+            if n == 0:
+                written_order = [hit.doc_id for hit in hits]
             for hit in hits:
+                hit_scale = scale
+                if formula_only and self.normalise == "document" and (fh := best.get(ordinals[hit.doc_id])) is not None:
+                    hit_scale = scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
                 # capped: a document formula shorter than the query can pass the "perfect" score (Eq. 3.15)
-                value = variant.weight * min(hit.score / scale, 1.0) if formula_only else variant.weight * hit.score
+                value = variant.weight * min(hit.score / hit_scale, 1.0) if formula_only else variant.weight * hit.score
                 entry = fused.setdefault(hit.doc_id, _Fused())
                 entry.parts[f"form{n}"] = value
                 if self.fusion == "max":
@@ -128,8 +139,10 @@ class StructureRewriteRetriever(BaseRetriever):
                 if value > entry.best:
                     entry.best, entry.variant = value, n
                     entry.formula_hit = best.get(ordinals[hit.doc_id])
-        # ties (e.g. two perfect matches) go to the document that matches the formula as written
-        ranked = sorted(fused, key=lambda d: (-fused[d].score, -fused[d].parts.get("form0", 0.0), d))[:k]
+        # ties (e.g. two perfect matches) go to the document that matches the formula as written, then keep the
+        # written form's own order (structure search breaks its ties by document ordinal)
+        written = {doc_id: n for n, doc_id in enumerate(written_order)}
+        ranked = sorted(fused, key=lambda d: (-fused[d].score, -fused[d].parts.get("form0", 0.0), written.get(d, len(written)), d))[:k]
         hits = []
         for rank, doc_id in enumerate(ranked, start=1):
             entry = fused[doc_id]
@@ -179,9 +192,23 @@ class StructureRewriteRetriever(BaseRetriever):
         return runs
 
 
-def _is_formula_only(query: Query) -> bool:
-    formulas, words = _split(query)
-    return len(formulas) == 1 and not words
+def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit]) -> float:
+    """The best score a document can reach for one form under the setting its kind is scored by: λ_m × its perfect
+    structure score + the best BM25 score among its hits when the setting adds BM25 (Eq. 3.18), else the perfect
+    structure score (Eq. 3.16). Dividing by it puts every form on [0, 1] whatever the stored setting's scale."""
+    perfect = _perfect_score(structure, variant.formula)
+    setting = structure.setting_for(variant.query)
+    bm25 = max((h.components.get("bm25", 0.0) for h in hits), default=0.0)
+    return setting.lambda_m * perfect + bm25 if setting.text == "full" and bm25 > 0 else perfect
+
+
+def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) -> float:
+    """P(L_D; η) / P(L_Q; η) (Eq. 3.15): the perfect score at the document formula's length instead of the query's."""
+    tree = parse_latex(latex).tree
+    if tree is None or doc_leaves <= 0:
+        return 1.0
+    eta = structure.searcher.eta
+    return length_penalty(doc_leaves, eta) / length_penalty(leaf_count(tree), eta)
 
 
 def _perfect_score(structure: StructureRetriever, latex: str) -> float:

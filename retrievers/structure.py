@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,37 @@ class StructureComponent:
         return stats
 
 
+QUERY_KINDS = ("formula", "mixed", "text")  # the planner's classification (agent.question): formula-only, words and
+# formulas, words only (lone symbols do not count as formulas); each kind gets its own Eq. 3.18 setting
+
+
+@dataclass
+class KindSetting:
+    """Eq. 3.18's setting for one kind of query and how it was fitted (`mathscout train structure`).
+
+    text: "words" (BM25 over the words without the math; for a formula-only query: structure similarity alone,
+    Eq. 3.16) or "full" (the bm25 mode's BM25 over the whole query, math tokens included)."""
+
+    lambda_m: float
+    text: str
+    max_formulas: int = 0
+    tuned_on: str = ""  # what it was fitted on, e.g. "topics.train.jsonl (mixed)" or "formula queries (fitting half)"
+    queries: int = 0
+    measure: str = ""
+    score: float = 0.0  # the measure of this setting on the queries it was fitted on
+    before: float | None = None  # the measure of the setting it replaced, on the same queries
+
+    def check(self) -> KindSetting:
+        if self.text not in ("words", "full") or not self.lambda_m > 0 or self.max_formulas < 0:
+            raise ValueError(f"setting {asdict(self)}")
+        return self
+
+
 @dataclass
 class StructureSettings:
-    """`<index>/structure.json`: Eq. 3.18's setting tuned on train topics by `mathscout train structure`
-    (evaluation/structure_tuning.py), with how it was obtained."""
+    """`<index>/structure.json`: Eq. 3.18's settings fitted by `mathscout train structure` (evaluation/structure_tuning.py)
+    with how each was obtained. The top-level fields are the setting of questions with words and formulas (the
+    only one files written before issue 21 hold); `kinds` holds one `KindSetting` per query kind (QUERY_KINDS)."""
 
     lambda_m: float
     max_formulas: int
@@ -86,9 +113,9 @@ class StructureSettings:
     topics: int = 0
     measure: str = ""
     score: float = 0.0
-    # formula-only queries (no words) keep structure search's own ranking unless a setting fitted on formula
-    # queries says otherwise: {"lambda_m", "text", "tuned_on", …}; None = pure structure similarity (Eq. 3.16)
+    # older files: a setting for formula-only queries ({"lambda_m", "text", …}); None = structure similarity alone
     formula: dict | None = None
+    kinds: dict[str, dict] | None = None  # kind → KindSetting fields
 
     @staticmethod
     def path(index: IndexDir) -> Path:
@@ -103,20 +130,49 @@ class StructureSettings:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             settings = cls(lambda_m=float(data["lambda_m"]), max_formulas=int(data["max_formulas"]), text=str(data["text"]),
-                           **{k: data[k] for k in ("tuned_on", "topics", "measure", "score", "formula") if k in data})
+                           **{k: data[k] for k in ("tuned_on", "topics", "measure", "score", "formula", "kinds") if k in data})
             if settings.text not in ("words", "full"):
                 raise ValueError(f"text '{settings.text}'")
-            if settings.formula is not None and (not isinstance(settings.formula, dict) or settings.formula.get("text") not in ("words", "full")
-                                                 or float(settings.formula.get("lambda_m", 1.0)) <= 0):
-                raise ValueError("formula setting")
+            settings.kind_settings()  # every stored setting must be usable
             return settings
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise MathScoutError(f"{path} is unusable ({exc}); rerun `mathscout train structure --index {index.path}` "
                                  f"or delete it to use the thesis defaults") from exc
+
+    def kind_settings(self) -> dict[str, KindSetting]:
+        """The stored setting of each kind: `kinds`, else (older files) the top-level setting for questions and the
+        `formula` part for formula-only queries; a kind without one is absent."""
+        question = KindSetting(self.lambda_m, self.text, self.max_formulas, self.tuned_on, self.topics, self.measure, self.score)
+        out = {"mixed": question.check(), "text": question}
+        if self.formula is not None:
+            if not isinstance(self.formula, dict):
+                raise ValueError("formula setting")
+            out["formula"] = KindSetting(float(self.formula.get("lambda_m", LAMBDA_M)), str(self.formula.get("text")),
+                                         tuned_on=str(self.formula.get("tuned_on", ""))).check()
+        for kind, fields in (self.kinds or {}).items():
+            if kind not in QUERY_KINDS:
+                raise ValueError(f"unknown query kind '{kind}'")
+            out[kind] = KindSetting(**fields).check()
+        return out
 
     def write(self, index: IndexDir) -> Path:
         """Store with the index (atomically)."""
         return write_json_atomic(self.path(index), asdict(self))
+
+
+def query_kind(query: Query) -> str:
+    """formula, mixed or text (QUERY_KINDS), by the planner's classifier (`agent.question.read_question`), except
+    that a formula with filler words ("Compute $…$", "Find $…$") is scored as a question: the formula setting is
+    fitted on formulas alone, and on the 55 such questions of 1,000 train topics the question setting does better
+    (nDCG@10 0.730 vs 0.671)."""
+    from agent.question import read_question
+
+    if query.formula:
+        return "formula"
+    kind = read_question(query.text).kind
+    if kind == "formula" and _split(query)[1]:
+        return "mixed"
+    return kind if kind in QUERY_KINDS else "text"
 
 
 class StructureRetriever(BaseRetriever):
@@ -139,36 +195,37 @@ class StructureRetriever(BaseRetriever):
         α = 0.4, β = 0.9/0.06/0.04) re-scoring each formula's single-tree top `depth` formulas (§3.3.1: the
         thesis used it on NTCIR-12 only, for its cost).
         lambda_m, max_formulas and text left unset come from the index's structure.json when `mathscout train
-        structure` wrote one (tuned on train topics), else the thesis defaults (λ_m = 2.5, all formulas, words).
-        They apply to queries with words. A formula-only query is ranked by structure similarity alone (its
-        "text" would be its own math tokens, which outweigh renamed-variable matches), unless formula_text /
-        formula_lambda_m or the stored setting's `formula` part say otherwise."""
+        structure` wrote one, else the thesis defaults (λ_m = 2.5, all formulas, words); they apply to questions
+        with words. Each query is scored by the setting of its kind (QUERY_KINDS, the planner's classification):
+        structure.json holds one per kind, fitted on train topics of that kind, and for formula-only queries on
+        formula queries made from the collection. A formula-only query without a fitted setting is ranked by
+        structure similarity alone (Eq. 3.16: its math tokens as BM25 "text" outweigh renamed-variable matches);
+        formula_text / formula_lambda_m set its setting explicitly."""
         tuned = StructureSettings.read(index)
         self.settings_source = f"tuned on {tuned.tuned_on} ({SETTINGS_FILE})" if tuned else "thesis defaults"
         defaults = tuned or StructureSettings(lambda_m=LAMBDA_M, max_formulas=0, text="words")  # thesis §3.3.1
-        lambda_m = defaults.lambda_m if lambda_m is None else lambda_m
-        max_formulas = defaults.max_formulas if max_formulas is None else max_formulas
-        text = defaults.text if text is None else text
+        stored = defaults.kind_settings()
+        stored.setdefault("formula", KindSetting(LAMBDA_M, "words", tuned_on="structure similarity alone (no setting fitted)"))
         if trees not in (1, 2, 3):
             raise QueryError(f"trees must be 1, 2 or 3 (got {trees})")
         self.trees = trees
-        if text not in ("words", "full"):
-            raise QueryError(f"text must be 'words' or 'full' (got '{text}')")
-        self.text_part = text
-        formula_setting = (tuned.formula if tuned and tuned.formula else {}) if formula_text is None else {}
-        self.formula_text = formula_text or formula_setting.get("text", "words")
-        self.formula_lambda_m = float(formula_lambda_m or formula_setting.get("lambda_m", LAMBDA_M))
-        if self.formula_text not in ("words", "full"):
-            raise QueryError(f"formula_text must be 'words' or 'full' (got '{self.formula_text}')")
+        for name, value in (("text", text), ("formula_text", formula_text)):
+            if value is not None and value not in ("words", "full"):
+                raise QueryError(f"{name} must be 'words' or 'full' (got '{value}')")
+        question = {k: v for k, v in (("lambda_m", lambda_m), ("max_formulas", max_formulas), ("text", text)) if v is not None}
+        formula = {k: v for k, v in (("lambda_m", formula_lambda_m), ("text", formula_text)) if v is not None}
+        self.kind_settings = {kind: replace(setting, **(formula if kind == "formula" else question))
+                              if (formula if kind == "formula" else question) else setting for kind, setting in stored.items()}
+        mixed, formula_setting = self.kind_settings["mixed"], self.kind_settings["formula"]
+        self.lambda_m, self.max_formulas, self.text_part = mixed.lambda_m, mixed.max_formulas, mixed.text
+        self.formula_text, self.formula_lambda_m = formula_setting.text, formula_setting.lambda_m
         self.index = index
         self.store = index.store
         folder = index.component_path("structure")
         self.paths = PathIndex.open(folder)
         self.searcher = StructureSearcher(self.paths, eta=eta)
         self.strategy = strategy
-        self.lambda_m = lambda_m
         self.initial_threshold_factor = initial_threshold_factor
-        self.max_formulas = max_formulas
         self.depth = depth
         self.text = TextLists.open(folder) if exact else None
         documents = self.store.count()
@@ -181,23 +238,28 @@ class StructureRetriever(BaseRetriever):
         self._doc_ids: list[str] | None = None
 
     def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
-        """Top-k documents, and for each the best formula hit of the query's first formula that matched it."""
+        """Top-k documents, and for each the best formula hit of the query's first formula that matched it, by the
+        setting of the query's kind."""
         formulas, words = _split(query)
-        formula_only = bool(formulas) and not words
-        text_part = self.formula_text if formula_only else self.text_part
-        if text_part == "full" and "bm25" in self.index.components:
-            prepared = self._prepare(formulas, strict=False) if formulas else []
-            lambda_m = self.formula_lambda_m if formula_only else self.lambda_m
-            return self._fused(prepared, self._bm25_scores(query, max(self.depth, k)), k, lambda_m)
+        setting = self.setting_for(query)
+        if formulas and setting is self.kind_settings["formula"] and setting.text == "words":
+            words = ""  # structure similarity alone
+        if setting.text == "full" and "bm25" in self.index.components:
+            prepared = self._prepare(formulas, setting.max_formulas, strict=False) if formulas else []
+            return self._fused(prepared, self._bm25_scores(query, max(self.depth, k)), k, setting.lambda_m)
         if not formulas and not (words and "bm25" in self.index.components):
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
-        prepared = self._prepare(formulas, strict=not words)
+        prepared = self._prepare(formulas, setting.max_formulas, strict=not words)
         if self.text is not None and (words or len(prepared) != 1):
-            return self._heterogeneous(prepared, words, k), {}
+            return self._heterogeneous(prepared, words, k, setting.lambda_m), {}
         if len(prepared) == 1 and not words:  # a lone formula: per-document pruned search is exact
             hits = self._formula_documents(prepared[0], k)
             return [self._hit(h.doc, h.score, {self.name: h.score}) for h in hits], {h.doc: h for h in hits}
-        return self._fused(prepared, self._bm25_scores(words, max(self.depth, k)) if words else {}, k)
+        return self._fused(prepared, self._bm25_scores(words, max(self.depth, k)) if words else {}, k, setting.lambda_m)
+
+    def setting_for(self, query: Query) -> KindSetting:
+        """The Eq. 3.18 setting of the query's kind (`query_kind`)."""
+        return self.kind_settings[query_kind(query)]
 
     def _formula_documents(self, query: PreparedQuery, k: int) -> list[FormulaHit]:
         """Documents by their best formula: pruned single-tree search, or its top formulas re-scored by multi-tree
@@ -216,7 +278,7 @@ class StructureRetriever(BaseRetriever):
                 best[hit.doc] = FormulaHit(hit.formula, score, hit.doc, hit.query_node, hit.doc_node)
         return sorted(best.values(), key=lambda h: (-h.score, h.doc))[:k]
 
-    def _prepare(self, formulas: list[str], strict: bool = True) -> list[PreparedQuery]:
+    def _prepare(self, formulas: list[str], max_formulas: int = 0, strict: bool = True) -> list[PreparedQuery]:
         """The query formulas the parser can read, the widest `max_formulas` of them when set (a lone unreadable
         formula is an error when `strict`: the query has nothing else)."""
         if strict and len(formulas) == 1:
@@ -225,8 +287,8 @@ class StructureRetriever(BaseRetriever):
                 raise QueryError(f"the formula '{formulas[0][:80]}' shares no structure with any indexed formula")
             return prepared
         prepared = self._prepare_all(formulas)
-        if self.max_formulas and len(prepared) > self.max_formulas:
-            prepared = sorted(prepared, key=lambda q: -q.width)[: self.max_formulas]
+        if max_formulas and len(prepared) > max_formulas:
+            prepared = sorted(prepared, key=lambda q: -q.width)[:max_formulas]
         return prepared
 
     def _prepare_all(self, formulas: list[str]) -> list[PreparedQuery]:
@@ -243,7 +305,7 @@ class StructureRetriever(BaseRetriever):
             prepared = sorted(prepared, key=lambda q: -q.width)[:MAX_QUERY_FORMULAS]
         return prepared
 
-    def _heterogeneous(self, prepared: list[PreparedQuery], words: str, k: int) -> list[Hit]:
+    def _heterogeneous(self, prepared: list[PreparedQuery], words: str, k: int, lambda_m: float) -> list[Hit]:
         """Exact top k of Eq. 3.18 by Alg. 5: one iterator per text term (Lucene-exact BM25) and per formula."""
         keywords: list[KeywordList] = []
         for term, boost in self._text_weights(words).items():
@@ -253,13 +315,13 @@ class StructureRetriever(BaseRetriever):
         text_keywords = list(keywords)
         for query in prepared:
             keywords.append(math_keyword(self.searcher, query))
-        docs, scores = heterogeneous_search(self.searcher, keywords, k, self.lambda_m, self._formula_first)
+        docs, scores = heterogeneous_search(self.searcher, keywords, k, lambda_m, self._formula_first)
         text = np.zeros(len(self._formula_first) - 1)
         for kw in text_keywords:  # each document's BM25 part, for the hit's score components
             text[kw.docs] += kw.scores
         hits = []
         for doc, score in zip(docs.tolist(), scores.tolist()):
-            math = (score - text[doc]) / self.lambda_m if self.lambda_m else 0.0
+            math = (score - text[doc]) / lambda_m if lambda_m else 0.0
             hits.append(self._hit(doc, score, {self.name: max(math, 0.0), "bm25": float(text[doc])}))
         return hits
 
@@ -270,7 +332,7 @@ class StructureRetriever(BaseRetriever):
         return self._bm25_retriever().query_weights(Query(id="words", text=words))
 
     def _fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int,
-               lambda_m: float | None = None) -> tuple[list[Hit], dict[int, FormulaHit]]:
+               lambda_m: float) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Eq. 3.18 over the union of each formula's top `depth` documents (per-document pruned search, §4.2.2)
         and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it."""
         math: dict[int, float] = defaultdict(float)
@@ -280,7 +342,6 @@ class StructureRetriever(BaseRetriever):
                 math[hit.doc] += hit.score
                 best.setdefault(hit.doc, hit)
         candidates = set(math) | set(bm25)
-        lambda_m = self.lambda_m if lambda_m is None else lambda_m
         scores = {doc: math_text_score(math.get(doc, 0.0), bm25.get(doc, 0.0), lambda_m) for doc in candidates}
         ranked = sorted((d for d in scores if scores[d] > 0), key=lambda d: (-scores[d], d))[:k]
         hits = [self._hit(d, scores[d], {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}) for d in ranked]

@@ -16,7 +16,9 @@ import pytest
 from mathscout.index.layout import IndexDir
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count
+from mathscout.types import Query
 from retrievers import open_retriever
+from retrievers.rewrite import REWRITE_WEIGHT
 
 QUESTION_TUNED = {"lambda_m": 0.1, "max_formulas": 0, "text": "full", "tuned_on": "train topics (test)"}
 _LETTER = re.compile(r"(?<![\\A-Za-z])([a-z])(?![A-Za-z])")
@@ -65,18 +67,65 @@ def tuned_index(small_index, tmp_path_factory):
     return copy
 
 
+# a setting per kind as `mathscout train structure` stores it: the formula-only one adds BM25 over the math tokens
+# (λ_m = 0.5), which changes the scale of formula-only scores (the rewrite fusion must not depend on it)
+PER_KIND = {**QUESTION_TUNED, "kinds": {
+    "mixed": {"lambda_m": 0.1, "text": "full", "max_formulas": 0, "tuned_on": "train topics (mixed questions)"},
+    "text": {"lambda_m": 0.2, "text": "words", "max_formulas": 0, "tuned_on": "train topics (text questions)"},
+    "formula": {"lambda_m": 0.5, "text": "full", "max_formulas": 0, "tuned_on": "formula queries (fitting half)",
+                "queries": 400, "measure": "nDCG@10", "score": 0.8, "before": 0.7}}}
+
+
+@pytest.fixture(scope="module")
+def per_kind_index(small_index, tmp_path_factory):
+    """The small index with one stored setting per query kind."""
+    copy = shutil.copytree(small_index, tmp_path_factory.mktemp("per-kind") / "index")
+    (copy / "structure.json").write_text(json.dumps(PER_KIND), encoding="utf-8")
+    return copy
+
+
 @pytest.mark.parametrize("mode", ["structure", "structure-rewrite"])
-@pytest.mark.parametrize("tuned", [False, True], ids=["untuned", "tuned"])
-def test_a_renamed_variable_query_finds_its_source_first(renamed_queries, small_index, tuned_index, mode, tuned):
-    retriever = open_retriever(tuned_index if tuned else small_index, mode)
+@pytest.mark.parametrize("setting", ["untuned", "question-tuned", "per-kind"])
+def test_a_renamed_variable_query_finds_its_source_first(renamed_queries, small_index, tuned_index, per_kind_index, mode, setting):
+    index = {"untuned": small_index, "question-tuned": tuned_index, "per-kind": per_kind_index}[setting]
+    retriever = open_retriever(index, mode)
     for renamed, source in renamed_queries:
         hits = retriever.search(f"${renamed}$", k=5)
         assert hits and hits[0].doc_id == source, (renamed, source, [h.doc_id for h in hits])
 
 
+def test_each_kind_of_query_is_scored_by_its_own_stored_setting(per_kind_index):
+    retriever = open_retriever(per_kind_index, "structure")
+    kinds = {"$a^2+b^2=c^2$": (0.5, "full"), "Why is $a^2+b^2=c^2$?": (0.1, "full"),
+             "how to prove $a^2+b^2=c^2$ for a right triangle": (0.1, "full"), "what is a normal subgroup": (0.2, "words")}
+    for text, expected in kinds.items():
+        setting = retriever.setting_for(Query(id="q", text=text))
+        assert (setting.lambda_m, setting.text) == expected, text
+    hits = retriever.search("$a^2+b^2=c^2$", k=5)
+    assert hits and all("bm25" in h.components for h in hits)  # the formula setting's BM25 part is used
+    assert open_retriever(per_kind_index, "structure", formula_text="words").search("$a^2+b^2=c^2$", k=5)[0].components.keys() == {"structure"}
+
+
+@pytest.mark.parametrize("setting", ["untuned", "question-tuned", "per-kind"])
+def test_rewriting_never_down_weights_the_written_form(renamed_queries, small_index, tuned_index, per_kind_index, setting):
+    """Each fused hit scores at least what the formula as written gives it (normalised per form), and a document the
+    written form matches in full (every symbol substituted at worst) stays ahead of any rewritten form's match."""
+    index = {"untuned": small_index, "question-tuned": tuned_index, "per-kind": per_kind_index}[setting]
+    rewrite = open_retriever(index, "structure-rewrite")
+    rewritten = 0
+    for query in ["$(a+b)^2$", "$x^2 - y^2$", "$1 + \\frac{1}{x}$"] + [f"${r}$" for r, _ in renamed_queries]:
+        hits, _, variants = rewrite.rank(Query(id="q", text=query), 10)
+        rewritten += len(variants) > 1
+        assert all(h.score >= h.components["structure"] for h in hits), query
+        full = [h for h in hits if h.components["structure"] >= REWRITE_WEIGHT]
+        assert hits[: len(full)] == full, query
+    assert rewritten >= 3
+
+
 def test_the_question_setting_still_ranks_questions(tuned_index):
     retriever = open_retriever(tuned_index, "structure")
     assert (retriever.text_part, retriever.lambda_m) == ("full", 0.1) and retriever.formula_text == "words"
+    assert retriever.setting_for(Query(id="q", text="$a^2+b^2=c^2$")).text == "words"  # structure alone
     hits = retriever.search("how to prove $a^2+b^2=c^2$ for a right triangle", k=5)
     assert hits and all("bm25" in h.components for h in hits)
 

@@ -10,6 +10,7 @@ import pytest
 
 from mathscout.cli import main as cli
 from mathscout.errors import MathScoutError
+from mathscout.types import Query
 from retrievers import open_retriever
 
 
@@ -46,11 +47,20 @@ def test_tuned_settings_are_stored_with_the_index_and_used_by_the_structure_mode
     topics, qrels = train_subset
     assert open_retriever(tunable_index, "structure").settings_source == "thesis defaults"
     code = cli(["train", "structure", "--index", str(tunable_index), "--topics", str(topics), "--qrels", str(qrels),
-                "--sample", "0", "--lambdas", "0.2,2.5", "--max-formulas", "0,1", "--text", "words,full"])
+                "--sample", "0", "--lambdas", "0.2,2.5", "--max-formulas", "0,1", "--text", "words,full", "--formula-sample", "8"])
     assert code == 0
-    assert "stored in" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "stored in" in out and "formula queries from the fitting half dumped" in out
     saved = json.loads((tunable_index / "structure.json").read_text())
     assert saved["tuned_on"] == topics.name and saved["topics"] >= 10 and 0 <= saved["score"] <= 1
+    # one setting per kind, with how it was fitted and the measure before and after (also in the report)
+    formula, mixed = saved["kinds"]["formula"], saved["kinds"]["mixed"]
+    assert "fitting half" in formula["tuned_on"] and formula["queries"] >= 8 and formula["score"] >= formula["before"]
+    assert "mixed" in mixed["tuned_on"] and mixed["score"] >= mixed["before"]
+    assert (mixed["lambda_m"], mixed["text"]) == (saved["lambda_m"], saved["text"])
+    assert all(f"\n{kind} " in out for kind in saved["kinds"])
+    setting = open_retriever(tunable_index, "structure").setting_for(Query(id="q", text="$x^2+y^2=z^2$"))
+    assert (setting.lambda_m, setting.text) == (formula["lambda_m"], formula["text"])
     retriever = open_retriever(tunable_index, "structure")
     assert (retriever.lambda_m, retriever.max_formulas, retriever.text_part) == (saved["lambda_m"], saved["max_formulas"], saved["text"])
     assert "structure.json" in retriever.settings_source
