@@ -39,6 +39,7 @@ def _load_builtin() -> None:
     import retrievers.colbert  # noqa: F401
     import retrievers.soft_cosine  # noqa: F401
     import retrievers.rewrite  # noqa: F401
+    import retrievers.ranked  # noqa: F401
 
 
 def available_modes() -> dict[str, ModeSpec]:

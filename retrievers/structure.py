@@ -200,6 +200,15 @@ class StructureRetriever(BaseRetriever):
             return [self._hit(h.doc, h.score, {self.name: h.score}) for h in hits], {h.doc: h for h in hits}
         return self._fused(prepared, self._bm25_scores(words, max(self.depth, k)) if words else {}, k)
 
+    def perfect_score(self, query: Query) -> float | None:
+        """Σ over the query formulas this retriever searches of a perfect match's structure score (each formula's
+        widest subtree matched in full); None when the query has no readable formula. A document's math score
+        divided by it is the share of the query's formulas its best matches cover (a ranking feature)."""
+        formulas, _ = _split(query)
+        prepared = self._prepare(formulas, strict=False) if formulas else []
+        total = sum(q.width for q in prepared)
+        return total if total > 0 else None
+
     def _formula_documents(self, query: PreparedQuery, k: int) -> list[FormulaHit]:
         """Documents by their best formula: pruned single-tree search, or its top formulas re-scored by multi-tree
         matching (Eq. 3.3) when `trees` > 1."""

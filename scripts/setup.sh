@@ -15,6 +15,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setting up .venv (first run takes a few minutes) …" >&2
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -e ".[peers,test]"
+  .venv/bin/python -m pip install -q -e ".[all]"
   echo "$want" > "$stamp"
 fi
