@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agent.assistant import Assistant
 from agent.events import AgentEvent, Answer
-from agent.question import read_question
+from mathscout.question import read_question
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.limits import K

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from agent.compose import extractive_answer
 from agent.events import AgentEvent, Answer
-from agent.question import Question
+from mathscout.question import Question
 from mathscout.render import _explain
 from mathscout.rewrite.compute import compute
 from mathscout.types import Hit

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
+from mathscout.question import read_question  # the planner's classifier of question kinds
 from mathscout.types import Hit, Query
 from retrievers.base import prepare_query
 from retrievers.registry import available_modes, open_retriever
@@ -39,7 +40,7 @@ class QueryStats:
     formulas: int  # formulas in the question ($…$ and bare LaTeX)
     math_share: float  # share of the question's index terms that are math tokens
     terms: int  # index terms (words and math tokens): its length
-    kind: str  # the planner's question kind (agent.question.read_question): formula, text, mixed, empty
+    kind: str  # the planner's question kind (mathscout.question.read_question): formula, text, mixed, empty
     perfect_structure: float | None  # structure score of a perfect match of the query formulas (None: none readable)
 
 
@@ -61,8 +62,6 @@ class Candidates:
 
 def question_stats(query: Query, perfect_structure: float | None = None) -> QueryStats:
     """Counts over the question text (the planner's classifier gives the kind)."""
-    from agent.question import read_question  # the one classifier of question kinds
-
     text = query.formula and f"${query.formula}$" or query.text
     terms = query_terms(text)
     math = sum(1 for t in terms if is_math_term(t))
