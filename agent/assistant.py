@@ -12,7 +12,7 @@ from agent.config import LLMConfig
 from agent.events import AgentEvent, Answer
 from agent.llm import LLMAgent, LLMUnavailable
 from agent.offline import OfflinePlanner
-from agent.question import read_question
+from mathscout.question import read_question
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.limits import AGENT_K, K, rerank_kind

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from agent.events import Expansion, Rewrite
-from agent.question import Question
+from mathscout.question import Question
 from mathscout.markup import document_markdown, safe_math
 from mathscout.rewrite.compute import Computation
 from mathscout.types import Document, Hit

@@ -16,7 +16,7 @@ from agent.compose import check_citations
 from agent.config import LLMConfig
 from agent.events import AgentEvent, Answer
 from agent.prompts import load_prompt, user_prompt
-from agent.question import Question
+from mathscout.question import Question
 from mathscout.markup import sanitize_answer
 from mathscout.types import Hit
 from tools.session import ToolSession

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from agent.compose import extractive_answer
 from agent.events import AgentEvent, Answer
-from agent.question import Question
+from mathscout.question import Question
 from mathscout.render import _explain
 from mathscout.rewrite.compute import compute
 from mathscout.types import Hit
@@ -29,7 +29,8 @@ REWRITE_WEIGHT = 0.9  # an equivalent form's hits count slightly less than the f
 # the math run's weight in the final math/text fusion (Eq. 5.20), per text retriever, tuned on dev topics 101-200 of
 # the full collection (nDCG@10). BM25 text: 0.443 text only, 0.479 at 0.3, 0.490 at 0.4, 0.467 at 0.5, 0.437 at 0.6.
 # Hybrid text (MABOWDOR, which fuses structure search itself): 0.598 at 0, 0.593 at 0.1, 0.595 at 0.2, 0.563 at 0.4.
-MATH_WEIGHTS = {"bm25": 0.4, "hybrid": 0.0}
+# The learned ranker (`ranked`) sees structure search's scores among its features, as hybrid does: no separate math run.
+MATH_WEIGHTS = {"bm25": 0.4, "hybrid": 0.0, "ranked": 0.0}
 DEFAULT_MATH_WEIGHT = 0.4
 FORMS_PER_FORMULA = 3  # equivalent forms searched per formula (each is one structure search)
 RERANK_DEPTH = 20  # hits handed to the reranker

@@ -6,8 +6,11 @@ Two measure sets:
   unjudged documents are removed from the run first, which gives nDCG′, MAP′ and P′@10.
 - `collection` (the shipped collection qrels, every grade ≥ 1 relevant): nDCG@10, RR@10, R@100, MAP.
 
-As in ARQMath, a judged topic the run does not answer counts as zero. Topics whose judgments hold no
-relevant document (possible in the `-available` subsets) cannot be scored and are left out.
+As in ARQMath, a judged topic the run does not answer counts as zero, and means are over every assessed
+topic of the qrels (the official ARQMath evaluation's topic set): a topic whose judgments hold nothing
+relevant for a measure (possible in the `-available` subsets, e.g. only grade 0–1 answers for MAP′) scores
+0 on it. `topics_with_relevant=True` (`mathscout eval --topics-with-relevant`) keeps the older view: only
+the topics with a relevant document (grade ≥ the set's threshold), the others left out.
 """
 
 from __future__ import annotations
@@ -97,7 +100,8 @@ class EvalResult:
     summary: dict[str, float]
     relevant_grade: int
     missing_topics: list[str] = field(default_factory=list)  # judged, not in the run: scored 0
-    skipped_topics: list[str] = field(default_factory=list)  # judged, but nothing relevant: not scored
+    skipped_topics: list[str] = field(default_factory=list)  # judged, nothing relevant, --topics-with-relevant: not scored
+    unanswerable_topics: list[str] = field(default_factory=list)  # judged, nothing relevant, scored (0 on binary measures)
     unjudged_topics: int = 0  # run topics absent from the qrels: ignored
     unjudged_removed: int = 0  # documents removed under --prime
     duplicates_dropped: int = 0
@@ -117,7 +121,11 @@ class EvalResult:
                          f"count as 0 (ARQMath convention): {_preview(self.missing_topics)}")
         if self.skipped_topics:
             notes.append(f"{_topics(len(self.skipped_topics))} judged without any relevant document "
-                         f"(grade >= {self.relevant_grade}): not scored")
+                         f"(grade >= {self.relevant_grade}): not scored (--topics-with-relevant)")
+        if self.unanswerable_topics:
+            notes.append(f"{_topics(len(self.unanswerable_topics))} judged without any relevant document "
+                         f"(grade >= {self.relevant_grade}): scored over every assessed topic as ARQMath does "
+                         f"(0 on each measure they hold nothing relevant for; --topics-with-relevant leaves them out)")
         if self.unjudged_topics:
             notes.append(f"{_topics(self.unjudged_topics)} of the run without judgments: ignored")
         if self.duplicates_dropped:
@@ -139,6 +147,7 @@ class EvalResult:
             "per_topic": self.per_topic,
             "missing_topics": self.missing_topics,
             "skipped_topics": self.skipped_topics,
+            "unanswerable_topics": self.unanswerable_topics,
             "unjudged_topics": self.unjudged_topics,
             "unjudged_removed": self.unjudged_removed,
             "duplicates_dropped": self.duplicates_dropped,
@@ -234,21 +243,22 @@ def choose_measure_set(qrels: Qrels, prime: bool, name: str | None = None) -> Me
 
 
 def evaluate_run(run_path: Path | str, qrels_path: Path | str, prime: bool = False,
-                 measure_set: str | None = None) -> EvalResult:
+                 measure_set: str | None = None, topics_with_relevant: bool = False) -> EvalResult:
     """Score one run file against a qrels file (see the module docstring for the conventions)."""
     qrels = read_qrels(qrels_path)
     return _evaluate(str(run_path), read_run(run_path), qrels, str(qrels_path), prime,
-                     choose_measure_set(qrels, prime, measure_set))
+                     choose_measure_set(qrels, prime, measure_set), topics_with_relevant)
 
 
 def compare_runs(run_paths: Sequence[Path | str], qrels_path: Path | str, prime: bool = False,
-                 measure_set: str | None = None) -> Comparison:
+                 measure_set: str | None = None, topics_with_relevant: bool = False) -> Comparison:
     """Score several runs on the same topics; paired t-test (p < 0.05) of each against the first."""
     if len(run_paths) < 2:
         raise MathScoutError("compare needs at least two runs (the first is the baseline)")
     qrels = read_qrels(qrels_path)
     spec = choose_measure_set(qrels, prime, measure_set)
-    results = [_evaluate(str(p), read_run(p), qrels, str(qrels_path), prime, spec) for p in run_paths]
+    results = [_evaluate(str(p), read_run(p), qrels, str(qrels_path), prime, spec, topics_with_relevant)
+               for p in run_paths]
     baseline = results[0]
     topics = sorted(baseline.per_topic)
     p_values: list[dict[str, float | None]] = [{}]
@@ -260,10 +270,22 @@ def compare_runs(run_paths: Sequence[Path | str], qrels_path: Path | str, prime:
     return Comparison(results=results, p_values=p_values)
 
 
-def _evaluate(run_name: str, run: Run, qrels: Qrels, qrels_name: str, prime: bool, spec: MeasureSet) -> EvalResult:
-    scorable = {q: docs for q, docs in qrels.items() if any(g >= spec.relevant_grade for g in docs.values())}
-    if not scorable:
-        raise MathScoutError(f"no topic of {qrels_name} has a relevant document (grade >= {spec.relevant_grade})")
+def scored_topics(qrels: Qrels, spec: MeasureSet, topics_with_relevant: bool = False) -> list[str]:
+    """The topics a mean is over: every assessed topic, or (the older view) those with a relevant document."""
+    relevant = [q for q, docs in qrels.items() if any(g >= spec.relevant_grade for g in docs.values())]
+    if not relevant:
+        raise MathScoutError(f"no topic of the qrels has a relevant document (grade >= {spec.relevant_grade})")
+    return relevant if topics_with_relevant else list(qrels)
+
+
+def _evaluate(run_name: str, run: Run, qrels: Qrels, qrels_name: str, prime: bool, spec: MeasureSet,
+              topics_with_relevant: bool = False) -> EvalResult:
+    try:
+        scorable = {q: qrels[q] for q in scored_topics(qrels, spec, topics_with_relevant)}
+    except MathScoutError:
+        raise MathScoutError(f"no topic of {qrels_name} has a relevant document (grade >= {spec.relevant_grade})") from None
+    without_relevant = sorted((q for q in scorable if not any(g >= spec.relevant_grade for g in scorable[q].values())),
+                              key=topic_order)
     scores = run.scores()
     if not set(scores) & set(qrels):
         raise MathScoutError(
@@ -300,6 +322,7 @@ def _evaluate(run_name: str, run: Run, qrels: Qrels, qrels_name: str, prime: boo
         relevant_grade=spec.relevant_grade,
         missing_topics=sorted((q for q in scorable if q not in evaluated), key=topic_order),
         skipped_topics=sorted((q for q in qrels if q not in scorable), key=topic_order),
+        unanswerable_topics=without_relevant,
         unjudged_topics=len(set(scores) - set(qrels)),
         unjudged_removed=removed,
         duplicates_dropped=run.duplicates_dropped,

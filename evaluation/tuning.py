@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import ttest_rel
 
-from evaluation.measures import MeasureSet, _evaluate, choose_measure_set, read_qrels, topic_order
+from evaluation.measures import MeasureSet, _evaluate, choose_measure_set, read_qrels, scored_topics, topic_order
 from evaluation.runs import Run, RunEntry, read_run, write_run
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
@@ -70,8 +70,7 @@ class Scorer:
         self.prime = prime
         self.spec: MeasureSet = choose_measure_set(self.qrels, prime, measure_set)
         self.measure = self.spec.measures[0].label(prime)
-        self.topics = sorted((q for q, docs in self.qrels.items()
-                              if any(g >= self.spec.relevant_grade for g in docs.values())), key=topic_order)
+        self.topics = sorted(scored_topics(self.qrels, self.spec), key=topic_order)  # the topics `mathscout eval` averages
 
     def per_topic(self, results: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, float]:
         """Score ranked (doc, score) lists per topic; judged topics without results count 0."""

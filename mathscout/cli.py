@@ -201,15 +201,18 @@ def _cmd_eval(args: argparse.Namespace) -> None:
     if args.by_family:
         from evaluation.families import families_json, family_scores, format_families
 
-        results = [evaluate_run(run, args.qrels, prime=args.prime, measure_set=args.measures) for run in args.run]
+        results = [evaluate_run(run, args.qrels, prime=args.prime, measure_set=args.measures,
+                                topics_with_relevant=args.topics_with_relevant) for run in args.run]
         families = family_scores(results)
         print(json.dumps(families_json(results, families), indent=2) if args.json else format_families(results, families), file=args.out)
     elif len(args.run) == 1:
-        result = evaluate_run(args.run[0], args.qrels, prime=args.prime, measure_set=args.measures)
+        result = evaluate_run(args.run[0], args.qrels, prime=args.prime, measure_set=args.measures,
+                              topics_with_relevant=args.topics_with_relevant)
         print(json.dumps(result.to_json(), indent=2) if args.json else format_evaluation(result, per_topic=args.per_topic),
               file=args.out)
     else:
-        comparison = compare_runs(args.run, args.qrels, prime=args.prime, measure_set=args.measures)
+        comparison = compare_runs(args.run, args.qrels, prime=args.prime, measure_set=args.measures,
+                                  topics_with_relevant=args.topics_with_relevant)
         print(json.dumps(comparison.to_json(), indent=2) if args.json else format_comparison(comparison), file=args.out)
 
 
@@ -225,6 +228,7 @@ TRAINERS = {
     "dense": ("mathscout.dense.train", "contrastive fine-tuning of the bi-encoder on the train topics"),
     "structure": ("evaluation.structure_tuning", "Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index (structure.json)"),
     "fusion": ("evaluation.tuning", "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)"),
+    "ranker": ("evaluation.ranker_training", "LambdaMART (LightGBM) over the retrievers' candidates, k-fold CV over train topics, stored with an index (ranker.json)"),
 }
 
 
@@ -321,6 +325,9 @@ def _add_eval(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--prime", action="store_true", help="ARQMath prime measures (unjudged documents removed)")
     p.add_argument("--measures", choices=["arqmath", "collection"], default=None,
                    help="measure set (default: arqmath with --prime or ARQMath qrels, else collection)")
+    p.add_argument("--topics-with-relevant", action="store_true",
+                   help="average over the topics with a relevant document only (default: every assessed topic, "
+                        "as the official ARQMath evaluation)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--per-topic", action="store_true", help="print the per-topic table")
     p.add_argument("--by-family", action="store_true",

@@ -6,7 +6,9 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.types import Document, Formula
@@ -30,6 +32,16 @@ CREATE TABLE IF NOT EXISTS formulas (
 );
 CREATE INDEX IF NOT EXISTS formulas_by_doc ON formulas(doc_id);
 """
+
+
+@dataclass(frozen=True)
+class DocumentSummary:
+    """What a ranker knows of a document without reading it: its size and the metadata ingestion kept."""
+
+    id: str
+    length: int  # characters of text
+    formulas: int
+    metadata: dict[str, Any]
 
 
 class DocumentStore:
@@ -117,6 +129,20 @@ class DocumentStore:
             doc = self.get(doc_id)
             if doc is not None:
                 found[doc_id] = doc
+        return found
+
+    def summaries(self, doc_ids: Iterable[str]) -> dict[str, DocumentSummary]:
+        """Length, formula count and metadata of documents by id, in two queries (no text is read back)."""
+        ids = list(dict.fromkeys(doc_ids))
+        found: dict[str, DocumentSummary] = {}
+        for start in range(0, len(ids), 500):  # SQLite's bound on host parameters
+            chunk = ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            counts = dict(self._db.execute(f"SELECT doc_id, COUNT(*) FROM formulas WHERE doc_id IN ({marks}) "
+                                           "GROUP BY doc_id", chunk).fetchall())
+            for doc_id, length, metadata in self._db.execute(
+                    f"SELECT id, length(text), metadata FROM documents WHERE id IN ({marks})", chunk):
+                found[doc_id] = DocumentSummary(doc_id, length, counts.get(doc_id, 0), json.loads(metadata))
         return found
 
     def doc_id_at(self, ordinal: int) -> str:

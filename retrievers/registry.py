@@ -36,6 +36,7 @@ BUILTIN_MODES = {
     "types2x": "retrievers.types", "rm3": "retrievers.types", "hybrid": "retrievers.fusion",
     "splade": "retrievers.splade", "dense": "retrievers.dense", "dense-ft": "retrievers.dense",
     "colbert": "retrievers.colbert", "scm": "retrievers.soft_cosine", "structure-rewrite": "retrievers.rewrite",
+    "ranked": "retrievers.ranked",
 }
 
 

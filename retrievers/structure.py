@@ -74,7 +74,7 @@ class StructureComponent:
         return stats
 
 
-QUERY_KINDS = ("formula", "mixed", "text")  # the planner's classification (agent.question): formula-only, words and
+QUERY_KINDS = ("formula", "mixed", "text")  # the planner's classification (mathscout.question): formula-only, words and
 # formulas, words only (lone symbols do not count as formulas); each kind gets its own Eq. 3.18 setting
 
 
@@ -161,11 +161,11 @@ class StructureSettings:
 
 
 def query_kind(query: Query) -> str:
-    """formula, mixed or text (QUERY_KINDS), by the planner's classifier (`agent.question.read_question`), except
+    """formula, mixed or text (QUERY_KINDS), by the planner's classifier (`mathscout.question.read_question`), except
     that a formula with filler words ("Compute $…$", "Find $…$") is scored as a question: the formula setting is
     fitted on formulas alone, and on the 55 such questions of 1,000 train topics the question setting does better
     (nDCG@10 0.730 vs 0.671)."""
-    from agent.question import read_question
+    from mathscout.question import read_question
 
     if query.formula:
         return "formula"
@@ -260,6 +260,15 @@ class StructureRetriever(BaseRetriever):
     def setting_for(self, query: Query) -> KindSetting:
         """The Eq. 3.18 setting of the query's kind (`query_kind`)."""
         return self.kind_settings[query_kind(query)]
+
+    def perfect_score(self, query: Query) -> float | None:
+        """Σ over the query formulas this retriever searches of a perfect match's structure score (each formula's
+        widest subtree matched in full); None when the query has no readable formula. A document's math score
+        divided by it is the share of the query's formulas its best matches cover (a ranking feature)."""
+        formulas, _ = _split(query)
+        prepared = self._prepare(formulas, strict=False) if formulas else []
+        total = sum(q.width for q in prepared)
+        return total if total > 0 else None
 
     def _formula_documents(self, query: PreparedQuery, k: int) -> list[FormulaHit]:
         """Documents by their best formula: pruned single-tree search, or its top formulas re-scored by multi-tree

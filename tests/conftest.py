@@ -109,3 +109,53 @@ def tiny_index(tiny_corpus, tmp_path_factory) -> Path:
 
     build_index([tiny_corpus], path, ["bm25", "structure"])
     return path
+
+
+# --- a small index with dense vectors (real MiniLM weights; ~200 documents encode in seconds) ----------------
+
+DENSE_TOPICS = 8  # dense_index: the judged answers of the first 8 MSE dev topics…
+DENSE_DISTRACTORS = 150  # …150 other documents of the collection, and a formula-only document
+FORMULA_ONLY = {"id": "t:formula-only", "text": "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$"}
+
+
+@pytest.fixture(scope="session")
+def dense_topics(shared_data) -> list[dict]:
+    topics = []
+    with open(shared_data / "collection" / "topics.dev.jsonl", encoding="utf-8") as f:
+        for line in f:
+            topic = json.loads(line)
+            if topic["id"].startswith("mse:"):
+                topics.append(topic)
+            if len(topics) == DENSE_TOPICS:
+                break
+    return topics
+
+
+@pytest.fixture(scope="session")
+def dense_qrels(shared_data, dense_topics) -> dict[str, dict[str, int]]:
+    wanted = {t["id"] for t in dense_topics}
+    qrels: dict[str, dict[str, int]] = {}
+    with open(shared_data / "collection" / "qrels.dev.txt", encoding="utf-8") as f:
+        for line in f:
+            qid, _, doc, grade = line.split()
+            if qid in wanted:
+                qrels.setdefault(qid, {})[doc] = int(grade)
+    return qrels
+
+
+@pytest.fixture(scope="session")
+def dense_index(shared_data, dense_qrels, tmp_path_factory) -> Path:
+    """bm25, dense and colbert over the judged answers of `dense_topics` and DENSE_DISTRACTORS other documents."""
+    from mathscout.index.builder import build_index
+
+    judged = {d for docs in dense_qrels.values() for d in docs}
+    folder = tmp_path_factory.mktemp("dense")
+    corpus = folder / "docs.jsonl"
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(corpus, "w", encoding="utf-8") as out:
+        for n, line in enumerate(f):
+            if n < DENSE_DISTRACTORS or json.loads(line)["id"] in judged:
+                out.write(line)
+        out.write(json.dumps(FORMULA_ONLY) + "\n")
+    path = folder / "index"
+    build_index([corpus], path, ["bm25", "dense", "colbert"])
+    return path

@@ -10,7 +10,7 @@ import pytest
 from agent.assistant import Assistant
 from agent.compose import check_citations
 from agent.offline import max_fusion
-from agent.question import read_question
+from mathscout.question import read_question
 from mathscout.types import Hit
 from tests.agent_data import (
     DIRICHLET,

@@ -9,7 +9,7 @@ import pytest
 
 from agent.assistant import Assistant
 from agent.compose import find_citations
-from agent.question import read_question
+from mathscout.question import read_question
 from mathscout.rewrite.compute import compute
 
 

@@ -16,54 +16,10 @@ import pytest
 
 from mathscout.dense.model import load_sentence_model, model_input_text, render_formula
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
-from mathscout.index.builder import build_index
 from mathscout.index.layout import IndexDir
 from mathscout.types import Query
 from retrievers.registry import open_retriever
-
-TOPICS = 8
-DISTRACTORS = 150
-FORMULA_ONLY = {"id": "t:formula-only", "text": "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$"}
-
-
-@pytest.fixture(scope="session")
-def dense_topics(shared_data) -> list[dict]:
-    topics = []
-    with open(shared_data / "collection" / "topics.dev.jsonl", encoding="utf-8") as f:
-        for line in f:
-            topic = json.loads(line)
-            if topic["id"].startswith("mse:"):
-                topics.append(topic)
-            if len(topics) == TOPICS:
-                break
-    return topics
-
-
-@pytest.fixture(scope="session")
-def dense_qrels(shared_data, dense_topics) -> dict[str, dict[str, int]]:
-    wanted = {t["id"] for t in dense_topics}
-    qrels: dict[str, dict[str, int]] = {}
-    with open(shared_data / "collection" / "qrels.dev.txt", encoding="utf-8") as f:
-        for line in f:
-            qid, _, doc, grade = line.split()
-            if qid in wanted:
-                qrels.setdefault(qid, {})[doc] = int(grade)
-    return qrels
-
-
-@pytest.fixture(scope="session")
-def dense_index(shared_data, dense_qrels, tmp_path_factory) -> Path:
-    judged = {d for docs in dense_qrels.values() for d in docs}
-    folder = tmp_path_factory.mktemp("dense")
-    corpus = folder / "docs.jsonl"
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(corpus, "w", encoding="utf-8") as out:
-        for n, line in enumerate(f):
-            if n < DISTRACTORS or json.loads(line)["id"] in judged:
-                out.write(line)
-        out.write(json.dumps(FORMULA_ONLY) + "\n")
-    path = folder / "index"
-    build_index([corpus], path, ["bm25", "dense", "colbert"])
-    return path
+from tests.conftest import DENSE_DISTRACTORS as DISTRACTORS, DENSE_TOPICS as TOPICS, FORMULA_ONLY  # noqa: F401
 
 
 def _query(topic: dict) -> Query:

@@ -182,7 +182,7 @@ q2 0 e1 2
 q3 0 f1 0
 """
 # q1 ranks d4 (grade 0), d1 (3), d5 (unjudged), d2 (2); q2 is judged but not in the run; q3 has
-# nothing relevant (not scored); q9 is not judged (ignored).
+# nothing relevant (scored 0: every assessed topic counts, as in ARQMath); q9 is not judged (ignored).
 RUN = """q1 Q0 d4 1 4.0 t
 q1 Q0 d1 2 3.0 t
 q1 Q0 d5 3 2.0 t
@@ -207,8 +207,17 @@ def test_hand_computed_arqmath_measures_without_prime(tiny):
     assert q1["nDCG"] == pytest.approx((3 / math.log2(3) + 2 / math.log2(5)) / IDCG)
     assert q1["bpref"] == pytest.approx(0.5)  # each relevant doc has 1 of min(R=2, N=2) non-relevant above
     assert result.per_topic["q2"] == dict.fromkeys(result.measures, 0.0)  # judged, missing: zero
+    assert result.per_topic["q3"] == dict.fromkeys(result.measures, 0.0)  # judged, nothing relevant: zero
+    assert set(result.per_topic) == {"q1", "q2", "q3"}
+    assert (result.missing_topics, result.skipped_topics, result.unjudged_topics) == (["q2", "q3"], [], 1)
+    assert result.unanswerable_topics == ["q3"]
+    assert result.summary["MAP"] == pytest.approx(0.5 / 3)  # over every assessed topic
+
+
+def test_topics_with_relevant_keeps_the_older_view(tiny):
+    result = evaluate_run(*tiny, prime=False, measure_set="arqmath", topics_with_relevant=True)
     assert set(result.per_topic) == {"q1", "q2"}
-    assert (result.missing_topics, result.skipped_topics, result.unjudged_topics) == (["q2"], ["q3"], 1)
+    assert (result.skipped_topics, result.unanswerable_topics) == (["q3"], [])
     assert result.summary["MAP"] == pytest.approx(0.25)
 
 
@@ -222,7 +231,7 @@ def test_hand_computed_prime_measures_drop_unjudged_documents(tiny):
     assert q1["P'@10"] == pytest.approx(0.2)
     assert result.unjudged_removed == 1
     text = format_evaluation(result, per_topic=True)
-    assert "1 topic judged but missing from the run: count as 0" in text
+    assert "2 topics judged but missing from the run: count as 0" in text  # q2, and q3 (nothing relevant)
     assert "q1 " in text and "mean" in text
 
 
@@ -250,12 +259,15 @@ def test_qrels_as_run_is_perfect(tmp_path, arqmath):
     write_run({q: [Hit(d, float(g)) for d, g in docs.items()] for q, docs in judged.items()},
               tmp_path / "perfect.run", tag="qrels")
     result = evaluate_run(tmp_path / "perfect.run", qrels, prime=True)
-    assert result.topics == 47  # the 2020 topics with an available High or Medium answer
-    assert len(result.skipped_topics) == 76 - 47
-    assert result.summary["nDCG'"] == pytest.approx(1.0)
-    assert result.summary["MAP'"] == pytest.approx(1.0)
-    assert result.summary["bpref"] == pytest.approx(1.0)
+    assert result.topics == 76  # every assessed 2020 topic, as the official ARQMath evaluation averages
+    assert len(result.unanswerable_topics) == 76 - 47  # no available High or Medium answer: 0 on MAP′, P′@10, bpref
+    assert result.summary["nDCG'"] == pytest.approx(61 / 76)  # 15 topics hold only grade-0 answers: nDCG′ 0
+    assert result.summary["MAP'"] == pytest.approx(47 / 76)
+    assert result.summary["bpref"] == pytest.approx(47 / 76)
     assert 0 < result.summary["P'@10"] < 1  # most topics have fewer than 10 relevant answers
+    older = evaluate_run(tmp_path / "perfect.run", qrels, prime=True, topics_with_relevant=True)
+    assert older.topics == 47 and len(older.skipped_topics) == 76 - 47
+    assert older.summary["nDCG'"] == older.summary["MAP'"] == older.summary["bpref"] == pytest.approx(1.0)
 
 
 def test_collection_qrels_use_the_collection_measures(tmp_path, shared_data):
@@ -320,8 +332,12 @@ def test_cli_eval_prints_json(tmp_path, arqmath):
     out = subprocess.run(mathscout + ["eval", "--run", str(good), "--qrels", str(qrels), "--prime", "--json"],
                          capture_output=True, text=True, check=True).stdout
     data = json.loads(out)
-    assert data["summary"]["nDCG'"] == pytest.approx(1.0)
-    assert data["topics"] == 47 and len(data["per_topic"]) == 47
+    assert data["summary"]["nDCG'"] == pytest.approx(61 / 76)  # every assessed topic; 15 hold only grade-0 answers
+    assert data["topics"] == 76 and len(data["per_topic"]) == 76
+    out = subprocess.run(mathscout + ["eval", "--run", str(good), "--qrels", str(qrels), "--prime", "--json",
+                                      "--topics-with-relevant"], capture_output=True, text=True, check=True).stdout
+    data = json.loads(out)
+    assert data["summary"]["nDCG'"] == pytest.approx(1.0) and data["topics"] == 47
     out = subprocess.run(mathscout + ["eval", "--run", str(good), str(bad), "--qrels", str(qrels), "--prime", "--json"],
                          capture_output=True, text=True, check=True).stdout
     runs = json.loads(out)["runs"]

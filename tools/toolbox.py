@@ -90,6 +90,10 @@ class ToolBox:
         spec = available_modes().get(mode)
         if spec is None or not set(spec.requires) <= set(self.index.components):
             return False
+        if mode == "ranked":
+            from retrievers.ranked import has_ranker
+
+            return has_ranker(self.index)
         if mode == "hybrid":
             from retrievers.fusion import FusionConfig, fallback_config
 
@@ -122,10 +126,13 @@ class ToolBox:
         return [name for name, reason in self.offered().items() if reason is None]
 
     def text_mode(self) -> str | None:
-        """The best word-level retriever of the index: MABOWDOR fusion when it has dense vectors or tuned
-        weights, else BM25 (the measured baseline; TypesExp only when there is no BM25)."""
+        """The best word-level retriever of the index: its learned ranker when it has one (`mathscout train
+        ranker`), else MABOWDOR fusion when it has dense vectors or tuned weights, else BM25 (the measured
+        baseline; TypesExp only when there is no BM25)."""
         from retrievers.fusion import FusionConfig
 
+        if self.mode_usable("ranked"):
+            return "ranked"
         if self.mode_usable("hybrid") and ("dense" in self.index.components or FusionConfig.read(self.index)):
             return "hybrid"
         for mode in ("bm25", "dense", "types"):

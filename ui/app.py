@@ -34,6 +34,7 @@ MODE_LABELS = {
     "auto": "auto — the agent plans the search",
     "structure-rewrite": "structure + rewrites — formula trees and SymPy-equivalent forms",
     "structure": "structure — formula trees (Approach Zero)",
+    "ranked": "ranked — learned ranking of every retriever's candidates (LambdaMART)",
     "hybrid": "hybrid — structure + dense + text, fused",
     "dense": "dense — embeddings",
     "bm25": "text — math-aware BM25",
@@ -47,7 +48,8 @@ log = logging.getLogger("mathscout.ui")
 EXAMPLES_FILE = DEMO_CORPUS.parent / "demo_examples.json"
 MAX_EXAMPLES = 6
 EXAMPLE_LABEL_CHARS = 58  # Gradio cuts example labels at 60 characters
-MODE_ORDER = ["auto", "structure", "hybrid", "dense", "bm25", "structure-rewrite", "types", "types2x", "rm3", "splade"]
+MODE_ORDER = ["auto", "structure", "ranked", "hybrid", "dense", "bm25", "structure-rewrite", "types", "types2x", "rm3",
+              "splade"]
 FONT = [gr.themes.LocalFont("IBM Plex Sans", weights=(400, 600, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
 FONT_MONO = [gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)), "ui-monospace", "monospace"]
 CONCURRENCY = 4  # turns computed at once; more sessions wait in Gradio's queue
@@ -104,6 +106,8 @@ def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
         elif needs:
             missing_modes.append(label)
             missing_components += [c for c in needs if c not in missing_components]
+        elif name == "ranked":
+            other.append(f"{label} (no trained ranker: mathscout train ranker --index DIR)")
         else:
             other.append(f"{label} (nothing to fuse on this index)")
     parts = []

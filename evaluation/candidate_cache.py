@@ -1,0 +1,92 @@
+"""First-stage candidates of many topics, generated once and kept on disk (a rerun reads them back for free).
+
+    python -m evaluation.candidate_cache --index DIR --topics T [--qrels Q --sample N] --out FILE.pkl
+
+A cache records the index, the retrievers (wanted and served) and the depth it was made with; a cache made
+with other retrievers (e.g. before the index got a dense component) or another depth is refused, so features
+are never computed over mismatched candidates.
+Topics are written in chunks: an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import random
+import time
+from pathlib import Path
+
+from evaluation.measures import read_qrels
+from evaluation.topics import load_topics
+from mathscout.errors import MathScoutError
+from mathscout.index.layout import IndexDir
+from mathscout.types import Query
+from retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates, usable_retrievers
+
+CHUNK = 50  # topics between two saves
+
+
+def choose_topics(topics_path: Path, qrels_path: Path | None, sample: int = 0, seed: int = 0) -> list[Query]:
+    """The topics of the file (only those the qrels judge, when given), or a seeded random sample of them."""
+    topics = load_topics(topics_path)
+    if qrels_path is not None:
+        judged = read_qrels(qrels_path)
+        topics = [t for t in topics if t.id in judged]
+    if sample and sample < len(topics):
+        topics = sorted(random.Random(seed).sample(topics, sample), key=lambda t: t.id)
+    return topics
+
+
+def _read(path: Path) -> dict:
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def _write(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+
+
+def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, depth: int = DEPTH,
+                      retrievers: tuple[str, ...] = RETRIEVERS, log: bool = True) -> list[Candidates]:
+    """Candidates of every topic: read from `cache` where it has them, generated (and added to it) otherwise."""
+    meta = {"index": str(index.path.resolve()), "depth": depth, "retrievers": list(retrievers),
+            "used": usable_retrievers(index, retrievers)}
+    data = {"meta": meta, "topics": {}}
+    if cache is not None and cache.is_file():
+        data = _read(cache)
+        if any(data["meta"].get(k) != meta[k] for k in ("depth", "retrievers", "used")):
+            raise MathScoutError(f"the candidate cache {cache} was made with {data['meta']}, not {meta}: "
+                                 "give another --cache file")
+    todo = [t for t in topics if t.id not in data["topics"]]
+    if todo:
+        generator = CandidateGenerator(index, retrievers, depth)
+        started = time.perf_counter()
+        for n, topic in enumerate(todo, 1):
+            data["topics"][topic.id] = generator.generate(topic)
+            if cache is not None and (n % CHUNK == 0 or n == len(todo)):
+                _write(cache, data)
+            if log and (n % CHUNK == 0 or n == len(todo)):
+                print(f"[candidates] {n}/{len(todo)} topics, {time.perf_counter() - started:.0f} s", flush=True)
+    return [data["topics"][t.id] for t in topics]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.candidate_cache", description=__doc__.splitlines()[0])
+    parser.add_argument("--index", type=Path, required=True)
+    parser.add_argument("--topics", type=Path, required=True)
+    parser.add_argument("--qrels", type=Path, help="only the topics these qrels judge")
+    parser.add_argument("--sample", type=int, default=0, help="a seeded random sample of the topics (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--depth", type=int, default=DEPTH)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    topics = choose_topics(args.topics, args.qrels, args.sample, args.seed)
+    found = cached_candidates(IndexDir(args.index), topics, args.out, args.depth)
+    print(f"{len(found)} topics' candidates in {args.out}")
+
+
+if __name__ == "__main__":
+    main()

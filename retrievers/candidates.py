@@ -1,0 +1,109 @@
+"""Candidates for learned ranking: each first-stage retriever's top hits for one query, and what the query is.
+
+The ranker (`retrievers/ranked.py`) and its training (`evaluation/ranker_training.py`) see a query through
+the same `Candidates` value, so a model is trained on exactly what the `ranked` mode gives it:
+
+    generator = CandidateGenerator(IndexDir(path))             # the index's usable retrievers of RETRIEVERS
+    found = generator.generate(Query(id="q", text="…"), explain=False)
+    found.docs                                                 # union of every retriever's top `depth`, in order
+    found.runs["bm25"]                                         # that retriever's hits (ids, scores, components)
+
+A retriever the index cannot serve (no `dense` component, say) is absent from `runs` and named in
+`missing`; one that cannot search this query (structure search of a query without words or formulas)
+has an empty run. Neither is ever a zero score: the features mark them missing (`retrievers/features.py`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from mathscout.errors import QueryError
+from mathscout.index.layout import IndexDir
+from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
+from mathscout.question import read_question  # the planner's classifier of question kinds
+from mathscout.types import Hit, Query
+from retrievers.base import prepare_query
+from retrievers.registry import available_modes, open_retriever
+
+# First-stage retrievers a ranker may use, in feature order (each one's features are flagged missing when the
+# index lacks it). structure-rewrite is left out: 5× the cost of structure per query (README, issue 5).
+RETRIEVERS = ("bm25", "structure", "dense", "dense-ft", "colbert", "types")
+DEPTH = 100  # hits taken from each retriever
+
+
+@dataclass(frozen=True)
+class QueryStats:
+    """What the question is, before any document is seen."""
+
+    formulas: int  # formulas in the question ($…$ and bare LaTeX)
+    math_share: float  # share of the question's index terms that are math tokens
+    terms: int  # index terms (words and math tokens): its length
+    kind: str  # the planner's question kind (mathscout.question.read_question): formula, text, mixed, empty
+    perfect_structure: float | None  # structure score of a perfect match of the query formulas (None: none readable)
+
+
+@dataclass
+class Candidates:
+    """One query's first-stage results: per retriever its hits, and the union of their documents."""
+
+    query: Query
+    stats: QueryStats
+    runs: dict[str, list[Hit]]  # retriever name → hits, best first
+    missing: tuple[str, ...] = ()  # retrievers of RETRIEVERS the index cannot serve
+    seconds: dict[str, float] = field(default_factory=dict)  # time per retriever
+
+    @property
+    def docs(self) -> list[str]:
+        """Every retrieved document once, in the order the runs first list it."""
+        return list(dict.fromkeys(h.doc_id for hits in self.runs.values() for h in hits))
+
+
+def question_stats(query: Query, perfect_structure: float | None = None) -> QueryStats:
+    """Counts over the question text (the planner's classifier gives the kind)."""
+    text = query.formula and f"${query.formula}$" or query.text
+    terms = query_terms(text)
+    math = sum(1 for t in terms if is_math_term(t))
+    return QueryStats(formulas=len(query_formulas(text)), math_share=math / len(terms) if terms else 0.0,
+                      terms=len(terms), kind=read_question(text, max_chars=len(text) + 1).kind,
+                      perfect_structure=perfect_structure)
+
+
+def usable_retrievers(index: IndexDir, wanted: tuple[str, ...] = RETRIEVERS) -> list[str]:
+    """The retrievers of `wanted` whose components the index holds."""
+    modes = available_modes()
+    return [name for name in wanted if name in modes and set(modes[name].requires) <= set(index.components)]
+
+
+class CandidateGenerator:
+    """Runs the index's first-stage retrievers (those of `retrievers` it can serve) to `depth` hits each."""
+
+    def __init__(self, index: IndexDir, retrievers: tuple[str, ...] = RETRIEVERS, depth: int = DEPTH):
+        self.index = index
+        self.depth = depth
+        self.names = usable_retrievers(index, retrievers)
+        self.missing = tuple(name for name in retrievers if name not in self.names)
+        options = {"structure": {"depth": depth}}  # Eq. 3.18 over each list's top `depth` (not 1,000)
+        self.retrievers = {name: open_retriever(index, name, **options.get(name, {})) for name in self.names}
+
+    def generate(self, query: Query, explain: bool = False) -> Candidates:
+        """Each retriever's top hits (with snippets and matched formulas when `explain`)."""
+        query = prepare_query(query)
+        runs: dict[str, list[Hit]] = {}
+        seconds: dict[str, float] = {}
+        for name, retriever in self.retrievers.items():
+            started = time.perf_counter()
+            try:
+                runs[name] = retriever.search(query, self.depth) if explain else \
+                    retriever.batch_search([query], self.depth)[query.id]
+            except QueryError as exc:
+                if explain:
+                    print(f"notice: {name}: {exc}", file=sys.stderr)
+                runs[name] = []
+            seconds[name] = time.perf_counter() - started
+        perfect = None
+        structure = self.retrievers.get("structure")
+        if structure is not None:
+            perfect = structure.perfect_score(query)
+        return Candidates(query, question_stats(query, perfect), runs, self.missing, seconds)

@@ -1,0 +1,141 @@
+"""The features a learned ranker sees for one (question, candidate document) pair: one table, one function.
+
+Missing is never zero: a value that does not exist is NaN, which LightGBM treats as missing (it learns
+which side of each split missing values go), and a flag says why it is missing.
+
+| feature | group | what it is |
+|---|---|---|
+| `R.score` | retriever R | R's score of the document (NaN: R did not return it, or the index has no R) |
+| `R.rank` | retriever R | its rank in R's list, 1 = best (NaN as above) |
+| `R.score_max` | retriever R | score / the best score R gave for this query |
+| `R.zscore` | retriever R | (score − mean) / standard deviation of R's scores for this query |
+| `R.found` | retriever R | 1: R returned the document; 0: R answered the query without it; NaN: R is not in the index or could not search the query |
+| `structure.math` | question–document | the math part of Eq. 3.18: Σ over query formulas of the document's best formula score |
+| `structure.words` | question–document | the text part of Eq. 3.18: BM25 of the question's words without the math |
+| `structure.coverage` | question–document | structure.math / the score of a perfect match: how much of the query formulas the best matches cover |
+| `found_by` | question–document | how many retrievers returned the document |
+| `q.formulas` | question | formulas in the question |
+| `q.math_share` | question | share of the question's index terms that are math tokens |
+| `q.terms` | question | index terms in the question (its length) |
+| `q.kind` | question | the planner's question kind (formula, text, mixed), categorical |
+| `d.kind` | document | answer, encyclopedia, statement…, categorical (NaN: unknown or not in the training vocabulary) |
+| `d.source` | document | where the document comes from (its `source` metadata), categorical |
+| `d.votes` | document | vote score (NaN when the source has none) |
+| `d.accepted` | document | 1 accepted answer, 0 not accepted (NaN when unknown) |
+| `d.length` | document | characters of text |
+| `d.formulas` | document | formulas in the document |
+
+R ranges over `retrievers.candidates.RETRIEVERS` (bm25, structure, dense, dense-ft, colbert, types): the
+ColBERT score is its MaxSim, the types score its type-expanded BM25. Not features (and why): title BM25 (the
+store keeps no titles for this collection), whether a SymPy-equivalent form matched (structure-rewrite costs
+5× structure search per query), and a separate type-overlap count (the types retriever's score is one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mathscout.store import DocumentSummary
+from retrievers.candidates import RETRIEVERS, Candidates
+
+NAN = float("nan")
+PER_RETRIEVER = ("score", "rank", "score_max", "zscore", "found")
+QUESTION_KINDS = ("formula", "text", "mixed", "empty")
+CATEGORICAL = ("q.kind", "d.kind", "d.source")
+MAX_CATEGORIES = 50  # most frequent values kept per categorical document feature
+
+
+def feature_names(retrievers: Iterable[str] = RETRIEVERS) -> list[str]:
+    """Every feature, in the order of the matrix columns."""
+    names = [f"{r}.{part}" for r in retrievers for part in PER_RETRIEVER]
+    names += ["structure.math", "structure.words", "structure.coverage", "found_by",
+              "q.formulas", "q.math_share", "q.terms", "q.kind",
+              "d.kind", "d.source", "d.votes", "d.accepted", "d.length", "d.formulas"]
+    return names
+
+
+FEATURES = feature_names()
+
+
+@dataclass
+class Vocabulary:
+    """Codes of the categorical document features, learned from the training candidates (unseen → NaN)."""
+
+    kinds: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    @classmethod
+    def learn(cls, summaries: Iterable[DocumentSummary]) -> Vocabulary:
+        kinds, sources = Counter(), Counter()
+        for summary in summaries:
+            kinds[str(summary.metadata.get("kind"))] += 1
+            sources[str(summary.metadata.get("source"))] += 1
+        keep = lambda counts: sorted(v for v, _ in counts.most_common(MAX_CATEGORIES) if v != "None")  # noqa: E731
+        return cls(keep(kinds), keep(sources))
+
+    def code(self, values: list[str], value) -> float:
+        return float(values.index(value)) if value in values else NAN
+
+
+def _run_columns(hits, docs: list[str]) -> np.ndarray:
+    """(documents, PER_RETRIEVER) for one retriever's hits; every column NaN when the run is empty."""
+    out = np.full((len(docs), len(PER_RETRIEVER)), NAN)
+    if not hits:
+        return out
+    scores = np.array([h.score for h in hits], dtype=np.float64)
+    top, mean, spread = scores.max(), scores.mean(), scores.std()
+    position = {h.doc_id: (n, h.score) for n, h in enumerate(hits, start=1)}
+    for row, doc in enumerate(docs):
+        found = position.get(doc)
+        if found is None:
+            out[row, 4] = 0.0
+            continue
+        rank, score = found
+        out[row] = (score, rank, score / top if top > 0 else NAN, (score - mean) / spread if spread > 0 else 0.0, 1.0)
+    return out
+
+
+def _optional(value) -> float:
+    if value is None or isinstance(value, str):
+        return NAN
+    number = float(value)
+    return number if math.isfinite(number) else NAN
+
+
+def feature_matrix(candidates: Candidates, summaries: Mapping[str, DocumentSummary], vocabulary: Vocabulary,
+                   retrievers: Iterable[str] = RETRIEVERS) -> tuple[list[str], np.ndarray]:
+    """(documents, matrix) for one query's candidates: a row per document, a column per `feature_names()`."""
+    retrievers = list(retrievers)
+    docs = candidates.docs
+    blocks = [_run_columns(candidates.runs.get(name, []), docs) for name in retrievers]
+    structure = {h.doc_id: h for h in candidates.runs.get("structure", [])}
+    stats = candidates.stats
+    question = [stats.formulas, stats.math_share, stats.terms,
+                float(QUESTION_KINDS.index(stats.kind)) if stats.kind in QUESTION_KINDS else NAN]
+    rows = np.full((len(docs), 14), NAN)  # the 14 features after the retrievers' blocks, in feature_names() order
+    for row, doc in enumerate(docs):
+        hit = structure.get(doc)
+        if hit is not None:
+            math_part = hit.components.get("structure", NAN)
+            rows[row, 0] = math_part
+            rows[row, 1] = hit.components.get("bm25", NAN)
+            if stats.perfect_structure:
+                rows[row, 2] = math_part / stats.perfect_structure
+        summary = summaries.get(doc)
+        if summary is not None:
+            meta = summary.metadata
+            accepted = meta.get("accepted")
+            rows[row, 8:14] = (vocabulary.code(vocabulary.kinds, str(meta.get("kind"))),
+                               vocabulary.code(vocabulary.sources, str(meta.get("source"))),
+                               _optional(meta.get("score")), NAN if accepted is None else float(bool(accepted)),
+                               float(summary.length), float(summary.formulas))
+    rows[:, 4:8] = question
+    matrix = np.hstack([*blocks, rows]) if blocks else rows
+    found = matrix[:, [len(PER_RETRIEVER) * i + 4 for i in range(len(retrievers))]]
+    matrix[:, len(retrievers) * len(PER_RETRIEVER) + 3] = np.nansum(found, axis=1)
+    return docs, matrix

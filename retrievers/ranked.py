@@ -1,0 +1,210 @@
+"""Learned ranking: the `ranked` mode re-orders the union of the first-stage retrievers' candidates with a
+LambdaMART model (LightGBM lambdarank) trained by `mathscout train ranker` and stored with the index.
+
+    <index>/ranker.json      RankerConfig: retrievers, depth, features, vocabularies, how it was trained
+    <index>/ranker.lgb.txt   the LightGBM model (its size and CRC-32 are in ranker.json)
+
+A query goes: each retriever of `ranker.json` → its top `depth` hits (`retrievers/candidates.py`) → one
+feature row per candidate (`retrievers/features.py`) → model score → the k best. Asked for more hits than
+there are candidates (a run of 1,000), the rest of BM25's top k follows the re-ordered candidates, in BM25's
+order. The model folder may also be given explicitly (`--set ranker=DIR`), e.g. a model trained on other topics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
+from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.types import Hit, Query
+from retrievers.base import BaseRetriever, prepare_query
+from retrievers.candidates import CandidateGenerator, Candidates, usable_retrievers
+from retrievers.features import Vocabulary, feature_matrix, feature_names
+from retrievers.registry import ModeSpec, register_mode
+
+CONFIG_FILE = "ranker.json"
+MODEL_FILE = "ranker.lgb.txt"
+TAIL = "bm25"  # when k exceeds the candidates: the rest of this retriever's top k follows, in its order
+
+
+def lightgbm_module():
+    try:
+        import lightgbm
+    except ImportError as exc:
+        raise MathScoutError("learned ranking needs LightGBM: pip install 'mathscout[ranking]'") from exc
+    return lightgbm
+
+
+@dataclass
+class RankerConfig:
+    """`ranker.json`: what the model reads and how it was obtained (like `fusion.json`)."""
+
+    retrievers: list[str]  # retrievers whose features the model has (absent ones stay NaN)
+    used: list[str]  # those the training index could serve: the ranked mode needs exactly these
+    depth: int
+    features: list[str]
+    vocabulary: dict[str, list[str]]  # categorical codes: {"kinds": …, "sources": …}
+    model: dict[str, Any] = field(default_factory=dict)  # file, bytes, crc32
+    training: dict[str, Any] = field(default_factory=dict)  # topics, qrels, folds, params, scores, importances
+
+    @staticmethod
+    def folder(index: IndexDir, ranker: Path | str | None = None) -> Path:
+        return Path(ranker) if ranker else index.path
+
+    @classmethod
+    def read(cls, folder: Path) -> RankerConfig:
+        path = folder / CONFIG_FILE
+        if not path.is_file():
+            raise IndexMissingError(f"{folder} has no learned ranker ({CONFIG_FILE}): train one with "
+                                    f"'mathscout train ranker --index {folder}'")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            config = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+            if config.features != feature_names(config.retrievers):
+                raise ValueError("its feature list is not the one this version computes")
+        except (OSError, ValueError, TypeError) as exc:
+            raise DamagedIndexError(f"the ranker description {path} is unusable ({exc}): retrain with "
+                                    f"'mathscout train ranker --index …' or delete it") from exc
+        return config
+
+    def write(self, folder: Path) -> Path:
+        return write_json_atomic(folder / CONFIG_FILE, asdict(self))
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return Vocabulary(list(self.vocabulary.get("kinds", [])), list(self.vocabulary.get("sources", [])))
+
+
+def save_model(booster, config: RankerConfig, folder: Path) -> Path:
+    """Write the model, then ranker.json with its size and checksum (readers check both)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{MODEL_FILE}.tmp"
+    booster.save_model(str(tmp))
+    data = tmp.read_bytes()
+    tmp.replace(folder / MODEL_FILE)
+    config.model = {"file": MODEL_FILE, "bytes": len(data), "crc32": zlib.crc32(data)}
+    return config.write(folder)
+
+
+class Ranker:
+    """A trained model with its configuration: candidates → scores."""
+
+    def __init__(self, config: RankerConfig, booster):
+        self.config = config
+        self.booster = booster
+        self.vocabulary = config.vocab
+
+    @classmethod
+    def load(cls, folder: Path) -> Ranker:
+        config = RankerConfig.read(folder)
+        path = folder / config.model.get("file", MODEL_FILE)
+        rebuild = f"retrain with 'mathscout train ranker --index {folder}'"
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise DamagedIndexError(f"the ranker model {path} is missing ({exc}): {rebuild}") from exc
+        if len(data) != config.model.get("bytes") or zlib.crc32(data) != config.model.get("crc32"):
+            raise DamagedIndexError(f"the ranker model {path} is damaged (size or checksum differs from "
+                                    f"{CONFIG_FILE}): {rebuild}")
+        lightgbm = lightgbm_module()
+        try:
+            booster = lightgbm.Booster(model_str=data.decode("utf-8"))
+        except (lightgbm.basic.LightGBMError, UnicodeDecodeError) as exc:
+            raise DamagedIndexError(f"the ranker model {path} is unreadable ({exc}): {rebuild}") from exc
+        if booster.num_feature() != len(config.features):
+            raise DamagedIndexError(f"the ranker model {path} has {booster.num_feature()} features, "
+                                    f"{CONFIG_FILE} lists {len(config.features)}: {rebuild}")
+        return cls(config, booster)
+
+    def features(self, candidates: Candidates, store) -> tuple[list[str], np.ndarray]:
+        return feature_matrix(candidates, store.summaries(candidates.docs), self.vocabulary, self.config.retrievers)
+
+    def score(self, matrix: np.ndarray) -> np.ndarray:
+        if not len(matrix):
+            return np.zeros(0)
+        return self.booster.predict(matrix, num_threads=1)
+
+    def rank(self, candidates: Candidates, store, k: int) -> list[Hit]:
+        """The k best candidates by model score (ties by document id), with each retriever's score."""
+        docs, matrix = self.features(candidates, store)
+        return ranked_hits(candidates, docs, self.score(matrix), k)
+
+
+def ranked_hits(candidates: Candidates, docs: list[str], scores: np.ndarray, k: int) -> list[Hit]:
+    order = sorted(range(len(docs)), key=lambda i: (-scores[i], docs[i]))[:k]
+    by_run = {name: {h.doc_id: h for h in hits} for name, hits in candidates.runs.items()}
+    hits = []
+    for rank, i in enumerate(order, start=1):
+        found = [(name, run[docs[i]]) for name, run in by_run.items() if docs[i] in run]
+        hit = Hit(doc_id=docs[i], score=float(scores[i]), rank=rank, components={n: h.score for n, h in found})
+        explained = max((h for _, h in found if h.snippet), key=lambda h: bool(h.formulas), default=None)
+        if explained is not None:  # a retriever's explanation, matched formulas preferred (as hybrid does)
+            hit.snippet, hit.formulas = explained.snippet, explained.formulas
+        hits.append(hit)
+    return hits
+
+
+def with_tail(hits: list[Hit], tail: list[Hit], k: int) -> list[Hit]:
+    """`hits`, then the documents of `tail` they lack, in `tail`'s order and scored below them, up to k in all."""
+    seen = {h.doc_id for h in hits}
+    low = min((h.score for h in hits), default=0.0)
+    extra = [h for h in tail if h.doc_id not in seen][: max(k - len(hits), 0)]
+    return hits + [Hit(doc_id=h.doc_id, score=low - n, rank=len(hits) + n, components={TAIL: h.score})
+                   for n, h in enumerate(extra, start=1)]
+
+
+class RankedRetriever(BaseRetriever):
+    """The `ranked` mode: first-stage candidates re-ordered by the learned ranker."""
+
+    name = "ranked"
+
+    def __init__(self, index: IndexDir, ranker: Path | str | None = None):
+        self.index = index
+        self.ranker = Ranker.load(RankerConfig.folder(index, ranker))
+        config = self.ranker.config
+        usable = usable_retrievers(index, tuple(config.retrievers))
+        if usable != config.used:
+            raise MathScoutError(f"the ranker was trained with the retrievers {', '.join(config.used)} but the index "
+                                 f"{index.path} serves {', '.join(usable) or 'none'}: retrain it with "
+                                 f"'mathscout train ranker --index {index.path}'")
+        self.generator = CandidateGenerator(index, tuple(config.retrievers), config.depth)
+        self.timings: dict[str, float] = {}  # seconds of the last query: each retriever, "features", "model"
+
+    def _ranked(self, query: Query, k: int, explain: bool) -> list[Hit]:
+        candidates = self.generator.generate(query, explain=explain)
+        started = time.perf_counter()
+        docs, matrix = self.ranker.features(candidates, self.index.store)
+        scored = time.perf_counter()
+        scores = self.ranker.score(matrix)
+        self.timings = {**candidates.seconds, "features": scored - started, "model": time.perf_counter() - scored,
+                        "candidates": float(len(docs))}
+        hits = ranked_hits(candidates, docs, scores, k)
+        tail = self.generator.retrievers.get(TAIL)
+        if k > len(hits) and tail is not None and len(candidates.runs.get(TAIL, [])) >= self.generator.depth:
+            hits = with_tail(hits, tail.batch_search([candidates.query], k)[candidates.query.id], k)
+        return hits
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        return self._ranked(query, k, explain=True)
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        return {q.id: self._ranked(prepare_query(q), k, explain=False) for q in queries}
+
+
+def has_ranker(index: IndexDir) -> bool:
+    return (index.path / CONFIG_FILE).is_file()
+
+
+def _open(index: IndexDir, **options) -> RankedRetriever:
+    return RankedRetriever(index, options.get("ranker"))
+
+
+register_mode(ModeSpec("ranked", _open, (), "learned ranking (LambdaMART) of the first-stage retrievers' candidates "
+                       "(mathscout train ranker)"))
