@@ -18,6 +18,7 @@ BENCHMARKS = {
     "formulas": ("benchmarks.formula_queries", "formula-only queries by kind (renamed, re-rendered, transformed, sub-expression): nDCG@10 of BM25 and structure search, untuned and question-tuned"),
     "types": ("benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
     "agent": ("benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
+    "scale": ("benchmarks.scale", "scale corpora (--make) and cost curves per factor: build time and peak RSS per component, size, open time, query p50/p95, rank safety"),
     "ui-load": ("benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),
 }
 
