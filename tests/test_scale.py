@@ -24,21 +24,14 @@ from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import path_prefixes
 from mathscout.structure.search import StructureSearcher
 from mathscout.structure.text_lists import TextLists
+from tests.conftest import first_records, formula_triples
 
 N_DOCS = 600
 
 
 @pytest.fixture(scope="module")
 def formulas(shared_data) -> list[tuple[int, int, str]]:
-    triples = []
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
-        for doc, line in enumerate(f):
-            if doc == N_DOCS:
-                break
-            record = json.loads(line)
-            for formula in make_document(record["id"], record["text"]).formulas:
-                triples.append((len(triples), doc, formula.latex))
-    return triples
+    return formula_triples(first_records(shared_data, N_DOCS))
 
 
 @pytest.fixture(scope="module")
@@ -105,13 +98,7 @@ def test_an_index_without_the_hashed_dictionary_still_opens_the_same(two_builds,
 def test_text_lists_built_in_segments_equal_the_one_segment_lists(shared_data, tmp_path):
     from retrievers.bm25 import document_terms
 
-    docs = []
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if n == N_DOCS:
-                break
-            record = json.loads(line)
-            docs.append(document_terms(make_document(record["id"], record["text"])))
+    docs = [document_terms(make_document(r["id"], r["text"])) for r in first_records(shared_data, N_DOCS)]
     whole = TextLists.build(docs)
     TextLists.build(docs, segment_postings=5000, folder=tmp_path)
     merged = TextLists.open(tmp_path)
@@ -131,11 +118,7 @@ def test_renaming_is_consistent_and_keeps_structure():
 
 def test_scale_corpus_is_deterministic_new_ids_and_reads_back_from_xml(shared_data, tmp_path):
     source = tmp_path / "source.jsonl"
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(source, "w", encoding="utf-8") as w:
-        for n, line in enumerate(f):
-            if n == 300:
-                break
-            w.write(line)
+    source.write_text("".join(json.dumps(r) + "\n" for r in first_records(shared_data, 300)), encoding="utf-8")
     first = write_scale_corpus(source, 3, tmp_path / "a", xml=True)
     second = write_scale_corpus(source, 3, tmp_path / "b")
     assert gzip.open(first.jsonl).read() == gzip.open(second.jsonl).read()

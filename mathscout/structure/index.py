@@ -8,10 +8,15 @@ queries leave the weights of ordinary paths as they would be without them. Files
 
     meta.json      counts and settings
     paths.json.gz  token path of each list, in list order (gzip: paths repeat long prefixes)
+    path_hash.npy  64-bit hashes of the token paths, sorted, and path_tid.npy their list ids (lists.py: the
+                   dictionary opens without building a dict; indexes without them read paths.json.gz)
     symbols.json   leaf symbols, in id order
     lists.npz      per list: byte offset in postings.bin, first entry; total symbol groups
-    postings.bin   the encoded lists
-    formulas.npz   per formula ordinal: leaves (0 = not indexed) and document ordinal
+    postings.bin   the encoded lists (memory-mapped at search time, a query's lists decoded on demand)
+    formulas.npz   per formula ordinal: leaves (0 = not indexed) and document ordinal (memory-mapped)
+
+The build buffers entries up to MATHSCOUT_SEGMENT_MB (96) and flushes them as segments merged on disk at the end
+(segments.py), so its memory does not grow with the collection; the files are the same bytes either way.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.structure.parser import parse_latex
-from mathscout.structure.paths import MAX_PATH_OPERATORS, is_wildcard_path, leaf_count, path_prefixes
+from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
 from mathscout.structure.postings import DecodedPostings, _check_layout, encode_lists
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
 from mathscout.structure.lists import DamagedList, PathDictionary, PostingLists, load_npz_member, write_path_table
