@@ -161,6 +161,14 @@ class DocumentStore:
         while rows := cursor.fetchmany(batch):
             yield from ((r[0], _formula(r[1:])) for r in rows)
 
+    def iter_formula_latex(self, batch: int = 5000) -> Iterator[tuple[int, int, str]]:
+        """(formula ordinal, document ordinal, LaTeX) for every formula, in formula order (no table of all documents
+        in memory: the join goes through the documents' id index)."""
+        cursor = self._db.execute("SELECT f.ordinal, d.ordinal, f.latex FROM formulas f JOIN documents d ON d.id = f.doc_id "
+                                  "ORDER BY f.ordinal")
+        while rows := cursor.fetchmany(batch):
+            yield from rows
+
     def close(self) -> None:
         self._db.close()
 
