@@ -43,8 +43,10 @@ def _rss() -> dict[str, float]:
             key, _, value = line.partition(":")
             if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
                 status[key] = int(value.split()[0]) / 1024
-    return {"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_mib": status.get("VmRSS", 0.0),
-            "anon_mib": status.get("RssAnon", 0.0), "file_mib": status.get("RssFile", 0.0)}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"peak_mib": usage.ru_maxrss / 1024, "rss_mib": status.get("VmRSS", 0.0),
+            "anon_mib": status.get("RssAnon", 0.0), "file_mib": status.get("RssFile", 0.0),
+            "cpu_seconds": usage.ru_utime + usage.ru_stime, "load_average": os.getloadavg()[0]}
 
 
 def _worker_store(corpus: Path, index: Path) -> dict:
@@ -210,6 +212,7 @@ def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
     for f, r in factors.items():
         for stage in ("store", "bm25", "structure"):
             put(f"build seconds: {stage}", f, r["build"][stage]["seconds"])
+            put(f"build CPU seconds: {stage}", f, r["build"][stage].get("cpu_seconds"))
             put(f"build peak RSS MiB: {stage}", f, r["build"][stage]["peak_mib"])
         for part, size in r["bytes"].items():
             put(f"size MiB: {part}", f, size / 2**20)
@@ -222,6 +225,8 @@ def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
             put(f"p50 ms: {name}", f, stats["p50_ms"])
             put(f"p95 ms: {name}", f, stats["p95_ms"])
         put("structure formulas/s", f, r["formulas"] / r["build"]["structure"]["seconds"])
+        if r["build"]["structure"].get("cpu_seconds"):
+            put("structure formulas per CPU second", f, r["formulas"] / r["build"]["structure"]["cpu_seconds"])
     return costs
 
 
@@ -246,16 +251,17 @@ def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = [("build seconds", "build time (s)"), ("build peak RSS MiB", "build peak RSS (MiB)"), ("size MiB", "index size (MiB)"),
-              ("open seconds", "open time (s)"), ("p50 ms", "query p50 (ms)"), ("p95 ms", "query p95 (ms)")]
+    groups = [(("build seconds", "build CPU seconds"), "build time (s): wall and CPU"), (("build peak RSS MiB",), "build peak RSS (MiB)"),
+              (("size MiB",), "index size (MiB)"), (("open seconds",), "open time (s)"), (("p50 ms",), "query p50 (ms)"),
+              (("p95 ms",), "query p95 (ms)")]
     formulas = {f: r["formulas"] for f, r in factors.items()}
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
     for ax, (prefix, title) in zip(axes.flat, groups):
         for name, entry in summary.items():
-            if not name.startswith(prefix + ":"):
+            if not any(name.startswith(p + ":") for p in prefix):
                 continue
             fs = sorted(int(f) for f in entry["values"])
-            label = name.split(": ", 1)[1] + (f" (b={entry['exponent']:.2f})" if entry["exponent"] is not None else "")
+            label = ("CPU " if "CPU" in name else "") + name.split(": ", 1)[1] + (f" (b={entry['exponent']:.2f})" if entry["exponent"] is not None else "")
             ax.plot([formulas[f] for f in fs], [entry["values"][str(f)] for f in fs], marker="o", label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -282,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=100, help="dev topics timed per mode and k")
     parser.add_argument("--safety", type=int, default=50, help="formula queries checked against exhaustive search per k")
     parser.add_argument("--keep-indexes", action="store_true", help="keep each factor's index (default: removed after measuring)")
+    parser.add_argument("--merge", type=Path, nargs="*", default=None,
+                        help="measure nothing: merge the scale.json of these folders into --output's, then fit, plot, report")
     args = parser.parse_args(argv)
     args.output = args.output.resolve()
     factors = [int(f) for f in args.factors.split(",") if f.strip()]
@@ -299,6 +307,12 @@ def main(argv: list[str] | None = None) -> None:
     previous = json.loads(results_path.read_text(encoding="utf-8")) if results_path.exists() else {}
     measured = {int(f): r for f, r in previous.get("factors", {}).items()}
     log = args.output / "scale.log"
+    for folder in args.merge or []:
+        other = json.loads((folder.resolve() / "scale.json").read_text(encoding="utf-8"))
+        measured.update({int(f): r for f, r in other.get("factors", {}).items()})
+    if args.merge is not None:
+        factors = []
+        _save(results_path, measured)
     for f in factors:
         corpus = args.output / f"scale-{f}x.jsonl.gz"
         if not corpus.exists():
@@ -310,13 +324,16 @@ def main(argv: list[str] | None = None) -> None:
         if not args.keep_indexes:
             shutil.rmtree(index, ignore_errors=True)
         print(f"{f}×: {measured[f]['formulas']:,} formulas, measured in {time.perf_counter() - started:.0f} s", flush=True)
-        summary = summarise(measured)
-        results_path.write_text(json.dumps({"factors": {str(k): v for k, v in sorted(measured.items())}, "summary": summary,
-                                            "note": f"extrapolated_{TARGET_FACTOR}x values are extrapolations from the fitted "
-                                                    "exponents, not measurements"}, indent=2), encoding="utf-8")
+        _save(results_path, measured)
     summary = summarise(measured)
     plot(measured, summary, args.output / "scale.png")
     print(report(measured, summary))
+
+
+def _save(path: Path, measured: dict[int, dict]) -> None:
+    path.write_text(json.dumps({"factors": {str(k): v for k, v in sorted(measured.items())}, "summary": summarise(measured),
+                                "note": f"extrapolated_{TARGET_FACTOR}x values are extrapolations from the fitted "
+                                        "exponents, not measurements"}, indent=2), encoding="utf-8")
 
 
 def report(factors: dict[int, dict], summary: dict) -> str:

@@ -99,6 +99,8 @@ def boot() -> None:
             options = [o for o in jnius_config.get_options() if "jdk.incubator.vector" not in o]
             if _java_major(java_home) >= 24:  # Lucene's use of sun.misc.Unsafe warns on every start otherwise
                 options.append("--sun-misc-unsafe-memory-access=allow")
+            if heap := os.environ.get("MATHSCOUT_JAVA_HEAP"):  # e.g. 1g: Java's default maximum heap is 1/4 of the RAM,
+                options.append(f"-Xmx{heap}")  # and a searching JVM grows toward it before it collects
             jnius_config.set_options(*options)
         import pyserini.setup
 
