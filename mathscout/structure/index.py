@@ -41,7 +41,7 @@ from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
 from mathscout.structure.postings import DecodedPostings, _check_layout, encode_lists
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
-from mathscout.structure.lists import DamagedList, PathDictionary, PostingLists, load_npz_member, write_path_table
+from mathscout.structure.lists import PATH_FILES, DamagedList, PathDictionary, PostingLists, load_npz_member, write_path_table
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES
 
 FORMAT_VERSION = 1
@@ -61,7 +61,7 @@ class BuildReport:
     seconds: float = 0.0
 
     def as_stats(self, target: Path) -> dict[str, Any]:
-        size = sum((target / name).stat().st_size for name in _FILES)
+        size = sum((target / name).stat().st_size for name in _FILES + PATH_FILES if (target / name).exists())
         return {
             "formulas": self.formulas,
             "indexed_formulas": self.indexed,

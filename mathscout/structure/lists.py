@@ -3,9 +3,10 @@
 - `PathDictionary`: token path → list id through a sorted table of 64-bit path hashes (`path_hash.npy`,
   `path_tid.npy`, written at build time); no Python dict of every path is built when the index opens.
   Indexes built before these files existed fall back to the dict read from `paths.json.gz`.
-- `PostingLists`: postings.bin memory-mapped; a query's lists are decoded when it asks for them (bounds-checked
-  decoder, postings.py), each list checked against the index's tables before a kernel reads it, and kept in an
-  LRU cache of decoded lists bounded in bytes (MATHSCOUT_POSTINGS_CACHE_MB, default 512).
+- `PostingLists` (thesis §4.4.1's compressed lists, read on demand): postings.bin memory-mapped; a query's lists
+  are decoded when it asks for them (bounds-checked decoder, postings.py), each list checked against the index's
+  tables before a kernel reads it, and kept in an LRU cache of decoded lists bounded in bytes
+  (MATHSCOUT_POSTINGS_CACHE_MB, default 512).
 - `load_npz_member`: an array of an uncompressed .npz memory-mapped in place (np.savez stores members as is).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
@@ -189,6 +191,7 @@ class PostingLists:
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[int, tuple] = OrderedDict()
         self._cached = 0
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.list_start) - 1
@@ -198,10 +201,11 @@ class PostingLists:
 
     def decode(self, tid: int) -> tuple:
         """(fid, node, width, sym_start, sym, fp, count) of list `tid`."""
-        hit = self._cache.get(tid)
-        if hit is not None:
-            self._cache.move_to_end(tid)
-            return hit
+        with self._lock:  # searches may run in several threads (the chat page)
+            hit = self._cache.get(tid)
+            if hit is not None:
+                self._cache.move_to_end(tid)
+                return hit
         at, end = int(self.byte_offsets[tid]), int(self.byte_offsets[tid + 1])
         ok, *arrays = _decode_list(self.buf, np.int64(at), np.int64(end), np.int64(self.df(tid)), np.int64(self.n_formulas),
                                    np.int64(self.n_symbols), np.int64(self.max_node), np.int64(self.max_leaves))
@@ -209,12 +213,13 @@ class PostingLists:
             raise DamagedList(f"posting list {tid} does not decode")
         arrays = tuple(arrays)
         size = sum(a.nbytes for a in arrays)
-        if size <= self.cache_bytes:
-            self._cache[tid] = arrays
-            self._cached += size
-            while self._cached > self.cache_bytes:
-                _, old = self._cache.popitem(last=False)
-                self._cached -= sum(a.nbytes for a in old)
+        with self._lock:
+            if size <= self.cache_bytes and tid not in self._cache:
+                self._cache[tid] = arrays
+                self._cached += size
+                while self._cached > self.cache_bytes:
+                    _, old = self._cache.popitem(last=False)
+                    self._cached -= sum(a.nbytes for a in old)
         return arrays
 
     def view(self, tids: np.ndarray) -> tuple[DecodedPostings, np.ndarray, np.ndarray]:
