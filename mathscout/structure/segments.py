@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 ROW = np.dtype([("tid", "<i4"), ("entries", "<i4"), ("first", "<i8"), ("last", "<i8"), ("nbytes", "<i8"), ("src", "<i8")])
-ROWS_PER_READ = 1 << 16  # table rows read from a segment at a time
+MERGE_ROWS = 1 << 20  # table rows buffered over all segments during a merge (each reads its share at a time)
 OUT_BUFFER = 64 * 2**20  # merged bytes assembled in memory before one write
 COPY_PIECE = 16 * 2**20  # a list larger than OUT_BUFFER is copied in pieces of this size
 
@@ -80,18 +80,19 @@ def _scatter(out, src, src_at, nbytes, old_len, new_first, out_at):
 
 
 class _TableReader:
-    """A segment's rows, read ROWS_PER_READ at a time (never the whole table)."""
+    """A segment's rows, read `per_read` at a time (never the whole table)."""
 
-    def __init__(self, segment: Segment):
+    def __init__(self, segment: Segment, per_read: int):
         self.path = segment.table
+        self.per_read = per_read
         self.total = segment.table.stat().st_size // ROW.itemsize
         self.read = 0
         self.rows = np.empty(0, dtype=ROW)
         self.fill()
 
     def fill(self) -> None:
-        if len(self.rows) < ROWS_PER_READ // 2 and self.read < self.total:
-            count = min(ROWS_PER_READ, self.total - self.read)
+        if len(self.rows) < self.per_read // 2 and self.read < self.total:
+            count = min(self.per_read, self.total - self.read)
             more = np.fromfile(self.path, dtype=ROW, count=count, offset=self.read * ROW.itemsize)
             self.read += count
             self.rows = np.concatenate([self.rows, more])
@@ -109,7 +110,8 @@ class _TableReader:
 
 def merge_segments(segments: list[Segment], n_lists: int, target: Path) -> tuple[np.ndarray, np.ndarray, int]:
     """Merge segments (in formula order) into `target` (postings.bin); returns (byte offsets, list starts, groups)."""
-    readers = [_TableReader(s) for s in segments]
+    per_read = max(1024, MERGE_ROWS // max(len(segments), 1))  # the merge's buffers do not grow with the segment count
+    readers = [_TableReader(s, per_read) for s in segments]
     sources = [open(s.postings, "rb") for s in segments]
     out_bytes = np.zeros(n_lists, dtype=np.int64)
     out_entries = np.zeros(n_lists, dtype=np.int64)
