@@ -210,12 +210,17 @@ def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
             costs.setdefault(name, {})[f] = float(value)
 
     for f, r in factors.items():
-        for stage in ("store", "bm25", "structure"):
-            put(f"build seconds: {stage}", f, r["build"][stage]["seconds"])
+        for stage in ("store", "bm25", "structure"):  # a partial factor (a stopped run) may lack some figures
+            put(f"build seconds: {stage}", f, r["build"][stage].get("seconds"))
             put(f"build CPU seconds: {stage}", f, r["build"][stage].get("cpu_seconds"))
-            put(f"build peak RSS MiB: {stage}", f, r["build"][stage]["peak_mib"])
+            put(f"build peak RSS MiB: {stage}", f, r["build"][stage].get("peak_mib"))
         for part, size in r["bytes"].items():
             put(f"size MiB: {part}", f, size / 2**20)
+        if r["build"]["structure"].get("cpu_seconds"):
+            put("structure formulas per CPU second", f, r["formulas"] / r["build"]["structure"]["cpu_seconds"])
+        put("structure formulas/s", f, r["formulas"] / r["build"]["structure"]["seconds"])
+        if "query" not in r:
+            continue
         q = r["query"]
         put("open seconds: bm25", f, q["open_bm25_s"])
         put("open seconds: structure", f, q["open_structure_s"])
@@ -224,9 +229,6 @@ def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
         for name, stats in q["latency"].items():
             put(f"p50 ms: {name}", f, stats["p50_ms"])
             put(f"p95 ms: {name}", f, stats["p95_ms"])
-        put("structure formulas/s", f, r["formulas"] / r["build"]["structure"]["seconds"])
-        if r["build"]["structure"].get("cpu_seconds"):
-            put("structure formulas per CPU second", f, r["formulas"] / r["build"]["structure"]["cpu_seconds"])
     return costs
 
 
@@ -345,7 +347,8 @@ def report(factors: dict[int, dict], summary: dict) -> str:
         b = entry["exponent"]
         ext = entry.get(f"extrapolated_{TARGET_FACTOR}x")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {'—' if b is None else f'{b:.2f}'} | {'—' if ext is None else f'{ext:,.1f}'} |")
-    safety = "; ".join(f"{f}×: " + ", ".join(f"k={k} {v['violations']}/{v['queries']}" for k, v in factors[f]["query"]["rank_safety"].items()) for f in fs)
+    safety = "; ".join(f"{f}×: " + ", ".join(f"k={k} {v['violations']}/{v['queries']}" for k, v in factors[f]["query"]["rank_safety"].items())
+                       for f in fs if "query" in factors[f])
     lines.append(f"\nrank-safety violations (GBP-LEN vs exhaustive, ids and scores): {safety}")
     return "\n".join(lines)
 
