@@ -19,6 +19,7 @@ BENCHMARKS = {
     "types": ("benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
     "agent": ("benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
     "startup": ("benchmarks.startup", "command-line start-up: --help, a search in a new process (bm25, structure, auto), warm, through --server, kernel compilation; against the targets"),
+    "scale": ("benchmarks.scale", "scale corpora (--make) and cost curves per factor: build time and peak RSS per component, size, open time, query p50/p95, rank safety"),
     "ui-load": ("benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),
 }
 

@@ -109,6 +109,8 @@ def boot() -> None:
                 options.append("--sun-misc-unsafe-memory-access=allow")
             if _quick_start:
                 options.append("-XX:TieredStopAtLevel=1")
+            if heap := os.environ.get("MATHSCOUT_JAVA_HEAP"):  # e.g. 1g: Java's default maximum heap is 1/4 of the RAM,
+                options.append(f"-Xmx{heap}")  # and a searching JVM grows toward it before it collects
             jnius_config.set_options(*options)
         import pyserini.setup
 

@@ -13,6 +13,8 @@ from typing import Any
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.types import Document, Formula
 
+ADD_BATCH = 10_000  # documents per committed transaction
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
     ordinal INTEGER PRIMARY KEY,
@@ -83,15 +85,17 @@ class DocumentStore:
             raise DamagedIndexError(f"the document store {path} is unreadable ({exc}); rebuild the index") from exc
         return cls(path, db)
 
-    def add(self, documents: Iterable[Document]) -> tuple[int, int]:
+    def add(self, documents: Iterable[Document], batch: int = ADD_BATCH) -> tuple[int, int]:
         """Append documents (ordinals continue from the current count); returns (docs, formulas) added.
 
-        A document whose id is already stored is skipped (first one wins).
+        A document whose id is already stored is skipped (first one wins). Rows are committed every `batch`
+        documents, so neither SQLite's journal nor its cache grows with the collection.
         """
         next_doc = self.count()
         next_formula = self.formula_count()
         docs = formulas = 0
-        with self._db:
+        pending = 0
+        try:
             for doc in documents:
                 try:
                     self._db.execute(
@@ -102,13 +106,20 @@ class DocumentStore:
                     continue
                 next_doc += 1
                 docs += 1
-                for f in doc.formulas:
-                    self._db.execute(
-                        "INSERT INTO formulas VALUES (?,?,?,?,?,?,?)",
-                        (next_formula, f.id, f.doc_id, f.latex, f.start, f.end, int(f.display)),
-                    )
-                    next_formula += 1
-                    formulas += 1
+                self._db.executemany(
+                    "INSERT INTO formulas VALUES (?,?,?,?,?,?,?)",
+                    [(next_formula + n, f.id, f.doc_id, f.latex, f.start, f.end, int(f.display)) for n, f in enumerate(doc.formulas)],
+                )
+                next_formula += len(doc.formulas)
+                formulas += len(doc.formulas)
+                pending += 1
+                if pending >= batch:
+                    self._db.commit()
+                    pending = 0
+            self._db.commit()
+        except BaseException:
+            self._db.rollback()
+            raise
         return docs, formulas
 
     def count(self) -> int:
@@ -175,6 +186,14 @@ class DocumentStore:
         cursor = self._db.execute("SELECT ordinal, id, doc_id, latex, start, end, display FROM formulas ORDER BY ordinal")
         while rows := cursor.fetchmany(batch):
             yield from ((r[0], _formula(r[1:])) for r in rows)
+
+    def iter_formula_latex(self, batch: int = 5000) -> Iterator[tuple[int, int, str]]:
+        """(formula ordinal, document ordinal, LaTeX) for every formula, in formula order (no table of all documents
+        in memory: the join goes through the documents' id index)."""
+        cursor = self._db.execute("SELECT f.ordinal, d.ordinal, f.latex FROM formulas f JOIN documents d ON d.id = f.doc_id "
+                                  "ORDER BY f.ordinal")
+        while rows := cursor.fetchmany(batch):
+            yield from rows
 
     def close(self) -> None:
         self._db.close()

@@ -57,9 +57,7 @@ class StructureComponent:
     name = "structure"
 
     def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
-        doc_ordinal = {doc_id: n for n, doc_id in enumerate(store.doc_ids())}
-        formulas = ((ordinal, doc_ordinal[f.doc_id], f.latex) for ordinal, f in store.iter_formulas())
-        report = build_path_index(formulas, store.formula_count(), target)
+        report = build_path_index(store.iter_formula_latex(), store.formula_count(), target)
         stats = report.as_stats(target)
         started = time.perf_counter()
         text = build_text_lists(store, target)  # the top level of the heterogeneous index (Alg. 5)

@@ -14,6 +14,28 @@ SUBSET_DEV_TOPICS = 60  # dev topics whose judged documents are all in the small
 SUBSET_EXTRA_DOCS = 3000  # plus this many other documents (distractors) from the collection
 
 
+def first_records(shared_data: Path, n: int) -> list[dict]:
+    """The first n records of the shared collection's docs.jsonl."""
+    records = []
+    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if len(records) == n:
+                break
+            records.append(json.loads(line))
+    return records
+
+
+def formula_triples(records: list[dict]) -> list[tuple[int, int, str]]:
+    """(formula ordinal, document ordinal, LaTeX) of every formula of the records, in order."""
+    from mathscout.corpus import make_document
+
+    triples = []
+    for doc, record in enumerate(records):
+        for formula in make_document(record["id"], record["text"]).formulas:
+            triples.append((len(triples), doc, formula.latex))
+    return triples
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "collection" / "docs.jsonl").is_file():

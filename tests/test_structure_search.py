@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from evaluation.topics import load_topics
-from mathscout.corpus import make_document
 from mathscout.errors import IndexMissingError, QueryError
 from mathscout.structure import scoring
 from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.search import StructureSearcher
+from tests.conftest import first_records, formula_triples
 
 N_DOCS = 2000  # formulas of the first N_DOCS documents of docs.jsonl (~25k formulas)
 PRUNED = ("maxref", "gbp-num", "gbp-len")
@@ -24,15 +24,7 @@ PRUNED = ("maxref", "gbp-num", "gbp-len")
 @pytest.fixture(scope="session")
 def collection_formulas(shared_data) -> list[tuple[int, int, str]]:
     """(formula ordinal, document ordinal, LaTeX) of the first N_DOCS documents."""
-    triples = []
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
-        for doc, line in enumerate(f):
-            if doc == N_DOCS:
-                break
-            record = json.loads(line)
-            for formula in make_document(record["id"], record["text"]).formulas:
-                triples.append((len(triples), doc, formula.latex))
-    return triples
+    return formula_triples(first_records(shared_data, N_DOCS))
 
 
 @pytest.fixture(scope="session")

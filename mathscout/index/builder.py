@@ -104,11 +104,12 @@ def _plan(index_path: Path, requested: Sequence[str] | None, fresh: bool) -> tup
 
 
 def build_index(inputs: Sequence[Path | str], index_path: Path | str, components: Sequence[str] | None = None,
-                fresh: bool = False) -> Manifest:
+                fresh: bool = False, store_only: bool = False) -> Manifest:
     """Ingest `inputs` into a new index at `index_path` (replacing an old index atomically).
 
     `components`: what to build (default: an existing index's components, else the defaults); `fresh`:
-    do not carry the old index's tuned files over."""
+    do not carry the old index's tuned files over; `store_only`: the store and no component (components are
+    then added one by one with `add_components`, as the scale benchmark does to measure each apart)."""
     index_path = Path(index_path)
     inputs = [Path(p) for p in inputs]
     for path in inputs:
@@ -124,7 +125,7 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
             removed = remove_leftovers(index_path.parent, index_path.name)
             if removed:
                 _log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
-            names, kept = _plan(index_path, components, fresh)
+            names, kept = ([], []) if store_only else _plan(index_path, components, fresh)
             return _build(inputs, index_path, names, kept)
     except OSError as exc:
         raise disk_error(exc, index_path) or exc

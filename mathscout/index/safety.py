@@ -13,6 +13,7 @@ import ctypes
 import errno
 import fcntl
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -126,7 +127,9 @@ def swap_in(built: Path, target: Path) -> None:
 
 def disk_error(exc: OSError, where: Path) -> MathScoutError | None:
     """A one-line error for a full disk or quota (None for other OS errors)."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    # numpy's tofile/np.save report a short write without errno ("8306 requested and 7168 written"): a full disk too
+    short_write = exc.errno is None and re.search(r"\d+ requested and \d+ written", str(exc))
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or short_write:
         return MathScoutError(f"the disk holding {where} is full: free some space and build again "
                               "(the previous index, if any, is unchanged)")
     if exc.errno == errno.EROFS:

@@ -26,6 +26,7 @@ from mathscout.structure.search import (
     PreparedQuery,
     StructureSearcher,
     _score_candidate,
+    bind,
 )
 
 TEXT, MATH = 0, 1
@@ -45,7 +46,7 @@ class KeywordList:
 def math_keyword(searcher: StructureSearcher, query: PreparedQuery) -> KeywordList:
     """The document-level iterator of a query formula: the formulas sharing a token path with it, and their documents."""
     list_start, list_end = query.arrays[0], query.arrays[1]
-    fid = searcher.index.postings.fid
+    fid = query.ix[0]
     if not len(list_start):
         empty = np.zeros(0, dtype=np.int64)
         return KeywordList(MATH, empty, query=query, formulas=empty)
@@ -86,17 +87,19 @@ def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList
     math_of = np.full(len(keywords), -1, dtype=np.int64)
     queries, cursors, alive, formulas = List(), List(), List(), List()
     max_rows = 1
+    ix, bound = bind(searcher.index, [kw.query for kw in keywords if kw.kind == MATH])
     for i, kw in enumerate(keywords):
         if kw.kind == MATH:
             math_of[i] = len(queries)
-            queries.append(kw.query.arrays)
-            cursors.append(kw.query.arrays[0].copy())
+            arrays = bound[len(queries)]
+            queries.append(arrays)
+            cursors.append(arrays[0].copy())
             alive.append(np.ones(len(kw.query.node_ids), dtype=np.bool_))
             formulas.append(kw.formulas)
             max_rows = max(max_rows, int(kw.query.arrays[13].max()) if len(kw.query.node_ids) else 1)
     if not len(queries):  # no formula keyword matched a path: plain BM25 over the text keywords
         return _text_only(docs, scores, starts, k)
-    out_docs, out_scores = _hetero(searcher._index_arrays, queries, cursors, alive, formulas, searcher._scratch, max_rows,
+    out_docs, out_scores = _hetero(ix, queries, cursors, alive, formulas, searcher._scratch, max_rows,
                                    formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m,
                                    searcher.eta, searcher.b1, searcher.b2, prune)
     ranked = np.lexsort((out_docs, -out_scores))

@@ -8,15 +8,21 @@ queries leave the weights of ordinary paths as they would be without them. Files
 
     meta.json      counts and settings
     paths.json.gz  token path of each list, in list order (gzip: paths repeat long prefixes)
+    path_hash.npy  64-bit hashes of the token paths, sorted, and path_tid.npy their list ids (lists.py: the
+                   dictionary opens without building a dict; indexes without them read paths.json.gz)
     symbols.json   leaf symbols, in id order
     lists.npz      per list: byte offset in postings.bin, first entry; total symbol groups
-    postings.bin   the encoded lists
-    formulas.npz   per formula ordinal: leaves (0 = not indexed) and document ordinal
+    postings.bin   the encoded lists (memory-mapped at search time, a query's lists decoded on demand)
+    formulas.npz   per formula ordinal: leaves (0 = not indexed) and document ordinal (memory-mapped)
+
+The build buffers entries up to MATHSCOUT_SEGMENT_MB (96) and flushes them as segments merged on disk at the end
+(segments.py), so its memory does not grow with the collection; the files are the same bytes either way.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 import json
 import sys
 import time
@@ -32,11 +38,14 @@ from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.structure.parser import parse_latex
-from mathscout.structure.paths import MAX_PATH_OPERATORS, is_wildcard_path, leaf_count, path_prefixes
-from mathscout.structure.postings import DecodedPostings, decode_lists, encode_lists
+from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
+from mathscout.structure.postings import DecodedPostings, _check_layout, encode_lists
+from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
+from mathscout.structure.lists import PATH_FILES, DamagedList, PathDictionary, PostingLists, load_npz_member, write_path_table
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES
 
 FORMAT_VERSION = 1
+SEGMENT_BYTES = int(float(os.environ.get("MATHSCOUT_SEGMENT_MB", "96")) * 2**20)  # buffered entries per segment
 _FILES = ("meta.json", "paths.json.gz", "symbols.json", "lists.npz", "postings.bin", "formulas.npz")
 
 
@@ -52,7 +61,7 @@ class BuildReport:
     seconds: float = 0.0
 
     def as_stats(self, target: Path) -> dict[str, Any]:
-        size = sum((target / name).stat().st_size for name in _FILES)
+        size = sum((target / name).stat().st_size for name in _FILES + PATH_FILES if (target / name).exists())
         return {
             "formulas": self.formulas,
             "indexed_formulas": self.indexed,
@@ -68,8 +77,12 @@ class BuildReport:
 class PathIndexWriter:
     """Accumulates posting entries formula by formula (in ordinal order), then writes the index folder."""
 
-    def __init__(self, n_formulas: int):
+    def __init__(self, n_formulas: int, target: Path, segment_bytes: int = SEGMENT_BYTES):
         self.report = BuildReport()
+        self.target = Path(target)
+        self.segment_bytes = segment_bytes
+        self._segments: list[Segment] = []
+        self._groups = 0
         self._paths: dict[str, int] = {}
         self._symbols: dict[str, int] = {}
         self._leaves = np.zeros(n_formulas, dtype=np.uint16)
@@ -108,55 +121,102 @@ class PathIndexWriter:
             self._sym_start.append(len(self._sym))
         self._leaves[fid] = leaves
         self.report.indexed += 1
+        if self._buffered_bytes() >= self.segment_bytes:
+            self._flush_segment(self.target)
         return None
 
     def _skip(self, reason: str) -> str:
         self.report.skipped[reason] += 1
         return reason
 
-    def write(self, target: Path) -> None:
-        """Sort entries into lists (stable, so each list stays in formula/node order), encode and write."""
-        target.mkdir(parents=True, exist_ok=True)
+    def _buffered_bytes(self) -> int:
+        return 24 * len(self._tid) + 12 * len(self._sym)
+
+    def _encode(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The buffered entries as lists over every path known so far: (bytes, byte offsets, list starts, first and
+        last formula id of each list)."""
         tid = np.frombuffer(self._tid, dtype=np.int32)
-        order = np.argsort(tid, kind="stable")
+        fid = np.frombuffer(self._fid, dtype=np.int32)
+        order = np.argsort(tid, kind="stable")  # stable: each list stays in formula/node order
         n_lists = len(self._paths)
         list_start = np.zeros(n_lists + 1, dtype=np.int64)
         np.cumsum(np.bincount(tid, minlength=n_lists), out=list_start[1:])
-        sym_start = np.frombuffer(self._sym_start, dtype=np.int64)
         buf, byte_offsets = encode_lists(
-            order,
-            list_start,
-            np.frombuffer(self._fid, dtype=np.int32),
+            order, list_start, fid,
             np.frombuffer(self._node, dtype=np.int32),
             np.frombuffer(self._width, dtype=np.int32),
-            sym_start,
+            np.frombuffer(self._sym_start, dtype=np.int64),
             np.frombuffer(self._sym, dtype=np.int32),
             np.frombuffer(self._fp, dtype=np.int32),
             np.frombuffer(self._count, dtype=np.int32),
         )
-        buf.tofile(target / "postings.bin")
-        np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(len(self._sym)))
+        nonempty = list_start[1:] > list_start[:-1]
+        first = np.zeros(n_lists, dtype=np.int64)
+        last = np.zeros(n_lists, dtype=np.int64)
+        first[nonempty] = fid[order[list_start[:-1][nonempty]]]
+        last[nonempty] = fid[order[list_start[1:][nonempty] - 1]]
+        return buf, byte_offsets, list_start, first, last
+
+    def _reset_buffers(self) -> None:
+        self.report.entries += len(self._tid)
+        self._groups += len(self._sym)
+        self._tid, self._fid, self._node, self._width = array("i"), array("i"), array("i"), array("i")
+        self._sym_start = array("q", [0])
+        self._sym, self._fp, self._count = array("i"), array("i"), array("i")
+
+    def _flush_segment(self, target: Path) -> None:
+        """Write the buffered entries as a segment and empty the buffers (bounded build memory)."""
+        folder = target / ".segments"
+        folder.mkdir(parents=True, exist_ok=True)
+        buf, byte_offsets, list_start, first, last = self._encode()
+        self._segments.append(write_segment(folder, len(self._segments), buf, byte_offsets, list_start, first, last, len(self._sym)))
+        del buf
+        self._reset_buffers()
+
+    def write(self, target: Path) -> None:
+        """Sort entries into lists (stable, so each list stays in formula/node order), encode and write; a build
+        that flushed segments merges them on disk (segments.py) into the same bytes."""
+        target.mkdir(parents=True, exist_ok=True)
+        if self._segments:
+            if len(self._tid):
+                self._flush_segment(target)
+            byte_offsets, list_start, n_groups = merge_segments(self._segments, len(self._paths), target / "postings.bin")
+            remove_segments(self._segments)
+            (target / ".segments").rmdir()
+        else:
+            buf, byte_offsets, list_start, _, _ = self._encode()
+            buf.tofile(target / "postings.bin")
+            del buf
+            self._reset_buffers()
+            n_groups = self._groups
+        n_lists = len(self._paths)
+        np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(n_groups))
         np.savez(target / "formulas.npz", leaves=self._leaves, doc=self._doc)
-        (target / "paths.json.gz").write_bytes(gzip.compress(json.dumps(list(self._paths)).encode("utf-8"), compresslevel=6))
+        paths = list(self._paths)
+        (target / "paths.json.gz").write_bytes(gzip.compress(json.dumps(paths).encode("utf-8"), compresslevel=6))
+        ordinary = write_path_table(target, paths, np.diff(list_start))
         (target / "symbols.json").write_text(json.dumps(list(self._symbols), ensure_ascii=False), encoding="utf-8")
-        self.report.entries = len(tid)
         self.report.paths = n_lists
         meta = {
             "version": FORMAT_VERSION,
             "formulas": int(self._leaves.shape[0]),
             "indexed_formulas": self.report.indexed,
-            "entries": len(tid),
+            "entries": self.report.entries,
+            "ordinary_entries": ordinary,
             "max_formula_leaves": MAX_FORMULA_LEAVES,
             "max_path_operators": MAX_PATH_OPERATORS,
             "wildcard_paths": True,
+            "segments": len(self._segments),
         }
         (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
-def build_path_index(formulas: Iterable[tuple[int, int, str]], n_formulas: int, target: Path, progress: bool = True) -> BuildReport:
-    """Index (formula ordinal, document ordinal, LaTeX) triples into `target`; ordinals are < n_formulas."""
+def build_path_index(formulas: Iterable[tuple[int, int, str]], n_formulas: int, target: Path, progress: bool = True,
+                     segment_bytes: int = SEGMENT_BYTES) -> BuildReport:
+    """Index (formula ordinal, document ordinal, LaTeX) triples into `target`; ordinals are < n_formulas.
+    Entries are flushed as a segment whenever they pass `segment_bytes` and the segments merged at the end."""
     started = time.perf_counter()
-    writer = PathIndexWriter(n_formulas)
+    writer = PathIndexWriter(n_formulas, Path(target), segment_bytes)
     for fid, doc, latex in tqdm(formulas, total=n_formulas, desc="path index", unit=" formulas", file=sys.stderr, mininterval=2.0, disable=not progress):
         writer.add(fid, doc, latex)
     writer.write(Path(target))
@@ -167,50 +227,53 @@ def build_path_index(formulas: Iterable[tuple[int, int, str]], n_formulas: int, 
 MAX_NODE_ID = 1 << 16  # pre-order node ids of a formula of at most MAX_FORMULA_LEAVES leaves stay far below this
 
 
-def _check_tables(postings: DecodedPostings, n_paths: int, n_symbols: int, leaves: np.ndarray, doc: np.ndarray) -> None:
-    """Every id the search kernels follow must point inside its table (ValueError otherwise)."""
-    if len(postings.list_start) != n_paths + 1:
-        raise ValueError("the posting lists and the path dictionary disagree")
+def _check_tables(lists: PostingLists, paths: PathDictionary, leaves: np.ndarray, doc: np.ndarray) -> None:
+    """Every id the search kernels follow must point inside its table (ValueError otherwise); the postings
+    themselves are checked list by list as they are decoded (lists.py)."""
+    paths.check(len(lists))
     if leaves.ndim != 1 or doc.ndim != 1 or len(leaves) != len(doc):
         raise ValueError("the formula table is malformed")
     if not (np.issubdtype(leaves.dtype, np.integer) and np.issubdtype(doc.dtype, np.integer)):
         raise ValueError("the formula table is not integers")
     if len(doc) and (doc.min() < 0 or leaves.min() < 0):
         raise ValueError("the formula table holds negative ids")
-    if len(postings.fid) and (postings.fid.min() < 0 or postings.fid.max() >= len(leaves)):
-        raise ValueError("a posting names a formula the formula table does not have")
-    if len(postings.sym) and (postings.sym.min() < 0 or postings.sym.max() >= n_symbols):
-        raise ValueError("a posting names a symbol the symbol table does not have")
-    if min(postings.node.min(initial=0), postings.width.min(initial=0), postings.count.min(initial=0)) < 0:
-        raise ValueError("a posting holds a negative count")
     # the kernels size their scratch tables by these: no formula of the index can exceed them
-    if leaves.max(initial=0) > MAX_FORMULA_LEAVES or postings.width.max(initial=0) > MAX_FORMULA_LEAVES:
+    if leaves.max(initial=0) > MAX_FORMULA_LEAVES:
         raise ValueError(f"a formula has more than {MAX_FORMULA_LEAVES} leaves")
-    if len(postings.sym_start) > 1 and np.diff(postings.sym_start).max() > MAX_FORMULA_LEAVES:
-        raise ValueError(f"a posting has more than {MAX_FORMULA_LEAVES} symbol groups")
-    if postings.node.max(initial=0) > MAX_NODE_ID:
-        raise ValueError("a posting names a node beyond any formula")
 
 
 class PathIndex:
-    """A path index opened for search: dictionary, symbols, decoded postings, path weights, formula table."""
+    """A path index opened for search: hashed path dictionary, symbols, memory-mapped postings decoded per list on
+    demand (lists.py), path weights, formula table (memory-mapped)."""
 
-    def __init__(self, folder: Path, meta: dict, paths: dict[str, int], symbols: dict[str, int], postings: DecodedPostings, leaves: np.ndarray, doc: np.ndarray):
+    def __init__(self, folder: Path, meta: dict, paths: PathDictionary, symbols: dict[str, int], lists: PostingLists, leaves: np.ndarray, doc: np.ndarray):
         self.folder = folder
         self.meta = meta
         self.paths = paths
         self.symbols = symbols
-        self.postings = postings
+        self.lists = lists
         self.leaves = leaves
         self.doc = doc
-        df = np.diff(postings.list_start).astype(np.float64)
-        wildcard = np.zeros(len(df), dtype=bool)
-        for path, tid in paths.items():
-            wildcard[tid] = is_wildcard_path(path)
-        self.total_entries = int(df[~wildcard].sum())
-        # floored just above 0: a wildcard list can be longer than all ordinary lists together in a tiny index
-        self.idf = np.log(np.maximum(self.total_entries / df, 1.0 + 1e-9)) if len(df) else np.zeros(0)
+        self.df = np.diff(lists.list_start)
+        if "ordinary_entries" in meta:
+            self.total_entries = int(meta["ordinary_entries"])
+        else:  # indexes built before meta.json recorded it
+            self.total_entries = int(self.df[~paths.wildcard_mask()].sum())
         self.wildcard_paths = bool(meta.get("wildcard_paths"))
+
+    def list_idf(self, tids: np.ndarray) -> np.ndarray:
+        """idf_t = log(N / DF_t) of lists (floored just above 0: a wildcard list can be longer than all ordinary lists
+        together in a tiny index)."""
+        df = self.df[np.asarray(tids, dtype=np.int64)].astype(np.float64)
+        return np.log(np.maximum(self.total_entries / df, 1.0 + 1e-9))
+
+    def view(self, tids: np.ndarray) -> tuple[DecodedPostings, np.ndarray, np.ndarray]:
+        """Lists `tids` decoded (see PostingLists.view); a damaged list raises DamagedIndexError."""
+        try:
+            return self.lists.view(tids)
+        except DamagedList as exc:
+            raise DamagedIndexError(f"the structure index at {self.folder} is damaged ({exc} in postings.bin); rebuild it with "
+                                    f"'mathscout index --index {self.folder.parent} --components structure'") from None
 
     @classmethod
     def open(cls, folder: Path | str) -> PathIndex:
@@ -222,14 +285,18 @@ class PathIndex:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
             if meta.get("version") != FORMAT_VERSION:
                 raise MathScoutError(f"the structure index at {folder} has format {meta.get('version')}, expected {FORMAT_VERSION}: rebuild it")
-            paths = {p: i for i, p in enumerate(json.loads(gzip.decompress((folder / "paths.json.gz").read_bytes())))}
+            paths = PathDictionary.open(folder, lambda: json.loads(gzip.decompress((folder / "paths.json.gz").read_bytes())))
             symbols = {s: i for i, s in enumerate(json.loads((folder / "symbols.json").read_text(encoding="utf-8")))}
             lists = np.load(folder / "lists.npz", allow_pickle=False)
-            formulas = np.load(folder / "formulas.npz", allow_pickle=False)
-            buf = np.fromfile(folder / "postings.bin", dtype=np.uint8)
-            postings = decode_lists(buf, lists["byte_offsets"], lists["list_start"], int(lists["n_groups"]))
-            leaves, doc = formulas["leaves"], formulas["doc"]
-            _check_tables(postings, len(paths), len(symbols), leaves, doc)
+            byte_offsets, list_start = lists["byte_offsets"], lists["list_start"]
+            leaves, doc = load_npz_member(folder / "formulas.npz", "leaves"), load_npz_member(folder / "formulas.npz", "doc")
+            size = (folder / "postings.bin").stat().st_size
+            buf = np.memmap(folder / "postings.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
+            byte_offsets = np.ascontiguousarray(byte_offsets, dtype=np.int64) if np.issubdtype(byte_offsets.dtype, np.integer) else byte_offsets
+            list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
+            _check_layout(buf, byte_offsets, list_start, int(lists["n_groups"]))
+            postings = PostingLists(buf, byte_offsets, list_start, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES)
+            _check_tables(postings, paths, leaves, doc)
             return cls(folder, meta, paths, symbols, postings, leaves, doc)
         except MathScoutError:
             raise
@@ -240,4 +307,4 @@ class PathIndex:
     def path_idf(self, token_path: str) -> float:
         """idf of a token path (0 for a path the index has never seen: it cannot match)."""
         tid = self.paths.get(token_path)
-        return float(self.idf[tid]) if tid is not None else 0.0
+        return float(self.list_idf(np.array([tid]))[0]) if tid is not None else 0.0

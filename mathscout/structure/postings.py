@@ -6,8 +6,8 @@ One posting list per token path; its entries are sorted by (formula id, root-end
     then per group: leaf symbol id, fingerprint, number of paths
 
 where a *symbol group* counts the paths of the entry that share leaf symbol and fingerprint. All
-integers are unsigned LEB128 (7 bits a byte). Lists are decoded once, when the index is opened, into
-flat numpy arrays (`DecodedPostings`) that the search kernel reads directly.
+integers are unsigned LEB128 (7 bits a byte). A query's lists are decoded when it needs them (lists.py, every
+read bounds-checked) into flat numpy arrays (`DecodedPostings`) that the search kernel reads directly.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from mathscout.structure import compile_notice  # noqa: F401  (says so when the 
 
 @dataclass(frozen=True)
 class DecodedPostings:
-    """Every posting list, decoded and concatenated in list order.
+    """Posting lists, decoded and concatenated in list order.
 
     List i occupies entries `list_start[i]:list_start[i + 1]`; entry e's symbol groups are
     `sym_start[e]:sym_start[e + 1]` of the `sym_*` arrays.
@@ -122,60 +122,6 @@ def _get_bounded(buf, at, end):
     return -1, -1
 
 
-@numba.njit(cache=True)
-def _decode_lists(buf, byte_offsets, list_start, n_groups):
-    """Decode with every read bounds-checked (a damaged file gives ok = False, never a wild read)."""
-    n_lists = list_start.shape[0] - 1
-    n_entries = list_start[n_lists]
-    fid = np.empty(n_entries, dtype=np.int32)
-    node = np.empty(n_entries, dtype=np.int32)
-    width = np.empty(n_entries, dtype=np.int32)
-    sym_start = np.empty(n_entries + 1, dtype=np.int64)
-    sym = np.empty(n_groups, dtype=np.int32)
-    fp = np.empty(n_groups, dtype=np.int32)
-    count = np.empty(n_groups, dtype=np.int32)
-    limit = np.int64(2**31 - 1)
-    g = 0
-    ok = True
-    for i in range(n_lists):
-        at = byte_offsets[i]
-        end = byte_offsets[i + 1]
-        previous = 0
-        for e in range(list_start[i], list_start[i + 1]):
-            delta, at = _get_bounded(buf, at, end)
-            if at < 0 or previous + delta > limit:
-                return False, fid, node, width, sym_start, sym, fp, count
-            previous += delta
-            fid[e] = previous
-            value, at = _get_bounded(buf, at, end)
-            if at < 0 or value > limit:
-                return False, fid, node, width, sym_start, sym, fp, count
-            node[e] = value
-            value, at = _get_bounded(buf, at, end)
-            if at < 0 or value > limit:
-                return False, fid, node, width, sym_start, sym, fp, count
-            width[e] = value
-            groups, at = _get_bounded(buf, at, end)
-            if at < 0 or groups > n_groups - g:
-                return False, fid, node, width, sym_start, sym, fp, count
-            sym_start[e] = g
-            for _ in range(groups):
-                for column in range(3):
-                    value, at = _get_bounded(buf, at, end)
-                    if at < 0 or value > limit:
-                        return False, fid, node, width, sym_start, sym, fp, count
-                    if column == 0:
-                        sym[g] = value
-                    elif column == 1:
-                        fp[g] = value
-                    else:
-                        count[g] = value
-                g += 1
-    sym_start[n_entries] = g
-    ok = g == n_groups
-    return ok, fid, node, width, sym_start, sym, fp, count
-
-
 class DamagedPostings(ValueError):
     """The posting arrays do not describe a well-formed posting file."""
 
@@ -190,14 +136,3 @@ def _check_layout(buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndar
         raise DamagedPostings("list tables are not increasing")
     if byte_offsets[-1] > len(buf) or n_groups < 0 or list_start[-1] > len(buf) or n_groups > len(buf):
         raise DamagedPostings("list tables point past the posting file")
-
-
-def decode_lists(buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> DecodedPostings:
-    """Decode every list of an encoded posting file (see `encode_lists`); DamagedPostings when it is damaged."""
-    byte_offsets = np.ascontiguousarray(byte_offsets, dtype=np.int64) if np.issubdtype(byte_offsets.dtype, np.integer) else byte_offsets
-    list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
-    _check_layout(buf, byte_offsets, list_start, n_groups)
-    ok, fid, node, width, sym_start, sym, fp, count = _decode_lists(buf, byte_offsets, list_start, np.int64(n_groups))
-    if not ok:
-        raise DamagedPostings("a posting list does not decode")
-    return DecodedPostings(list_start, fid, node, width, sym_start, sym, fp, count)

@@ -60,6 +60,8 @@ class PreparedQuery:
     index_symbols: dict[str, int]
     node_ids: np.ndarray  # query node (root-end id) of each kernel node, by decreasing upper bound
     arrays: tuple
+    tids: np.ndarray  # the index's list ids of the query's lists (kernel list i = tids[i])
+    ix: tuple  # the kernel's index arrays: the query's lists decoded, then the formula table
 
     @property
     def empty(self) -> bool:
@@ -90,8 +92,14 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
     keys = {s: index.symbols.get(s, -1) for s in {p.symbol for p in prefixes}}
     keys.update({s: n_symbols + i for i, s in enumerate(unseen)})
 
+    weights: dict[int, float] = {}
+
     def weight(tid: int) -> float:
-        return float(index.idf[tid]) if path_weights else 1.0
+        if not path_weights:
+            return 1.0
+        if tid not in weights:
+            weights[tid] = float(index.list_idf(np.array([tid]))[0])
+        return weights[tid]
 
     nodes = []
     for m, by_t in group_by_root(prefixes).items():
@@ -125,9 +133,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
         node_rows.append(len(rows))
 
     tids = np.array(list(list_ids), dtype=np.int64)
-    starts = index.postings.list_start
-    list_start = starts[tids] if len(tids) else np.zeros(0, np.int64)
-    list_end = starts[tids + 1] if len(tids) else np.zeros(0, np.int64)
+    postings, list_start, list_end = index.view(tids)  # the query's lists, decoded on demand (lists.py)
     list_weight = np.array([weight(t) for t in tids], dtype=np.float64)
     n_nodes, n_lists = len(nodes), len(tids)
     w_matrix = np.zeros((n_nodes, n_lists), dtype=np.float64)  # W of §4.1.4: w_{m,t} · idf_t
@@ -152,7 +158,23 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
         w_matrix,
     )
     node_ids = np.array([n[1] for n in nodes], dtype=np.int64)
-    return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays)
+    ix = (postings.fid, postings.node, postings.width, postings.sym_start, postings.sym, postings.fp, postings.count,
+          np.asarray(index.leaves), np.asarray(index.doc))
+    return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays, tids, ix)
+
+
+def bind(index: PathIndex, queries: list[PreparedQuery]) -> tuple[tuple, list[tuple]]:
+    """One set of kernel index arrays for several prepared queries (the union of their lists) and each query's
+    kernel arrays re-pointed into it."""
+    union = np.unique(np.concatenate([q.tids for q in queries])) if queries else np.zeros(0, np.int64)
+    postings, start, end = index.view(union)
+    ix = (postings.fid, postings.node, postings.width, postings.sym_start, postings.sym, postings.fp, postings.count,
+          np.asarray(index.leaves), np.asarray(index.doc))
+    bound = []
+    for q in queries:
+        at = np.searchsorted(union, q.tids)
+        bound.append((start[at], end[at]) + tuple(q.arrays[2:]))
+    return ix, bound
 
 
 class StructureSearcher:
@@ -165,9 +187,7 @@ class StructureSearcher:
     def __init__(self, index: PathIndex, eta: float = ETA_ARQMATH, b1: float = B1, b2: float = B2, path_weights: bool = True):
         self.index = index
         self.eta, self.b1, self.b2, self.path_weights = eta, b1, b2, path_weights
-        p = index.postings
-        self._index_arrays = (p.fid, p.node, p.width, p.sym_start, p.sym, p.fp, p.count, index.leaves.astype(np.int64), index.doc.astype(np.int64))
-        max_node = int(p.node.max()) + 1 if len(p.node) else 1
+        max_node = index.lists.max_node + 1  # every decoded node id is checked to be ≤ this (lists.py)
         self._scratch = (
             np.zeros(max_node, dtype=np.float64),  # accumulated width per document node
             np.zeros(max_node, dtype=np.int64),  # touched document nodes
@@ -189,7 +209,7 @@ class StructureSearcher:
         if prepared.empty or k <= 0:
             return []
         theta0 = initial_threshold(initial_threshold_factor, prepared.width, self.eta)
-        out = _search(self._index_arrays, prepared.arrays, self._scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
+        out = _search(prepared.ix, prepared.arrays, self._scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
         return self._hits(prepared, out)
 
     def score_formulas(self, query: str | PreparedQuery, formulas: np.ndarray) -> list[FormulaHit]:
@@ -198,7 +218,7 @@ class StructureSearcher:
         candidates = np.unique(np.asarray(formulas, dtype=np.int64))
         if prepared.empty or len(candidates) == 0:
             return []
-        out = _search(self._index_arrays, prepared.arrays, self._scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
+        out = _search(prepared.ix, prepared.arrays, self._scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
         return self._hits(prepared, out)
 
     def _hits(self, prepared: PreparedQuery, out) -> list[FormulaHit]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import zipfile
 from array import array
 from collections import Counter
 from pathlib import Path
@@ -21,8 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from mathscout.errors import DamagedIndexError, MathScoutError
+from mathscout.structure.lists import load_npz_member
 
 TEXT_FILES = ("text.npz", "text_terms.json.gz")
+SEGMENT_POSTINGS = int(os.environ.get("MATHSCOUT_TEXT_SEGMENT_POSTINGS", 8_000_000))  # buffered postings per segment
 
 
 def _long_to_int4(i: int) -> int:
@@ -78,27 +82,18 @@ class TextLists:
         self.docs = docs
         self.tf = tf
         self.doc_len = doc_len
-        self.norm = np.array([encode_length(int(n)) for n in doc_len], dtype=np.uint8)
+        self.norm = encode_lengths(doc_len)
         self.doc_count = int(len(doc_len))
         self.avgdl = np.float32(float(doc_len.sum()) / max(self.doc_count, 1))
 
     @classmethod
-    def build(cls, documents) -> TextLists:
-        """From (document ordinal order) lists of index terms."""
-        vocabulary: dict[str, int] = {}
-        tids, docs, tfs, lengths = array("i"), array("i"), array("i"), array("i")
-        for ordinal, terms in enumerate(documents):
-            lengths.append(len(terms))
-            for term, count in Counter(terms).items():
-                tids.append(vocabulary.setdefault(term, len(vocabulary)))
-                docs.append(ordinal)
-                tfs.append(count)
-        tid = np.frombuffer(tids, dtype=np.int32)
-        order = np.argsort(tid, kind="stable")  # stable: each list stays in document order
-        term_start = np.zeros(len(vocabulary) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(tid, minlength=len(vocabulary)), out=term_start[1:])
-        return cls(vocabulary, term_start, np.frombuffer(docs, dtype=np.int32)[order].copy(),
-                   np.frombuffer(tfs, dtype=np.int32)[order].copy(), np.frombuffer(lengths, dtype=np.int32).copy())
+    def build(cls, documents, segment_postings: int = SEGMENT_POSTINGS, folder: Path | None = None) -> TextLists:
+        """From (document ordinal order) lists of index terms; with `folder`, postings are flushed there as sorted
+        segments every `segment_postings` and merged on disk into text.npz (memory-mapped back)."""
+        builder = _TextListsBuilder(segment_postings, folder)
+        for terms in documents:
+            builder.add(terms)
+        return builder.finish()
 
     def save(self, folder: Path) -> None:
         np.savez(folder / "text.npz", term_start=self.term_start, docs=self.docs, tf=self.tf, doc_len=self.doc_len)
@@ -112,7 +107,8 @@ class TextLists:
         try:
             data = np.load(folder / "text.npz", allow_pickle=False)
             terms = {t: i for i, t in enumerate(json.loads(gzip.decompress((folder / "text_terms.json.gz").read_bytes())))}
-            term_start, docs, tf, doc_len = data["term_start"], data["docs"], data["tf"], data["doc_len"]
+            term_start, doc_len = data["term_start"], data["doc_len"]
+            docs, tf = load_npz_member(folder / "text.npz", "docs"), load_npz_member(folder / "text.npz", "tf")
             _check_lists(len(terms), term_start, docs, tf, doc_len)
             return cls(terms, term_start, docs, tf, doc_len)
         except MathScoutError:
@@ -143,10 +139,122 @@ class TextLists:
         return docs, scores.astype(np.float64)
 
 
-def build_text_lists(store, folder: Path) -> TextLists:
-    """Text lists of every document of a store (ordinal order), saved into `folder`."""
+def build_text_lists(store, folder: Path, segment_postings: int = SEGMENT_POSTINGS) -> TextLists:
+    """Text lists of every document of a store (ordinal order), saved into `folder` (built in segments)."""
     from retrievers.bm25 import document_terms
 
-    lists = TextLists.build(document_terms(doc) for doc in store.iter_documents())
-    lists.save(Path(folder))
-    return lists
+    return TextLists.build((document_terms(doc) for doc in store.iter_documents()), segment_postings, Path(folder))
+
+
+def encode_lengths(doc_len: np.ndarray) -> np.ndarray:
+    """`encode_length` of every length, vectorised (frexp gives the exact bit length of an integer < 2**53)."""
+    n = np.asarray(doc_len, dtype=np.int64)
+    out = n.copy()
+    big = n >= _NUM_FREE_VALUES
+    i = n[big] - _NUM_FREE_VALUES
+    bits = np.frexp(i.astype(np.float64))[1].astype(np.int64)
+    shift = np.maximum(bits - 4, 0)
+    int4 = np.where(bits < 4, i, ((i >> shift) & 0x07) | ((shift + 1) << 3))
+    out[big] = _NUM_FREE_VALUES + int4
+    return out.astype(np.uint8)
+
+
+class _TextListsBuilder:
+    """Postings buffered in arrays, flushed as term-sorted segments, merged term by term into text.npz (§4.2.2's
+    text level built like the path index: memory bounded by `segment_postings`, not by the collection)."""
+
+    def __init__(self, segment_postings: int, folder: Path | None):
+        self.segment_postings, self.folder = segment_postings, folder
+        self.vocabulary: dict[str, int] = {}
+        self.lengths = array("i")
+        self.segments: list[tuple[Path, np.ndarray]] = []  # (file of (doc, tf) int32 pairs in term order, counts per term)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.tids, self.docs, self.tfs = array("i"), array("i"), array("i")
+
+    def add(self, terms) -> None:
+        ordinal = len(self.lengths)
+        self.lengths.append(len(terms))
+        for term, count in Counter(terms).items():
+            self.tids.append(self.vocabulary.setdefault(term, len(self.vocabulary)))
+            self.docs.append(ordinal)
+            self.tfs.append(count)
+        if self.folder is not None and len(self.tids) >= self.segment_postings:
+            self._flush()
+
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        tid = np.frombuffer(self.tids, dtype=np.int32)
+        order = np.argsort(tid, kind="stable")  # stable: each list stays in document order
+        counts = np.bincount(tid, minlength=len(self.vocabulary)).astype(np.int64)
+        return counts, np.frombuffer(self.docs, dtype=np.int32)[order], np.frombuffer(self.tfs, dtype=np.int32)[order]
+
+    def _flush(self) -> None:
+        counts, docs, tf = self._sorted()
+        path = self.folder / f".text-segment-{len(self.segments):05d}"
+        np.stack([docs, tf], axis=1).astype(np.int32).tofile(path)
+        self.segments.append((path, counts))
+        self._reset()
+
+    def finish(self) -> TextLists:
+        doc_len = np.frombuffer(self.lengths, dtype=np.int32).copy()
+        if not self.segments:
+            counts, docs, tf = self._sorted()
+            term_start = np.zeros(len(self.vocabulary) + 1, dtype=np.int64)
+            np.cumsum(counts, out=term_start[1:])
+            lists = TextLists(self.vocabulary, term_start, docs.copy(), tf.copy(), doc_len)
+            if self.folder is not None:
+                lists.save(self.folder)
+            return lists
+        if len(self.tids):
+            self._flush()
+        n_terms = len(self.vocabulary)
+        counts = np.zeros((len(self.segments), n_terms), dtype=np.int32)
+        for s, (_, c) in enumerate(self.segments):
+            counts[s, :len(c)] = c
+        term_start = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(counts.sum(axis=0), out=term_start[1:])
+        _write_merged(self.folder / "text.npz", self.segments, counts, term_start, doc_len)
+        for path, _ in self.segments:
+            path.unlink()
+        (self.folder / "text_terms.json.gz").write_bytes(gzip.compress(json.dumps(list(self.vocabulary)).encode("utf-8"), compresslevel=6))
+        npz = self.folder / "text.npz"
+        return TextLists(self.vocabulary, term_start, load_npz_member(npz, "docs"), load_npz_member(npz, "tf"), doc_len)
+
+
+def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: np.ndarray, term_start: np.ndarray, doc_len: np.ndarray) -> None:
+    """text.npz with `docs` and `tf` merged from the segments a chunk of terms at a time (np.savez's layout: one
+    uncompressed .npy member per array), so neither array is ever whole in memory."""
+    n_terms = counts.shape[1]
+    seg_start = np.zeros((len(segments), n_terms + 1), dtype=np.int64)
+    np.cumsum(counts, axis=1, out=seg_start[:, 1:])
+    total = int(term_start[-1])
+    chunks, t = [], 0
+    while t < n_terms:  # term ranges of about SEGMENT_POSTINGS postings (a longer list alone)
+        end = int(np.searchsorted(term_start, term_start[t] + SEGMENT_POSTINGS, side="right")) - 1
+        end = min(max(end, t + 1), n_terms)
+        chunks.append((t, end))
+        t = end
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array_ in (("term_start", term_start), ("doc_len", doc_len)):
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, array_, allow_pickle=False)
+        for column, name in ((0, "docs"), (1, "tf")):
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int32)),
+                                                          "fortran_order": False, "shape": (total,)})
+                for a, b in chunks:
+                    out = np.empty(int(term_start[b] - term_start[a]), dtype=np.int32)
+                    base = term_start[a]
+                    placed = np.zeros(b - a, dtype=np.int64)  # postings of each term already placed (earlier segments)
+                    for s, (seg_path, _) in enumerate(segments):
+                        lo, hi = int(seg_start[s, a]), int(seg_start[s, b])
+                        if hi == lo:
+                            continue
+                        part = np.fromfile(seg_path, dtype=np.int32, count=2 * (hi - lo), offset=8 * lo).reshape(-1, 2)[:, column]
+                        sizes = counts[s, a:b]
+                        dest_term = term_start[a:b] - base + placed
+                        dest = np.repeat(dest_term, sizes) + (np.arange(hi - lo) - np.repeat(seg_start[s, a:b] - lo, sizes))
+                        out[dest] = part
+                        placed += sizes
+                    f.write(out.tobytes())

@@ -1,0 +1,357 @@
+"""Cost curves over scale corpora (`mathscout bench scale`): how every cost grows with the collection.
+
+    mathscout bench scale --make --factors 1,2,4 --output DIR [--xml] [--source docs.jsonl]   # make the corpora
+    mathscout bench scale --factors 1,2,4 --output DIR [--queries 100] [--safety 50]          # build, open, query
+
+Corpora: mathscout/scale/corpus.py (copy 0 is the real collection, the others variants of its documents).
+Per factor the index is built the way `mathscout index` builds it, one stage per fresh process so each
+stage's peak RSS is its own (ru_maxrss): the store (ingest), then `--components bm25`, then `--components
+structure` (path index + text lists). Then, in another fresh process: open time and RSS of bm25 and
+structure, query latency p50/p95 at k = 100 and 1,000 for `bm25` and `structure` (Eq. 3.18 over the dev
+topics' words and formulas) and for formula-only structure search (GBP-LEN, per document, ARQMath Task 2
+formulas), and rank safety: GBP-LEN's top k against exhaustive search (ids and scores) on a sample of formulas.
+Each cost's growth exponent b is fitted as cost ∝ formulas^b (least squares in log-log) and written to
+DIR/scale.json with every figure; DIR/scale.png plots them. Extrapolations to 40× are labelled as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MATHSCOUT_SHARED_DATA", REPO.parent / "shared" / "data"))
+TARGET_FACTOR = 40  # the ARQMath collection is ~40× the shared one
+
+
+# ---------------------------------------------------------------- worker side (fresh processes)
+
+
+def _rss() -> dict[str, float]:
+    """Peak and current RSS of this process in MiB (anonymous and file-backed current RSS apart)."""
+    status = {}
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+                status[key] = int(value.split()[0]) / 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"peak_mib": usage.ru_maxrss / 1024, "rss_mib": status.get("VmRSS", 0.0),
+            "anon_mib": status.get("RssAnon", 0.0), "file_mib": status.get("RssFile", 0.0),
+            "cpu_seconds": usage.ru_utime + usage.ru_stime, "load_average": os.getloadavg()[0]}
+
+
+def _worker_store(corpus: Path, index: Path) -> dict:
+    from mathscout.index import builder
+
+    started = time.perf_counter()
+    builder.build_index([corpus], index, store_only=True)
+    return {"seconds": time.perf_counter() - started, **_rss()}
+
+
+def _worker_component(index: Path, name: str) -> dict:
+    from mathscout.index.builder import add_components
+    from mathscout.index.layout import IndexDir
+
+    baseline = _rss()["rss_mib"]
+    started = time.perf_counter()
+    add_components(index, [name])
+    seconds = time.perf_counter() - started
+    stats = IndexDir(index).manifest.components[name]
+    return {"seconds": seconds, "baseline_mib": baseline, "bytes": stats.get("bytes"), "stats": {k: v for k, v in stats.items() if k != "files"}, **_rss()}
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    import numpy as np
+
+    a = np.array(values) * 1000
+    return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)), "mean_ms": float(a.mean()), "n": len(values)}
+
+
+def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
+    import numpy as np
+
+    from evaluation.topics import load_topics
+    from mathscout.errors import QueryError
+    from mathscout.index.layout import IndexDir
+    from mathscout.structure.search import StructureSearcher
+    from retrievers import open_retriever
+
+    from mathscout import java
+
+    java.boot()  # the JVM's start (seconds) is not the index's open time
+    out: dict = {"rss_start": _rss()}
+    started = time.perf_counter()
+    index_dir = IndexDir(index)
+    bm25 = open_retriever(index_dir, "bm25")
+    out["open_bm25_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    structure = open_retriever(index_dir, "structure")
+    out["open_structure_s"] = time.perf_counter() - started
+    out["rss_open"] = _rss()
+    topics = load_topics(DATA / "collection" / "topics.dev.jsonl")[:n_queries]
+    formulas = [t.formula for year in (2020, 2021, 2022)
+                for t in load_topics(DATA / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")]
+    searcher = StructureSearcher(structure.paths)
+    prepared = []
+    for latex in formulas:
+        try:
+            prepared.append(searcher.prepare(latex))
+        except QueryError:
+            pass
+    for q in topics[:3]:  # warm-up: JIT caches, the JVM's first searches
+        bm25.search(q, k=10)
+        structure.search(q, k=10)
+    searcher.search(prepared[0], k=10, per_document=True)
+    out["latency"] = {}
+    for k in (100, 1000):
+        for mode, retriever in (("bm25", bm25), ("structure", structure)):
+            times = []
+            for q in topics:
+                t0 = time.perf_counter()
+                retriever.search(q, k=k)
+                times.append(time.perf_counter() - t0)
+            out["latency"][f"{mode}@{k}"] = _percentiles(times)
+        times = []
+        for latex in formulas:  # formula-only structure search, GBP-LEN (prepare = parse + decode the lists, included)
+            t0 = time.perf_counter()
+            try:
+                searcher.search(searcher.prepare(latex), k=k, per_document=True)
+            except QueryError:
+                continue
+            times.append(time.perf_counter() - t0)
+        out["latency"][f"formula@{k}"] = _percentiles(times)
+    out["rss_queries"] = _rss()
+    safety = {}
+    sample = prepared[:: max(1, len(prepared) // n_safety)][:n_safety]
+    for k in (100, 1000):
+        violations = 0
+        for q in sample:
+            pruned = [(h.formula, h.score) for h in searcher.search(q, k=k, strategy="gbp-len", per_document=True)]
+            exact = [(h.formula, h.score) for h in searcher.search(q, k=k, strategy="exhaustive", per_document=True)]
+            violations += pruned != exact
+        safety[str(k)] = {"queries": len(sample), "violations": violations}
+    out["rank_safety"] = safety
+    out["rss_end"] = _rss()
+    out["cache_mib"] = structure.paths.lists._cached / 2**20
+    return out
+
+
+def _worker(argv: list[str]) -> None:
+    kind = argv[0]
+    if kind == "store":
+        result = _worker_store(Path(argv[1]), Path(argv[2]))
+    elif kind == "component":
+        result = _worker_component(Path(argv[1]), argv[2])
+    else:
+        result = _worker_query(Path(argv[1]), int(argv[2]), int(argv[3]))
+    print("RESULT " + json.dumps(result))
+
+
+# ---------------------------------------------------------------- driver
+
+
+def _run_worker(args: list[str], log: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(log, "a", encoding="utf-8") as err:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--worker", *args], stdout=subprocess.PIPE,
+                              stderr=err, text=True, env=env, cwd=REPO)
+    if done.returncode != 0:
+        raise RuntimeError(f"worker {args} failed ({done.returncode}); see {log}")
+    line = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log: Path) -> dict:
+    from mathscout.index.layout import IndexDir
+
+    shutil.rmtree(index, ignore_errors=True)
+    result: dict = {"build": {}}
+    result["build"]["store"] = _run_worker(["store", str(corpus), str(index)], log)
+    for name in ("bm25", "structure"):
+        result["build"][name] = _run_worker(["component", str(index), name], log)
+    manifest = IndexDir(index).manifest
+    result["documents"], result["formulas"] = manifest.documents, manifest.formulas
+    result["bytes"] = {"store": (index / "store.sqlite").stat().st_size if (index / "store.sqlite").exists() else _size(index) - _size(index / "bm25") - _size(index / "structure"),
+                       "bm25": _size(index / "bm25"), "structure": _size(index / "structure")}
+    result["query"] = _run_worker(["query", str(index), str(n_queries), str(n_safety)], log)
+    return result
+
+
+def fit_exponent(xs: list[float], ys: list[float]) -> float | None:
+    """b of y ∝ x^b by least squares over log-log points (None with fewer than two usable points)."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    var = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / var if var else None
+
+
+def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
+    """Every cost per factor, by name."""
+    costs: dict[str, dict[int, float]] = {}
+
+    def put(name: str, f: int, value) -> None:
+        if value is not None:
+            costs.setdefault(name, {})[f] = float(value)
+
+    for f, r in factors.items():
+        for stage in ("store", "bm25", "structure"):  # a partial factor (a stopped run) may lack some figures
+            put(f"build seconds: {stage}", f, r["build"][stage].get("seconds"))
+            put(f"build CPU seconds: {stage}", f, r["build"][stage].get("cpu_seconds"))
+            put(f"build peak RSS MiB: {stage}", f, r["build"][stage].get("peak_mib"))
+        for part, size in r["bytes"].items():
+            put(f"size MiB: {part}", f, size / 2**20)
+        if r["build"]["structure"].get("cpu_seconds"):
+            put("structure formulas per CPU second", f, r["formulas"] / r["build"]["structure"]["cpu_seconds"])
+        put("structure formulas/s", f, r["formulas"] / r["build"]["structure"]["seconds"])
+        if "query" not in r:
+            continue
+        q = r["query"]
+        put("open seconds: bm25", f, q["open_bm25_s"])
+        put("open seconds: structure", f, q["open_structure_s"])
+        put("query process RSS MiB after open", f, q["rss_open"]["rss_mib"])
+        put("query process anon RSS MiB after queries", f, q["rss_queries"]["anon_mib"])
+        for name, stats in q["latency"].items():
+            put(f"p50 ms: {name}", f, stats["p50_ms"])
+            put(f"p95 ms: {name}", f, stats["p95_ms"])
+    return costs
+
+
+def summarise(factors: dict[int, dict]) -> dict:
+    costs = cost_table(factors)
+    formulas = {f: r["formulas"] for f, r in factors.items()}
+    summary = {}
+    for name, values in costs.items():
+        fs = sorted(values)
+        b = fit_exponent([formulas[f] for f in fs], [values[f] for f in fs])
+        entry = {"values": {str(f): round(values[f], 3) for f in fs}, "exponent": None if b is None else round(b, 3)}
+        if b is not None:
+            base = fs[-1]
+            entry[f"extrapolated_{TARGET_FACTOR}x"] = round(values[base] * (TARGET_FACTOR / base) ** b, 1)
+        summary[name] = entry
+    return summary
+
+
+def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [(("build seconds", "build CPU seconds"), "build time (s): wall and CPU"), (("build peak RSS MiB",), "build peak RSS (MiB)"),
+              (("size MiB",), "index size (MiB)"), (("open seconds",), "open time (s)"), (("p50 ms",), "query p50 (ms)"),
+              (("p95 ms",), "query p95 (ms)")]
+    formulas = {f: r["formulas"] for f, r in factors.items()}
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    for ax, (prefix, title) in zip(axes.flat, groups):
+        for name, entry in summary.items():
+            if not any(name.startswith(p + ":") for p in prefix):
+                continue
+            fs = sorted(int(f) for f in entry["values"])
+            label = ("CPU " if "CPU" in name else "") + name.split(": ", 1)[1] + (f" (b={entry['exponent']:.2f})" if entry["exponent"] is not None else "")
+            ax.plot([formulas[f] for f in fs], [entry["values"][str(f)] for f in fs], marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_xlabel("formulas in the collection")
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle("MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--worker":
+        _worker(argv[1:])
+        return
+    parser = argparse.ArgumentParser(prog="mathscout bench scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--factors", default="1,2,4", help="comma-separated factors of the shared collection")
+    parser.add_argument("--output", type=Path, required=True, help="folder for the corpora, indexes and results")
+    parser.add_argument("--make", action="store_true", help="only make the scale corpora (JSONL.gz, --xml also Posts XML)")
+    parser.add_argument("--xml", action="store_true", help="with --make: also write ARQMath Posts XML")
+    parser.add_argument("--source", type=Path, default=DATA / "collection" / "docs.jsonl", help="the real collection (JSONL)")
+    parser.add_argument("--queries", type=int, default=100, help="dev topics timed per mode and k")
+    parser.add_argument("--safety", type=int, default=50, help="formula queries checked against exhaustive search per k")
+    parser.add_argument("--keep-indexes", action="store_true", help="keep each factor's index (default: removed after measuring)")
+    parser.add_argument("--merge", type=Path, nargs="*", default=None,
+                        help="measure nothing: merge the scale.json of these folders into --output's, then fit, plot, report")
+    args = parser.parse_args(argv)
+    args.output = args.output.resolve()
+    factors = [int(f) for f in args.factors.split(",") if f.strip()]
+    args.output.mkdir(parents=True, exist_ok=True)
+    if args.make:
+        from mathscout.scale.corpus import write_scale_corpus
+
+        for f in factors:
+            started = time.perf_counter()
+            made = write_scale_corpus(args.source, f, args.output, xml=args.xml)
+            print(f"{f}×: {made.documents:,} documents → {made.jsonl}" + (f", {made.xml}" if made.xml else "")
+                  + f" in {time.perf_counter() - started:.1f} s")
+        return
+    results_path = args.output / "scale.json"
+    previous = json.loads(results_path.read_text(encoding="utf-8")) if results_path.exists() else {}
+    measured = {int(f): r for f, r in previous.get("factors", {}).items()}
+    log = args.output / "scale.log"
+    for folder in args.merge or []:
+        other = json.loads((folder.resolve() / "scale.json").read_text(encoding="utf-8"))
+        measured.update({int(f): r for f, r in other.get("factors", {}).items()})
+    if args.merge is not None:
+        factors = []
+        _save(results_path, measured)
+    for f in factors:
+        corpus = args.output / f"scale-{f}x.jsonl.gz"
+        if not corpus.exists():
+            raise SystemExit(f"no corpus {corpus}: make it first with --make --factors {f}")
+        print(f"measuring {f}× …", flush=True)
+        started = time.perf_counter()
+        index = args.output / f"index-{f}x"
+        measured[f] = measure_factor(corpus, index, args.queries, args.safety, log)
+        if not args.keep_indexes:
+            shutil.rmtree(index, ignore_errors=True)
+        print(f"{f}×: {measured[f]['formulas']:,} formulas, measured in {time.perf_counter() - started:.0f} s", flush=True)
+        _save(results_path, measured)
+    summary = summarise(measured)
+    plot(measured, summary, args.output / "scale.png")
+    print(report(measured, summary))
+
+
+def _save(path: Path, measured: dict[int, dict]) -> None:
+    path.write_text(json.dumps({"factors": {str(k): v for k, v in sorted(measured.items())}, "summary": summarise(measured),
+                                "note": f"extrapolated_{TARGET_FACTOR}x values are extrapolations from the fitted "
+                                        "exponents, not measurements"}, indent=2), encoding="utf-8")
+
+
+def report(factors: dict[int, dict], summary: dict) -> str:
+    fs = sorted(factors)
+    lines = ["| cost | " + " | ".join(f"{f}×" for f in fs) + f" | exponent b | {TARGET_FACTOR}× (extrapolated) |",
+             "|---|" + "---|" * (len(fs) + 2)]
+    for name, entry in summary.items():
+        cells = [f"{entry['values'].get(str(f), float('nan')):,.1f}" if str(f) in entry["values"] else "—" for f in fs]
+        b = entry["exponent"]
+        ext = entry.get(f"extrapolated_{TARGET_FACTOR}x")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {'—' if b is None else f'{b:.2f}'} | {'—' if ext is None else f'{ext:,.1f}'} |")
+    safety = "; ".join(f"{f}×: " + ", ".join(f"k={k} {v['violations']}/{v['queries']}" for k, v in factors[f]["query"]["rank_safety"].items())
+                       for f in fs if "query" in factors[f])
+    lines.append(f"\nrank-safety violations (GBP-LEN vs exhaustive, ids and scores): {safety}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Segments of a path index build, flushed to disk and merged on disk (the build's memory stays bounded).
+
+The writer (index.py) encodes its buffered entries as a *segment* whenever they pass a memory budget: a
+posting file in the index's own encoding (postings.py) over the segment's formulas, and a table with one
+row per non-empty list. Segments hold increasing formula ordinals, so list t of the merged index is the
+concatenation of list t of every segment in order; only the first formula-id delta of each segment's part
+changes (it was coded from 0, it becomes the gap to the previous segment's last id of that list). The
+merge streams every segment once, in list order, and writes postings.bin byte for byte as a one-segment
+build would (§4.4.1's layout; one k-way pass over all segments, as Lucene's merge of sorted segments).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+
+ROW = np.dtype([("tid", "<i4"), ("entries", "<i4"), ("first", "<i8"), ("last", "<i8"), ("nbytes", "<i8"), ("src", "<i8")])
+MERGE_ROWS = 1 << 20  # table rows buffered over all segments during a merge (each reads its share at a time)
+OUT_BUFFER = 64 * 2**20  # merged bytes assembled in memory before one write
+COPY_PIECE = 16 * 2**20  # a list larger than OUT_BUFFER is copied in pieces of this size
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One flushed segment: its posting bytes, its list table (ROW records) and its number of symbol groups."""
+
+    postings: Path
+    table: Path
+    groups: int
+
+
+def write_segment(folder: Path, number: int, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray,
+                  first_fid: np.ndarray, last_fid: np.ndarray, groups: int) -> Segment:
+    """Write an encoded segment (`encode_lists` output over all lists known so far) and its non-empty rows."""
+    entries = np.diff(list_start)
+    tids = np.flatnonzero(entries)
+    rows = np.empty(len(tids), dtype=ROW)
+    rows["tid"] = tids
+    rows["entries"] = entries[tids]
+    rows["first"] = first_fid[tids]
+    rows["last"] = last_fid[tids]
+    rows["nbytes"] = np.diff(byte_offsets)[tids]
+    rows["src"] = byte_offsets[tids]
+    segment = Segment(folder / f"segment-{number:05d}.bin", folder / f"segment-{number:05d}.rows", groups)
+    buf.tofile(segment.postings)
+    rows.tofile(segment.table)
+    return segment
+
+
+def varbyte_length(values: np.ndarray) -> np.ndarray:
+    """Bytes of the LEB128 code of each value (≥ 0)."""
+    bits = np.zeros(len(values), dtype=np.int64)
+    v = values.astype(np.int64).copy()
+    while np.any(v >= 128):
+        big = v >= 128
+        bits[big] += 1
+        v[big] >>= 7
+    return bits + 1
+
+
+@numba.njit(cache=True)
+def _scatter(out, src, src_at, nbytes, old_len, new_first, out_at):
+    """Copy each row's list bytes from `src` to `out`, its first formula id re-coded as `new_first`."""
+    for r in range(src_at.shape[0]):
+        at = out_at[r]
+        value = new_first[r]
+        while value >= 128:
+            out[at] = (value & 127) | 128
+            value >>= 7
+            at += 1
+        out[at] = value
+        at += 1
+        start = src_at[r] + old_len[r]
+        end = src_at[r] + nbytes[r]
+        out[at:at + end - start] = src[start:end]
+
+
+class _TableReader:
+    """A segment's rows, read `per_read` at a time (never the whole table)."""
+
+    def __init__(self, segment: Segment, per_read: int):
+        self.path = segment.table
+        self.per_read = per_read
+        self.total = segment.table.stat().st_size // ROW.itemsize
+        self.read = 0
+        self.rows = np.empty(0, dtype=ROW)
+        self.fill()
+
+    def fill(self) -> None:
+        if len(self.rows) < self.per_read // 2 and self.read < self.total:
+            count = min(self.per_read, self.total - self.read)
+            more = np.fromfile(self.path, dtype=ROW, count=count, offset=self.read * ROW.itemsize)
+            self.read += count
+            self.rows = np.concatenate([self.rows, more])
+
+    @property
+    def exhausted(self) -> bool:
+        return not len(self.rows) and self.read >= self.total
+
+    def take_below(self, tid_end: int) -> np.ndarray:
+        n = int(np.searchsorted(self.rows["tid"], tid_end))
+        taken, self.rows = self.rows[:n], self.rows[n:]
+        self.fill()
+        return taken
+
+
+def merge_segments(segments: list[Segment], n_lists: int, target: Path) -> tuple[np.ndarray, np.ndarray, int]:
+    """Merge segments (in formula order) into `target` (postings.bin); returns (byte offsets, list starts, groups)."""
+    per_read = max(1024, MERGE_ROWS // max(len(segments), 1))  # the merge's buffers do not grow with the segment count
+    readers = [_TableReader(s, per_read) for s in segments]
+    sources = [open(s.postings, "rb") for s in segments]
+    out_bytes = np.zeros(n_lists, dtype=np.int64)
+    out_entries = np.zeros(n_lists, dtype=np.int64)
+    try:
+        with open(target, "wb") as out:
+            while not all(r.exhausted for r in readers):
+                # every row with tid < tid_end is in the readers' buffers: each buffer reaches past it or holds the rest
+                tid_end = min(int(r.rows["tid"][-1]) + 1 if r.read < r.total else n_lists for r in readers if not r.exhausted)
+                parts = []
+                for number, reader in enumerate(readers):
+                    rows = reader.take_below(tid_end)
+                    if len(rows):
+                        parts.append((number, rows))
+                _merge_chunk(parts, sources, out, out_bytes, out_entries)
+    finally:
+        for f in sources:
+            f.close()
+    byte_offsets = np.zeros(n_lists + 1, dtype=np.int64)
+    list_start = np.zeros(n_lists + 1, dtype=np.int64)
+    np.cumsum(out_bytes, out=byte_offsets[1:])
+    np.cumsum(out_entries, out=list_start[1:])
+    return byte_offsets, list_start, sum(s.groups for s in segments)
+
+
+def _merge_chunk(parts: list[tuple[int, np.ndarray]], sources, out, out_bytes: np.ndarray, out_entries: np.ndarray) -> None:
+    """Write every list of the chunk (all its rows, from every segment) in (list, segment) order."""
+    if not parts:
+        return
+    rows = np.concatenate([p[1] for p in parts])
+    seg = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int64) for p in parts])
+    order = np.lexsort((seg, rows["tid"]))
+    rows, seg = rows[order], seg[order]
+    tid = rows["tid"].astype(np.int64)
+    same = np.concatenate(([False], tid[1:] == tid[:-1]))
+    previous_last = np.where(same, np.concatenate(([0], rows["last"][:-1])), 0)
+    new_first = rows["first"] - previous_last
+    old_len = varbyte_length(rows["first"])
+    size = rows["nbytes"] - old_len + varbyte_length(new_first)
+    np.add.at(out_bytes, tid, size)
+    np.add.at(out_entries, tid, rows["entries"].astype(np.int64))
+    out_at = np.concatenate(([0], np.cumsum(size)))
+    start = 0
+    while start < len(rows):  # groups of whole lists of at most OUT_BUFFER bytes (a larger list alone)
+        end = int(np.searchsorted(out_at, out_at[start] + OUT_BUFFER, side="right")) - 1
+        end = max(end, start + 1)
+        while end < len(rows) and tid[end] == tid[end - 1]:
+            end += 1
+        total = int(out_at[end] - out_at[start])
+        if total <= OUT_BUFFER:
+            buf = np.empty(total, dtype=np.uint8)
+            for s in np.unique(seg[start:end]):
+                mine = np.flatnonzero(seg[start:end] == s) + start
+                base = int(rows["src"][mine[0]])
+                length = int(rows["src"][mine[-1]] + rows["nbytes"][mine[-1]]) - base
+                src = _read(sources[s], base, length)
+                _scatter(buf, src, rows["src"][mine] - base, rows["nbytes"][mine], old_len[mine], new_first[mine],
+                         out_at[mine] - out_at[start])
+            out.write(buf.tobytes())
+        else:
+            for r in range(start, end):
+                _copy_row(sources[seg[r]], rows[r], int(old_len[r]), int(new_first[r]), out)
+        start = end
+
+
+def _read(f, at: int, length: int) -> np.ndarray:
+    f.seek(at)
+    data = f.read(length)
+    if len(data) != length:
+        raise OSError(f"segment file {f.name} is shorter than its table says")
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _copy_row(f, row, old_len: int, new_first: int, out) -> None:
+    """One large list part: its first id re-coded, the rest copied in COPY_PIECE pieces."""
+    head = bytearray()
+    value = new_first
+    while value >= 128:
+        head.append((value & 127) | 128)
+        value >>= 7
+    head.append(value)
+    out.write(bytes(head))
+    at, end = int(row["src"]) + old_len, int(row["src"] + row["nbytes"])
+    while at < end:
+        piece = _read(f, at, min(COPY_PIECE, end - at))
+        out.write(piece.tobytes())
+        at += len(piece)
+
+
+def remove_segments(segments: list[Segment]) -> None:
+    for s in segments:
+        for path in (s.postings, s.table):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,166 @@
+"""Scale: segmented builds merged on disk give the one-segment index, the index opens without decoding, and
+the scale corpus generator is deterministic, consistent and streams; a full disk leaves no half index."""
+
+from __future__ import annotations
+
+import filecmp
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluation.topics import load_topics
+from mathscout.corpus import IngestReport, make_document, read_corpus
+from mathscout.errors import DamagedIndexError
+from mathscout.scale.corpus import rename_variables, write_scale_corpus
+from mathscout.structure.index import PathIndex, build_path_index
+from mathscout.structure.parser import parse_latex
+from mathscout.structure.paths import path_prefixes
+from mathscout.structure.search import StructureSearcher
+from mathscout.structure.text_lists import TextLists
+from tests.conftest import first_records, formula_triples
+
+N_DOCS = 600
+
+
+@pytest.fixture(scope="module")
+def formulas(shared_data) -> list[tuple[int, int, str]]:
+    return formula_triples(first_records(shared_data, N_DOCS))
+
+
+@pytest.fixture(scope="module")
+def two_builds(formulas, tmp_path_factory) -> tuple[Path, Path]:
+    one, many = tmp_path_factory.mktemp("one-segment"), tmp_path_factory.mktemp("segments")
+    build_path_index(formulas, len(formulas), one, progress=False)
+    build_path_index(formulas, len(formulas), many, progress=False, segment_bytes=64 * 1024)
+    return one, many
+
+
+def test_segments_merged_on_disk_give_the_one_segment_index(two_builds):
+    one, many = two_builds
+    assert json.loads((many / "meta.json").read_text())["segments"] > 10
+    assert not (many / ".segments").exists()
+    for name in ("postings.bin", "lists.npz", "formulas.npz", "symbols.json", "path_hash.npy", "path_tid.npy"):
+        assert filecmp.cmp(one / name, many / name, shallow=False), name
+
+
+def test_same_ranked_ids_and_scores_and_pruning_stays_rank_safe(two_builds, shared_data):
+    one, many = (StructureSearcher(PathIndex.open(p)) for p in two_builds)
+    queries = [t.formula for t in load_topics(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml")][:25]
+    compared = 0
+    for latex in queries:
+        try:
+            a = [(h.formula, h.score) for h in one.search(latex, k=50, per_document=True)]
+        except Exception:
+            continue
+        b = [(h.formula, h.score) for h in many.search(latex, k=50, per_document=True)]
+        exact = [(h.formula, h.score) for h in many.search(latex, k=50, strategy="exhaustive", per_document=True)]
+        assert a == b == exact
+        compared += bool(a)
+    assert compared >= 15
+
+
+def test_open_decodes_nothing_and_a_damaged_list_is_a_clear_error_when_read(two_builds, tmp_path):
+    index = PathIndex.open(two_builds[0])
+    assert isinstance(index.lists.buf, np.memmap) and not index.lists._cache
+    copy = tmp_path / "structure"
+    shutil.copytree(two_builds[0], copy)
+    damaged = PathIndex.open(copy)
+    tid = int(np.argmax(damaged.df))  # the longest list: garble its middle
+    at = (int(damaged.lists.byte_offsets[tid]) + int(damaged.lists.byte_offsets[tid + 1])) // 2
+    data = bytearray((copy / "postings.bin").read_bytes())
+    data[at:at + 64] = b"\xff" * 64
+    (copy / "postings.bin").write_bytes(bytes(data))
+    with pytest.raises(DamagedIndexError, match="postings.bin"):
+        PathIndex.open(copy).view(np.array([tid]))
+
+
+def test_an_index_without_the_hashed_dictionary_still_opens_the_same(two_builds, tmp_path):
+    copy = tmp_path / "old"
+    shutil.copytree(two_builds[0], copy)
+    (copy / "path_hash.npy").unlink()
+    (copy / "path_tid.npy").unlink()
+    meta = json.loads((copy / "meta.json").read_text())
+    del meta["ordinary_entries"]
+    (copy / "meta.json").write_text(json.dumps(meta))
+    new, old = PathIndex.open(two_builds[0]), PathIndex.open(copy)
+    assert old.total_entries == new.total_entries
+    hits = lambda ix: [(h.formula, h.score) for h in StructureSearcher(ix).search("a^2+b^2=c^2", k=20)]
+    assert hits(old) == hits(new) and hits(new)
+
+
+def test_text_lists_built_in_segments_equal_the_one_segment_lists(shared_data, tmp_path):
+    from retrievers.bm25 import document_terms
+
+    docs = [document_terms(make_document(r["id"], r["text"])) for r in first_records(shared_data, N_DOCS)]
+    whole = TextLists.build(docs)
+    TextLists.build(docs, segment_postings=5000, folder=tmp_path)
+    merged = TextLists.open(tmp_path)
+    assert merged.terms == whole.terms
+    for name in ("term_start", "docs", "tf", "doc_len", "norm"):
+        assert np.array_equal(getattr(merged, name), getattr(whole, name)), name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text.npz", "text_terms.json.gz"]
+
+
+def test_renaming_is_consistent_and_keeps_structure():
+    mapping = {"x": "q", "y": "b", "n": "m"}
+    renamed = rename_variables(r"\frac{x+y}{x} = \sum_{n} \text{for x} \mathrm{dx} \operatorname{sin} x", mapping)
+    assert renamed == r"\frac{q+b}{q} = \sum_{m} \text{for x} \mathrm{dx} \operatorname{sin} q"
+    before, after = parse_latex(r"\frac{x+y}{x}").tree, parse_latex(rename_variables(r"\frac{x+y}{x}", mapping)).tree
+    assert [p.token_path for p in path_prefixes(before)] == [p.token_path for p in path_prefixes(after)]
+
+
+def test_scale_corpus_is_deterministic_new_ids_and_reads_back_from_xml(shared_data, tmp_path):
+    source = tmp_path / "source.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in first_records(shared_data, 300)), encoding="utf-8")
+    first = write_scale_corpus(source, 3, tmp_path / "a", xml=True)
+    second = write_scale_corpus(source, 3, tmp_path / "b")
+    assert gzip.open(first.jsonl).read() == gzip.open(second.jsonl).read()
+    records = [json.loads(line) for line in gzip.open(first.jsonl, "rt", encoding="utf-8")]
+    assert len(records) == 900 and len({r["id"] for r in records}) == 900
+    originals = [json.loads(line) for line in open(source, encoding="utf-8")]
+    assert records[:300] == originals  # copy 0 is the real collection
+    changed = sum(r["text"] != o["text"] for r, o in zip(records[300:600], originals))
+    assert changed > 250  # variants, not duplicates
+    assert all(r["source"] == o["source"] for r, o in zip(records[600:], originals))
+    from_jsonl = list(read_corpus([first.jsonl], IngestReport()))
+    report = IngestReport()
+    from_xml = list(read_corpus([first.xml], report))
+    assert report.skipped == 0 and len(from_xml) == 900
+    assert sum(len(d.formulas) for d in from_xml) == sum(len(d.formulas) for d in from_jsonl)
+
+
+def _mount_tmpfs(folder: Path, size: str) -> bool:
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_full_disk_gives_a_clear_error_and_keeps_the_previous_index(small_collection, tmp_path):
+    disk = tmp_path / "disk"
+    if not _mount_tmpfs(disk, "6m"):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        few = tmp_path / "few.jsonl"
+        lines = open(small_collection, encoding="utf-8").readlines()
+        few.write_text("".join(lines[:50]), encoding="utf-8")
+        more = tmp_path / "more.jsonl"
+        more.write_text("".join(lines[:1500]), encoding="utf-8")
+        env = dict(os.environ, MATHSCOUT_SEGMENT_MB="0.25")
+        run = lambda *args: subprocess.run([sys.executable, "-m", "mathscout.cli", *args], capture_output=True, text=True, env=env)
+        index = disk / "idx"
+        assert run("index", "--input", str(few), "--index", str(index), "--components", "structure").returncode == 0
+        before = run("search", "--index", str(index), "--mode", "structure", "--json", "$a^2+b^2=c^2$").stdout
+        failed = run("index", "--input", str(more), "--index", str(index), "--components", "structure")
+        assert failed.returncode == 2 and "is full: free some space" in failed.stderr and "Traceback" not in failed.stderr
+        assert sorted(p.name for p in disk.iterdir() if not p.name.endswith(".lock")) == ["idx"]  # no half index
+        assert run("search", "--index", str(index), "--mode", "structure", "--json", "$a^2+b^2=c^2$").stdout == before
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
