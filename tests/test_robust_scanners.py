@@ -1,8 +1,8 @@
 """Scanners over user text never crash and run in linear time, whatever the text (issue: reliability).
 
 Property-based tests (hypothesis) for the math-span finder, the BM25 tokenizer, the HTML reader and the
-operator-tree parser, and a scaling check: for each hostile pattern, doubling the input must roughly
-double the time (an unclosed delimiter rescanned to the end of the text quadruples it)."""
+operator-tree parser, and a scaling check: for each hostile pattern, four times the input must take about four
+times as long (an unclosed delimiter rescanned to the end of the text takes sixteen times as long)."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def _scan(kind: str, text: str) -> None:
         query_terms(text)
 
 
-def _seconds(kind: str, text: str, repeat: int = 3) -> float:
+def _seconds(kind: str, text: str, repeat: int = 5) -> float:
     best = float("inf")
     for _ in range(repeat):
         started = time.perf_counter()
@@ -115,9 +115,10 @@ def _seconds(kind: str, text: str, repeat: int = 3) -> float:
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_doubling_a_hostile_input_doubles_the_time(name):
+def test_growing_a_hostile_input_grows_the_time_linearly(name):
     unit, kind = HOSTILE[name]
     small = unit * (100_000 // len(unit))
-    t_small, t_large = _seconds(kind, small), _seconds(kind, small * 2)
-    # quadratic scans give 4×; allow noise from a busy machine, and ignore what is too fast to time
-    assert t_large < max(3.0 * t_small, 0.05), f"{name}: {t_small:.3f} s → {t_large:.3f} s"
+    t_small, t_large = _seconds(kind, small), _seconds(kind, small * 4)
+    # 4× the input: a linear scan takes ~4× the time, a quadratic one 16×; the bar sits between the two so that a
+    # busy machine's noise does not fail a linear scanner (best of 5 runs; too fast to time is ignored)
+    assert t_large < max(8.0 * t_small, 0.1), f"{name}: {t_small:.3f} s → {t_large:.3f} s"
