@@ -158,9 +158,13 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
         w_matrix,
     )
     node_ids = np.array([n[1] for n in nodes], dtype=np.int64)
-    ix = (postings.fid, postings.node, postings.width, postings.sym_start, postings.sym, postings.fp, postings.count,
-          np.asarray(index.leaves), np.asarray(index.doc))
-    return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays, tids, ix)
+    return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays, tids, _kernel_index(index, postings))
+
+
+def _kernel_index(index: PathIndex, postings) -> tuple:
+    """The kernels' index arrays: decoded lists, then the formula table."""
+    return (postings.fid, postings.node, postings.width, postings.sym_start, postings.sym, postings.fp, postings.count,
+            np.asarray(index.leaves), np.asarray(index.doc))
 
 
 def bind(index: PathIndex, queries: list[PreparedQuery]) -> tuple[tuple, list[tuple]]:
@@ -168,8 +172,7 @@ def bind(index: PathIndex, queries: list[PreparedQuery]) -> tuple[tuple, list[tu
     kernel arrays re-pointed into it."""
     union = np.unique(np.concatenate([q.tids for q in queries])) if queries else np.zeros(0, np.int64)
     postings, start, end = index.view(union)
-    ix = (postings.fid, postings.node, postings.width, postings.sym_start, postings.sym, postings.fp, postings.count,
-          np.asarray(index.leaves), np.asarray(index.doc))
+    ix = _kernel_index(index, postings)
     bound = []
     for q in queries:
         at = np.searchsorted(union, q.tids)
