@@ -18,7 +18,7 @@ from dataclasses import replace
 from agent.compose import extractive_answer
 from agent.events import AgentEvent, Answer
 from mathscout.question import Question
-from mathscout.render import _explain
+from mathscout.render import explain_hits
 from mathscout.rewrite.compute import compute
 from mathscout.types import Hit
 from retrievers.fusion import fuse
@@ -229,7 +229,7 @@ class OfflinePlanner:
         if question.compute:  # an order to compute: SymPy in the limited worker, shown first
             computation = compute(question.formulas[0], question.compute)
         hits = yield from self.retrieve(question, session, pending, mode=mode, k=k, rerank=rerank)
-        documents = _explain(hits, self.toolbox.index.store, question.text)
+        documents = explain_hits(hits, self.toolbox.index.store, question.text)
         for notice in session.notices[announced:]:
             yield AgentEvent("notice", text=notice)
         text = extractive_answer(question, hits, documents, session.rewrites, session.expansions, computation)

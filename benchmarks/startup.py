@@ -68,7 +68,7 @@ def _row(measure: str, command: list[str], env: dict[str, str], runs: int, targe
 def _warm(index: Path, mode: str, runs: int) -> list[float]:
     """The same search repeated in this process, after a first one that opens everything."""
     from agent.assistant import Assistant
-    from mathscout.searching import SearchRequest, run_search
+    from tools.searching import SearchRequest, run_search
 
     assistant = Assistant(index, use_llm=False)
     request = SearchRequest(QUERY, mode, 10).checked()

@@ -49,7 +49,7 @@ def _open_index(args: argparse.Namespace):
 
 
 def _cmd_search(args: argparse.Namespace) -> None:
-    from mathscout.searching import SearchRequest
+    from tools.searching import SearchRequest
 
     out: TextIO = args.out
     request = SearchRequest(" ".join(args.query), args.mode, args.k, args.rerank, args.rerank_depth)
@@ -91,7 +91,7 @@ class _LocalSearch:
         self._assistant = None
 
     def run(self, request):
-        from mathscout.searching import run_search
+        from tools.searching import run_search
 
         return run_search(request, self.toolbox, self._auto)
 

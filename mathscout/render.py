@@ -6,11 +6,9 @@ shown in bold colour instead.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import NamedTuple, TextIO
@@ -194,7 +192,7 @@ class _Style:
         return "$" + ("… " if start else "") + shown + (" …" if end < len(latex) else "") + "$"
 
 
-def _explain(hits: list[Hit], store: DocumentStore, query: str) -> dict[str, Document]:
+def explain_hits(hits: list[Hit], store: DocumentStore, query: str) -> dict[str, Document]:
     """Fill snippets/formulas that the retriever left empty; return the hits' documents."""
     documents = store.get_many(h.doc_id for h in hits)
     terms = None
@@ -254,16 +252,6 @@ def hits_as_json(hits: list[Hit], documents: Mapping[str, Document]) -> list[dic
         }
         for h in hits
     ]
-
-
-def print_hits(hits: list[Hit], store: DocumentStore, query: str, as_json: bool = False, out: TextIO | None = None) -> None:
-    """Print ranked hits: rank, id, score, title, highlighted snippet and matched formulas (or JSON)."""
-    out = out or sys.stdout
-    records = hits_as_json(hits, _explain(hits, store, query))
-    if as_json:
-        print(json.dumps(records, ensure_ascii=False, indent=2), file=out)
-        return
-    print_hit_records(records, query, out)
 
 
 def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:

@@ -10,6 +10,7 @@ from mathscout.types import Hit, Query
 from mathscout.limits import K
 
 MAX_QUERY_CHARS = 10_000
+EMPTY_QUERY = "the query is empty: type some words and/or a formula like $x^2+1$"
 
 
 def prepare_query(query: str | Query) -> Query:
@@ -17,7 +18,7 @@ def prepare_query(query: str | Query) -> Query:
     q = query if isinstance(query, Query) else Query(id="q", text=query)
     text = q.text or ""
     if not text.strip() and not (q.formula or "").strip():
-        raise QueryError("the query is empty: type some words and/or a formula like $x^2+1$")
+        raise QueryError(EMPTY_QUERY)
     if len(text) > MAX_QUERY_CHARS:
         notice(f"notice: query of {len(text):,} characters truncated to the first {MAX_QUERY_CHARS:,}")
         q = Query(id=q.id, text=text[:MAX_QUERY_CHARS], formula=q.formula)

@@ -18,7 +18,7 @@ from typing import Any
 from agent.events import Expansion, Rewrite
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.render import _explain
+from mathscout.render import explain_hits
 from mathscout.types import Document, Hit, Query
 from retrievers import available_modes, open_retriever
 from retrievers.base import Retriever
@@ -159,7 +159,7 @@ class ToolBox:
     def _search(self, mode: str, query: Query, k: int, explain_query: str) -> ToolOutput:
         retriever = self.retriever(mode)
         hits = [replace(h) for h in retriever.search(query, k=k)]
-        documents = _explain(hits, self.index.store, explain_query)  # snippets/formulas the retriever left out
+        documents = explain_hits(hits, self.index.store, explain_query)  # snippets/formulas the retriever left out
         for rank, hit in enumerate(hits, start=1):
             hit.rank = rank
         return ToolOutput(hit_ids_summary(hits), {"hits": [hit_payload(h, documents) for h in hits]}, hits=hits,

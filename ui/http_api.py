@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from mathscout import __version__
 from mathscout.errors import MathScoutError
-from mathscout.searching import SearchRequest, run_search
+from tools.searching import SearchRequest, run_search
 from ui.chat import AssistantPool
 from ui.login import LoginGuard
 

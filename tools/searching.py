@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from mathscout.errors import MathScoutError
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.limits import K, RERANK_DEPTH, rerank_kind
-from mathscout.render import _explain, hits_as_json
+from mathscout.render import explain_hits, hits_as_json
 from mathscout.types import Hit
+from retrievers.base import EMPTY_QUERY
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class SearchRequest:
     def checked(self) -> SearchRequest:
         """The request with every option checked (mathscout.limits), else MathScoutError with one line."""
         if not isinstance(self.query, str) or not self.query.strip():
-            raise MathScoutError("the query is empty: type some words and/or a formula like $x^2+1$")
+            raise QueryError(EMPTY_QUERY)
         mode = (self.mode or "bm25").strip()
         return SearchRequest(self.query, mode, K.check(self.k), rerank_kind(self.rerank),
                              RERANK_DEPTH.check(self.rerank_depth))
@@ -72,7 +73,7 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
             notices.append(reranker.last_notice)
     else:
         hits = search(request.query, request.k)
-    documents = _explain(hits, toolbox.index.store, request.query)
+    documents = explain_hits(hits, toolbox.index.store, request.query)
     return SearchResult(request.query, request.mode, request.k, request.rerank, hits_as_json(hits, documents),
                         notices, round(time.perf_counter() - started, 3))
 
