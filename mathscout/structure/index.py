@@ -122,7 +122,7 @@ class PathIndexWriter:
         self._leaves[fid] = leaves
         self.report.indexed += 1
         if self._buffered_bytes() >= self.segment_bytes:
-            self._flush_segment(self.target)
+            self._flush_segment()
         return None
 
     def _skip(self, reason: str) -> str:
@@ -164,9 +164,9 @@ class PathIndexWriter:
         self._sym_start = array("q", [0])
         self._sym, self._fp, self._count = array("i"), array("i"), array("i")
 
-    def _flush_segment(self, target: Path) -> None:
+    def _flush_segment(self) -> None:
         """Write the buffered entries as a segment and empty the buffers (bounded build memory)."""
-        folder = target / ".segments"
+        folder = self.target / ".segments"
         folder.mkdir(parents=True, exist_ok=True)
         buf, byte_offsets, list_start, first, last = self._encode()
         self._segments.append(write_segment(folder, len(self._segments), buf, byte_offsets, list_start, first, last, len(self._sym)))
@@ -179,10 +179,10 @@ class PathIndexWriter:
         target.mkdir(parents=True, exist_ok=True)
         if self._segments:
             if len(self._tid):
-                self._flush_segment(target)
+                self._flush_segment()
             byte_offsets, list_start, n_groups = merge_segments(self._segments, len(self._paths), target / "postings.bin")
             remove_segments(self._segments)
-            (target / ".segments").rmdir()
+            (self.target / ".segments").rmdir()
         else:
             buf, byte_offsets, list_start, _, _ = self._encode()
             buf.tofile(target / "postings.bin")
