@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
+from mathscout.index.integrity import FileRecord, record_file, verify_file
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
 from retrievers.base import BaseRetriever, prepare_query
@@ -87,9 +87,9 @@ def save_model(booster, config: RankerConfig, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{MODEL_FILE}.tmp"
     booster.save_model(str(tmp))
-    data = tmp.read_bytes()
     tmp.replace(folder / MODEL_FILE)
-    config.model = {"file": MODEL_FILE, "bytes": len(data), "crc32": zlib.crc32(data)}
+    record = record_file(folder / MODEL_FILE)
+    config.model = {"file": MODEL_FILE, "bytes": record.bytes, "crc32": record.crc32}
     return config.write(folder)
 
 
@@ -107,12 +107,15 @@ class Ranker:
         path = folder / config.model.get("file", MODEL_FILE)
         rebuild = f"retrain with 'mathscout train ranker --index {folder}'"
         try:
+            record = FileRecord.from_json(config.model)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DamagedIndexError(f"{CONFIG_FILE} in {folder} has no usable size and checksum of the ranker model "
+                                    f"({exc}): {rebuild}") from exc
+        verify_file(path, record, rebuild)
+        try:
             data = path.read_bytes()
         except OSError as exc:
-            raise DamagedIndexError(f"the ranker model {path} is missing ({exc}): {rebuild}") from exc
-        if len(data) != config.model.get("bytes") or zlib.crc32(data) != config.model.get("crc32"):
-            raise DamagedIndexError(f"the ranker model {path} is damaged (size or checksum differs from "
-                                    f"{CONFIG_FILE}): {rebuild}")
+            raise DamagedIndexError(f"the ranker model {path} is unreadable ({exc}): {rebuild}") from exc
         lightgbm = lightgbm_module()
         try:
             booster = lightgbm.Booster(model_str=data.decode("utf-8"))
