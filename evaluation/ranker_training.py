@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.candidate_cache import cached_candidates, choose_topics
-from evaluation.measures import compare_runs, evaluate_run, read_qrels
+from evaluation.measures import compare_runs, evaluate_run
 from evaluation.topics import require_train_topics
 from evaluation.tuning import Scorer
 from mathscout.config import SHARED_COLLECTION
@@ -149,7 +149,7 @@ def train(args: argparse.Namespace) -> None:
         if arqmath and args.judged_only:
             judged_only.update(t.id for t in topics)
         candidates += found
-        qrels.update(read_qrels(qrels_path))
+        qrels.update(scorer.qrels)
         scorers.update({t.id: scorer for t in topics})
         sets.append({"topics": str(topics_path), "qrels": str(qrels_path), "count": len(topics), "measure": scorer.measure,
                      "ids": [t.id for t in topics]})
@@ -248,8 +248,9 @@ def write_runs(args: argparse.Namespace) -> None:
     print("\n".join(f"wrote {p}" for p in paths))
     first = {p: next(iter(evaluate_run(p, args.qrels, args.prime).summary.values())) for p in paths[1:]}
     order = sorted(paths[1:], key=lambda p: -first[p])  # the best single retriever on these topics first
-    print(format_comparison(compare_runs([order[0], paths[0], *order[1:]], args.qrels, args.prime)))
-    results = [evaluate_run(p, args.qrels, args.prime) for p in [order[0], paths[0]]]
+    comparison = compare_runs([order[0], paths[0], *order[1:]], args.qrels, args.prime)
+    print(format_comparison(comparison))
+    results = comparison.results[:2]  # the best single retriever and the ranked run, already scored
     print(format_families(results, family_scores(results, lambda t: f"kind: {kinds.get(t, '?')}")))
 
 
