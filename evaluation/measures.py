@@ -270,20 +270,18 @@ def compare_runs(run_paths: Sequence[Path | str], qrels_path: Path | str, prime:
     return Comparison(results=results, p_values=p_values)
 
 
-def scored_topics(qrels: Qrels, spec: MeasureSet, topics_with_relevant: bool = False) -> list[str]:
+def scored_topics(qrels: Qrels, spec: MeasureSet, topics_with_relevant: bool = False,
+                  qrels_name: str = "the qrels") -> list[str]:
     """The topics a mean is over: every assessed topic, or (the older view) those with a relevant document."""
     relevant = [q for q, docs in qrels.items() if any(g >= spec.relevant_grade for g in docs.values())]
     if not relevant:
-        raise MathScoutError(f"no topic of the qrels has a relevant document (grade >= {spec.relevant_grade})")
+        raise MathScoutError(f"no topic of {qrels_name} has a relevant document (grade >= {spec.relevant_grade})")
     return relevant if topics_with_relevant else list(qrels)
 
 
 def _evaluate(run_name: str, run: Run, qrels: Qrels, qrels_name: str, prime: bool, spec: MeasureSet,
               topics_with_relevant: bool = False) -> EvalResult:
-    try:
-        scorable = {q: qrels[q] for q in scored_topics(qrels, spec, topics_with_relevant)}
-    except MathScoutError:
-        raise MathScoutError(f"no topic of {qrels_name} has a relevant document (grade >= {spec.relevant_grade})") from None
+    scorable = {q: qrels[q] for q in scored_topics(qrels, spec, topics_with_relevant, qrels_name)}
     without_relevant = sorted((q for q in scorable if not any(g >= spec.relevant_grade for g in scorable[q].values())),
                               key=topic_order)
     scores = run.scores()
