@@ -33,6 +33,14 @@ TARGET_P50_MS = 300
 TARGET_RANKER_MS = 20  # scoring 100 candidates (features + model)
 
 
+def print_latencies(timings: dict[str, list[float]]) -> None:
+    """p50/p95/mean in milliseconds of each named list of seconds, one line each."""
+    for name, values in timings.items():
+        ms = np.array(values) * 1000
+        print(f"  {name:<16} p50 {np.percentile(ms, 50):8.1f} ms  p95 {np.percentile(ms, 95):8.1f} ms  "
+              f"mean {ms.mean():8.1f} ms")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout bench hybrid", description=__doc__.splitlines()[0])
     parser.add_argument("--index", required=True, type=Path)
@@ -72,10 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{measured} queries from {args.topics.name} (after {WARM_UP} warm-up){f', {unanswered} unanswered' if unanswered else ''}, "
           f"k = {args.k}, single process, components in "
           + ("parallel threads" if hybrid.parallel else "sequence"))
-    for name, values in timings.items():
-        ms = np.array(values) * 1000
-        print(f"  {name:<16} p50 {np.percentile(ms, 50):8.1f} ms  p95 {np.percentile(ms, 95):8.1f} ms  "
-              f"mean {ms.mean():8.1f} ms")
+    print_latencies(timings)
     p50 = float(np.percentile(np.array(timings["hybrid (total)"]) * 1000, 50))
     verdict = "meets" if p50 <= TARGET_P50_MS else "misses"
     print(f"hybrid p50 {p50:.0f} ms {verdict} the target of {TARGET_P50_MS} ms")
@@ -108,10 +113,7 @@ def ranker_latency(index: IndexDir, queries: list, k: int) -> None:
     counts = np.array(timings.pop("candidates"))
     print(f"ranked ({', '.join(ranked.ranker.config.used)}, depth {ranked.ranker.config.depth}): {len(totals)} queries, "
           f"candidates per query p50 {np.percentile(counts, 50):.0f} (max {counts.max():.0f})")
-    for name, values in {**timings, "ranked (total)": totals}.items():
-        ms = np.array(values) * 1000
-        print(f"  {name:<16} p50 {np.percentile(ms, 50):8.1f} ms  p95 {np.percentile(ms, 95):8.1f} ms  "
-              f"mean {ms.mean():8.1f} ms")
+    print_latencies({**timings, "ranked (total)": totals})
     hundred = np.array(per_hundred) * 1000
     verdict = "meets" if np.percentile(hundred, 50) <= TARGET_RANKER_MS else "misses"
     print(f"ranker (features + model) per 100 candidates: p50 {np.percentile(hundred, 50):.1f} ms, p95 "
