@@ -94,7 +94,6 @@ class DocumentStore:
         next_doc = self.count()
         next_formula = self.formula_count()
         docs = formulas = 0
-        pending = 0
         try:
             for doc in documents:
                 try:
@@ -112,10 +111,8 @@ class DocumentStore:
                 )
                 next_formula += len(doc.formulas)
                 formulas += len(doc.formulas)
-                pending += 1
-                if pending >= batch:
+                if docs % batch == 0:
                     self._db.commit()
-                    pending = 0
             self._db.commit()
         except BaseException:
             self._db.rollback()
