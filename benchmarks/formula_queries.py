@@ -65,21 +65,11 @@ def rerendered(latex: str) -> str | None:
     return out if out != latex else None
 
 
-def _subtree_keys(node) -> set[str]:
-    """`tree_key` of every subtree of a parsed formula."""
-    keys, stack = set(), [node]
-    while stack:
-        n = stack.pop()
-        keys.add(tree_key(n))
-        stack.extend(n.children)
-    return keys
-
-
 def subexpression(latex: str) -> str | None:
     """The widest balanced `{…}` argument with at least MIN_LEAVES - 1 leaves that is a sub-tree of the formula's
     operator tree (`\\begin{pmatrix}`, `\\text{such that}` or `x^{n+1}` inside a flattened chain are not)."""
     source = parse_latex(latex).tree
-    subtrees = _subtree_keys(source) if source is not None else set()
+    subtrees = {tree_key(node) for node in source.walk()} if source is not None else set()
     best, stack = None, []
     for i, ch in enumerate(latex):
         if ch == "{" and (i == 0 or latex[i - 1] != "\\"):

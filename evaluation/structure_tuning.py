@@ -67,15 +67,8 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
         prepared = retriever._prepare_all(formulas)
         if max_formulas:
             prepared = sorted(prepared, key=lambda q: -q.width)[:max_formulas]
-        per_formula = []
-        for q in prepared:
-            hits = retriever.searcher.search(q, depth, retriever.strategy, per_document=True)
-            per_formula.append((q.width, {doc_ids[h.doc]: h.score for h in hits}))
+        per_formula, full = _top_lists(retriever, bm25, doc_ids, prepared, query, depth)
         text = {doc_ids[d]: s for d, s in retriever._bm25_scores(words, depth).items()} if words else {}
-        try:
-            full = {h.doc_id: h.score for h in bm25.rank(query, depth)}
-        except QueryError:
-            full = {}
         records[topic.id] = {"formulas": per_formula, "words": text, "full": full, "n_formulas": len(formulas),
                              "kind": query_kind(query)}
         if n % 20 == 0:
@@ -83,6 +76,20 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
     with open(out, "wb") as f:
         pickle.dump({"depth": depth, "topics": records}, f)
     print(f"{len(records)} topics dumped to {out} in {time.perf_counter() - started:.0f} s")
+
+
+def _top_lists(retriever, bm25, doc_ids: list[str], prepared: list, query, depth: int) -> tuple[list, dict]:
+    """One query's dumped lists: each prepared formula's (width, per-document structure top `depth`) and BM25's
+    top `depth` over the whole query ({} when BM25 cannot use it)."""
+    per_formula = []
+    for q in prepared:
+        hits = retriever.searcher.search(q, depth, retriever.strategy, per_document=True)
+        per_formula.append((q.width, {doc_ids[h.doc]: h.score for h in hits}))
+    try:
+        full = {h.doc_id: h.score for h in bm25.rank(query, depth)}
+    except QueryError:
+        full = {}
+    return per_formula, full
 
 
 def _read_dump(path: Path) -> dict:
@@ -182,15 +189,10 @@ def dump_formula_queries(index: Path, sample: int, depth: int, seed: int = 13) -
     for n, q in enumerate(queries):
         qid = f"formula-{q['kind']}-{n}"
         try:
-            prepared = retriever.searcher.prepare(q["latex"])
-            hits = retriever.searcher.search(prepared, depth, retriever.strategy, per_document=True)
-            per_formula = [(prepared.width, {doc_ids[h.doc]: h.score for h in hits})]
+            prepared = [retriever.searcher.prepare(q["latex"])]
         except QueryError:
-            per_formula = []
-        try:
-            full = {h.doc_id: h.score for h in bm25.rank(Query(id=qid, text=f"${q['latex']}$"), depth)}
-        except QueryError:
-            full = {}
+            prepared = []
+        per_formula, full = _top_lists(retriever, bm25, doc_ids, prepared, Query(id=qid, text=f"${q['latex']}$"), depth)
         records[qid] = {"formulas": per_formula, "words": {}, "full": full, "n_formulas": 1, "kind": "formula",
                         "formula_kind": q["kind"]}
         qrels.extend(f"{qid} 0 {encode_doc_id(doc)} 1\n" for doc in q["relevant"])

@@ -213,7 +213,7 @@ class StructureRetriever(BaseRetriever):
         question = {k: v for k, v in (("lambda_m", lambda_m), ("max_formulas", max_formulas), ("text", text)) if v is not None}
         formula = {k: v for k, v in (("lambda_m", formula_lambda_m), ("text", formula_text)) if v is not None}
         self.kind_settings = {kind: replace(setting, **(formula if kind == "formula" else question))
-                              if (formula if kind == "formula" else question) else setting for kind, setting in stored.items()}
+                              for kind, setting in stored.items()}
         mixed, formula_setting = self.kind_settings["mixed"], self.kind_settings["formula"]
         self.lambda_m, self.max_formulas, self.text_part = mixed.lambda_m, mixed.max_formulas, mixed.text
         self.formula_text, self.formula_lambda_m = formula_setting.text, formula_setting.lambda_m
