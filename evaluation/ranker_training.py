@@ -160,9 +160,9 @@ def train(args: argparse.Namespace) -> None:
     vocabulary = Vocabulary.learn(summaries.values())
     names = feature_names(retrievers)
     rows = topic_rows(candidates, qrels, summaries, vocabulary, retrievers, judged_only)
-    scored = [r for r in rows if r.topic in scorers[r.topic].topics]  # topics with something relevant
+    scored = [r for r in rows if r.topic in scorers[r.topic].topics]  # the topics `mathscout eval` averages over
     print(f"{sum(len(r.docs) for r in rows):,} candidate rows × {len(names)} features, {len(rows)} topics "
-          f"({len(scored)} with a relevant document)", flush=True)
+          f"({len(scored)} scored as `mathscout eval` scores them)", flush=True)
 
     def per_topic(results: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
         scores: dict[str, float] = {}
