@@ -1,12 +1,12 @@
 """The MathScout agent: a tool-calling planner over the retrievers.
 
-    from agent import MathScout
+    from mathscout.agent import MathScout
     scout = MathScout()                      # the demo index (built on first use), or MathScout("path/to/index")
     scout.search("sum of $\\frac{1}{n^2}$", mode="structure", k=5)   # -> list[Hit]
     answer = scout.ask("Why is $\\cos^2 x + \\sin^2 x = 1$?")       # -> Answer (text with [doc-id] citations)
     tools = scout.tools                      # LangChain tools for your own agent
 
-Names are imported lazily so that `agent.events` stays light for the modules that only need the contract.
+Names are imported lazily so that `mathscout.agent.events` stays light for the modules that only need the contract.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ __all__ = ["Assistant", "MathScout"]
 
 def __getattr__(name: str):
     if name == "MathScout":
-        from agent.api import MathScout
+        from mathscout.agent.api import MathScout
 
         return MathScout
     if name == "Assistant":
-        from agent.assistant import Assistant
+        from mathscout.agent.assistant import Assistant
 
         return Assistant
     raise AttributeError(f"module 'agent' has no attribute {name!r}")

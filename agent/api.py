@@ -1,6 +1,6 @@
 """The Python API: `MathScout(index)` searches, answers questions and hands out the agent's tools.
 
-    from agent import MathScout
+    from mathscout.agent import MathScout
 
     scout = MathScout()                                  # the demo index, built on first use
     for hit in scout.search("$x^2+y^2=z^2$", mode="structure", k=3):
@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.assistant import Assistant
-from agent.events import AgentEvent, Answer
+from mathscout.agent.assistant import Assistant
+from mathscout.agent.events import AgentEvent, Answer
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
-from tools.session import ToolSession
+from mathscout.tools.session import ToolSession
 
 
 class MathScout:
@@ -54,6 +54,6 @@ class MathScout:
     def tools(self):
         """The LangChain tools this index supports (typed schemas; outputs are JSON citing document ids),
         bound to one new session; e.g. `create_agent(model, scout.tools)`."""
-        from tools import langchain_tools
+        from mathscout.tools import langchain_tools
 
         return langchain_tools(self.session())

@@ -8,17 +8,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.config import LLMConfig
-from agent.events import AgentEvent, Answer
-from agent.llm import LLMAgent, LLMUnavailable
-from agent.offline import OfflinePlanner
+from mathscout.agent.config import LLMConfig
+from mathscout.agent.events import AgentEvent, Answer
+from mathscout.agent.llm import LLMAgent, LLMUnavailable
+from mathscout.agent.offline import OfflinePlanner
 from mathscout.question import read_question
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.limits import AGENT_K, K, rerank_kind
 from mathscout.types import Hit
-from tools.session import ToolSession
-from tools.toolbox import ToolBox
+from mathscout.tools.session import ToolSession
+from mathscout.tools.toolbox import ToolBox
 
 
 def _open_index(index: IndexDir | Path | str | None) -> IndexDir:

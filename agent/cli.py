@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent.events import AgentEvent, Answer
+from mathscout.agent.events import AgentEvent, Answer
 from mathscout.limits import AGENT_K, K, RERANKERS, rerank_argument
 from mathscout.notices import quiet
 
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> None:
     if args.server:
         _ask_server(args, question, out)
         return
-    from agent.assistant import Assistant
+    from mathscout.agent.assistant import Assistant
     from mathscout.rewrite.pool import default_pool
 
     default_pool()  # the SymPy worker starts importing now, beside the JVM and the kernels

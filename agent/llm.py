@@ -12,14 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from agent.compose import check_citations
-from agent.config import LLMConfig
-from agent.events import AgentEvent, Answer
-from agent.prompts import load_prompt, user_prompt
+from mathscout.agent.compose import check_citations
+from mathscout.agent.config import LLMConfig
+from mathscout.agent.events import AgentEvent, Answer
+from mathscout.agent.prompts import load_prompt, user_prompt
 from mathscout.question import Question
 from mathscout.markup import sanitize_answer
 from mathscout.types import Hit
-from tools.session import ToolSession
+from mathscout.tools.session import ToolSession
 
 MAX_STEPS = 10  # model turns per question (each may call several tools)
 MODE_TOOLS = {  # explicit search modes: the tools the model may use
@@ -84,7 +84,7 @@ class LLMAgent:
                           streaming=True)
 
     def tools_for(self, session: ToolSession, mode: str):
-        from tools import langchain_tools
+        from mathscout.tools import langchain_tools
 
         if mode == "auto":
             return langchain_tools(session)

@@ -15,15 +15,15 @@ import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
 
-from agent.compose import extractive_answer
-from agent.events import AgentEvent, Answer
+from mathscout.agent.compose import extractive_answer
+from mathscout.agent.events import AgentEvent, Answer
 from mathscout.question import Question
 from mathscout.render import explain_hits
 from mathscout.rewrite.compute import compute
 from mathscout.types import Hit
-from retrievers.fusion import fuse
-from tools.session import ToolSession
-from tools.toolbox import ToolBox, ToolOutput
+from mathscout.retrievers.fusion import fuse
+from mathscout.tools.session import ToolSession
+from mathscout.tools.toolbox import ToolBox, ToolOutput
 
 REWRITE_WEIGHT = 0.9  # an equivalent form's hits count slightly less than the formula as asked
 # the math run's weight in the final math/text fusion (Eq. 5.20), per text retriever, tuned on dev topics 101-200 of

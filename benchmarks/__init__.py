@@ -10,17 +10,17 @@ import importlib
 from mathscout.errors import MathScoutError
 
 BENCHMARKS = {
-    "parse": ("benchmarks.parse_rate", "LaTeX parse rate and speed: MathScout's OPT parser vs pya0"),
-    "bm25": ("benchmarks.bm25", "BM25 build and query latency: MathScout math-aware vs pyserini raw text"),
-    "structure": ("benchmarks.structure_search", "structure search latency: exhaustive, MaxRef, GBP-NUM, GBP-LEN vs pya0"),
-    "hybrid": ("benchmarks.hybrid", "hybrid (MABOWDOR) search latency: p50/p95 per component and fused, full collection"),
-    "rewrite": ("benchmarks.rewrite_equivalence", "formula-equivalence test: recall@10 of structure search with and without SymPy rewriting"),
-    "formulas": ("benchmarks.formula_queries", "formula-only queries by kind (renamed, re-rendered, transformed, sub-expression): nDCG@10 of BM25 and structure search, untuned and question-tuned"),
-    "types": ("benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
-    "agent": ("benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
-    "startup": ("benchmarks.startup", "command-line start-up: --help, a search in a new process (bm25, structure, auto), warm, through --server, kernel compilation; against the targets"),
-    "scale": ("benchmarks.scale", "scale corpora (--make) and cost curves per factor: build time and peak RSS per component, size, open time, query p50/p95, rank safety"),
-    "ui-load": ("benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),
+    "parse": ("mathscout.benchmarks.parse_rate", "LaTeX parse rate and speed: MathScout's OPT parser vs pya0"),
+    "bm25": ("mathscout.benchmarks.bm25", "BM25 build and query latency: MathScout math-aware vs pyserini raw text"),
+    "structure": ("mathscout.benchmarks.structure_search", "structure search latency: exhaustive, MaxRef, GBP-NUM, GBP-LEN vs pya0"),
+    "hybrid": ("mathscout.benchmarks.hybrid", "hybrid (MABOWDOR) search latency: p50/p95 per component and fused, full collection"),
+    "rewrite": ("mathscout.benchmarks.rewrite_equivalence", "formula-equivalence test: recall@10 of structure search with and without SymPy rewriting"),
+    "formulas": ("mathscout.benchmarks.formula_queries", "formula-only queries by kind (renamed, re-rendered, transformed, sub-expression): nDCG@10 of BM25 and structure search, untuned and question-tuned"),
+    "types": ("mathscout.benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
+    "agent": ("mathscout.benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
+    "startup": ("mathscout.benchmarks.startup", "command-line start-up: --help, a search in a new process (bm25, structure, auto), warm, through --server, kernel compilation; against the targets"),
+    "scale": ("mathscout.benchmarks.scale", "scale corpora (--make) and cost curves per factor: build time and peak RSS per component, size, open time, query p50/p95, rank safety"),
+    "ui-load": ("mathscout.benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),
 }
 
 

@@ -17,7 +17,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from agent.assistant import Assistant
+from mathscout.agent.assistant import Assistant
 from mathscout.config import DEMO_CORPUS, default_index_path, ensure_demo_index
 
 EXAMPLES = DEMO_CORPUS.parent / "demo_examples.json"
@@ -31,7 +31,7 @@ def _percentile(values: list[float], q: float) -> float:
 def _questions(args) -> list[tuple[str, str, set[str]]]:
     """(id, question, expected ids) — topics from a file, or the demo examples."""
     if args.topics:
-        from evaluation.topics import load_topics
+        from mathscout.evaluation.topics import load_topics
 
         topics = load_topics(args.topics)[: args.limit]
         return [(t.id, f"${t.formula}$" if t.formula and not t.text.strip() else t.text, set()) for t in topics]
@@ -79,9 +79,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _compare(assistant: Assistant, questions, runs, args) -> None:
-    from evaluation.measures import compare_runs
-    from evaluation.report import format_comparison
-    from evaluation.runs import write_run
+    from mathscout.evaluation.measures import compare_runs
+    from mathscout.evaluation.report import format_comparison
+    from mathscout.evaluation.runs import write_run
 
     baseline = assistant.toolbox.retriever(args.baseline)
     base_runs = {qid: baseline.search(question, k=args.k) for qid, question, _ in questions}

@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from evaluation.topics import load_topics
+from mathscout.evaluation.topics import load_topics
 from mathscout import java
 from mathscout.index.builder import build_index
-from retrievers.registry import open_retriever
+from mathscout.retrievers.registry import open_retriever
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

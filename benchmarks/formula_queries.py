@@ -34,7 +34,7 @@ from mathscout.rewrite import equivalent_forms
 from mathscout.rewrite.canonical import tree_key
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count
-from retrievers import open_retriever
+from mathscout.retrievers import open_retriever
 
 MIN_LEAVES, MAX_LEAVES, MAX_CHARS = 5, 30, 200
 MAX_DOCS = 10  # formulas held by more documents are too common to be a target

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.topics import load_topics
+from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
-from retrievers.base import prepare_query
-from retrievers.fusion import FusedRetriever, describe_weights
-from retrievers.registry import open_retriever
+from mathscout.retrievers.base import prepare_query
+from mathscout.retrievers.fusion import FusedRetriever, describe_weights
+from mathscout.retrievers.registry import open_retriever
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WARM_UP = 2
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     p50 = float(np.percentile(np.array(timings["hybrid (total)"]) * 1000, 50))
     verdict = "meets" if p50 <= TARGET_P50_MS else "misses"
     print(f"hybrid p50 {p50:.0f} ms {verdict} the target of {TARGET_P50_MS} ms")
-    from retrievers.ranked import has_ranker
+    from mathscout.retrievers.ranked import has_ranker
 
     if has_ranker(index):
         ranker_latency(index, queries, args.k)

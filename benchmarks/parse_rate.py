@@ -1,6 +1,6 @@
 """Parse-rate report: MathScout's OPT parser vs pya0 (Approach Zero) on real formulas.
 
-    python -m benchmarks.parse_rate [--limit N] [--no-pya0]
+    python -m mathscout.benchmarks.parse_rate [--limit N] [--no-pya0]
 
 Formulas: every formula of the shared collection (docs.jsonl, extracted with `mathscout.corpus.find_math`)
 and every ARQMath Task 2 topic formula 2020–2022 (`<Latex>` elements). For each parser: complete-parse %,

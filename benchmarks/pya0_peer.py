@@ -4,8 +4,8 @@ Build-or-reuse a pya0 index of a document set, and search it with formula and ke
 structure benchmark and the effectiveness runs compare MathScout with the original engine on the same
 documents (see ../shared/PEERS.md for the API facts).
 
-    python -m benchmarks.pya0_peer build --docs ../shared/data/collection/docs.jsonl --out /work/cache/pya0/full
-    python -m benchmarks.pya0_peer run --index DIR --topics TOPICS --k 1000 --output RUN.trec
+    python -m mathscout.benchmarks.pya0_peer build --docs ../shared/data/collection/docs.jsonl --out /work/cache/pya0/full
+    python -m mathscout.benchmarks.pya0_peer run --index DIR --topics TOPICS --k 1000 --output RUN.trec
 
 Documents: math found by `mathscout.corpus.find_math` goes inside `[imath]…[/imath]`; prose is reduced to
 MathScout's own index terms (lower-cased, stopped, Porter-stemmed: `word_terms`), and queries get the same
@@ -313,8 +313,8 @@ def write_run(index: Path, topics_path: Path, k: int, output: Path, max_formulas
               max_keywords: int = 0, df_index: Path | None = None) -> None:
     """Run pya0 over topics and write a TREC run (tag `pya0`); prints mean latency. With `max_keywords`, the
     rarest terms are kept (document frequencies from a MathScout index's text lists, else query order)."""
-    from evaluation.runs import encode_doc_id
-    from evaluation.topics import load_topics
+    from mathscout.evaluation.runs import encode_doc_id
+    from mathscout.evaluation.topics import load_topics
 
     df = None
     if df_index is not None:

@@ -36,8 +36,8 @@ from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.rewrite.canonical import tree_key
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Query
-from retrievers.rewrite import MIN_FORM_LEAVES, REWRITE_WEIGHT, StructureRewriteRetriever
-from retrievers.structure import StructureRetriever
+from mathscout.retrievers.rewrite import MIN_FORM_LEAVES, REWRITE_WEIGHT, StructureRewriteRetriever
+from mathscout.retrievers.structure import StructureRetriever
 
 MIN_LEAVES, MAX_LEAVES = 4, 30
 MAX_CHARS = 200

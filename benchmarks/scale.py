@@ -79,11 +79,11 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     import numpy as np
 
-    from evaluation.topics import load_topics
+    from mathscout.evaluation.topics import load_topics
     from mathscout.errors import QueryError
     from mathscout.index.layout import IndexDir
     from mathscout.structure.search import StructureSearcher
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     from mathscout import java
 
@@ -162,7 +162,7 @@ def _worker(argv: list[str]) -> None:
 def _run_worker(args: list[str], log: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(log, "a", encoding="utf-8") as err:
-        done = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--worker", *args], stdout=subprocess.PIPE,
+        done = subprocess.run([sys.executable, "-m", "mathscout.benchmarks.scale", "--worker", *args], stdout=subprocess.PIPE,
                               stderr=err, text=True, env=env, cwd=REPO)
     if done.returncode != 0:
         raise RuntimeError(f"worker {args} failed ({done.returncode}); see {log}")

@@ -67,8 +67,8 @@ def _row(measure: str, command: list[str], env: dict[str, str], runs: int, targe
 
 def _warm(index: Path, mode: str, runs: int) -> list[float]:
     """The same search repeated in this process, after a first one that opens everything."""
-    from agent.assistant import Assistant
-    from tools.searching import SearchRequest, run_search
+    from mathscout.agent.assistant import Assistant
+    from mathscout.tools.searching import SearchRequest, run_search
 
     assistant = Assistant(index, use_llm=False)
     request = SearchRequest(QUERY, mode, 10).checked()
@@ -83,7 +83,7 @@ def _warm(index: Path, mode: str, runs: int) -> list[float]:
 
 
 def _through_server(index: Path, env: dict[str, str], runs: int) -> Row:
-    from benchmarks.ui_load import start_server
+    from mathscout.benchmarks.ui_load import start_server
 
     with tempfile.TemporaryDirectory(prefix="mathscout-startup-") as tmp:
         server, url = start_server(index, Path(tmp))

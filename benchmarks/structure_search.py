@@ -10,7 +10,7 @@ both systems see the same cache state. Our latency includes parsing the query; p
 
 Systems: exhaustive, MaxRef, GBP-NUM, GBP-LEN (ours, `StructureSearcher`) and pya0 0.3.7 (Approach Zero's
 C engine, optional `peers` extra) over the same documents: `--pya0-index` reuses a pya0 index built by
-`benchmarks.pya0_peer` when it holds exactly the index's documents, and builds one otherwise (≈ 30 min
+`mathscout.benchmarks.pya0_peer` when it holds exactly the index's documents, and builds one otherwise (≈ 30 min
 for the whole shared collection; keep it outside the repository). Both return documents ranked by their
 best formula (pya0's formula-only search is document-level); `--per-formula` ranks our formulas instead.
 Every pruned top-k is compared with the exhaustive top-k (ids and scores). Latencies are printed as
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.topics import load_topics
+from mathscout.evaluation.topics import load_topics
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.structure.index import PathIndex
@@ -65,7 +65,7 @@ def load_query_sets(data: Path) -> dict[str, list[tuple[str, str]]]:
 def _open_pya0(args, index_path: Path):
     if args.no_pya0:
         return None
-    from benchmarks import pya0_peer
+    from mathscout.benchmarks import pya0_peer
 
     try:
         import pya0  # noqa: F401

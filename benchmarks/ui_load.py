@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mathscout.errors import MathScoutError
-from ui.app import example_questions
+from mathscout.ui.app import example_questions
 
 _TAG = re.compile(r"session-(\d+)")
 MAX_SESSIONS = 100  # the load is bounded: it always stops by itself

@@ -1,6 +1,6 @@
 """First-stage candidates of many topics, generated once and kept on disk (a rerun reads them back for free).
 
-    python -m evaluation.candidate_cache --index DIR --topics T [--qrels Q --sample N] --out FILE.pkl
+    python -m mathscout.evaluation.candidate_cache --index DIR --topics T [--qrels Q --sample N] --out FILE.pkl
 
 A cache records the index, the retrievers (wanted and served) and the depth it was made with; a cache made
 with other retrievers (e.g. before the index got a dense component) or another depth is refused, so features
@@ -16,12 +16,12 @@ import random
 import time
 from pathlib import Path
 
-from evaluation.measures import read_qrels
-from evaluation.topics import load_topics
+from mathscout.evaluation.measures import read_qrels
+from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Query
-from retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates, usable_retrievers
+from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates, usable_retrievers
 
 CHUNK = 50  # topics between two saves
 
@@ -74,7 +74,7 @@ def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.candidate_cache", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m mathscout.evaluation.candidate_cache", description=__doc__.splitlines()[0])
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--topics", type=Path, required=True)
     parser.add_argument("--qrels", type=Path, help="only the topics these qrels judge")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from scipy.stats import ttest_rel
 
-from evaluation.measures import SIGNIFICANCE_LEVEL, EvalResult, topic_order
-from evaluation.tuning import topic_type
+from mathscout.evaluation.measures import SIGNIFICANCE_LEVEL, EvalResult, topic_order
+from mathscout.evaluation.tuning import topic_type
 
 ALL = "all topics"
 

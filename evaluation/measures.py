@@ -25,7 +25,7 @@ import ir_measures
 from ir_measures import AP, RR, Bpref, P, R, nDCG
 from scipy.stats import ttest_rel
 
-from evaluation.runs import Run, read_run
+from mathscout.evaluation.runs import Run, read_run
 from mathscout.errors import MathScoutError
 
 SIGNIFICANCE_LEVEL = 0.05

@@ -27,18 +27,18 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.candidate_cache import cached_candidates, choose_topics
-from evaluation.measures import compare_runs, evaluate_run
-from evaluation.topics import require_train_topics
-from evaluation.tuning import Scorer
+from mathscout.evaluation.candidate_cache import cached_candidates, choose_topics
+from mathscout.evaluation.measures import compare_runs, evaluate_run
+from mathscout.evaluation.topics import require_train_topics
+from mathscout.evaluation.tuning import Scorer
 from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
-from retrievers.candidates import DEPTH, RETRIEVERS, Candidates, usable_retrievers
-from retrievers.features import CATEGORICAL, Vocabulary, feature_matrix, feature_names
-from retrievers.ranked import TAIL, Ranker, RankerConfig, lightgbm_module, ranked_hits, save_model, with_tail
-from retrievers.registry import open_retriever
+from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, Candidates, usable_retrievers
+from mathscout.retrievers.features import CATEGORICAL, Vocabulary, feature_matrix, feature_names
+from mathscout.retrievers.ranked import TAIL, Ranker, RankerConfig, lightgbm_module, ranked_hits, save_model, with_tail
+from mathscout.retrievers.registry import open_retriever
 
 FOLDS = 5
 SEED = 0
@@ -218,9 +218,9 @@ def train(args: argparse.Namespace) -> None:
 
 def write_runs(args: argparse.Namespace) -> None:
     """The ranked run and every retriever's run for a topic set (from cached candidates), then their scores."""
-    from evaluation.families import family_scores, format_families
-    from evaluation.report import format_comparison
-    from evaluation.runs import write_run
+    from mathscout.evaluation.families import family_scores, format_families
+    from mathscout.evaluation.report import format_comparison
+    from mathscout.evaluation.runs import write_run
 
     index = IndexDir(args.index)
     ranker = Ranker.load(RankerConfig.folder(index, args.ranker))

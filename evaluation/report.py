@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluation.measures import SIGNIFICANCE_LEVEL, Comparison, EvalResult, topic_order
+from mathscout.evaluation.measures import SIGNIFICANCE_LEVEL, Comparison, EvalResult, topic_order
 
 
 def format_evaluation(result: EvalResult, per_topic: bool = False) -> str:

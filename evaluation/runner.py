@@ -8,13 +8,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluation.runs import format_run_lines, format_task2_lines, write_lines, write_run
-from evaluation.topics import load_topics
+from mathscout.evaluation.runs import format_run_lines, format_task2_lines, write_lines, write_run
+from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
 from mathscout.limits import K, RERANK_DEPTH
-from retrievers.registry import open_retriever
+from mathscout.retrievers.registry import open_retriever
 
 
 def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str,
@@ -22,7 +22,7 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
                rerank: str | None = None, rerank_depth: int = 10, first_stage: Path | str | None = None) -> str:
     """Search each topic (top `k`) with the `mode` retriever and write `output`; returns a summary line.
 
-    `rerank` (a `retrievers.rerank.open_reranker` kind) reorders each topic's top `rerank_depth` hits;
+    `rerank` (a `mathscout.retrievers.rerank.open_reranker` kind) reorders each topic's top `rerank_depth` hits;
     `first_stage` (a run file) replaces the `mode` search by that run's rankings (rerank a stored run).
 
     A topic whose search fails is reported on stderr and left out of the run; if every topic fails,
@@ -38,7 +38,7 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
     except TypeError as exc:  # an option the mode does not take
         raise MathScoutError(f"mode '{mode}' does not accept these options {sorted(options or {})}: {exc}") from exc
     if rerank:
-        from retrievers.rerank import Reranked, open_reranker
+        from mathscout.retrievers.rerank import Reranked, open_reranker
 
         retriever = Reranked(retriever, open_reranker(rerank, store=index.store), rerank_depth)
     results: dict[str, list[Hit]] = {}
@@ -112,7 +112,7 @@ class RunRetriever:
     """A stored run as a Retriever (PyTerrier's run-as-transformer): each topic gets the run's ranking."""
 
     def __init__(self, path: Path | str, index: IndexDir):
-        from evaluation.runs import read_run
+        from mathscout.evaluation.runs import read_run
 
         self.run = read_run(path)
         self.name = f"run:{Path(path).name}"

@@ -16,7 +16,7 @@ terms). A run from the dump is the same arithmetic as `StructureRetriever._fused
 outside a list), so `mathscout run --mode structure --set lambda_m=… --set max_formulas=… --set depth=…`
 reproduces it. Tuning picks the best setting on a topic set (use train topics, never dev).
 
-`fit` picks one setting per query kind (`retrievers.structure.QUERY_KINDS`, the planner's classification): for
+`fit` picks one setting per query kind (`mathscout.retrievers.structure.QUERY_KINDS`, the planner's classification): for
 questions with words and formulas, and for questions with words only, on the train topics of that kind; for
 formula-only queries on formula queries made from the collection's formulas (`mathscout bench formulas`' four
 kinds, source formulas drawn only from the *fitting* half of the documents; the reporting half stays unseen),
@@ -36,19 +36,19 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluation.measures import evaluate_run, read_qrels
-from evaluation.topics import load_topics, require_train_topics
+from mathscout.evaluation.measures import evaluate_run, read_qrels
+from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.structure.scoring import LAMBDA_M, math_text_score
-from retrievers.base import prepare_query
+from mathscout.retrievers.base import prepare_query
 
 
 def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0, seed: int = 13,
          max_formulas: int = 0, qrels: Path | None = None) -> None:
-    from retrievers.bm25 import BM25Retriever
-    from retrievers.structure import StructureRetriever, _split, query_kind
+    from mathscout.retrievers.bm25 import BM25Retriever
+    from mathscout.retrievers.structure import StructureRetriever, _split, query_kind
 
     retriever = StructureRetriever(IndexDir(index), depth=depth, max_formulas=0)
     bm25 = BM25Retriever(IndexDir(index))
@@ -99,7 +99,7 @@ def _read_dump(path: Path) -> dict:
 
 def _with_kinds(records: dict, topics_path: Path) -> dict:
     """Records of dumps written before query kinds were recorded get them from their topics."""
-    from retrievers.structure import query_kind
+    from mathscout.retrievers.structure import query_kind
 
     missing = {tid for tid, r in records.items() if "kind" not in r}
     if missing:
@@ -124,7 +124,7 @@ def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "word
 
 
 def write_run(records: dict, path: Path, tag: str, **options) -> None:
-    from evaluation.runs import encode_doc_id
+    from mathscout.evaluation.runs import encode_doc_id
 
     with open(path, "w", encoding="utf-8") as out:
         for topic_id, record in records.items():
@@ -173,10 +173,10 @@ def dump_formula_queries(index: Path, sample: int, depth: int, seed: int = 13) -
     """Formula-only queries of the four kinds (`mathscout bench formulas`) made from the *fitting* half of the
     documents, dumped like topics (structure top `depth` and BM25 over the whole query), and their qrels lines
     (relevant: the documents holding the source formula's operator tree)."""
-    from benchmarks.formula_queries import build_queries
-    from evaluation.runs import encode_doc_id
-    from retrievers.bm25 import BM25Retriever
-    from retrievers.structure import StructureRetriever
+    from mathscout.benchmarks.formula_queries import build_queries
+    from mathscout.evaluation.runs import encode_doc_id
+    from mathscout.retrievers.bm25 import BM25Retriever
+    from mathscout.retrievers.structure import StructureRetriever
     from mathscout.types import Query
 
     index_dir = IndexDir(index)
@@ -202,7 +202,7 @@ def dump_formula_queries(index: Path, sample: int, depth: int, seed: int = 13) -
 
 def _current(index: Path) -> dict[str, dict]:
     """The setting each kind has now (stored, or the structure mode's defaults) as a grid entry."""
-    from retrievers.structure import StructureRetriever
+    from mathscout.retrievers.structure import StructureRetriever
 
     settings = StructureRetriever(IndexDir(index)).kind_settings
     return {kind: {"lambda_m": s.lambda_m, "max_formulas": s.max_formulas, "text": s.text} for kind, s in settings.items()}
@@ -252,7 +252,7 @@ def store(index: Path, best: dict, measure: str, value: float, topics: int, sour
           kinds: dict[str, KindFit] | None = None) -> Path:
     """Keep the tuned setting with the index: the structure mode uses it from now on (the top level is the setting
     of questions with words and formulas; `kinds` one per query kind)."""
-    from retrievers.structure import StructureSettings
+    from mathscout.retrievers.structure import StructureSettings
 
     require_train_topics(Path(source), what="tuning")
     stored_kinds = {fit.kind: {**fit.best, "tuned_on": fit.tuned_on, "queries": fit.queries, "measure": fit.measure,

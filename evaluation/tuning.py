@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import ttest_rel
 
-from evaluation.measures import MeasureSet, _evaluate, choose_measure_set, read_qrels, scored_topics, topic_order
-from evaluation.runs import Run, RunEntry, read_run, write_run
+from mathscout.evaluation.measures import MeasureSet, _evaluate, choose_measure_set, read_qrels, scored_topics, topic_order
+from mathscout.evaluation.runs import Run, RunEntry, read_run, write_run
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
-from retrievers.fusion import DEPTH, METHODS, FusionConfig, Ranking, TopicMatrix, describe_weights, method
+from mathscout.retrievers.fusion import DEPTH, METHODS, FusionConfig, Ranking, TopicMatrix, describe_weights, method
 
 FOLDS = 5
 SEED = 0
@@ -231,7 +231,7 @@ def _headroom(best_run: str, best_score: float, cv: CrossValidation) -> str:
 
 def _check_servable(index: IndexDir, names: list[str]) -> None:
     """The hybrid mode of `index` must be able to open every weighted run's retriever (runs are named by mode)."""
-    from retrievers.registry import available_modes
+    from mathscout.retrievers.registry import available_modes
 
     modes = available_modes()
     for name in names:

@@ -1,3 +1,22 @@
-"""MathScout core: corpus ingestion, LaTeX handling, index directories and the command line."""
+"""MathScout: math-aware retrieval and a tool-using assistant over math Q&A.
+
+    from mathscout import MathScout
+    scout = MathScout()                      # the demo index (built on first use), or MathScout("path/to/index")
+    scout.search("sum of $\\frac{1}{n^2}$", mode="structure", k=5)   # -> list[Hit]
+    answer = scout.ask("Why is $\\cos^2 x + \\sin^2 x = 1$?")       # -> Answer (text with [doc-id] citations)
+
+`mathscout` is the only top-level import name: the project's folders `agent/`, `retrievers/`, `tools/`,
+`ui/`, `evaluation/`, `benchmarks/` and `prompts/` are its subpackages `mathscout.agent`, … (symbolic links
+in this folder; see the README's "Layout"). `MathScout` is imported lazily so that `import mathscout` stays light.
+"""
 
 __version__ = "0.1.0"
+__all__ = ["MathScout", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "MathScout":
+        from mathscout.agent.api import MathScout
+
+        return MathScout
+    raise AttributeError(f"module 'mathscout' has no attribute {name!r}")

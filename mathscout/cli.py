@@ -49,7 +49,7 @@ def _open_index(args: argparse.Namespace):
 
 
 def _cmd_search(args: argparse.Namespace) -> None:
-    from tools.searching import SearchRequest
+    from mathscout.tools.searching import SearchRequest
 
     out: TextIO = args.out
     request = SearchRequest(" ".join(args.query), args.mode, args.k, args.rerank, args.rerank_depth)
@@ -84,20 +84,20 @@ class _LocalSearch:
     """Searches of one index in this process (retrievers and rerankers opened once, by a ToolBox)."""
 
     def __init__(self, args: argparse.Namespace):
-        from tools.toolbox import ToolBox
+        from mathscout.tools.toolbox import ToolBox
 
         self.index = _open_index(args)
         self.toolbox = ToolBox(self.index)
         self._assistant = None
 
     def run(self, request):
-        from tools.searching import run_search
+        from mathscout.tools.searching import run_search
 
         return run_search(request, self.toolbox, self._auto)
 
     def _auto(self, query: str, k: int):
         if self._assistant is None:
-            from agent.assistant import Assistant
+            from mathscout.agent.assistant import Assistant
             from mathscout.rewrite.pool import default_pool
 
             default_pool()  # the SymPy worker starts importing now, beside the JVM and the kernels (≈ 1.5 s sooner)
@@ -180,12 +180,12 @@ def _prompt_command(line: str, settings, as_json: bool, modes: list[str]):
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from evaluation.runner import run_topics
+    from mathscout.evaluation.runner import run_topics
 
     index = _open_index(args)
     options = dict(_option(o) for o in args.set or [])
     if getattr(args, "task", 1) == 2:
-        from evaluation.runner import run_task2
+        from mathscout.evaluation.runner import run_task2
 
         print(run_task2(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options))
         return
@@ -195,11 +195,11 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> None:
-    from evaluation.measures import compare_runs, evaluate_run
-    from evaluation.report import format_comparison, format_evaluation
+    from mathscout.evaluation.measures import compare_runs, evaluate_run
+    from mathscout.evaluation.report import format_comparison, format_evaluation
 
     if args.by_family:
-        from evaluation.families import families_json, family_scores, format_families
+        from mathscout.evaluation.families import families_json, family_scores, format_families
 
         results = [evaluate_run(run, args.qrels, prime=args.prime, measure_set=args.measures,
                                 topics_with_relevant=args.topics_with_relevant) for run in args.run]
@@ -217,18 +217,18 @@ def _cmd_eval(args: argparse.Namespace) -> None:
 
 
 def _cmd_bench(args: argparse.Namespace) -> None:
-    from benchmarks import run_benchmark
+    from mathscout.benchmarks import run_benchmark
 
     run_benchmark(args.name, args.rest)
 
 
 # `mathscout train NAME …`: each trainer is a module with `main(argv)`; issues add theirs here.
 TRAINERS = {
-    "types": ("retrievers.types", "type dictionary detection + word2vec type embeddings into an index (adds 'types')"),
+    "types": ("mathscout.retrievers.types", "type dictionary detection + word2vec type embeddings into an index (adds 'types')"),
     "dense": ("mathscout.dense.train", "contrastive fine-tuning of the bi-encoder on the train topics"),
-    "structure": ("evaluation.structure_tuning", "Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index (structure.json)"),
-    "fusion": ("evaluation.tuning", "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)"),
-    "ranker": ("evaluation.ranker_training", "LambdaMART (LightGBM) over the retrievers' candidates, k-fold CV over train topics, stored with an index (ranker.json)"),
+    "structure": ("mathscout.evaluation.structure_tuning", "Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index (structure.json)"),
+    "fusion": ("mathscout.evaluation.tuning", "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)"),
+    "ranker": ("mathscout.evaluation.ranker_training", "LambdaMART (LightGBM) over the retrievers' candidates, k-fold CV over train topics, stored with an index (ranker.json)"),
 }
 
 
@@ -242,7 +242,7 @@ def _cmd_train(args: argparse.Namespace) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> None:
-    from ui.app import serve
+    from mathscout.ui.app import serve
 
     serve(args.index or [], host=args.host, port=args.port, public=args.public, share=args.share,
           auth=args.auth or os.environ.get("MATHSCOUT_AUTH"), use_llm=False if args.no_llm else None)
@@ -365,7 +365,7 @@ def _add_serve(sub, common: argparse.ArgumentParser) -> None:
 
 
 def _add_ask(sub, common: argparse.ArgumentParser) -> None:
-    from agent.cli import add_parser
+    from mathscout.agent.cli import add_parser
 
     add_parser(sub, common)
 

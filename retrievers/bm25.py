@@ -27,8 +27,8 @@ from mathscout.latex.tokens import analyze, formula_terms, is_math_term, query_t
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
-from retrievers.base import BaseRetriever, prepare_query
-from retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.registry import ModeSpec, register_mode
 
 FIELD = "contents"
 INDEX_THREADS = 2

@@ -24,8 +24,8 @@ from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
 from mathscout.question import read_question  # the planner's classifier of question kinds
 from mathscout.types import Hit, Query
-from retrievers.base import prepare_query
-from retrievers.registry import available_modes, open_retriever
+from mathscout.retrievers.base import prepare_query
+from mathscout.retrievers.registry import available_modes, open_retriever
 
 # First-stage retrievers a ranker may use, in feature order (each one's features are flagged missing when the
 # index lacks it). structure-rewrite is left out: 5× the cost of structure per query (README, issue 5).

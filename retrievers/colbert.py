@@ -33,9 +33,9 @@ from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
-from retrievers.base import BaseRetriever
-from retrievers.dense import load_faiss, open_encoder
-from retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.base import BaseRetriever
+from mathscout.retrievers.dense import load_faiss, open_encoder
+from mathscout.retrievers.registry import ModeSpec, register_mode
 
 PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
 TRAIN_SAMPLE_PER_LIST = 40

@@ -28,8 +28,8 @@ from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.limits import EF_SEARCH, PASSAGES
-from retrievers.base import BaseRetriever, prepare_query
-from retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.registry import ModeSpec, register_mode
 
 FT_ENV = "MATHSCOUT_DENSE_FT_MODEL"
 SEARCH_KINDS = ("flat", "hnsw")

@@ -25,7 +25,7 @@ which side of each split missing values go), and a flag says why it is missing.
 | `d.length` | document | characters of text |
 | `d.formulas` | document | formulas in the document |
 
-R ranges over `retrievers.candidates.RETRIEVERS` (bm25, structure, dense, dense-ft, colbert, types): the
+R ranges over `mathscout.retrievers.candidates.RETRIEVERS` (bm25, structure, dense, dense-ft, colbert, types): the
 ColBERT score is its MaxSim, the types score its type-expanded BM25. Not features (and why): title BM25 (the
 store keeps no titles for this collection), whether a SymPy-equivalent form matched (structure-rewrite costs
 5× structure search per query), and a separate type-overlap count (the types retriever's score is one).
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mathscout.store import DocumentSummary
-from retrievers.candidates import RETRIEVERS, Candidates
+from mathscout.retrievers.candidates import RETRIEVERS, Candidates
 
 NAN = float("nan")
 PER_RETRIEVER = ("score", "rank", "score_max", "zscore", "found")

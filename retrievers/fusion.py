@@ -31,8 +31,8 @@ from mathscout.notices import notice
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
-from retrievers.base import BaseRetriever, Retriever, prepare_query
-from retrievers.registry import ModeSpec, available_modes, open_retriever, register_mode
+from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
+from mathscout.retrievers.registry import ModeSpec, available_modes, open_retriever, register_mode
 
 Ranking = dict[str, float]  # document id → score for one query, best first
 DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Table 5.6)

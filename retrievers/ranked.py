@@ -24,10 +24,10 @@ from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutErro
 from mathscout.index.integrity import FileRecord, record_file, verify_file
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
-from retrievers.base import BaseRetriever, prepare_query
-from retrievers.candidates import CandidateGenerator, Candidates, usable_retrievers
-from retrievers.features import Vocabulary, feature_matrix, feature_names
-from retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.candidates import CandidateGenerator, Candidates, usable_retrievers
+from mathscout.retrievers.features import Vocabulary, feature_matrix, feature_names
+from mathscout.retrievers.registry import ModeSpec, register_mode
 
 CONFIG_FILE = "ranker.json"
 MODEL_FILE = "ranker.lgb.txt"

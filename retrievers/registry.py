@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
-from retrievers.base import Retriever
+from mathscout.retrievers.base import Retriever
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,11 @@ def register_mode(spec: ModeSpec) -> None:
 # the module that registers each built-in mode: opening one mode imports only its module (a bm25 search
 # never loads numba, scipy or the dense code); listing the modes imports them all
 BUILTIN_MODES = {
-    "bm25": "retrievers.bm25", "structure": "retrievers.structure", "types": "retrievers.types",
-    "types2x": "retrievers.types", "rm3": "retrievers.types", "hybrid": "retrievers.fusion",
-    "splade": "retrievers.splade", "dense": "retrievers.dense", "dense-ft": "retrievers.dense",
-    "colbert": "retrievers.colbert", "scm": "retrievers.soft_cosine", "structure-rewrite": "retrievers.rewrite",
-    "ranked": "retrievers.ranked",
+    "bm25": "mathscout.retrievers.bm25", "structure": "mathscout.retrievers.structure", "types": "mathscout.retrievers.types",
+    "types2x": "mathscout.retrievers.types", "rm3": "mathscout.retrievers.types", "hybrid": "mathscout.retrievers.fusion",
+    "splade": "mathscout.retrievers.splade", "dense": "mathscout.retrievers.dense", "dense-ft": "mathscout.retrievers.dense",
+    "colbert": "mathscout.retrievers.colbert", "scm": "mathscout.retrievers.soft_cosine", "structure-rewrite": "mathscout.retrievers.rewrite",
+    "ranked": "mathscout.retrievers.ranked",
 }
 
 

@@ -27,7 +27,7 @@ from mathscout.notices import notice
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit, Query
 from mathscout.limits import RERANK_DEPTH
-from retrievers.base import BaseRetriever, Retriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
 
 PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
 MAX_PASSAGE_CHARS = 2000  # text embedded per hit (MiniLM reads 256 word pieces; the rest is ignored anyway)

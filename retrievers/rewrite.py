@@ -26,9 +26,9 @@ from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import B2, length_penalty, symbol_factor
 from mathscout.structure.search import FormulaHit
 from mathscout.types import Hit, Query
-from retrievers.base import BaseRetriever, prepare_query
-from retrievers.registry import ModeSpec, register_mode
-from retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split, highlight_weights, query_kind
+from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split, highlight_weights, query_kind
 
 # A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
 # (Eq. 3.14 at S'_sym = b2, §3.2.1 α-equivalence), never more: renamed-variable matches of what the user wrote stay

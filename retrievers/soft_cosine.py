@@ -34,9 +34,9 @@ from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.types_expansion.embeddings import train_word2vec
-from retrievers.base import BaseRetriever, prepare_query
-from retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, document_terms, query_index_terms
-from retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, document_terms, query_index_terms
+from mathscout.retrievers.registry import ModeSpec, register_mode
 
 TERMS, DOCUMENTS, SIMILARITY, NORMS = "terms.json", "documents.npz", "similarity.npz", "norms.npz"
 MIN_DOCUMENTS, MAX_TERMS = 2, 100_000  # "removing all tokens that occurred less than twice … 100,000 most frequent"

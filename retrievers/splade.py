@@ -24,8 +24,8 @@ from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
-from retrievers.base import BaseRetriever
-from retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.base import BaseRetriever
+from mathscout.retrievers.registry import ModeSpec, register_mode
 
 MODEL_ENV = "MATHSCOUT_SPLADE_MODEL"
 MAX_DOC_TOKENS = 512

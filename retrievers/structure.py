@@ -42,8 +42,8 @@ from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearc
 from mathscout.structure.text_lists import TextLists, build_text_lists
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Formula, Hit, MatchedFormula, Query
-from retrievers.base import BaseRetriever, prepare_query
-from retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.registry import ModeSpec, register_mode
 
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
 SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout train structure`
@@ -357,7 +357,7 @@ class StructureRetriever(BaseRetriever):
     def _bm25_retriever(self):
         """The index's BM25 retriever, opened on first use (the JVM starts only when words are searched)."""
         if self._bm25 is None:
-            from retrievers.bm25 import BM25Retriever
+            from mathscout.retrievers.bm25 import BM25Retriever
 
             self._bm25 = BM25Retriever(self.index)
         return self._bm25

@@ -31,9 +31,9 @@ from mathscout.types_expansion.detect import TypeDetector, read_terms
 from mathscout.types_expansion.dictionary import SHARED_PLANETMATH
 from mathscout.types_expansion.embeddings import EPOCHS, MIN_COUNT, VECTOR_SIZE, WINDOW, WORKERS, train_type_embeddings
 from mathscout.types_expansion.expand import NEIGHBOURS, TYPE_BOOST, ExpandedQuery, expand_query, load_type_model
-from retrievers.base import BaseRetriever, prepare_query
-from retrievers.bm25 import BM25Retriever
-from retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.bm25 import BM25Retriever
+from mathscout.retrievers.registry import ModeSpec, register_mode
 
 TYPE_INDEX = "lucene"
 FIELD = "contents"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import MANIFEST, IndexDir
-from retrievers import open_retriever
+from mathscout.retrievers import open_retriever
 
 QUERY = "prove that $a^2+b^2=c^2$ for a right triangle"
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from agent.assistant import Assistant
-from agent.config import LLMConfig
+from mathscout.agent.assistant import Assistant
+from mathscout.agent.config import LLMConfig
 from tests.agent_data import DIRICHLET, INJECTION, INJECTION_ID, SQRT_PRODUCT, SUM_OF_SQUARES, SUM_OF_SQUARES_DOC, tiny_index
 from tests.fake_openai import ChatRequest, Fault, FakeOpenAI, RawToolCalls, Slow, Text, ToolCalls
 

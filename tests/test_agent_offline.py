@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from agent.assistant import Assistant
-from agent.compose import check_citations
-from agent.offline import max_fusion
+from mathscout.agent.assistant import Assistant
+from mathscout.agent.compose import check_citations
+from mathscout.agent.offline import max_fusion
 from mathscout.question import read_question
 from mathscout.types import Hit
 from tests.agent_data import (
@@ -23,7 +23,7 @@ from tests.agent_data import (
     SUM_OF_SQUARES_DOC,
     tiny_index,
 )
-from tools import ToolBox, ToolSession, langchain_tools
+from mathscout.tools import ToolBox, ToolSession, langchain_tools
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +215,7 @@ def test_cli_ask_streams_the_answer_and_prints_the_trace(index, capsys):
 
 
 def test_python_api(index):
-    from agent import MathScout
+    from mathscout.agent import MathScout
 
     scout = MathScout(index, use_llm=False)
     hits = scout.search(f"${SUM_OF_SQUARES}$", mode="structure", k=3)

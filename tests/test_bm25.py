@@ -9,8 +9,8 @@ from mathscout.index import IndexDir
 from mathscout.index.builder import build_index
 from mathscout.index.components import ComponentSpec, register_component
 from mathscout.types import Query
-from retrievers import open_retriever
-from retrievers.bm25 import MAX_QUERY_TERMS, BM25Retriever
+from mathscout.retrievers import open_retriever
+from mathscout.retrievers.bm25 import MAX_QUERY_TERMS, BM25Retriever
 
 KNOWN_TOPIC = "mse:math.stackexchange.com:67198"  # "Does ∫ sin x / x dx have an improper Riemann integral?"
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from agent.assistant import Assistant
-from agent.compose import find_citations
+from mathscout.agent.assistant import Assistant
+from mathscout.agent.compose import find_citations
 from mathscout.question import read_question
 from mathscout.rewrite.compute import compute
 
@@ -79,7 +79,7 @@ def test_user_text_is_never_evaluated_as_python():
 
 
 def test_each_hit_of_the_answer_says_what_its_score_is(assistant):
-    from agent.cli import answer_json
+    from mathscout.agent.cli import answer_json
 
     record = answer_json(assistant.ask("simplify $\\frac{x^2-1}{x-1}$", k=3))
     explained = [hit["score_explained"] for hit in record["hits"]]
@@ -90,7 +90,7 @@ def test_each_hit_of_the_answer_says_what_its_score_is(assistant):
 
 def test_search_scores_say_what_they_are(tiny_index):
     from mathscout.render import explain_score
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     bm25 = open_retriever(tiny_index, "bm25").search("integral of $x^2$", k=1)[0]
     assert explain_score(bm25) == f"bm25 {bm25.score:.3g} = Okapi BM25, words + math tokens"

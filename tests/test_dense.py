@@ -18,7 +18,7 @@ from mathscout.dense.model import load_sentence_model, model_input_text, render_
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Query
-from retrievers.registry import open_retriever
+from mathscout.retrievers.registry import open_retriever
 from tests.conftest import DENSE_DISTRACTORS as DISTRACTORS, DENSE_TOPICS as TOPICS, FORMULA_ONLY  # noqa: F401
 
 

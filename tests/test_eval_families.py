@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from evaluation.families import ALL, families_json, family_scores, format_families
-from evaluation.measures import evaluate_run, read_qrels
-from evaluation.runs import write_run
+from mathscout.evaluation.families import ALL, families_json, family_scores, format_families
+from mathscout.evaluation.measures import evaluate_run, read_qrels
+from mathscout.evaluation.runs import write_run
 from mathscout.types import Hit
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.measures import compare_runs, evaluate_run, read_qrels
-from evaluation.report import format_comparison, format_evaluation
-from evaluation.runs import read_run, write_run
-from evaluation.topics import load_topics
+from mathscout.evaluation.measures import compare_runs, evaluate_run, read_qrels
+from mathscout.evaluation.report import format_comparison, format_evaluation
+from mathscout.evaluation.runs import read_run, write_run
+from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit, Query
-from retrievers.base import BaseRetriever
+from mathscout.retrievers.base import BaseRetriever
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -360,7 +360,7 @@ class _FakeRetriever(BaseRetriever):
 
 
 def test_run_topics_skips_failing_topics_and_summarises(tmp_path, monkeypatch, capsys):
-    import evaluation.runner as runner
+    import mathscout.evaluation.runner as runner
 
     monkeypatch.setattr(runner, "open_retriever", lambda index, mode: _FakeRetriever())
     topics = tmp_path / "topics.jsonl"
@@ -375,7 +375,7 @@ def test_run_topics_skips_failing_topics_and_summarises(tmp_path, monkeypatch, c
 
 
 def test_mathscout_run_then_eval_on_the_small_index(request, shared_data, dev_topic_ids, tmp_path):
-    pytest.importorskip("retrievers.bm25")
+    pytest.importorskip("mathscout.retrievers.bm25")
     small_index = request.getfixturevalue("small_index")  # built only once BM25 exists
     wanted = set(dev_topic_ids[:10])
     topics = tmp_path / "topics.jsonl"

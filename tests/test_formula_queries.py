@@ -17,8 +17,8 @@ from mathscout.index.layout import IndexDir
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count
 from mathscout.types import Query
-from retrievers import open_retriever
-from retrievers.rewrite import REWRITE_WEIGHT
+from mathscout.retrievers import open_retriever
+from mathscout.retrievers.rewrite import REWRITE_WEIGHT
 
 QUESTION_TUNED = {"lambda_m": 0.1, "max_formulas": 0, "text": "full", "tuned_on": "train topics (test)"}
 _LETTER = re.compile(r"(?<![\\A-Za-z])([a-z])(?![A-Za-z])")

@@ -8,14 +8,14 @@ import shutil
 import numpy as np
 import pytest
 
-from evaluation.runs import read_run, write_run
-from evaluation.topics import load_topics
-from evaluation.tuning import GridSearch, Scorer, cross_validate, weight_grid
+from mathscout.evaluation.runs import read_run, write_run
+from mathscout.evaluation.topics import load_topics
+from mathscout.evaluation.tuning import GridSearch, Scorer, cross_validate, weight_grid
 from mathscout.cli import main as cli
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
-from retrievers import open_retriever
-from retrievers.fusion import FusedRetriever, FusionConfig, Stage, fuse, fuse_runs
+from mathscout.retrievers import open_retriever
+from mathscout.retrievers.fusion import FusedRetriever, FusionConfig, Stage, fuse, fuse_runs
 
 A = {"d1": 10.0, "d2": 8.0, "d3": 6.0}
 B = {"d2": 0.9, "d4": 0.5, "d1": 0.1}
@@ -180,7 +180,7 @@ def tiny_splade_checkpoint(tmp_path_factory):
 
 
 def test_splade_needs_a_local_checkpoint(monkeypatch):
-    from retrievers.splade import model_path
+    from mathscout.retrievers.splade import model_path
 
     monkeypatch.delenv("MATHSCOUT_SPLADE_MODEL", raising=False)
     with pytest.raises(MathScoutError, match="none ships with MathScout"):

@@ -274,7 +274,7 @@ def test_highlight_spans_cover_matched_leaves():
 
 # --- real data ------------------------------------------------------------------------------------------
 def test_real_collection_formulas_parse_completely(shared_data):
-    from benchmarks.parse_rate import collection_formulas
+    from mathscout.benchmarks.parse_rate import collection_formulas
 
     formulas = list(collection_formulas(shared_data / "collection" / "docs.jsonl", limit=1000))
     assert len(formulas) > 5000

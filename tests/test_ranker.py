@@ -10,12 +10,12 @@ import shutil
 import numpy as np
 import pytest
 
-from evaluation.measures import compare_runs
+from mathscout.evaluation.measures import compare_runs
 from mathscout.index.layout import IndexDir
 from mathscout.types import Query
-from retrievers.candidates import CandidateGenerator
-from retrievers.features import FEATURES, PER_RETRIEVER, Vocabulary, feature_matrix
-from retrievers.ranked import CONFIG_FILE, MODEL_FILE
+from mathscout.retrievers.candidates import CandidateGenerator
+from mathscout.retrievers.features import FEATURES, PER_RETRIEVER, Vocabulary, feature_matrix
+from mathscout.retrievers.ranked import CONFIG_FILE, MODEL_FILE
 from tests.cli_helpers import one_line_error, run_cli
 
 pytest.importorskip("lightgbm")
@@ -132,7 +132,7 @@ def test_dense_and_colbert_features_are_present_when_the_index_has_them(dense_in
 
 
 def test_the_assistant_plans_with_the_ranker_when_the_index_has_one(trained):
-    from agent.assistant import Assistant
+    from mathscout.agent.assistant import Assistant
 
     assistant = Assistant(trained[0], use_llm=False)
     assert assistant.toolbox.text_mode() == "ranked" and "ranked" in assistant.modes()

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.measures import evaluate_run
-from evaluation.runs import write_run
-from evaluation.topics import load_topics
-from retrievers import open_retriever
+from mathscout.evaluation.measures import evaluate_run
+from mathscout.evaluation.runs import write_run
+from mathscout.evaluation.topics import load_topics
+from mathscout.retrievers import open_retriever
 
 # measured on the small index (60 dev topics, k = 1000); update together with docs/reproductions.md
 SMALL_INDEX_NDCG10 = {"bm25": 0.536, "structure": 0.370}

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mathscout.types import Hit, Query
-from retrievers.rerank import (
+from mathscout.retrievers.rerank import (
     EmbeddingReranker,
     LLMListwiseReranker,
     OpenAIEmbeddingReranker,
@@ -182,8 +182,8 @@ def test_open_reranker_chooses_by_configuration(monkeypatch):
 
 
 def test_batch_run_reranks_a_stored_first_stage_within_the_depth(small_index, shared_data, dev_topic_ids, tmp_path):
-    from evaluation.runner import run_topics
-    from evaluation.runs import read_run
+    from mathscout.evaluation.runner import run_topics
+    from mathscout.evaluation.runs import read_run
     from mathscout.index.layout import IndexDir
 
     topics = tmp_path / "topics.jsonl"

@@ -111,7 +111,7 @@ def test_expand_blow_up_is_stopped_with_a_notice(pool):
 
 @pytest.fixture(scope="module")
 def rewrite_retriever(small_index):
-    from retrievers.registry import open_retriever
+    from mathscout.retrievers.registry import open_retriever
 
     return open_retriever(small_index, "structure-rewrite")
 
@@ -120,7 +120,7 @@ def test_structure_rewrite_finds_a_document_written_in_another_form(rewrite_retr
     """Answer 48131 writes $(x-a)^{2}$; queried expanded, it is found through the factored form."""
     from mathscout.index.layout import IndexDir
     from mathscout.types import Query
-    from retrievers.structure import StructureRetriever
+    from mathscout.retrievers.structure import StructureRetriever
 
     target = "48131"
     query = Query(id="q", text="", formula="x^2 - 2ax + a^2")

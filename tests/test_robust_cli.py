@@ -91,8 +91,8 @@ def test_bad_command_line_is_one_clear_line(name, files, tmp_path):
 
 
 def test_the_same_limits_hold_in_the_api_and_the_tools(tiny_index):
-    from agent import MathScout
-    from tools.schemas import SearchArgs
+    from mathscout.agent import MathScout
+    from mathscout.tools.schemas import SearchArgs
 
     scout = MathScout(tiny_index, use_llm=False)
     for bad in (0, -1, 10_001, 10**9, 2.5, "many"):
@@ -134,7 +134,7 @@ def test_failed_logins_are_slowed_over_real_http():
     import gradio as gr
     import httpx
 
-    from ui.login import LoginGuard
+    from mathscout.ui.login import LoginGuard
 
     guard = LoginGuard("ada", "correct horse", free=2, base=0.4, ceiling=2.0)
     with gr.Blocks() as app:
@@ -160,7 +160,7 @@ def test_failed_logins_are_slowed_over_real_http():
 
 
 def test_a_success_resets_the_users_failures():
-    from ui.login import LoginGuard
+    from mathscout.ui.login import LoginGuard
 
     guard = LoginGuard("ada", "pw", free=5, base=0.0)
     assert asyncio.run(guard.check("ada", "x")) is False and guard.failures["ada"][0] == 1

@@ -17,7 +17,7 @@ import pytest
 
 from mathscout.index import IndexDir
 from mathscout.index.builder import build_index
-from retrievers import open_retriever
+from mathscout.retrievers import open_retriever
 
 from tests.cli_helpers import MATHSCOUT, REPO, TINY_DOCS, env, one_line_error, run_cli
 

@@ -92,7 +92,7 @@ def hostile_index(shared_data, tmp_path_factory):
 
 
 def test_the_offline_answer_quotes_a_hostile_document_as_text(hostile_index):
-    from agent import MathScout
+    from mathscout.agent import MathScout
 
     answer = MathScout(hostile_index, use_llm=False).ask("When is $\\sqrt{ab}=\\sqrt{a}\\sqrt{b}$ true? click me", k=5)
     assert HOSTILE_ID in answer.citations or any(h.doc_id == HOSTILE_ID for h in answer.hits)
@@ -101,8 +101,8 @@ def test_the_offline_answer_quotes_a_hostile_document_as_text(hostile_index):
 
 
 def test_an_llm_answer_with_injected_markup_is_sanitised(hostile_index):
-    from agent.assistant import Assistant
-    from agent.config import LLMConfig
+    from mathscout.agent.assistant import Assistant
+    from mathscout.agent.config import LLMConfig
     from tests.fake_openai import FakeOpenAI, Text, ToolCalls
 
     def model(request):
@@ -123,8 +123,8 @@ def test_an_llm_answer_with_injected_markup_is_sanitised(hostile_index):
 
 
 def test_get_document_puts_id_formulas_and_text_inside_the_envelope(hostile_index):
-    from tools.langchain_adapter import render_result
-    from tools.toolbox import ToolBox
+    from mathscout.tools.langchain_adapter import render_result
+    from mathscout.tools.toolbox import ToolBox
 
     output = ToolBox(hostile_index).get_document(HOSTILE_ID)
     result = json.loads(render_result("get_document", output.summary, output.payload, output.notices, None))
@@ -135,7 +135,7 @@ def test_get_document_puts_id_formulas_and_text_inside_the_envelope(hostile_inde
 
 
 def test_snippets_are_the_same_whatever_the_hash_seed(hostile_index):
-    script = ("import sys, json; from agent import MathScout; "
+    script = ("import sys, json; from mathscout.agent import MathScout; "
               f"hits = MathScout(sys.argv[1], use_llm=False).search('$\\\\sqrt{{ab}}$ theorem real', mode='bm25', k=10); "
               "print(json.dumps([[h.doc_id, h.snippet] for h in hits]))")
     outputs = set()

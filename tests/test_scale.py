@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluation.topics import load_topics
+from mathscout.evaluation.topics import load_topics
 from mathscout.corpus import IngestReport, make_document, read_corpus
 from mathscout.errors import DamagedIndexError
 from mathscout.scale.corpus import rename_variables, write_scale_corpus
@@ -96,7 +96,7 @@ def test_an_index_without_the_hashed_dictionary_still_opens_the_same(two_builds,
 
 
 def test_text_lists_built_in_segments_equal_the_one_segment_lists(shared_data, tmp_path):
-    from retrievers.bm25 import document_terms
+    from mathscout.retrievers.bm25 import document_terms
 
     docs = [document_terms(make_document(r["id"], r["text"])) for r in first_records(shared_data, N_DOCS)]
     whole = TextLists.build(docs)

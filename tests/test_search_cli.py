@@ -48,7 +48,7 @@ def test_the_demo_index_is_built_on_first_use_and_upgraded_for_wildcards(mathsco
     import json
 
     from mathscout.config import ensure_demo_index
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     path = ensure_demo_index()
     assert path == mathscout_home / "indexes" / "demo"

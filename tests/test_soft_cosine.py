@@ -8,15 +8,15 @@ import shutil
 import numpy as np
 import pytest
 
-from evaluation.measures import evaluate_run
-from evaluation.runs import write_run
-from evaluation.topics import load_topics
+from mathscout.evaluation.measures import evaluate_run
+from mathscout.evaluation.runs import write_run
+from mathscout.evaluation.topics import load_topics
 from mathscout.cli import main as cli
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.builder import add_components
 from mathscout.index.layout import IndexDir
-from retrievers import open_retriever
-from retrievers.soft_cosine import DOCUMENTS, SoftSpace
+from mathscout.retrievers import open_retriever
+from mathscout.retrievers.soft_cosine import DOCUMENTS, SoftSpace
 
 
 @pytest.fixture(scope="session")

@@ -104,7 +104,7 @@ def test_corrupt_store_is_a_clear_error(tmp_path):
 
 
 def test_unknown_benchmark_lists_the_available_ones():
-    from benchmarks import run_benchmark
+    from mathscout.benchmarks import run_benchmark
 
     with pytest.raises(MathScoutError, match="unknown benchmark 'nope'.*bm25"):
         run_benchmark("nope", [])

@@ -9,21 +9,21 @@ import math
 import numpy as np
 import pytest
 
-from evaluation.topics import load_topics
+from mathscout.evaluation.topics import load_topics
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.structure import scoring
 from mathscout.structure.hetero import TEXT, KeywordList, exhaustive_scores, heterogeneous_search, math_keyword
 from mathscout.structure.text_lists import TextLists, decode_length, encode_length
 from mathscout.types import Query
-from retrievers.base import prepare_query
+from mathscout.retrievers.base import prepare_query
 
 N_TOPICS = 12
 
 
 @pytest.fixture(scope="module")
 def retrievers(small_index):
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     return open_retriever(small_index, "structure", exact=True), open_retriever(small_index, "bm25")
 
@@ -57,7 +57,7 @@ def test_text_lists_score_exactly_like_lucene_bm25(retrievers, dev_topics, small
 
 
 def _keywords(structure, topic):
-    from retrievers.structure import _split
+    from mathscout.retrievers.structure import _split
 
     formulas, words = _split(prepare_query(topic))
     keywords = []

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from evaluation.topics import load_topics
+from mathscout.evaluation.topics import load_topics
 from mathscout.errors import IndexMissingError, QueryError
 from mathscout.structure import scoring
 from mathscout.structure.index import PathIndex, build_path_index
@@ -136,7 +136,7 @@ def test_bad_queries_give_clear_errors(searcher, tmp_path):
 
 
 def test_structure_mode_ranks_documents_by_their_best_formula(small_index):
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     retriever = open_retriever(small_index, "structure")
     hits = retriever.search("$x^2+y^2=z^2$", k=5)

@@ -11,7 +11,7 @@ import pytest
 from mathscout.cli import main as cli
 from mathscout.errors import MathScoutError
 from mathscout.types import Query
-from retrievers import open_retriever
+from mathscout.retrievers import open_retriever
 
 
 @pytest.fixture()
@@ -70,7 +70,7 @@ def test_tuned_settings_are_stored_with_the_index_and_used_by_the_structure_mode
 def test_dev_topics_are_refused_and_a_broken_settings_file_is_a_clear_error(tunable_index, shared_data):
     dev = shared_data / "collection"
     with pytest.raises(MathScoutError, match="dev topics are for evaluation"):
-        from evaluation.structure_tuning import main
+        from mathscout.evaluation.structure_tuning import main
 
         main(["--index", str(tunable_index), "--topics", str(dev / "topics.dev.jsonl"), "--qrels", str(dev / "qrels.dev.txt")])
     (tunable_index / "structure.json").write_text('{"lambda_m": "much"}', encoding="utf-8")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.measures import evaluate_run
-from evaluation.runner import run_task2
-from evaluation.runs import read_run
-from evaluation.topics import load_topics
+from mathscout.evaluation.measures import evaluate_run
+from mathscout.evaluation.runner import run_task2
+from mathscout.evaluation.runs import read_run
+from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from tests.cli_helpers import run_cli

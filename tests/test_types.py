@@ -146,7 +146,7 @@ def tiny_index(shared_data, tmp_path_factory):
 
 
 def test_missing_type_model_names_the_build_command(tiny_index):
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     command = f"mathscout index --index {tiny_index} --components types"
     with pytest.raises(MathScoutError, match="--components types") as error:
@@ -179,7 +179,7 @@ def typed_index(tiny_index):
 
 
 def test_type_modes_add_type_scores_to_bm25(typed_index):
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     query = "Is every finite abelian group a direct product of cyclic groups?"
     bm25 = open_retriever(typed_index, "bm25").search(query, k=10)
@@ -194,7 +194,7 @@ def test_type_modes_add_type_scores_to_bm25(typed_index):
 
 
 def test_type_free_query_ranks_like_bm25(typed_index):
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     query = "$x^2+1$"
     types = open_retriever(typed_index, "types")
@@ -203,7 +203,7 @@ def test_type_free_query_ranks_like_bm25(typed_index):
 
 
 def test_rm3_mode_reranks_with_feedback(typed_index):
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     query = "convergence of the harmonic series"
     rm3 = open_retriever(typed_index, "rm3").search(query, k=10)
@@ -215,7 +215,7 @@ def test_rm3_mode_reranks_with_feedback(typed_index):
 # ---- the `type_expansion` tool and bad input ---------------------------------------------------------------
 
 def test_type_expansion_tool_reports_types_and_related_types_with_cosines(typed_index):
-    from agent.events import Expansion
+    from mathscout.agent.events import Expansion
 
     result = type_expansion("Is every finite abelian group a direct product of cyclic groups?", typed_index)
     assert not result.is_noop and all(isinstance(e, Expansion) for e in result)
@@ -262,7 +262,7 @@ def test_huge_query_is_expanded_like_its_types(typed_index):
 
 
 def test_types_mode_retriever_reports_what_expansion_added(typed_index):
-    from retrievers import open_retriever
+    from mathscout.retrievers import open_retriever
 
     types = open_retriever(typed_index, "types")
     expansion = types.expansion("Is every finite abelian group a direct product of cyclic groups?")

@@ -43,7 +43,7 @@ LLM_MARK = "(written by the LLM agent)"
 # ---- the page's logic, without a browser ----------------------------------------------------------
 
 def test_citations_link_to_their_cards_and_unknown_ids_stay_text():
-    from ui.cards import link_citations
+    from mathscout.ui.cards import link_citations
 
     hits = [Hit("demo:algebra-004", 3.0, rank=1), Hit("pw:a_b", 2.0, rank=2)]
     text = "Write it as one fraction [demo:algebra-004]; see [demo:algebra-004, pw:a_b] and [nowhere:1]."
@@ -54,7 +54,7 @@ def test_citations_link_to_their_cards_and_unknown_ids_stay_text():
 
 
 def test_links_to_original_posts():
-    from ui.cards import original_url
+    from mathscout.ui.cards import original_url
 
     def doc(doc_id, thread):
         return Document(doc_id, "text", metadata={"thread_id": thread})
@@ -65,7 +65,7 @@ def test_links_to_original_posts():
 
 
 def test_matched_formula_parts_are_coloured_without_breaking_the_latex():
-    from ui.cards import coloured_latex, formula_html
+    from mathscout.ui.cards import coloured_latex, formula_html
 
     latex = "\\frac{a}{b} + \\left( c^2 \\right)"
     coloured = coloured_latex(latex, [(6, 10), (19, 20), (23, 24)])  # "a}{b" (merged leaves), "(" and "2"
@@ -80,7 +80,7 @@ def test_matched_formula_parts_are_coloured_without_breaking_the_latex():
 
 
 def test_align_bodies_in_answers_are_made_renderable():
-    from ui.cards import renderable_math
+    from mathscout.ui.cards import renderable_math
 
     text = "matched formula $\\alpha + \\beta &= 0,\\\\ 2\\alpha &= 1$ and $x \\& y$, costs $3 [demo:a]"
     assert renderable_math(text) == ("matched formula $\\begin{aligned}\\alpha + \\beta &= 0,\\\\ 2\\alpha &= 1"
@@ -88,7 +88,7 @@ def test_align_bodies_in_answers_are_made_renderable():
 
 
 def test_bad_messages_are_explained():
-    from ui.inputs import MAX_QUESTION_CHARS, check_question
+    from mathscout.ui.inputs import MAX_QUESTION_CHARS, check_question
 
     assert "empty" in check_question("  \n ").problem
     huge = check_question("word " * 20_000)
@@ -99,7 +99,7 @@ def test_bad_messages_are_explained():
 
 
 def test_example_labels_fit_and_never_cut_a_formula():
-    from ui.app import EXAMPLE_LABEL_CHARS, example_label, example_questions
+    from mathscout.ui.app import EXAMPLE_LABEL_CHARS, example_label, example_questions
 
     questions = example_questions(limit=100)
     assert len(questions) >= 6
@@ -484,9 +484,9 @@ def test_formula_editor_previews_and_inserts_latex(page):
 # ---- the page's wiring over the real assistant, without a browser -----------------------------------
 
 def test_llm_switch_is_greyed_out_with_a_reason_without_an_endpoint(ui_indexes, monkeypatch, tmp_path):
-    from ui.app import build_app
-    from ui.chat import AssistantPool
-    from ui.indexes import IndexChoice
+    from mathscout.ui.app import build_app
+    from mathscout.ui.chat import AssistantPool
+    from mathscout.ui.indexes import IndexChoice
 
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -498,8 +498,8 @@ def test_llm_switch_is_greyed_out_with_a_reason_without_an_endpoint(ui_indexes, 
 
 
 def test_a_damaged_document_store_becomes_a_note_and_a_finished_turn(ui_indexes, tmp_path):
-    from ui.chat import AssistantPool, SessionState, run_turn
-    from ui.indexes import IndexChoice
+    from mathscout.ui.chat import AssistantPool, SessionState, run_turn
+    from mathscout.ui.indexes import IndexChoice
 
     damaged = tmp_path / "damaged"
     shutil.copytree(ui_indexes["demo"], damaged)

@@ -4,14 +4,14 @@
 `langchain_tools(session)` offers them to a LangChain agent.
 """
 
-from tools.session import ToolSession
-from tools.toolbox import TOOL_NAMES, ToolBox, ToolOutput
+from mathscout.tools.session import ToolSession
+from mathscout.tools.toolbox import TOOL_NAMES, ToolBox, ToolOutput
 
 __all__ = ["TOOL_NAMES", "ToolBox", "ToolOutput", "ToolSession", "langchain_tools"]
 
 
 def langchain_tools(session, names=None, search_mode=None):
     """The session's tools as LangChain StructuredTools (imported lazily: LangChain is slow to import)."""
-    from tools.langchain_adapter import langchain_tools as build
+    from mathscout.tools.langchain_adapter import langchain_tools as build
 
     return build(session, names, search_mode)

@@ -14,7 +14,7 @@ from mathscout.errors import MathScoutError, QueryError
 from mathscout.limits import K, RERANK_DEPTH, rerank_kind
 from mathscout.render import explain_hits, hits_as_json
 from mathscout.types import Hit
-from retrievers.base import EMPTY_QUERY
+from mathscout.retrievers.base import EMPTY_QUERY
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ SearchFunction = Callable[[str, int], list[Hit]]
 
 
 def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = None) -> SearchResult:
-    """Run a checked request over a `tools.toolbox.ToolBox` (its retrievers and rerankers, opened once each);
+    """Run a checked request over a `mathscout.tools.toolbox.ToolBox` (its retrievers and rerankers, opened once each);
     mode "auto" runs `auto`. With `request.rerank`, the first stage's top `rerank_depth` hits are reordered."""
     started = time.perf_counter()
     if request.mode == "auto":
@@ -65,7 +65,7 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
     else:
         search, notices = toolbox.retriever(request.mode).search, toolbox.open_notices(request.mode)
     if request.rerank:
-        from retrievers.rerank import Reranked
+        from mathscout.retrievers.rerank import Reranked
 
         reranker = toolbox.reranker(request.rerank)
         hits = Reranked(_FirstStage(request.mode, search), reranker, request.rerank_depth).search(request.query, k=request.k)

@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.events import AgentEvent, Expansion, Rewrite, ToolCall
+from mathscout.agent.events import AgentEvent, Expansion, Rewrite, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit
-from tools.schemas import SCHEMAS
-from tools.toolbox import ToolBox, ToolOutput
+from mathscout.tools.schemas import SCHEMAS
+from mathscout.tools.toolbox import ToolBox, ToolOutput
 
 MAX_CALLS = 16  # tool calls one question may make (an LLM looping on tools stops here)
 MAX_DOCUMENT_CALLS = 5  # get_document calls one question may make

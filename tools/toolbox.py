@@ -1,6 +1,6 @@
 """The work behind the agent's tools, over one index: searches, formula rewriting, type expansion,
 reranking and document look-up. Plain Python (no LangChain): the offline planner calls it directly and
-`tools.langchain_tools` wraps it for an LLM. Each call returns a `ToolOutput`: typed evidence (hits,
+`mathscout.tools.langchain_tools` wraps it for an LLM. Each call returns a `ToolOutput`: typed evidence (hits,
 rewrites, expansions), a one-line summary for the trace and a compact JSON-able payload citing ids.
 
 What a tool can do depends on the index: `ToolBox.offered()` says which tools work and why others don't.
@@ -15,13 +15,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent.events import Expansion, Rewrite
+from mathscout.agent.events import Expansion, Rewrite
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.render import explain_hits
 from mathscout.types import Document, Hit, Query
-from retrievers import available_modes, open_retriever
-from retrievers.base import Retriever
+from mathscout.retrievers import available_modes, open_retriever
+from mathscout.retrievers.base import Retriever
 
 MAX_DOCUMENT_CHARS = 3_000  # get_document returns at most this much text
 MAX_DOCUMENT_FORMULAS = 20
@@ -52,7 +52,7 @@ def _rewrite_module():
 
 def _rerank_module():
     try:
-        from retrievers import rerank
+        from mathscout.retrievers import rerank
     except ImportError:
         return None
     return rerank if hasattr(rerank, "open_reranker") else None
@@ -91,11 +91,11 @@ class ToolBox:
         if spec is None or not set(spec.requires) <= set(self.index.components):
             return False
         if mode == "ranked":
-            from retrievers.ranked import has_ranker
+            from mathscout.retrievers.ranked import has_ranker
 
             return has_ranker(self.index)
         if mode == "hybrid":
-            from retrievers.fusion import FusionConfig, fallback_config
+            from mathscout.retrievers.fusion import FusionConfig, fallback_config
 
             try:
                 return FusionConfig.read(self.index) is not None or bool(fallback_config(self.index).weights)
@@ -129,7 +129,7 @@ class ToolBox:
         """The best word-level retriever of the index: its learned ranker when it has one (`mathscout train
         ranker`), else MABOWDOR fusion when it has dense vectors or tuned weights, else BM25 (the measured
         baseline; TypesExp only when there is no BM25)."""
-        from retrievers.fusion import FusionConfig
+        from mathscout.retrievers.fusion import FusionConfig
 
         if self.mode_usable("ranked"):
             return "ranked"
@@ -212,7 +212,7 @@ class ToolBox:
         return ToolOutput(summary, payload, rewrites=rewrites, notices=[result.notice] if result.notice else [])
 
     def reranker(self, kind: str = "auto", **options):
-        """A reranker of `retrievers.rerank` (opened once per kind and options), reading passages from the store."""
+        """A reranker of `mathscout.retrievers.rerank` (opened once per kind and options), reading passages from the store."""
         module = _rerank_module()
         if module is None:
             raise MathScoutError("rerankers are not installed")

@@ -1,1 +1,1 @@
-"""The MathScout chat page (Gradio): `mathscout serve` builds it with `ui.app.build_app`."""
+"""The MathScout chat page (Gradio): `mathscout serve` builds it with `mathscout.ui.app.build_app`."""

@@ -16,11 +16,11 @@ from mathscout.config import DEMO_CORPUS
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
-from ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
-from ui.indexes import discover_indexes
-from ui.inputs import formula_problem
-from ui.login import LoginGuard
-from ui.style import CSS, HEAD, SCROLL_TO_ANSWER
+from mathscout.ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
+from mathscout.ui.indexes import discover_indexes
+from mathscout.ui.inputs import formula_problem
+from mathscout.ui.login import LoginGuard
+from mathscout.ui.style import CSS, HEAD, SCROLL_TO_ANSWER
 
 LATEX_DELIMITERS = [
     {"left": "$$", "right": "$$", "display": True},
@@ -91,7 +91,7 @@ def mode_choices(modes: Sequence[str]) -> list[tuple[str, str]]:
 def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
     """Which modes the index does not offer and why, e.g. 'not on this index: dense, types (missing components:
     dense, types …)'."""
-    from retrievers import available_modes
+    from mathscout.retrievers import available_modes
 
     components = set(index.components)
     missing_modes, missing_components, other = [], [], []
@@ -281,7 +281,7 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
         app.launch(server_name=host, server_port=port, share=True, quiet=quiet, auth=login, inbrowser=False, **look)
         return
     _check_port(host, port)
-    from ui.http_api import create_api
+    from mathscout.ui.http_api import create_api
 
     site = gr.mount_gradio_app(create_api(pool, credentials), app, path="/", server_name=host, server_port=port,
                                auth=login, **look)

@@ -1,5 +1,5 @@
 """One chat turn: check the message, stream the assistant's work into chat messages, and build the results
-panel and trace. Knows nothing about Gradio's layout; `ui.app` wires it to components.
+panel and trace. Knows nothing about Gradio's layout; `mathscout.ui.app` wires it to components.
 
 Each browser session keeps its own `SessionState` (a Gradio State); the only objects shared between
 sessions are the read-only indexes and one `Assistant` per index (`AssistantPool`).
@@ -16,15 +16,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent.events import AgentEvent, Answer, ToolCall
+from mathscout.agent.events import AgentEvent, Answer, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Document
 from mathscout.markup import sanitize_answer
-from ui.cards import CardContext, link_citations, renderable_math, results_html
-from ui.indexes import IndexChoice
-from ui.inputs import check_question
-from ui.trace import progress_markdown, trace_markdown
+from mathscout.ui.cards import CardContext, link_citations, renderable_math, results_html
+from mathscout.ui.indexes import IndexChoice
+from mathscout.ui.inputs import check_question
+from mathscout.ui.trace import progress_markdown, trace_markdown
 
 log = logging.getLogger("mathscout.ui")
 
@@ -98,7 +98,7 @@ class AssistantPool:
 
     def assistant(self, key: str | None):
         try:
-            from agent.assistant import Assistant
+            from mathscout.agent.assistant import Assistant
         except ImportError as exc:
             raise MathScoutError(f"the assistant is not installed ({exc}); reinstall MathScout") from exc
         choice = self.choice(key)

@@ -26,9 +26,9 @@ from pydantic import BaseModel, Field
 
 from mathscout import __version__
 from mathscout.errors import MathScoutError
-from tools.searching import SearchRequest, run_search
-from ui.chat import AssistantPool
-from ui.login import LoginGuard
+from mathscout.tools.searching import SearchRequest, run_search
+from mathscout.ui.chat import AssistantPool
+from mathscout.ui.login import LoginGuard
 
 log = logging.getLogger("mathscout.api")
 
@@ -108,7 +108,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
 
     @app.post("/api/ask", dependencies=login, summary="ask the assistant (as `mathscout ask --json`)")
     def ask(body: AskBody) -> dict[str, Any]:
-        from agent.cli import answer_json
+        from mathscout.agent.cli import answer_json
 
         def run() -> dict[str, Any]:
             if not body.question.strip():

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.measures import read_qrels
-from evaluation.topics import load_topics, require_train_topics
+from mathscout.evaluation.measures import read_qrels
+from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.dense.contrastive import SCALE, SEED, plot_losses
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
-from retrievers.base import prepare_query
+from mathscout.retrievers.base import prepare_query
 
 
 
@@ -214,7 +214,7 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
 def train_query_side(index_path: Path, topics_path: Path, qrels_path: Path, output: Path,
                      settings: QuerySideSettings) -> Path:
     """The whole job: index vectors + train questions → output model folder (base files + adapter)."""
-    from retrievers.dense import DenseRetriever
+    from mathscout.retrievers.dense import DenseRetriever
 
     if settings.negatives not in ("collection", "batch"):
         raise MathScoutError(f"unknown negatives '{settings.negatives}' (available: collection, batch)")

@@ -43,7 +43,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluation.topics import require_train_topics
+from mathscout.evaluation.topics import require_train_topics
 from mathscout.config import SHARED_COLLECTION, default_index_path
 from mathscout.dense.contrastive import SCALE, SEED, plot_losses
 from mathscout.dense.model import default_model_path, model_input_text
@@ -219,7 +219,7 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
 
 
 def main(argv: list[str] | None = None) -> None:
-    from retrievers.dense import fine_tuned_model_path
+    from mathscout.retrievers.dense import fine_tuned_model_path
 
     parser = argparse.ArgumentParser(prog="mathscout train dense", description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=None, help="the fine-tuned model folder (default: "

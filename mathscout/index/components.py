@@ -40,13 +40,13 @@ def register_component(spec: ComponentSpec) -> None:
 
 def _load_builtin() -> None:
     # Importing the modules registers their components.
-    import retrievers.bm25  # noqa: F401
-    import retrievers.structure  # noqa: F401
-    import retrievers.types  # noqa: F401
-    import retrievers.splade  # noqa: F401
-    import retrievers.dense  # noqa: F401
-    import retrievers.colbert  # noqa: F401
-    import retrievers.soft_cosine  # noqa: F401
+    import mathscout.retrievers.bm25  # noqa: F401
+    import mathscout.retrievers.structure  # noqa: F401
+    import mathscout.retrievers.types  # noqa: F401
+    import mathscout.retrievers.splade  # noqa: F401
+    import mathscout.retrievers.dense  # noqa: F401
+    import mathscout.retrievers.colbert  # noqa: F401
+    import mathscout.retrievers.soft_cosine  # noqa: F401
 
 
 def available_components() -> dict[str, ComponentSpec]:

@@ -2,7 +2,7 @@
 
 Algorithm 5 merges text and math inverted lists document-at-a-time, so it needs every text term's
 postings (document ordinal, term frequency) and document lengths. They are the same terms the `bm25`
-component gives Lucene (`retrievers.bm25.document_terms`), and `term_scores` reproduces Lucene 9's
+component gives Lucene (`mathscout.retrievers.bm25.document_terms`), and `term_scores` reproduces Lucene 9's
 BM25Similarity exactly (float32, lengths quantised by SmallFloat.intToByte4), so a document's text score
 here equals its BM25 score from the foundation index (Eq. 3.18's BM25 term).
 
@@ -141,7 +141,7 @@ class TextLists:
 
 def build_text_lists(store, folder: Path, segment_postings: int = SEGMENT_POSTINGS) -> TextLists:
     """Text lists of every document of a store (ordinal order), saved into `folder` (built in segments)."""
-    from retrievers.bm25 import document_terms
+    from mathscout.retrievers.bm25 import document_terms
 
     return TextLists.build((document_terms(doc) for doc in store.iter_documents()), segment_postings, Path(folder))
 
