@@ -6,7 +6,7 @@
     answer = scout.ask("Why is $\\cos^2 x + \\sin^2 x = 1$?")       # -> Answer (text with [doc-id] citations)
     tools = scout.tools                      # LangChain tools for your own agent
 
-Names are imported lazily so that `mathscout.agent.events` stays light for the modules that only need the contract.
+Names are imported lazily so that `mathscout.events` stays light for the modules that only need the contract.
 """
 
 from __future__ import annotations

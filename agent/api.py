@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mathscout.agent.assistant import Assistant
-from mathscout.agent.events import AgentEvent, Answer
+from mathscout.events import AgentEvent, Answer
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
 from mathscout.tools.session import ToolSession

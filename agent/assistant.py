@@ -1,5 +1,5 @@
 """The assistant the CLI, the Python API and the chat page use: the LLM agent when an endpoint is configured,
-else (or when it fails) the deterministic offline planner. Contract: `agent/events.py`.
+else (or when it fails) the deterministic offline planner. Contract: `mathscout/events.py`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mathscout.agent.config import LLMConfig
-from mathscout.agent.events import AgentEvent, Answer
+from mathscout.events import AgentEvent, Answer
 from mathscout.agent.llm import LLMAgent, LLMUnavailable
 from mathscout.agent.offline import OfflinePlanner
 from mathscout.question import read_question
@@ -25,7 +25,8 @@ def _open_index(index: IndexDir | Path | str | None) -> IndexDir:
     if isinstance(index, IndexDir):
         return index
     if index is None:
-        from mathscout.config import default_index_path, ensure_demo_index
+        from mathscout.config import default_index_path
+        from mathscout.retrievers.indexing import ensure_demo_index
 
         return IndexDir(ensure_demo_index(default_index_path()))
     return IndexDir(index)

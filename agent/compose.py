@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from mathscout.agent.events import Expansion, Rewrite
+from mathscout.events import Expansion, Rewrite
 from mathscout.question import Question
 from mathscout.markup import document_markdown, safe_math
 from mathscout.rewrite.compute import Computation

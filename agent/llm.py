@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from mathscout.agent.compose import check_citations
 from mathscout.agent.config import LLMConfig
-from mathscout.agent.events import AgentEvent, Answer
+from mathscout.events import AgentEvent, Answer
 from mathscout.agent.prompts import load_prompt, user_prompt
 from mathscout.question import Question
 from mathscout.markup import sanitize_answer

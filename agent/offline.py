@@ -16,7 +16,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import replace
 
 from mathscout.agent.compose import extractive_answer
-from mathscout.agent.events import AgentEvent, Answer
+from mathscout.events import AgentEvent, Answer
 from mathscout.question import Question
 from mathscout.render import explain_hits
 from mathscout.rewrite.compute import compute

@@ -18,7 +18,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from mathscout.agent.assistant import Assistant
-from mathscout.config import DEMO_CORPUS, default_index_path, ensure_demo_index
+from mathscout.config import DEMO_CORPUS, default_index_path
+from mathscout.retrievers.indexing import ensure_demo_index
 
 EXAMPLES = DEMO_CORPUS.parent / "demo_examples.json"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mathscout.evaluation.topics import load_topics
 from mathscout import java
-from mathscout.index.builder import build_index
+from mathscout.retrievers.indexing import build_index
 from mathscout.retrievers.registry import open_retriever
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -21,110 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
-import re
 import sys
 import time
-import zlib
 from collections import defaultdict
 
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.rewrite import equivalent_forms
-from mathscout.rewrite.canonical import tree_key
-from mathscout.structure.parser import parse_latex
-from mathscout.structure.paths import leaf_count
 from mathscout.retrievers import open_retriever
+from mathscout.evaluation.formula_queries import KINDS, build_queries
 
-MIN_LEAVES, MAX_LEAVES, MAX_CHARS = 5, 30, 200
-MAX_DOCS = 10  # formulas held by more documents are too common to be a target
 QUESTION_TUNED = {"lambda_m": 0.1, "text": "full"}  # the setting `mathscout train structure` stored on the full index
-_LETTER = re.compile(r"(?<![\\A-Za-z])([a-z])(?![A-Za-z])")
-KINDS = ("renamed", "rerendered", "transformed", "subexpression")
-
-
-def reporting_half(doc_id: str) -> bool:
-    return zlib.crc32(doc_id.encode("utf-8")) % 2 == 1
-
-
-HALVES = {"reporting": reporting_half, "fitting": lambda doc_id: not reporting_half(doc_id)}
-
-
-def renamed(latex: str) -> str | None:
-    letters = sorted(set(_LETTER.findall(latex)))
-    if len(letters) < 2:
-        return None
-    mapping = dict(zip(letters, [c for c in "rstuvwpqmnghk" if c not in letters]))
-    return _LETTER.sub(lambda m: mapping.get(m.group(1), m.group(1)), latex)
-
-
-def rerendered(latex: str) -> str | None:
-    out = latex.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\left", "").replace("\\right", "")
-    out = re.sub(r"([\^_])([A-Za-z0-9])", r"\1{\2}", out)  # x^2 → x^{2}
-    out = re.sub(r"\\[,;!: ]", "", out).replace("  ", " ")
-    return out if out != latex else None
-
-
-def subexpression(latex: str) -> str | None:
-    """The widest balanced `{…}` argument with at least MIN_LEAVES - 1 leaves that is a sub-tree of the formula's
-    operator tree (`\\begin{pmatrix}`, `\\text{such that}` or `x^{n+1}` inside a flattened chain are not)."""
-    source = parse_latex(latex).tree
-    subtrees = {tree_key(node) for node in source.walk()} if source is not None else set()
-    best, stack = None, []
-    for i, ch in enumerate(latex):
-        if ch == "{" and (i == 0 or latex[i - 1] != "\\"):
-            stack.append(i)
-        elif ch == "}" and stack and latex[i - 1] != "\\":
-            start = stack.pop()
-            body = latex[start + 1:i]
-            tree = parse_latex(body).tree
-            if (tree is not None and leaf_count(tree) >= MIN_LEAVES - 1 and (best is None or len(body) > len(best))
-                    and tree_key(tree) in subtrees):
-                best = body
-    return best
-
-
-def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reporting") -> list[dict]:
-    """Up to `sample` queries per kind from source formulas of one half of the documents ("reporting" for
-    figures, "fitting" for `mathscout train structure`); relevant documents come from the whole collection."""
-    in_half = HALVES[half]
-    docs_by_key: dict[str, set[str]] = defaultdict(set)
-    candidates = []
-    for _, formula in index.store.iter_formulas():
-        if len(formula.latex) > MAX_CHARS:
-            continue
-        parsed = parse_latex(formula.latex)
-        if parsed.tree is None or not parsed.complete:
-            continue
-        key = tree_key(parsed.tree)
-        docs_by_key[key].add(formula.doc_id)
-        if in_half(formula.doc_id) and MIN_LEAVES <= leaf_count(parsed.tree) <= MAX_LEAVES:
-            candidates.append((formula.doc_id, formula.latex.strip(), key))
-    rng = random.Random(seed)
-    rng.shuffle(candidates)
-    queries, counts, seen = [], defaultdict(int), set()
-    makers = {"renamed": renamed, "rerendered": rerendered, "subexpression": subexpression}
-    for doc_id, latex, key in candidates:
-        if key in seen or len(docs_by_key[key]) > MAX_DOCS:
-            continue
-        seen.add(key)
-        relevant = sorted(docs_by_key[key])
-        for kind in KINDS:
-            if counts[kind] >= sample:
-                continue
-            if kind == "transformed":
-                forms = equivalent_forms(latex, max_forms=4, seconds=2.0).forms
-                forms = [f for f in forms if (t := parse_latex(f.latex).tree) is not None and leaf_count(t) >= 3]
-                made = forms[0].latex if forms else None
-            else:
-                made = makers[kind](latex)
-            made = made.strip() if made else None  # as a user types it: `$ x $` is not inline math (pandoc's rule)
-            if made and parse_latex(made).tree is not None:
-                queries.append({"kind": kind, "latex": made, "source": latex, "relevant": relevant})
-                counts[kind] += 1
-        if all(counts[k] >= sample for k in KINDS):
-            break
-    return queries
 
 
 def ndcg10(ranked: list[str], relevant: set[str]) -> float:

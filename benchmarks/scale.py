@@ -58,7 +58,7 @@ def _worker_store(corpus: Path, index: Path) -> dict:
 
 
 def _worker_component(index: Path, name: str) -> dict:
-    from mathscout.index.builder import add_components
+    from mathscout.retrievers.indexing import add_components
     from mathscout.index.layout import IndexDir
 
     baseline = _rss()["rss_mib"]

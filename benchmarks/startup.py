@@ -103,7 +103,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--no-server", action="store_true", help="skip the --server measure")
     parser.add_argument("--no-compile", action="store_true", help="skip the kernel-compilation measure (about 15 s)")
     args = parser.parse_args(argv)
-    from mathscout.config import default_index_path, ensure_demo_index
+    from mathscout.config import default_index_path
+    from mathscout.retrievers.indexing import ensure_demo_index
 
     index = Path(args.index or ensure_demo_index(default_index_path())).resolve()
     env = {**os.environ, "NO_COLOR": "1"}

@@ -173,7 +173,7 @@ def dump_formula_queries(index: Path, sample: int, depth: int, seed: int = 13) -
     """Formula-only queries of the four kinds (`mathscout bench formulas`) made from the *fitting* half of the
     documents, dumped like topics (structure top `depth` and BM25 over the whole query), and their qrels lines
     (relevant: the documents holding the source formula's operator tree)."""
-    from mathscout.benchmarks.formula_queries import build_queries
+    from mathscout.evaluation.formula_queries import build_queries
     from mathscout.evaluation.runs import encode_doc_id
     from mathscout.retrievers.bm25 import BM25Retriever
     from mathscout.retrievers.structure import StructureRetriever

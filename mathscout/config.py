@@ -18,24 +18,3 @@ def home() -> Path:
 def default_index_path() -> Path:
     """MATHSCOUT_INDEX, or the demo index under home()."""
     return Path(os.environ.get("MATHSCOUT_INDEX") or home() / "indexes" / "demo")
-
-
-def ensure_demo_index(path: Path | None = None) -> Path:
-    """Build the demo index from the embedded corpus if it is not there yet (and bring an older demo index's
-    structure component up to date: wildcard paths); return its path."""
-    import json
-
-    from mathscout.index.builder import add_components, build_index
-    from mathscout.index.layout import MANIFEST
-
-    path = Path(path or default_index_path())
-    if not (path / MANIFEST).is_file():
-        build_index([DEMO_CORPUS], path)
-    elif path == home() / "indexes" / "demo" and (path / "structure" / "meta.json").is_file():
-        try:
-            stale = not json.loads((path / "structure" / "meta.json").read_text(encoding="utf-8")).get("wildcard_paths")
-        except (OSError, ValueError):
-            stale = True
-        if stale:  # only the demo index is rebuilt unasked: it is ours, and small
-            add_components(path, ["structure"])
-    return path

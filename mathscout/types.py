@@ -33,6 +33,18 @@ class Document:
     formulas: list[Formula] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def missing_title(self) -> str:
+        """The title when the text does not already start with it, else "": the one rule for putting a title
+        before a document's text (BM25 terms, dense and SPLADE encoding, type detection)."""
+        title = self.title.strip()
+        return "" if not title or self.text.lstrip().startswith(title) else title
+
+    def titled(self, body: str | None = None) -> str:
+        """`body` (default: the text) with the missing title on the line before it."""
+        body = self.text if body is None else body
+        title = self.missing_title()
+        return f"{title}\n{body}" if title else body
+
 
 @dataclass(frozen=True)
 class Query:

@@ -21,14 +21,12 @@ from tqdm import tqdm
 from mathscout.notices import notice
 from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
-from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
-from mathscout.latex.tokens import analyze, formula_terms, is_math_term, query_terms
+from mathscout.latex.tokens import document_terms, formula_terms, is_math_term, query_terms
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
-from mathscout.types import Document, Hit, Query
+from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
-from mathscout.retrievers.registry import ModeSpec, register_mode
 
 FIELD = "contents"
 INDEX_THREADS = 2
@@ -43,15 +41,6 @@ def query_index_terms(query: Query) -> list[str]:
     terms = query_terms(query.text) if query.text.strip() else []
     if query.formula:
         terms += formula_terms(query.formula)
-    return terms
-
-
-def document_terms(document: Document) -> list[str]:
-    """The BM25 terms of a document: its title (unless the text already starts with it) and its text."""
-    terms = analyze(document.text, document.formulas)
-    title = document.title.strip()
-    if title and not document.text.lstrip().startswith(title):
-        terms = query_terms(title) + terms
     return terms
 
 
@@ -206,9 +195,5 @@ class BM25Retriever(BaseRetriever):
         return {q.id: self.rank(prepare_query(q), k) for q in queries}
 
 
-def _open(index: IndexDir, **options) -> BM25Retriever:
+def open_bm25(index: IndexDir, **options) -> BM25Retriever:
     return BM25Retriever(index, **options)
-
-
-register_component(ComponentSpec("bm25", BM25Component, "math-aware BM25 (Lucene, pre-tokenized math + words)"))
-register_mode(ModeSpec("bm25", _open, ("bm25",), "math-aware BM25 over words and unified LaTeX tokens"))

@@ -29,13 +29,11 @@ import numpy as np
 from mathscout.dense.build import read_meta
 from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
-from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever
 from mathscout.retrievers.dense import load_faiss, open_encoder
-from mathscout.retrievers.registry import ModeSpec, register_mode
 
 PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
 TRAIN_SAMPLE_PER_LIST = 40
@@ -192,11 +190,5 @@ class ColbertRetriever(BaseRetriever):
         return self.rank(query, k)
 
 
-def _open(index: IndexDir, **options) -> ColbertRetriever:
+def open_colbert(index: IndexDir, **options) -> ColbertRetriever:
     return ColbertRetriever(index, **options)
-
-
-register_component(ComponentSpec("colbert", ColbertComponent, "late interaction: IVF-PQ over the dense component's "
-                                 "token vectors (build after 'dense')", default=False))
-register_mode(ModeSpec("colbert", _open, ("dense", "colbert"), "ColBERT-style late interaction: per-token candidates, "
-                       "exact MaxSim (dense paper Eq. 3)"))

@@ -23,13 +23,11 @@ from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint,
 from mathscout.dense.encoder import Encoder
 from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
-from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.limits import EF_SEARCH, PASSAGES
 from mathscout.retrievers.base import BaseRetriever, prepare_query
-from mathscout.retrievers.registry import ModeSpec, register_mode
 
 FT_ENV = "MATHSCOUT_DENSE_FT_MODEL"
 SEARCH_KINDS = ("flat", "hnsw")
@@ -174,16 +172,17 @@ class DenseRetriever(BaseRetriever):
         return hits
 
 
-def _open(component: str):
-    def opener(index: IndexDir, **options) -> DenseRetriever:
-        return DenseRetriever(index, component, **options)
-
-    return opener
+def dense_component() -> DenseComponent:
+    return DenseComponent("dense")
 
 
-register_component(ComponentSpec("dense", lambda: DenseComponent("dense"), "bi-encoder passage vectors (faiss Flat + "
-                                 "HNSW) and token vectors, model $MATHSCOUT_DENSE_MODEL or all-MiniLM-L6-v2", default=False))
-register_component(ComponentSpec("dense-ft", lambda: DenseComponent("dense-ft"), "passage vectors from the fine-tuned "
-                                 f"bi-encoder (${FT_ENV}, default MATHSCOUT_HOME/models/dense-ft)", default=False))
-register_mode(ModeSpec("dense", _open("dense"), ("dense",), "dense passage retrieval (bi-encoder, max over passages)"))
-register_mode(ModeSpec("dense-ft", _open("dense-ft"), ("dense-ft",), "dense retrieval with the fine-tuned bi-encoder"))
+def dense_ft_component() -> DenseComponent:
+    return DenseComponent("dense-ft")
+
+
+def open_dense(index: IndexDir, **options) -> DenseRetriever:
+    return DenseRetriever(index, "dense", **options)
+
+
+def open_dense_ft(index: IndexDir, **options) -> DenseRetriever:
+    return DenseRetriever(index, "dense-ft", **options)

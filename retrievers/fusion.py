@@ -32,7 +32,7 @@ from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
-from mathscout.retrievers.registry import ModeSpec, available_modes, open_retriever, register_mode
+from mathscout.retrievers.registry import available_modes, open_retriever
 
 Ranking = dict[str, float]  # document id → score for one query, best first
 DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Table 5.6)
@@ -329,8 +329,6 @@ def open_hybrid(index: IndexDir, **options) -> FusedRetriever:
                           parallel=bool(options.get("parallel", True)))
 
 
-register_mode(ModeSpec("hybrid", open_hybrid, (), "MABOWDOR: fusion of structure, dense and BM25 with the weights "
-                       "tuned for the index (mathscout train fusion)"))
 
 
 def describe_weights(weights: Mapping[str, float]) -> str:

@@ -27,7 +27,6 @@ from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
 from mathscout.retrievers.candidates import CandidateGenerator, Candidates, usable_retrievers
 from mathscout.retrievers.features import Vocabulary, feature_matrix, feature_names
-from mathscout.retrievers.registry import ModeSpec, register_mode
 
 CONFIG_FILE = "ranker.json"
 MODEL_FILE = "ranker.lgb.txt"
@@ -205,9 +204,5 @@ def has_ranker(index: IndexDir) -> bool:
     return (index.path / CONFIG_FILE).is_file()
 
 
-def _open(index: IndexDir, **options) -> RankedRetriever:
+def open_ranked(index: IndexDir, **options) -> RankedRetriever:
     return RankedRetriever(index, options.get("ranker"))
-
-
-register_mode(ModeSpec("ranked", _open, (), "learned ranking (LambdaMART) of the first-stage retrievers' candidates "
-                       "(mathscout train ranker)"))

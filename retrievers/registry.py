@@ -1,70 +1,218 @@
-"""Search modes (`--mode bm25|structure|dense|hybrid|…`): each maps an index directory to a Retriever.
+"""The one table of retrievers: each entry carries its index component, its search modes (with their labels)
+and its trainer. The command line, the chat page, the agent's tools and the index builder all read it; adding a
+retriever is adding an entry here (and the module it names).
 
-Later issues add modes by calling `register_mode` in their retriever module and listing that module in
-`_load_builtin`.
+Code is named, not imported: `"module:attribute"` targets are imported on first use, so a bm25 search never
+loads numba, scipy or the dense code, and listing the modes imports nothing. The `auto` mode (the assistant's
+planned search) names its opener in the agent layer the same way; it is opened only by callers above the
+agent (the command line, the evaluation runner), never by the retrievers themselves.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from mathscout.errors import MathScoutError
+from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.base import Retriever
 
 
+def resolve(target: str) -> Any:
+    """The object a `"module:attribute"` target names (imported now)."""
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 @dataclass(frozen=True)
 class ModeSpec:
+    """A search mode: `open(index, **options)` gives its Retriever (`opener`: a "module:function" target or a
+    callable); `requires`: the index components it needs; `label`: its name on the page (a short word, a dash,
+    what it does); `menu`: its place in the page's menu (lower first)."""
+
     name: str
-    open: Callable[..., Retriever]  # (IndexDir, **options) -> Retriever
-    requires: tuple[str, ...]  # index components the mode needs
+    opener: str | Callable[..., Retriever]
+    requires: tuple[str, ...]
+    description: str
+    label: str = ""
+    menu: int = 100
+    planned: bool = False  # the assistant's planned search ("auto"): not one of the index's own retrievers
+
+    def open(self, index: IndexDir, **options) -> Retriever:
+        opener = resolve(self.opener) if isinstance(self.opener, str) else self.opener
+        return opener(index, **options)
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """`mathscout train COMMAND …`: `target` names a `main(argv)` function."""
+
+    command: str
+    target: str
     description: str
 
 
-_MODES: dict[str, ModeSpec] = {}
+@dataclass(frozen=True)
+class RetrieverEntry:
+    """One retriever: its index component (`component` names a factory of `mathscout.index.components.
+    IndexComponent`, None when it reads other retrievers' components), its modes and its trainer."""
+
+    name: str
+    component: str | None
+    component_description: str = ""
+    default: bool = False  # built by `mathscout index` unless --components says otherwise
+    modes: tuple[ModeSpec, ...] = ()
+    trainer: Trainer | None = None
+    score: str = ""  # what the retriever's raw score means (shown beside a hit's number)
+
+
+R = "mathscout.retrievers."
+RETRIEVERS: tuple[RetrieverEntry, ...] = (
+    RetrieverEntry(
+        "bm25", R + "bm25:BM25Component", "math-aware BM25 (Lucene, pre-tokenized math + words)", default=True,
+        modes=(ModeSpec("bm25", R + "bm25:open_bm25", ("bm25",), "math-aware BM25 over words and unified LaTeX tokens",
+                        "text — math-aware BM25", 5),),
+        score="Okapi BM25, words + math tokens"),
+    RetrieverEntry(
+        "structure", R + "structure:StructureComponent", "Approach Zero path index of formula operator trees",
+        default=True,
+        modes=(ModeSpec("structure", R + "structure:open_structure", ("structure",),
+                        "Approach Zero structure search (formulas; + BM25 for words, Eq. 3.18)",
+                        "structure — formula trees (Approach Zero)", 1),),
+        trainer=Trainer("structure", "mathscout.evaluation.structure_tuning:main",
+                        "Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index "
+                        "(structure.json)"),
+        score="matched-subtree similarity × path idf (thesis Eqs. 3.5, 3.15)"),
+    RetrieverEntry(
+        "types", R + "types:TypesComponent", "mathematical types: type delta index + type embeddings (word2vec)",
+        modes=(ModeSpec("types", R + "types:open_types", ("bm25", "types"),
+                        "TypesExp: BM25 + query types ×2 + their 5 nearest types (type embeddings)",
+                        "types — BM25 + type expansion", 7),
+               ModeSpec("types2x", R + "types:open_types2x", ("bm25", "types"), "Types2X: BM25 + query types ×2",
+                        "types2x — BM25 + query types", 8),
+               ModeSpec("rm3", R + "types:open_rm3", ("bm25",), "BM25 with RM3 pseudo-relevance feedback",
+                        "rm3 — BM25 + feedback", 9)),
+        trainer=Trainer("types", R + "types:main",
+                        "type dictionary detection + word2vec type embeddings into an index (adds 'types')"),
+        score="BM25 of expanded type terms"),
+    RetrieverEntry(
+        "hybrid", None,
+        modes=(ModeSpec("hybrid", R + "fusion:open_hybrid", (),
+                        "MABOWDOR: fusion of structure, dense and BM25 with the weights tuned for the index "
+                        "(mathscout train fusion)", "hybrid — structure + dense + text, fused", 3),),
+        trainer=Trainer("fusion", "mathscout.evaluation.tuning:main",
+                        "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)")),
+    RetrieverEntry(
+        "splade", R + "splade:SpladeComponent",
+        "learned sparse (SPLADE) impact index from a local checkpoint ($MATHSCOUT_SPLADE_MODEL)",
+        modes=(ModeSpec("splade", R + "splade:open_splade", ("splade",),
+                        "learned sparse retrieval (SPLADE impact search; local checkpoint)",
+                        "splade — learned sparse", 10),),
+        score="learned sparse dot product"),
+    RetrieverEntry(
+        "dense", R + "dense:dense_component", "bi-encoder passage vectors (faiss Flat + HNSW) and token vectors, "
+        "model $MATHSCOUT_DENSE_MODEL or all-MiniLM-L6-v2",
+        modes=(ModeSpec("dense", R + "dense:open_dense", ("dense",),
+                        "dense passage retrieval (bi-encoder, max over passages)", "dense — embeddings", 4),),
+        score="embedding cosine"),
+    RetrieverEntry(
+        "dense-ft", R + "dense:dense_ft_component", "passage vectors from the fine-tuned bi-encoder "
+        "($MATHSCOUT_DENSE_FT_MODEL, default MATHSCOUT_HOME/models/dense-ft)",
+        modes=(ModeSpec("dense-ft", R + "dense:open_dense_ft", ("dense-ft",),
+                        "dense retrieval with the fine-tuned bi-encoder",
+                        "dense-ft — embeddings, fine-tuned queries", 4),),
+        trainer=Trainer("dense", "mathscout.training.dense:main",
+                        "contrastive fine-tuning of the bi-encoder on the train topics"),
+        score="embedding cosine, fine-tuned queries"),
+    RetrieverEntry(
+        "colbert", R + "colbert:ColbertComponent",
+        "late interaction: IVF-PQ over the dense component's token vectors (build after 'dense')",
+        modes=(ModeSpec("colbert", R + "colbert:open_colbert", ("dense", "colbert"),
+                        "ColBERT-style late interaction: per-token candidates, exact MaxSim (dense paper Eq. 3)",
+                        "colbert — late interaction over token vectors", 4),),
+        score="late interaction, sum of token maxima"),
+    RetrieverEntry(
+        "scm", R + "soft_cosine:SoftCosineComponent",
+        "soft vector space model: BM25 vectors + word2vec term similarities",
+        modes=(ModeSpec("scm", R + "soft_cosine:open_scm", ("scm",),
+                        "soft cosine: BM25 whose terms also match similar terms (word2vec)",
+                        "scm — BM25 + soft term matching", 9),),
+        score="soft cosine over BM25 vectors"),
+    RetrieverEntry(
+        "structure-rewrite", None,
+        modes=(ModeSpec("structure-rewrite", R + "rewrite:open_structure_rewrite", ("structure",),
+                        "structure search over the query formula and its SymPy-equivalent forms, fused (max)",
+                        "structure + rewrites — formula trees and SymPy-equivalent forms", 6),)),
+    RetrieverEntry(
+        "ranked", None,
+        modes=(ModeSpec("ranked", R + "ranked:open_ranked", (),
+                        "learned ranking (LambdaMART) of the first-stage retrievers' candidates "
+                        "(mathscout train ranker)",
+                        "ranked — learned ranking of every retriever's candidates (LambdaMART)", 2),),
+        trainer=Trainer("ranker", "mathscout.evaluation.ranker_training:main",
+                        "LambdaMART (LightGBM) over the retrievers' candidates, k-fold CV over train topics, "
+                        "stored with an index (ranker.json)")),
+    RetrieverEntry(
+        "auto", None,
+        modes=(ModeSpec("auto", "mathscout.agent.planned:open_auto", (),
+                        "the assistant's own search: SymPy rewrites, structure and text search, fused",
+                        "auto — the agent plans the search", 0, planned=True),)),
+)
+
+_EXTRA_MODES: dict[str, ModeSpec] = {}  # registered at run time (register_mode), e.g. by a plug-in or a test
 
 
 def register_mode(spec: ModeSpec) -> None:
-    _MODES[spec.name] = spec
+    _EXTRA_MODES[spec.name] = spec
 
 
-# the module that registers each built-in mode: opening one mode imports only its module (a bm25 search
-# never loads numba, scipy or the dense code); listing the modes imports them all
-BUILTIN_MODES = {
-    "bm25": "mathscout.retrievers.bm25", "structure": "mathscout.retrievers.structure", "types": "mathscout.retrievers.types",
-    "types2x": "mathscout.retrievers.types", "rm3": "mathscout.retrievers.types", "hybrid": "mathscout.retrievers.fusion",
-    "splade": "mathscout.retrievers.splade", "dense": "mathscout.retrievers.dense", "dense-ft": "mathscout.retrievers.dense",
-    "colbert": "mathscout.retrievers.colbert", "scm": "mathscout.retrievers.soft_cosine", "structure-rewrite": "mathscout.retrievers.rewrite",
-    "ranked": "mathscout.retrievers.ranked",
-}
+def _register_components() -> None:
+    """Offer every entry's component to the core index builder (mathscout.index.components); the factory is
+    imported only when the component is built."""
+    for entry in RETRIEVERS:
+        if entry.component:
+            register_component(ComponentSpec(entry.name, _factory(entry.component), entry.component_description,
+                                             entry.default))
 
 
-def _load_builtin(mode: str | None = None) -> None:
-    """Import the module of `mode` (None: of every built-in mode), which registers it."""
-    import importlib
-
-    modules = [BUILTIN_MODES[mode]] if mode in BUILTIN_MODES else dict.fromkeys(BUILTIN_MODES.values())
-    for module in modules:
-        importlib.import_module(module)
+def _factory(target: str) -> Callable[[], Any]:
+    return lambda: resolve(target)()
 
 
-def available_modes() -> dict[str, ModeSpec]:
-    """Every registered mode: the built-in ones in their module order, then any registered by others."""
-    _load_builtin()
-    order = {module: n for n, module in enumerate(dict.fromkeys(BUILTIN_MODES.values()))}
-    ranked = sorted(_MODES.values(), key=lambda spec: order.get(BUILTIN_MODES.get(spec.name, ""), len(order)))
-    return {spec.name: spec for spec in ranked}
+_register_components()
+
+
+def available_modes(planned: bool = False) -> dict[str, ModeSpec]:
+    """Every mode, in table order (then any registered at run time); `planned`: with the assistant's `auto`."""
+    modes = {spec.name: spec for entry in RETRIEVERS for spec in entry.modes if planned or not spec.planned}
+    return {**modes, **_EXTRA_MODES}
+
+
+def entry_of(name: str) -> RetrieverEntry | None:
+    """The entry of a retriever or of one of its modes."""
+    return next((e for e in RETRIEVERS if e.name == name or any(m.name == name for m in e.modes)), None)
+
+
+def trainers() -> dict[str, Trainer]:
+    """`mathscout train` commands, in table order."""
+    return {entry.trainer.command: entry.trainer for entry in RETRIEVERS if entry.trainer}
+
+
+def score_meanings() -> dict[str, str]:
+    """Retriever name → what its raw score means."""
+    return {entry.name: entry.score for entry in RETRIEVERS if entry.score}
 
 
 def open_retriever(index: IndexDir | str, mode: str, **options) -> Retriever:
     """The retriever for `mode` over `index`; clear errors for unknown modes or missing components."""
-    _load_builtin(mode)
-    if mode not in _MODES:
-        modes = available_modes()
+    modes = available_modes(planned=True)
+    if mode not in modes:
         raise MathScoutError(f"unknown search mode '{mode}' (available: {', '.join(sorted(modes))})")
     index = index if isinstance(index, IndexDir) else IndexDir(index)
-    spec = _MODES[mode]
+    spec = modes[mode]
     for name in spec.requires:
         index.component_path(name)
     return spec.open(index, **options)

@@ -27,7 +27,6 @@ from mathscout.structure.scoring import B2, length_penalty, symbol_factor
 from mathscout.structure.search import FormulaHit
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
-from mathscout.retrievers.registry import ModeSpec, register_mode
 from mathscout.retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split, highlight_weights, query_kind
 
 # A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
@@ -229,8 +228,5 @@ def _replace_formula(text: str, index: int, latex: str) -> str:
     return text[: span.start] + f" ${latex}$ " + text[span.end :]
 
 
-def _open(index: IndexDir, **options) -> StructureRewriteRetriever:
+def open_structure_rewrite(index: IndexDir, **options) -> StructureRewriteRetriever:
     return StructureRewriteRetriever(index, **options)
-
-
-register_mode(ModeSpec("structure-rewrite", _open, ("structure",), "structure search over the query formula and its SymPy-equivalent forms, fused (max)"))

@@ -28,15 +28,14 @@ from scipy import sparse
 from tqdm import tqdm
 
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
-from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
+from mathscout.latex.tokens import document_terms
 from mathscout.types_expansion.embeddings import train_word2vec
 from mathscout.retrievers.base import BaseRetriever, prepare_query
-from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, document_terms, query_index_terms
-from mathscout.retrievers.registry import ModeSpec, register_mode
+from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, query_index_terms
 
 TERMS, DOCUMENTS, SIMILARITY, NORMS = "terms.json", "documents.npz", "similarity.npz", "norms.npz"
 MIN_DOCUMENTS, MAX_TERMS = 2, 100_000  # "removing all tokens that occurred less than twice … 100,000 most frequent"
@@ -212,10 +211,5 @@ class SoftCosineRetriever(BaseRetriever):
         return {q.id: self.rank(prepare_query(q), k) for q in queries}
 
 
-def _open(index: IndexDir, **options) -> SoftCosineRetriever:
+def open_scm(index: IndexDir, **options) -> SoftCosineRetriever:
     return SoftCosineRetriever(index, **options)
-
-
-register_component(ComponentSpec("scm", SoftCosineComponent,
-                                 "soft vector space model: BM25 vectors + word2vec term similarities", default=False))
-register_mode(ModeSpec("scm", _open, ("scm",), "soft cosine: BM25 whose terms also match similar terms (word2vec)"))

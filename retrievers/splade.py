@@ -20,12 +20,10 @@ from tqdm import tqdm
 
 from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
-from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
 from mathscout.retrievers.base import BaseRetriever
-from mathscout.retrievers.registry import ModeSpec, register_mode
 
 MODEL_ENV = "MATHSCOUT_SPLADE_MODEL"
 MAX_DOC_TOKENS = 512
@@ -95,8 +93,7 @@ class QueryEncoder:
 
 
 def _text(document: Document) -> str:
-    title = document.title.strip()
-    return document.text if not title or document.text.lstrip().startswith(title) else f"{title}\n{document.text}"
+    return document.titled()
 
 
 class SpladeComponent:
@@ -174,10 +171,5 @@ class SpladeRetriever(BaseRetriever):
         return self.rank(query, k)
 
 
-def _open(index: IndexDir, **options) -> SpladeRetriever:
+def open_splade(index: IndexDir, **options) -> SpladeRetriever:
     return SpladeRetriever(index, **options)
-
-
-register_component(ComponentSpec("splade", SpladeComponent, "learned sparse (SPLADE) impact index from a local "
-                                 f"checkpoint (${MODEL_ENV})", default=False))
-register_mode(ModeSpec("splade", _open, ("splade",), "learned sparse retrieval (SPLADE impact search; local checkpoint)"))

@@ -21,7 +21,6 @@ import numpy as np
 from mathscout.notices import notice
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
-from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.latex.tokens import formula_terms, query_terms
 from mathscout.render import make_snippet
@@ -43,7 +42,6 @@ from mathscout.structure.text_lists import TextLists, build_text_lists
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Formula, Hit, MatchedFormula, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
-from mathscout.retrievers.registry import ModeSpec, register_mode
 
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
 SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout train structure`
@@ -475,9 +473,5 @@ def _split(query: Query) -> tuple[list[str], str]:
     return [s.latex for s in spans if s.latex.strip()], " ".join(w.strip() for w in words if w.strip())
 
 
-def _open(index: IndexDir, **options) -> StructureRetriever:
+def open_structure(index: IndexDir, **options) -> StructureRetriever:
     return StructureRetriever(index, **options)
-
-
-register_component(ComponentSpec("structure", StructureComponent, "Approach Zero path index of formula operator trees"))
-register_mode(ModeSpec("structure", _open, ("structure",), "Approach Zero structure search (formulas; + BM25 for words, Eq. 3.18)"))

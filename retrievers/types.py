@@ -23,7 +23,6 @@ from tqdm import tqdm
 
 from mathscout import java
 from mathscout.errors import IndexMissingError
-from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
@@ -33,7 +32,6 @@ from mathscout.types_expansion.embeddings import EPOCHS, MIN_COUNT, VECTOR_SIZE,
 from mathscout.types_expansion.expand import NEIGHBOURS, TYPE_BOOST, ExpandedQuery, expand_query, load_type_model
 from mathscout.retrievers.base import BaseRetriever, prepare_query
 from mathscout.retrievers.bm25 import BM25Retriever
-from mathscout.retrievers.registry import ModeSpec, register_mode
 
 TYPE_INDEX = "lucene"
 FIELD = "contents"
@@ -65,8 +63,7 @@ def _planetmath_texts(path: Path, indexed_ids: set[str]) -> Iterator[str]:
 
 
 def _document_text(document: Document) -> str:
-    title = document.title.strip()
-    return document.text if not title or document.text.lstrip().startswith(title) else f"{title}\n{document.text}"
+    return document.titled()
 
 
 class TypesComponent:
@@ -198,15 +195,15 @@ class TypesRetriever(BaseRetriever):
         return {q.id: self.rank(prepare_query(q), k) for q in queries}
 
 
-def _open_types(index: IndexDir, **options) -> TypesRetriever:
+def open_types(index: IndexDir, **options) -> TypesRetriever:
     return TypesRetriever(index, expand=True, **options)
 
 
-def _open_types2x(index: IndexDir, **options) -> TypesRetriever:
+def open_types2x(index: IndexDir, **options) -> TypesRetriever:
     return TypesRetriever(index, expand=False, **options)
 
 
-def _open_rm3(index: IndexDir, **options) -> BM25Retriever:
+def open_rm3(index: IndexDir, **options) -> BM25Retriever:
     """§4.3.2: RM3 pseudo-relevance feedback, the classic query-expansion baseline (pyserini defaults: 10 terms, 10 docs, 0.5)."""
     retriever = BM25Retriever(index, **options)
     retriever.name = "rm3"
@@ -218,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     """Detect types, train the type embeddings (§4.1) and (re)build an index's `types` component.
 
     `mathscout train types --index DIR` is the same as `mathscout index --index DIR --components types`."""
-    from mathscout.index.builder import add_components
+    from mathscout.retrievers.indexing import add_components
 
     parser = argparse.ArgumentParser(prog="mathscout train types", description=main.__doc__.splitlines()[0])
     parser.add_argument("--index", required=True, type=Path, help="an index directory (it keeps the model)")
@@ -232,12 +229,3 @@ def main(argv: list[str] | None = None) -> None:
           f"(+{stats['planetmath_extra_texts']:,} PlanetMath texts), {stats['type_mentions']:,} type mentions; "
           f"detection {stats['tokens_per_second']:,} tokens/s; word2vec {stats['train_seconds']} s; "
           f"{stats['types_with_vectors']:,} of {stats['dictionary_terms']:,} types have vectors")
-
-
-register_component(ComponentSpec(
-    "types", TypesComponent, "mathematical types: type delta index + type embeddings (word2vec)", default=False
-))
-register_mode(ModeSpec("types", _open_types, ("bm25", "types"),
-                       "TypesExp: BM25 + query types ×2 + their 5 nearest types (type embeddings)"))
-register_mode(ModeSpec("types2x", _open_types2x, ("bm25", "types"), "Types2X: BM25 + query types ×2"))
-register_mode(ModeSpec("rm3", _open_rm3, ("bm25",), "BM25 with RM3 pseudo-relevance feedback"))

@@ -37,7 +37,7 @@ def tiny_collection(shared_data: Path, target: Path, with_injection: bool = True
 
 def tiny_index(shared_data: Path, base: Path, components: list[str] | None = None) -> Path:
     """The tiny index under `base` (built on first use), with the default components or `components`."""
-    from mathscout.index.builder import build_index
+    from mathscout.retrievers.indexing import build_index
     from mathscout.index.layout import MANIFEST
 
     name = "agent-tiny" + ("-" + "-".join(components) if components else "")

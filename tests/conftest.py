@@ -81,7 +81,7 @@ def small_collection(shared_data, dev_topic_ids, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def small_index(small_collection, tmp_path_factory) -> Path:
     """An index directory over `small_collection` with every default component."""
-    from mathscout.index.builder import build_index
+    from mathscout.retrievers.indexing import build_index
 
     path = tmp_path_factory.mktemp("indexes") / "small"
     build_index([small_collection], path)
@@ -127,7 +127,7 @@ def tiny_corpus(shared_data, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_index(tiny_corpus, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("tiny-index") / "idx"
-    from mathscout.index.builder import build_index
+    from mathscout.retrievers.indexing import build_index
 
     build_index([tiny_corpus], path, ["bm25", "structure"])
     return path
@@ -168,7 +168,7 @@ def dense_qrels(shared_data, dense_topics) -> dict[str, dict[str, int]]:
 @pytest.fixture(scope="session")
 def dense_index(shared_data, dense_qrels, tmp_path_factory) -> Path:
     """bm25, dense and colbert over the judged answers of `dense_topics` and DENSE_DISTRACTORS other documents."""
-    from mathscout.index.builder import build_index
+    from mathscout.retrievers.indexing import build_index
 
     judged = {d for docs in dense_qrels.values() for d in docs}
     folder = tmp_path_factory.mktemp("dense")

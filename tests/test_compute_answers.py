@@ -79,7 +79,7 @@ def test_user_text_is_never_evaluated_as_python():
 
 
 def test_each_hit_of_the_answer_says_what_its_score_is(assistant):
-    from mathscout.agent.cli import answer_json
+    from mathscout.ui.ask import answer_json
 
     record = answer_json(assistant.ask("simplify $\\frac{x^2-1}{x-1}$", k=3))
     explained = [hit["score_explained"] for hit in record["hits"]]
@@ -89,7 +89,7 @@ def test_each_hit_of_the_answer_says_what_its_score_is(assistant):
 
 
 def test_search_scores_say_what_they_are(tiny_index):
-    from mathscout.render import explain_score
+    from mathscout.retrievers.scores import explain_score
     from mathscout.retrievers import open_retriever
 
     bm25 = open_retriever(tiny_index, "bm25").search("integral of $x^2$", k=1)[0]

@@ -188,7 +188,7 @@ def test_splade_needs_a_local_checkpoint(monkeypatch):
 
 
 def test_splade_component_indexes_and_searches_with_a_local_checkpoint(tiny_splade_checkpoint, tmp_path, monkeypatch):
-    from mathscout.index.builder import add_components, build_index
+    from mathscout.retrievers.indexing import add_components, build_index
 
     docs = tmp_path / "docs.jsonl"
     with open(docs, "w", encoding="utf-8") as f:

@@ -37,7 +37,7 @@ def _lines(path, keep) -> list[str]:
 @pytest.fixture(scope="module")
 def ranker_data(shared_data, tmp_path_factory):
     """Topic and qrels files (train and held-out dev) and an index holding their judged answers."""
-    from mathscout.index.builder import build_index
+    from mathscout.retrievers.indexing import build_index
 
     folder = tmp_path_factory.mktemp("ranker")
     collection = shared_data / "collection"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mathscout.index import IndexDir
-from mathscout.index.builder import build_index
+from mathscout.retrievers.indexing import build_index
 from mathscout.retrievers import open_retriever
 
 from tests.cli_helpers import MATHSCOUT, REPO, TINY_DOCS, env, one_line_error, run_cli

@@ -79,7 +79,7 @@ HOSTILE_ID = "hostile-1"
 
 @pytest.fixture(scope="module")
 def hostile_index(shared_data, tmp_path_factory):
-    from mathscout.index.builder import build_index
+    from mathscout.retrievers.indexing import build_index
     from tests.agent_data import tiny_collection
 
     folder = tmp_path_factory.mktemp("hostile")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mathscout.corpus import find_math, html_to_text, make_document
 from mathscout.latex.tokens import lex, query_terms
 from mathscout.structure.parser import parse_latex
-from mathscout.retrievers.bm25 import document_terms
+from mathscout.latex.tokens import document_terms
 
 # Pieces that real and hostile math text is made of: every delimiter, open and closed, and the commands
 # whose arguments the tokenizer scans.

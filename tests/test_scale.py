@@ -96,7 +96,7 @@ def test_an_index_without_the_hashed_dictionary_still_opens_the_same(two_builds,
 
 
 def test_text_lists_built_in_segments_equal_the_one_segment_lists(shared_data, tmp_path):
-    from mathscout.retrievers.bm25 import document_terms
+    from mathscout.latex.tokens import document_terms
 
     docs = [document_terms(make_document(r["id"], r["text"])) for r in first_records(shared_data, N_DOCS)]
     whole = TextLists.build(docs)

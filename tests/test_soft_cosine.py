@@ -13,7 +13,7 @@ from mathscout.evaluation.runs import write_run
 from mathscout.evaluation.topics import load_topics
 from mathscout.cli import main as cli
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
-from mathscout.index.builder import add_components
+from mathscout.retrievers.indexing import add_components
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers import open_retriever
 from mathscout.retrievers.soft_cosine import DOCUMENTS, SoftSpace

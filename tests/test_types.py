@@ -135,7 +135,7 @@ def test_type_free_query_is_not_expanded(tiny_model):
 @pytest.fixture(scope="module")
 def tiny_index(shared_data, tmp_path_factory):
     """A bm25-only index over the first documents of the collection (the types component added later)."""
-    from mathscout.index.builder import build_index
+    from mathscout.retrievers.indexing import build_index
 
     source = tmp_path_factory.mktemp("types-docs") / "docs.jsonl"
     with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
@@ -215,7 +215,7 @@ def test_rm3_mode_reranks_with_feedback(typed_index):
 # ---- the `type_expansion` tool and bad input ---------------------------------------------------------------
 
 def test_type_expansion_tool_reports_types_and_related_types_with_cosines(typed_index):
-    from mathscout.agent.events import Expansion
+    from mathscout.events import Expansion
 
     result = type_expansion("Is every finite abelian group a direct product of cyclic groups?", typed_index)
     assert not result.is_noop and all(isinstance(e, Expansion) for e in result)

@@ -124,8 +124,8 @@ def test_serve_refuses_to_expose_the_page_without_an_explicit_flag(capsys):
 @pytest.fixture(scope="module")
 def ui_indexes(tmp_path_factory, shared_data):
     """MATHSCOUT_HOME with the demo index, a damaged copy and a small index of real MSE answers."""
-    from mathscout.config import ensure_demo_index
-    from mathscout.index.builder import build_index
+    from mathscout.retrievers.indexing import ensure_demo_index
+    from mathscout.retrievers.indexing import build_index
 
     home = tmp_path_factory.mktemp("ui-home")
     demo = ensure_demo_index(home / "indexes" / "demo")

@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import ValidationError
 
-from mathscout.agent.events import AgentEvent
+from mathscout.events import AgentEvent
 
 from mathscout.tools.schemas import MAX_K, SCHEMAS, SearchArgs
 from mathscout.tools.session import ToolSession, validation_message

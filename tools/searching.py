@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.limits import K, RERANK_DEPTH, rerank_kind
-from mathscout.render import explain_hits, hits_as_json
+from mathscout.render import explain_hits
+from mathscout.retrievers.scores import hits_as_json
 from mathscout.types import Hit
 from mathscout.retrievers.base import EMPTY_QUERY
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mathscout.agent.events import AgentEvent, Expansion, Rewrite, ToolCall
+from mathscout.events import AgentEvent, Expansion, Rewrite, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit
 from mathscout.tools.schemas import SCHEMAS

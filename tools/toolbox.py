@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mathscout.agent.events import Expansion, Rewrite
+from mathscout.events import Expansion, Rewrite
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.render import explain_hits

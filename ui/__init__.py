@@ -1,1 +1,2 @@
-"""The MathScout chat page (Gradio): `mathscout serve` builds it with `mathscout.ui.app.build_app`."""
+"""Entry points: the `mathscout` command line (cli.py; `ask` in ask.py, `--server` through client.py), the chat
+page (Gradio: app.py builds it for `mathscout serve`) and the JSON HTTP API beside it (http_api.py)."""

@@ -30,26 +30,10 @@ LATEX_DELIMITERS = [
     *({"left": f"\\begin{{{env}}}", "right": f"\\end{{{env}}}", "display": True}
       for env in ("equation", "equation*", "align", "align*", "gather", "gather*")),
 ]
-MODE_LABELS = {
-    "auto": "auto — the agent plans the search",
-    "structure-rewrite": "structure + rewrites — formula trees and SymPy-equivalent forms",
-    "structure": "structure — formula trees (Approach Zero)",
-    "ranked": "ranked — learned ranking of every retriever's candidates (LambdaMART)",
-    "hybrid": "hybrid — structure + dense + text, fused",
-    "dense": "dense — embeddings",
-    "bm25": "text — math-aware BM25",
-    "text": "text — math-aware BM25",
-    "types": "types — BM25 + type expansion",
-    "types2x": "types2x — BM25 + query types",
-    "rm3": "rm3 — BM25 + feedback",
-    "splade": "splade — learned sparse",
-}
 log = logging.getLogger("mathscout.ui")
 EXAMPLES_FILE = DEMO_CORPUS.parent / "demo_examples.json"
 MAX_EXAMPLES = 6
 EXAMPLE_LABEL_CHARS = 58  # Gradio cuts example labels at 60 characters
-MODE_ORDER = ["auto", "structure", "ranked", "hybrid", "dense", "bm25", "structure-rewrite", "types", "types2x", "rm3",
-              "splade"]
 FONT = [gr.themes.LocalFont("IBM Plex Sans", weights=(400, 600, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
 FONT_MONO = [gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)), "ui-monospace", "monospace"]
 CONCURRENCY = 4  # turns computed at once; more sessions wait in Gradio's queue
@@ -82,28 +66,37 @@ def example_label(question: str, limit: int = EXAMPLE_LABEL_CHARS) -> str:
     return "… " + head[len(head) - room :].split(" ", 1)[-1] + " " + tail if len(head) > room else question
 
 
+def _menu() -> dict:
+    """Every mode with "auto", in the page's menu order (`ModeSpec.menu` in the retriever registry)."""
+    from mathscout.retrievers.registry import available_modes
+
+    modes = available_modes(planned=True)
+    return {name: modes[name] for name in sorted(modes, key=lambda m: (modes[m].menu, m))}
+
+
+def mode_label(name: str) -> str:
+    spec = _menu().get(name)
+    return spec.label if spec is not None and spec.label else name
+
+
 def mode_choices(modes: Sequence[str]) -> list[tuple[str, str]]:
-    """The index's modes as dropdown choices, in the order of MODE_ORDER (auto first)."""
-    ordered = sorted(modes, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
-    return [(MODE_LABELS.get(m, m), m) for m in ordered]
+    """The index's modes as dropdown choices, in the registry's menu order (auto first)."""
+    menu = list(_menu())
+    ordered = sorted(modes, key=lambda m: (menu.index(m) if m in menu else len(menu), m))
+    return [(mode_label(m), m) for m in ordered]
 
 
 def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
     """Which modes the index does not offer and why, e.g. 'not on this index: dense, types (missing components:
     dense, types …)'."""
-    from mathscout.retrievers import available_modes
-
     components = set(index.components)
     missing_modes, missing_components, other = [], [], []
-    for name in MODE_ORDER:
-        spec = available_modes().get(name)
-        if name in modes or name == "auto":
+    for name, spec in _menu().items():
+        if name in modes or spec.planned:
             continue
-        label = MODE_LABELS.get(name, name).split(" — ")[0]
-        needs = [c for c in (spec.requires if spec else ()) if c not in components]
-        if spec is None:
-            other.append(f"{label} (not installed)")
-        elif needs:
+        label = mode_label(name).split(" — ")[0]
+        needs = [c for c in spec.requires if c not in components]
+        if needs:
             missing_modes.append(label)
             missing_components += [c for c in needs if c not in missing_components]
         elif name == "ranked":

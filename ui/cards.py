@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from mathscout.corpus.math_spans import find_math
 from mathscout.latex.tokens import lex, query_terms
-from mathscout.render import MARK, explain_score, make_snippet, match_formulas
+from mathscout.render import MARK, make_snippet, match_formulas
+from mathscout.retrievers.scores import explain_score
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Document, Hit, MatchedFormula
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mathscout.agent.events import AgentEvent, Answer, ToolCall
+from mathscout.events import AgentEvent, Answer, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Document

@@ -108,7 +108,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
 
     @app.post("/api/ask", dependencies=login, summary="ask the assistant (as `mathscout ask --json`)")
     def ask(body: AskBody) -> dict[str, Any]:
-        from mathscout.agent.cli import answer_json
+        from mathscout.ui.ask import answer_json
 
         def run() -> dict[str, Any]:
             if not body.question.strip():

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mathscout.config import default_index_path, ensure_demo_index, home
+from mathscout.config import default_index_path, home
+from mathscout.retrievers.indexing import ensure_demo_index
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import MANIFEST, IndexDir
 

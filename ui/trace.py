@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mathscout.agent.events import Answer, ToolCall
+from mathscout.events import Answer, ToolCall
 from mathscout.markup import sanitize_answer
 
 MAX_ARGUMENT_CHARS = 160

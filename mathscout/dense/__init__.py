@@ -1,2 +1,3 @@
-"""Dense retrieval: the sentence encoder (model.py), passage encoding (encoder.py), faiss indexes
-(faiss_index.py), the dense/colbert index components, and contrastive fine-tuning (train.py)."""
+"""Dense retrieval engine: the sentence encoder (model.py), passage and query encoding (encoder.py, with the
+query-side adapter of query_adapter.py) and the dense/ColBERT vectors of an index (build.py). Fine-tuning
+lives in `mathscout.training`."""

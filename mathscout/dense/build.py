@@ -74,9 +74,7 @@ def document_text(document: Document) -> str:
     """What the encoder reads for a document: its title (unless the text starts with it) and its text,
     LaTeX unified (mathscout.dense.model). A document without words still has its formulas; an empty one
     encodes as the empty text (it then scores low for every query)."""
-    body = render_text(document.text, document.formulas)
-    title = document.title.strip()
-    return body if not title or document.text.lstrip().startswith(title) else f"{title}\n{body}"
+    return document.titled(render_text(document.text, document.formulas))
 
 
 def _is_punctuation(piece: str) -> bool:

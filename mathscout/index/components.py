@@ -1,7 +1,9 @@
 """Index components: the pieces an index directory can hold besides its document store.
 
-Each retrieval issue registers its component here (bm25 in the foundation; structure, dense, … later).
-A component builds itself from the document store into a fresh folder and returns stats for the manifest.
+The retriever registry (`mathscout.retrievers.registry`, one entry per retriever) offers each retriever's
+component here when it is imported; the core knows only the protocol. A component builds itself from the
+document store into a fresh folder and returns stats for the manifest. Build indexes through
+`mathscout.retrievers.indexing`, which loads the registry first.
 """
 
 from __future__ import annotations
@@ -38,19 +40,7 @@ def register_component(spec: ComponentSpec) -> None:
     _REGISTRY[spec.name] = spec
 
 
-def _load_builtin() -> None:
-    # Importing the modules registers their components.
-    import mathscout.retrievers.bm25  # noqa: F401
-    import mathscout.retrievers.structure  # noqa: F401
-    import mathscout.retrievers.types  # noqa: F401
-    import mathscout.retrievers.splade  # noqa: F401
-    import mathscout.retrievers.dense  # noqa: F401
-    import mathscout.retrievers.colbert  # noqa: F401
-    import mathscout.retrievers.soft_cosine  # noqa: F401
-
-
 def available_components() -> dict[str, ComponentSpec]:
-    _load_builtin()
     return dict(_REGISTRY)
 
 

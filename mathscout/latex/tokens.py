@@ -300,6 +300,14 @@ def analyze(text: str, formulas: Iterable[Span]) -> list[str]:
     return terms
 
 
+def document_terms(document) -> list[str]:
+    """The BM25 terms of a `mathscout.types.Document`: its missing title's terms (`Document.missing_title`),
+    then its text's words and math."""
+    terms = analyze(document.text, document.formulas)
+    title = document.missing_title()
+    return query_terms(title) + terms if title else terms
+
+
 # ---- queries -------------------------------------------------------------------------------------
 
 _STRONG_MATH = re.compile(r"[\\^_{}=<>+*/|]|[A-Za-z][0-9]|[0-9][A-Za-z]")

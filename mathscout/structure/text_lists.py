@@ -141,7 +141,7 @@ class TextLists:
 
 def build_text_lists(store, folder: Path, segment_postings: int = SEGMENT_POSTINGS) -> TextLists:
     """Text lists of every document of a store (ordinal order), saved into `folder` (built in segments)."""
-    from mathscout.retrievers.bm25 import document_terms
+    from mathscout.latex.tokens import document_terms
 
     return TextLists.build((document_terms(doc) for doc in store.iter_documents()), segment_postings, Path(folder))
 

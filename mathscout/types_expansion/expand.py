@@ -5,7 +5,7 @@ its n = 5 nearest types in the type embedding space (cosine), and the fresh type
 the same ×2 weight. A query without detectable types is not expanded (`ExpandedQuery.is_noop`).
 
 `type_expansion(text, index)` is the agent's `type_expansion` tool: the detected types, each with its
-related types and their cosine similarities, as `mathscout.agent.events.Expansion` records.
+related types and their cosine similarities, as `mathscout.events.Expansion` records.
 """
 
 from __future__ import annotations
@@ -15,15 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from mathscout import events
 from mathscout.errors import IndexMissingError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.types_expansion.detect import type_token
 from mathscout.types_expansion.embeddings import VECTORS, TypeEmbeddings
 
-if TYPE_CHECKING:  # agent/__init__ may import the agent's tools, which import this module
-    from mathscout.agent import events
 
 TYPE_BOOST = 2.0  # §4.3.1 (Types2X, TypesExp): types up-weighted ×2
 NEIGHBOURS = 5  # §4.3.1 (TypesExp): n = 5 fresh related types per query type
@@ -102,7 +100,7 @@ def _load(folder: str, _version: int) -> TypeEmbeddings:
 
 @dataclass
 class TypeExpansionResult:
-    """The `type_expansion` tool's answer: one `mathscout.agent.events.Expansion` per detected type (in order of first
+    """The `type_expansion` tool's answer: one `mathscout.events.Expansion` per detected type (in order of first
     mention, with its related types and cosines), and one line for people. Iterates like that list; empty,
     with `is_noop` set and `summary` saying so, when the text has no detectable types."""
 
@@ -126,8 +124,6 @@ class TypeExpansionResult:
 def type_expansion(text: str, index: IndexDir | Path | str, n: int = NEIGHBOURS) -> TypeExpansionResult:
     """The types of `text` and, for each, its `n` nearest types in the index's type embeddings (TypesExp, §4.3.1).
     A QueryError for empty text; an IndexMissingError naming the build command when the index has no types."""
-    from mathscout.agent import events
-
     if not text or not text.strip():
         raise QueryError("type expansion needs some text: the query is empty")
     model = load_type_model(index)

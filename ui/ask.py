@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
-from mathscout.agent.events import AgentEvent, Answer
+from mathscout.events import AgentEvent, Answer
 from mathscout.limits import AGENT_K, K, RERANKERS, rerank_argument
 from mathscout.notices import quiet
 
@@ -71,7 +71,7 @@ def print_trace(record: dict, out: TextIO, with_calls: bool = False) -> None:
 
 
 def answer_json(answer: Answer) -> dict:
-    from mathscout.render import explain_score
+    from mathscout.retrievers.scores import explain_score
 
     record = asdict(answer)
     for hit, entry in zip(answer.hits, record["hits"]):
@@ -80,7 +80,7 @@ def answer_json(answer: Answer) -> dict:
 
 
 def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
-    from mathscout.client import Client
+    from mathscout.ui.client import Client
 
     record = Client(args.server, args.auth).ask(question, mode=args.mode, k=args.k, rerank=args.rerank,
                                                use_llm=False if args.no_llm else None,

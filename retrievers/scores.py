@@ -1,0 +1,46 @@
+"""What a hit's number means, and hits as JSON-ready records (`mathscout search --json`, `GET /api/search`):
+each retriever's score meaning is its entry's `score` in the retriever registry."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict
+
+from mathscout.retrievers.registry import score_meanings
+from mathscout.types import Document, Hit
+
+
+def explain_score(hit: Hit) -> str:
+    """What the hit's number is: a retriever's raw score, Eq. 3.18's structure + BM25, or a normalised fusion."""
+    parts = dict(hit.components)
+    if not parts:
+        return f"score {hit.score:.3g}"
+    listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items())
+    if "rerank" in parts:
+        first = ", ".join(f"{name} {value:.3g}" for name, value in parts.items() if name != "rerank")
+        return f"rerank {hit.score:.3g} = the reranker's score of the top hits (first stage: {first or 'none'})"
+    if len(parts) == 1:
+        (name, value), = parts.items()
+        if math.isclose(value, hit.score, rel_tol=1e-6, abs_tol=1e-9):
+            return f"{name} {hit.score:.3g} = {score_meanings().get(name, name + ' score')}"
+        return f"normalised {hit.score:.3g} (1 = the best hit) of {listed}"
+    if set(parts) == {"structure", "bm25"} and hit.score > 1.0:  # fusions below are normalised to [0, 1]
+        return f"math + text {hit.score:.3g} = λ_m × structure + BM25 (thesis Eq. 3.18; {listed})"
+    return f"fused {hit.score:.3g} = weighted sum of normalised scores (1 = best; Eq. 5.20) of {listed}"
+
+
+def hits_as_json(hits: list[Hit], documents: Mapping[str, Document]) -> list[dict]:
+    return [
+        {
+            "rank": h.rank,
+            "doc_id": h.doc_id,
+            "score": round(h.score, 4),
+            "score_explained": explain_score(h),
+            "title": documents[h.doc_id].title if h.doc_id in documents else "",
+            "snippet": h.snippet,
+            "formulas": [asdict(f) for f in h.formulas],
+            "components": h.components,
+        }
+        for h in hits
+    ]

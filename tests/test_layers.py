@@ -1,0 +1,107 @@
+"""Imports point one way: entry points → training/evaluation/benchmarks → agent → tools → retrievers → engines
+→ core. Every module of the package is parsed (ast, nothing imported) and each `import` of another MathScout
+module is checked against the layer table below; a lower layer importing a higher one fails with its file and
+line. Runs without ../shared."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mathscout"
+
+# (module prefix, layer): the longest matching prefix decides ("mathscout" itself matches only the package's
+# __init__); higher numbers may import lower ones only.
+CORE, ENGINES, RETRIEVERS, TOOLS, AGENT, TRAINING, ENTRY = range(7)
+LAYERS = {
+    "mathscout": ENTRY,  # the package itself: `from mathscout import MathScout` is the Python API (lazy)
+    "mathscout.__main__": ENTRY,
+    "mathscout.cli": ENTRY,
+    "mathscout.ui": ENTRY,
+    "mathscout.benchmarks": ENTRY,  # `mathscout bench`: they drive the page, the command line and every layer
+    "mathscout.evaluation": TRAINING,
+    "mathscout.training": TRAINING,
+    "mathscout.agent": AGENT,
+    "mathscout.tools": TOOLS,
+    "mathscout.retrievers": RETRIEVERS,
+    "mathscout.structure": ENGINES,
+    "mathscout.dense": ENGINES,
+    "mathscout.rewrite": ENGINES,
+    "mathscout.types_expansion": ENGINES,
+    "mathscout.scale": ENGINES,
+    "mathscout.question": ENGINES,  # the planner's question kinds: it parses formulas (mathscout.structure)
+    # the core: corpus, store, index directory, LaTeX, config, typed records, errors, limits, rendering
+    **{f"mathscout.{name}": CORE for name in (
+        "config", "corpus", "errors", "events", "extras", "index", "java", "latex", "limits", "markup", "notices",
+        "render", "stemmer", "store", "types")},
+}
+NAMES = {CORE: "core", ENGINES: "engines", RETRIEVERS: "retrievers", TOOLS: "tools", AGENT: "agent",
+         TRAINING: "training/evaluation", ENTRY: "entry points"}
+
+
+def layer(module: str) -> int:
+    prefixes = [p for p in LAYERS if module == p or (p != "mathscout" and module.startswith(p + "."))]
+    if not prefixes:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/test_layers.py")
+    return LAYERS[max(prefixes, key=len)]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_modules() -> list[tuple[str, Path]]:
+    """Every module of the package, through the subpackage links (mathscout/agent -> ../agent, …)."""
+    found = []
+    for folder, dirs, files in os.walk(PACKAGE, followlinks=True):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", "data")]
+        found += [(module_name(Path(folder) / f), Path(folder) / f) for f in files if f.endswith(".py")]
+    return sorted(found)
+
+
+def imported_modules(path: Path, known: set[str]) -> list[tuple[str, int]]:
+    """(module, line) of every MathScout module `path` imports, at any depth (lazy imports count too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from mathscout import events` imports the module mathscout.events
+            found += [(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module, node.lineno)
+                      for a in node.names]
+    return [(name, line) for name, line in found if name == "mathscout" or name.startswith("mathscout.")]
+
+
+def test_every_module_is_in_a_layer():
+    for name, _ in package_modules():
+        layer(name)
+
+
+def test_no_lower_layer_imports_a_higher_one():
+    modules = package_modules()
+    known = {name for name, _ in modules}
+    upward = []
+    for name, path in modules:
+        for target, line in imported_modules(path, known):
+            if layer(target) > layer(name):
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name} ({NAMES[layer(name)]}) imports "
+                              f"{target} ({NAMES[layer(target)]})")
+    assert not upward, "imports pointing up a layer:\n" + "\n".join(upward)
+
+
+def test_the_check_sees_an_upward_import(tmp_path):
+    """The checker itself: a core module importing the agent is reported with its line."""
+    source = tmp_path / "bad.py"
+    source.write_text("import json\n\ndef f():\n    from mathscout.agent import MathScout\n", encoding="utf-8")
+    assert imported_modules(source, set()) == [("mathscout.agent", 4)]
+    assert layer("mathscout.agent") > layer("mathscout.store")
+
+
+@pytest.mark.parametrize("name", ["agent", "retrievers", "tools", "ui", "evaluation", "benchmarks", "prompts"])
+def test_project_folders_are_subpackages_of_mathscout(name):
+    link = PACKAGE / name
+    assert link.is_symlink() and link.resolve() == (PACKAGE.parent / name).resolve()

@@ -1,0 +1,464 @@
+"""The `mathscout` command line (an entry point: it may import every layer below it): index, search, ask, serve,
+run, eval, train, bench. A subcommand is a `_add_<name>` function in SUBCOMMANDS below; `train` commands come
+from the retriever registry (`mathscout.retrievers.registry.trainers`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from mathscout.errors import MathScoutError
+from mathscout.limits import PORT, RERANK_DEPTH, RERANKERS, K, rerank_argument
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `mathscout search: error: … (see 'mathscout search --help')`, exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _cmd_index(args: argparse.Namespace) -> None:
+    from mathscout.retrievers.indexing import add_components, build_index
+
+    components = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
+    if args.input:
+        manifest = build_index(args.input, args.index, components, fresh=args.fresh)
+    elif components:
+        manifest = add_components(args.index, components)
+    else:
+        raise MathScoutError("give --input PATH… to build an index, or --components NAME to add to one")
+    print(f"index {args.index}: {manifest.documents:,} documents, {manifest.formulas:,} formulas, "
+          f"components: {', '.join(manifest.components)}")
+
+
+def _open_index(args: argparse.Namespace):
+    from mathscout.config import default_index_path
+    from mathscout.retrievers.indexing import ensure_demo_index
+    from mathscout.index.layout import IndexDir
+
+    if args.index is None:
+        return IndexDir(ensure_demo_index(default_index_path()))
+    return IndexDir(args.index)
+
+
+def _cmd_search(args: argparse.Namespace) -> None:
+    from mathscout.tools.searching import SearchRequest
+
+    out: TextIO = args.out
+    request = SearchRequest(" ".join(args.query), args.mode, args.k, args.rerank, args.rerank_depth)
+    if args.server:
+        _search_server(args, request, out)
+        return
+    if args.query:
+        from mathscout import java
+
+        java.prefer_quick_start()  # one search: the JVM's quick compiler starts a second sooner
+        _search_once(_LocalSearch(args), request.checked(), args.json, out)
+        return
+    _interactive(_LocalSearch(args), request, args.json, out)
+
+
+def _search_server(args: argparse.Namespace, request, out: TextIO) -> None:
+    from mathscout.ui.client import Client
+    from mathscout.render import print_hit_records
+
+    request = request.checked()
+    result = Client(args.server, args.auth).search(request.query, mode=request.mode, k=request.k,
+                                                   rerank=request.rerank, rerank_depth=request.rerank_depth,
+                                                   index=args.index.name if args.index else None)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2), file=out)
+        return
+    _say_notices(result.get("notices", []))
+    print_hit_records(result["hits"], request.query, out)
+
+
+class _LocalSearch:
+    """Searches of one index in this process (retrievers and rerankers opened once, by a ToolBox)."""
+
+    def __init__(self, args: argparse.Namespace):
+        from mathscout.tools.toolbox import ToolBox
+
+        self.index = _open_index(args)
+        self.toolbox = ToolBox(self.index)
+        self._assistant = None
+
+    def run(self, request):
+        from mathscout.tools.searching import run_search
+
+        return run_search(request, self.toolbox, self._auto)
+
+    def _auto(self, query: str, k: int):
+        if self._assistant is None:
+            from mathscout.agent.assistant import Assistant
+            from mathscout.rewrite.pool import default_pool
+
+            default_pool()  # the SymPy worker starts importing now, beside the JVM and the kernels (≈ 1.5 s sooner)
+            self._assistant = Assistant(self.index, use_llm=False)
+        return self._assistant.search(query, mode="auto", k=k)
+
+
+def _say_notices(notices: list[str]) -> None:
+    from mathscout.notices import notice
+
+    for text in notices:
+        notice(f"note: {text}")
+
+
+def _search_once(search: _LocalSearch, request, as_json: bool, out: TextIO) -> None:
+    from mathscout.render import print_hit_records
+
+    result = search.run(request)
+    if as_json:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2), file=out)
+        return
+    _say_notices(result.notices)
+    print_hit_records(result.hits, request.query, out)
+
+
+PROMPT_HELP = """commands (anything else is searched):
+  :mode NAME     search mode (:modes lists this index's)     :k N          hits per search
+  :rerank KIND   rerank with KIND, or :rerank none            :json         JSON output on/off
+  :help          this list                                    :quit         leave (also an empty line or Ctrl-D)"""
+
+
+def _interactive(search: _LocalSearch, request, as_json: bool, out: TextIO) -> None:
+    """The search prompt: each line is a query, or one of its own `:commands` (PROMPT_HELP)."""
+    from dataclasses import replace
+
+    settings = replace(request, query="")
+    print(f"MathScout search over {search.index.path} ({search.index.manifest.documents:,} documents, mode "
+          f"{settings.mode}, k {settings.k}). :help lists the commands; an empty line or Ctrl-D quits.", file=out)
+    while True:
+        try:
+            line = input("query> ").strip()
+        except EOFError:
+            break
+        if not line or line in (":quit", ":q", ":exit"):
+            break
+        try:
+            if line.startswith(":"):
+                settings, as_json, message = _prompt_command(line, settings, as_json, ["auto", *search.toolbox.modes()])
+                print(message, file=out)
+            else:
+                _search_once(search, replace(settings, query=line).checked(), as_json, out)
+        except MathScoutError as exc:
+            print(f"error: {exc}", file=out)
+
+
+def _prompt_command(line: str, settings, as_json: bool, modes: list[str]):
+    """(settings, as_json, message) after one `:command` of the search prompt; MathScoutError if it is wrong."""
+    from dataclasses import replace
+
+    from mathscout.limits import rerank_kind
+
+    name, _, value = line[1:].partition(" ")
+    name, value = name.strip().lower(), value.strip()
+    if name == "help":
+        return settings, as_json, PROMPT_HELP
+    if name == "modes":
+        return settings, as_json, "modes: " + ", ".join(modes)
+    if name == "mode" and value:
+        if value not in modes:
+            raise MathScoutError(f"unknown search mode '{value}' (modes: {', '.join(modes)})")
+        return replace(settings, mode=value), as_json, f"mode {value}"
+    if name == "k" and value:
+        return replace(settings, k=K.check(value)), as_json, f"k {K.check(value)}"
+    if name == "rerank" and value:
+        kind = rerank_kind(value)
+        return replace(settings, rerank=kind), as_json, f"rerank {kind or 'none'}"
+    if name == "json":
+        return settings, not as_json, f"JSON output {'off' if as_json else 'on'}"
+    raise MathScoutError(f"unknown command '{line}' (:help lists the commands)")
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    from mathscout.evaluation.runner import run_topics
+
+    index = _open_index(args)
+    options = dict(_option(o) for o in args.set or [])
+    if getattr(args, "task", 1) == 2:
+        from mathscout.evaluation.runner import run_task2
+
+        print(run_task2(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options))
+        return
+    summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options,
+                         rerank=args.rerank, rerank_depth=args.rerank_depth, first_stage=args.first_stage)
+    print(summary)
+
+
+def _cmd_eval(args: argparse.Namespace) -> None:
+    from mathscout.evaluation.measures import compare_runs, evaluate_run
+    from mathscout.evaluation.report import format_comparison, format_evaluation
+
+    if args.by_family:
+        from mathscout.evaluation.families import families_json, family_scores, format_families
+
+        results = [evaluate_run(run, args.qrels, prime=args.prime, measure_set=args.measures,
+                                topics_with_relevant=args.topics_with_relevant) for run in args.run]
+        families = family_scores(results)
+        print(json.dumps(families_json(results, families), indent=2) if args.json else format_families(results, families), file=args.out)
+    elif len(args.run) == 1:
+        result = evaluate_run(args.run[0], args.qrels, prime=args.prime, measure_set=args.measures,
+                              topics_with_relevant=args.topics_with_relevant)
+        print(json.dumps(result.to_json(), indent=2) if args.json else format_evaluation(result, per_topic=args.per_topic),
+              file=args.out)
+    else:
+        comparison = compare_runs(args.run, args.qrels, prime=args.prime, measure_set=args.measures,
+                                  topics_with_relevant=args.topics_with_relevant)
+        print(json.dumps(comparison.to_json(), indent=2) if args.json else format_comparison(comparison), file=args.out)
+
+
+def _cmd_bench(args: argparse.Namespace) -> None:
+    from mathscout.benchmarks import run_benchmark
+
+    run_benchmark(args.name, args.rest)
+
+
+def _cmd_train(args: argparse.Namespace) -> None:
+    from mathscout.retrievers.registry import resolve, trainers
+
+    known = trainers()
+    if args.name not in known:
+        listing = "; ".join(f"{n}: {t.description}" for n, t in sorted(known.items()))
+        raise MathScoutError(f"unknown trainer '{args.name}' (available — {listing})")
+    resolve(known[args.name].target)(args.rest)
+
+
+def _trainer_names() -> list[str]:
+    from mathscout.retrievers.registry import trainers
+
+    return list(trainers())
+
+
+def _cmd_serve(args: argparse.Namespace) -> None:
+    from mathscout.ui.app import serve
+
+    serve(args.index or [], host=args.host, port=args.port, public=args.public, share=args.share,
+          auth=args.auth or os.environ.get("MATHSCOUT_AUTH"), use_llm=False if args.no_llm else None)
+
+
+def _add_index(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("index", parents=[common], help="build an index directory (or add components to one)")
+    p.add_argument("--input", nargs="+", type=Path, help="JSONL files, ARQMath Posts XML files, or folders of .md/.tex/.txt")
+    p.add_argument("--index", required=True, type=Path, help="the index directory to create or extend")
+    p.add_argument("--components", help="comma-separated components (default: an existing index's own, else "
+                   "bm25,structure); with --input on an existing index, the ones not listed are dropped")
+    p.add_argument("--fresh", action="store_true", help="with --input on an existing index: do not keep its tuned "
+                   "files (structure.json, fusion.json, models)")
+    p.set_defaults(func=_cmd_index)
+
+
+def _add_search(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("search", parents=[common], help="search an index (interactive when no query is given)")
+    p.add_argument("query", nargs="*", help="words and LaTeX, e.g. 'prove $a^2+b^2=c^2$'")
+    p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index; with --server, "
+                   "the name of one the server offers)")
+    p.add_argument("--mode", default="bm25", help="search mode (default: bm25), or auto (the assistant's planned "
+                   "searches: rewrites, structure and text, fused)")
+    p.add_argument("--k", type=K.argparse(), default=10, help=f"hits ({K.low}–{K.high:,}; default 10)")
+    _add_rerank(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON (stdout carries only the JSON)")
+    p.add_argument("--server", metavar="URL", help="search through a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
+    p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
+    p.set_defaults(func=_cmd_search)
+
+
+def _add_rerank(p: argparse.ArgumentParser) -> None:
+    """--rerank KIND and --rerank-depth N, the same on search, ask and run."""
+    p.add_argument("--rerank", nargs="?", const="auto", default=None, type=rerank_argument, metavar="KIND",
+                   help=f"rerank the top hits: {', '.join(RERANKERS)} (a bare --rerank means auto; default none)")
+    p.add_argument("--rerank-depth", type=RERANK_DEPTH.argparse(), default=10,
+                   help=f"first-stage hits reranked ({RERANK_DEPTH.low}–{RERANK_DEPTH.high:,}; default 10)")
+
+
+def _add_run(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("run", parents=[common], help="search every topic of a topic file and write a TREC run")
+    p.add_argument("--index", type=Path)
+    p.add_argument("--topics", required=True, type=Path, help="ARQMath topic XML, JSONL {id,title,body} or {id,query}")
+    p.add_argument("--mode", default="bm25")
+    p.add_argument("--k", type=K.argparse(), default=1000, help=f"hits per topic ({K.low}–{K.high:,}; default 1000)")
+    p.add_argument("--output", required=True, type=Path)
+    p.add_argument("--format", choices=["trec", "arqmath"], default="trec")
+    p.add_argument("--task", type=int, choices=[1, 2], default=1,
+                   help="ARQMath task: 1 ranks documents (default), 2 ranks formulas (--mode structure; "
+                        "arqmath format: topic formula post rank score run)")
+    p.add_argument("--tag", default=None, help="run tag (default: mathscout-<mode>)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="a retriever option, e.g. --set lambda_m=1.0 --set eta=0.05 (repeatable)")
+    _add_rerank(p)
+    p.add_argument("--first-stage", type=Path, default=None, metavar="RUN",
+                   help="take each topic's ranking from this run file instead of searching (to rerank a stored run)")
+    p.set_defaults(func=_cmd_run)
+
+
+def _option(text: str) -> tuple[str, object]:
+    """`KEY=VALUE` of `run --set`: numbers become int/float, true/false booleans, the rest stays text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise MathScoutError(f"--set wants KEY=VALUE (got '{text}')")
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return key.strip(), lowered == "true"
+    for cast in (int, float):
+        try:
+            return key.strip(), cast(value)
+        except ValueError:
+            pass
+    return key.strip(), value
+
+
+def _add_eval(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("eval", parents=[common], help="score runs against qrels (several runs: side by side with significance)")
+    p.add_argument("--run", nargs="+", required=True, type=Path)
+    p.add_argument("--qrels", required=True, type=Path)
+    p.add_argument("--prime", action="store_true", help="ARQMath prime measures (unjudged documents removed)")
+    p.add_argument("--measures", choices=["arqmath", "collection"], default=None,
+                   help="measure set (default: arqmath with --prime or ARQMath qrels, else collection)")
+    p.add_argument("--topics-with-relevant", action="store_true",
+                   help="average over the topics with a relevant document only (default: every assessed topic, "
+                        "as the official ARQMath evaluation)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--per-topic", action="store_true", help="print the per-topic table")
+    p.add_argument("--by-family", action="store_true",
+                   help="means per topic family (id prefix: mo, mse, math, …), each run tested against the first")
+    p.set_defaults(func=_cmd_eval)
+
+
+def _add_bench(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("bench", parents=[common], help="benchmarks against peers, printed with ratios")
+    p.add_argument("name", help="benchmark name (e.g. bm25)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the benchmark")
+    p.set_defaults(func=_cmd_bench)
+
+
+def _add_train(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("train", parents=[common], help="train a model (dense bi-encoder, type embeddings)")
+    p.add_argument("name", help=f"what to train ({', '.join(_trainer_names())})")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the trainer")
+    p.set_defaults(func=_cmd_train)
+
+
+def _add_serve(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("serve", parents=[common], help="the chat page in a browser (Gradio), on 127.0.0.1 by default")
+    p.add_argument("--index", type=Path, action="append", help="an index to offer (repeatable; default: the demo "
+                   "index and every index under $MATHSCOUT_HOME/indexes)")
+    p.add_argument("--host", default=os.environ.get("MATHSCOUT_HOST", "127.0.0.1"),
+                   help="address to bind (default 127.0.0.1 or $MATHSCOUT_HOST; non-local ones need --public)")
+    p.add_argument("--port", type=PORT.argparse(), default=os.environ.get("MATHSCOUT_PORT") or "7860",
+                   help="port (default 7860 or $MATHSCOUT_PORT)")
+    p.add_argument("--public", action="store_true", help="allow binding beyond localhost (e.g. --host 0.0.0.0)")
+    p.add_argument("--share", action="store_true", help="also open a public gradio.live link")
+    p.add_argument("--auth", metavar="USER:PASSWORD", help="require a login (or set MATHSCOUT_AUTH)")
+    p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
+    p.set_defaults(func=_cmd_serve)
+
+
+def _add_ask(sub, common: argparse.ArgumentParser) -> None:
+    from mathscout.ui.ask import add_parser
+
+    add_parser(sub, common)
+
+
+SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench, _add_train, _add_serve, _add_ask]
+
+
+def _common_options(top_level: bool) -> argparse.ArgumentParser:
+    """Options every command takes, before or after its name (`mathscout --quiet search …` or `… search --quiet`)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", "-q", action="store_true", default=False if top_level else argparse.SUPPRESS,
+                        help="no notices or progress on stderr (errors still)")
+    return common
+
+
+def _version() -> str:
+    from mathscout import __version__
+
+    return f"mathscout {__version__} (Python {sys.version.split()[0]})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mathscout", description="Math-aware search over math Q&A.", parents=[_common_options(True)])
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = _common_options(False)
+    for add in SUBCOMMANDS:
+        add(sub, common)
+    return parser
+
+
+@contextlib.contextmanager
+def _results_stream(as_json: bool):
+    """Where a command prints its result. With --json: a stream on the original stdout, while everything else
+    printed meanwhile goes to stderr — Python's prints and, when stdout is the process's file descriptor 1, also
+    Java's or C code's output (fd 1 points at stderr for the command's duration)."""
+    if not as_json:
+        yield sys.stdout
+        return
+    results = sys.stdout
+    try:
+        real_fd = results.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # stdout replaced in-process (a test, a notebook)
+        real_fd = False
+    if not real_fd:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield results
+        return
+    results.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with os.fdopen(os.dup(saved), "w", encoding="utf-8") as results, contextlib.redirect_stdout(sys.stderr):
+            yield results
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.quiet:
+        from mathscout.notices import set_quiet
+
+        set_quiet()
+    try:
+        with _results_stream(getattr(args, "json", False)) as out:
+            args.out = out
+            args.func(args)
+    except MathScoutError as exc:
+        print(f"mathscout: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mathscout: interrupted", file=sys.stderr)
+        return 130
+    except ImportError as exc:
+        from mathscout.extras import missing_extra
+
+        message = missing_extra(exc)
+        if message is None and not os.environ.get("MATHSCOUT_DEBUG"):
+            message = f"a module is missing ({exc}): reinstall MathScout ('bash scripts/setup.sh')"
+        if message is None:
+            raise
+        print(f"mathscout: error: {message}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `mathscout search … | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # a defect or a library's own error: one line, the traceback only on request
+        if os.environ.get("MATHSCOUT_DEBUG"):
+            raise
+        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        print(f"mathscout: internal error: {type(exc).__name__}: {detail} (set MATHSCOUT_DEBUG=1 for the details)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
