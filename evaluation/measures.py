@@ -246,7 +246,7 @@ def evaluate_run(run_path: Path | str, qrels_path: Path | str, prime: bool = Fal
                  measure_set: str | None = None, topics_with_relevant: bool = False) -> EvalResult:
     """Score one run file against a qrels file (see the module docstring for the conventions)."""
     qrels = read_qrels(qrels_path)
-    return _evaluate(str(run_path), read_run(run_path), qrels, str(qrels_path), prime,
+    return evaluate_loaded(str(run_path), read_run(run_path), qrels, str(qrels_path), prime,
                      choose_measure_set(qrels, prime, measure_set), topics_with_relevant)
 
 
@@ -257,7 +257,7 @@ def compare_runs(run_paths: Sequence[Path | str], qrels_path: Path | str, prime:
         raise MathScoutError("compare needs at least two runs (the first is the baseline)")
     qrels = read_qrels(qrels_path)
     spec = choose_measure_set(qrels, prime, measure_set)
-    results = [_evaluate(str(p), read_run(p), qrels, str(qrels_path), prime, spec, topics_with_relevant)
+    results = [evaluate_loaded(str(p), read_run(p), qrels, str(qrels_path), prime, spec, topics_with_relevant)
                for p in run_paths]
     baseline = results[0]
     topics = sorted(baseline.per_topic)
@@ -279,8 +279,9 @@ def scored_topics(qrels: Qrels, spec: MeasureSet, topics_with_relevant: bool = F
     return relevant if topics_with_relevant else list(qrels)
 
 
-def _evaluate(run_name: str, run: Run, qrels: Qrels, qrels_name: str, prime: bool, spec: MeasureSet,
-              topics_with_relevant: bool = False) -> EvalResult:
+def evaluate_loaded(run_name: str, run: Run, qrels: Qrels, qrels_name: str, prime: bool, spec: MeasureSet,
+                    topics_with_relevant: bool = False) -> EvalResult:
+    """Score a run and qrels already read (`evaluate_run` without the files): the measures of `spec` per topic and mean."""
     scorable = {q: qrels[q] for q in scored_topics(qrels, spec, topics_with_relevant, qrels_name)}
     without_relevant = sorted((q for q in scorable if not any(g >= spec.relevant_grade for g in scorable[q].values())),
                               key=topic_order)

@@ -12,7 +12,7 @@ selection / text part without searching again (thesis §3.2.3, §3.3.3 Fig. 3.10
 The dump holds, per topic: each readable query formula's width (its widest node's upper bound) and its
 per-document top `depth` (the structure mode's per-document pruned search, GBP-LEN), BM25 over the words
 without the math (Eq. 3.18's BM25(Q_text, D_text)) and BM25 over the whole query (the bm25 mode's math-aware
-terms). A run from the dump is the same arithmetic as `StructureRetriever._fused` (λ_m · Σ_f S_f + text; 0
+terms). A run from the dump is the same arithmetic as `StructureRetriever.fused` (λ_m · Σ_f S_f + text; 0
 outside a list), so `mathscout run --mode structure --set lambda_m=… --set max_formulas=… --set depth=…`
 reproduces it. Tuning picks the best setting on a topic set (use train topics, never dev).
 
@@ -41,14 +41,14 @@ from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.structure.scoring import LAMBDA_M, math_text_score
+from mathscout.structure.scoring import LAMBDA_M, rank_math_text
 from mathscout.retrievers.base import prepare_query
 
 
 def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0, seed: int = 13,
          max_formulas: int = 0, qrels: Path | None = None) -> None:
     from mathscout.retrievers.bm25 import BM25Retriever
-    from mathscout.retrievers.structure import StructureRetriever, _split, query_kind
+    from mathscout.retrievers.structure import StructureRetriever, split_query, query_kind
 
     retriever = StructureRetriever(IndexDir(index), depth=depth, max_formulas=0)
     bm25 = BM25Retriever(IndexDir(index))
@@ -63,12 +63,12 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
     started = time.perf_counter()
     for n, topic in enumerate(topics, 1):
         query = prepare_query(topic)
-        formulas, words = _split(query)
-        prepared = retriever._prepare_all(formulas)
+        formulas, words = split_query(query)
+        prepared = retriever.prepare_all(formulas)
         if max_formulas:
             prepared = sorted(prepared, key=lambda q: -q.width)[:max_formulas]
         per_formula, full = _top_lists(retriever, bm25, doc_ids, prepared, query, depth)
-        text = {doc_ids[d]: s for d, s in retriever._bm25_scores(words, depth).items()} if words else {}
+        text = {doc_ids[d]: s for d, s in retriever.bm25_scores(words, depth).items()} if words else {}
         records[topic.id] = {"formulas": per_formula, "words": text, "full": full, "n_formulas": len(formulas),
                              "kind": query_kind(query)}
         if n % 20 == 0:
@@ -118,9 +118,7 @@ def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "word
     for _, hits in formulas:
         for doc, score in hits.items():
             math[doc] += score
-    text_scores = record[text] if text != "none" else {}
-    scores = {d: math_text_score(math.get(d, 0.0), text_scores.get(d, 0.0), lambda_m) for d in set(math) | set(text_scores)}
-    return sorted(((d, s) for d, s in scores.items() if s > 0), key=lambda x: (-x[1], x[0]))[:k]
+    return rank_math_text(math, record[text] if text != "none" else {}, lambda_m, k)
 
 
 def write_run(records: dict, path: Path, tag: str, **options) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import ttest_rel
 
-from mathscout.evaluation.measures import MeasureSet, _evaluate, choose_measure_set, read_qrels, scored_topics, topic_order
+from mathscout.evaluation.measures import MeasureSet, evaluate_loaded, choose_measure_set, read_qrels, scored_topics, topic_order
 from mathscout.evaluation.runs import Run, RunEntry, read_run, write_run
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
@@ -78,7 +78,7 @@ class Scorer:
                           for qid, hits in results.items() if hits})
         if not run.topics:
             return dict.fromkeys(self.topics, 0.0)
-        result = _evaluate("fusion", run, self.qrels, self.qrels_path, self.prime, self.spec)
+        result = evaluate_loaded("fusion", run, self.qrels, self.qrels_path, self.prime, self.spec)
         return {qid: result.per_topic[qid][self.measure] for qid in self.topics}
 
     def run_scores(self, run: Mapping[str, Ranking]) -> dict[str, float]:

@@ -41,9 +41,37 @@ class Retriever(Protocol):
 
 
 class BaseRetriever:
-    """Shared behaviour: query validation and a simple batch loop."""
+    """Shared behaviour: query validation, a simple batch loop, and PyTerrier's composition operators
+    (`mathscout.retrievers.compose`): `0.3 * structure + 0.7 * dense` (weighted linear fusion, thesis Eq. 5.20),
+    `first >> reranker` and `rewrite >> structure` (pipelines), `retriever % 100` or `.top(100)` (rank cut-off)."""
 
     name = "base"
+
+    def __rmul__(self, weight: float):
+        from mathscout.retrievers.fusion import Stage
+
+        return Stage(self, float(weight))
+
+    __mul__ = __rmul__
+
+    def __add__(self, other):
+        from mathscout.retrievers.fusion import Stage
+
+        return Stage(self) + other
+
+    def __rshift__(self, other):
+        from mathscout.retrievers.compose import then
+
+        return then(self, other)
+
+    def __mod__(self, k: int):
+        from mathscout.retrievers.compose import Cutoff
+
+        return Cutoff(self, k)
+
+    def top(self, k: int):
+        """The first `k` hits only (`retriever % k`)."""
+        return self % k
 
     def search(self, query: str | Query, k: int = 10) -> list[Hit]:
         return self._search(prepare_query(query), K.check(k))

@@ -27,7 +27,7 @@ from mathscout.structure.scoring import B2, length_penalty, symbol_factor
 from mathscout.structure.search import FormulaHit
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
-from mathscout.retrievers.structure import EXPLAINED_HITS, StructureRetriever, _split, highlight_weights, query_kind
+from mathscout.retrievers.structure import EXPLAINED_HITS, StructureRetriever, split_query, highlight_weights, query_kind
 
 # A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
 # (Eq. 3.14 at S'_sym = b2, §3.2.1 α-equivalence), never more: renamed-variable matches of what the user wrote stay
@@ -66,10 +66,10 @@ class StructureRewriteRetriever(BaseRetriever):
     name = "structure-rewrite"
 
     def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter = equivalent_forms,
-                 normalise: str = "query", **structure_options):
+                 normalise: str = "query", structure: StructureRetriever | None = None, **structure_options):
         if fusion not in FUSIONS:
             raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
-        self.structure = StructureRetriever(index, **structure_options)
+        self.structure = structure if structure is not None else StructureRetriever(index, **structure_options)
         self.store = self.structure.store
         self.fusion = fusion
         self.rewrite_weight = rewrite_weight
@@ -82,7 +82,7 @@ class StructureRewriteRetriever(BaseRetriever):
     # ------------------------------------------------------------------ variants
     def variants(self, query: Query) -> list[_Variant]:
         """The original query and one variant per equivalent form of each of its formulas (bounded)."""
-        formulas, words = _split(query)
+        formulas, words = split_query(query)
         if not formulas:
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
         variants = [_Variant(query, 1.0, "original", formulas[0])]
@@ -108,7 +108,7 @@ class StructureRewriteRetriever(BaseRetriever):
     # ------------------------------------------------------------------ ranking
     def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[str, _Fused], list[_Variant]]:
         variants = self.variants(query)
-        formula_only = query_kind(query) == "formula" and len(_split(query)[0]) == 1
+        formula_only = query_kind(query) == "formula" and len(split_query(query)[0]) == 1
         depth = k if self.fusion == "max" else max(k, WEIGHTED_DEPTH)
         fused: dict[str, _Fused] = {}
         written_order: list[str] = []
@@ -120,7 +120,7 @@ class StructureRewriteRetriever(BaseRetriever):
             scale = _form_scale(self.structure, variant, hits) if formula_only else 1.0
             if scale <= 0:
                 continue
-            ordinals = self.structure._doc_ordinals()
+            ordinals = self.structure.doc_ordinals()
             if n == 0:
                 written_order = [hit.doc_id for hit in hits]
             for hit in hits:
@@ -156,7 +156,7 @@ class StructureRewriteRetriever(BaseRetriever):
                 notice(f"notice: {result.notice}")
         for variant in variants[1:]:
             notice(f"rewrite: also searched ${variant.form}$ ({variant.rule})")
-        formulas, words = _split(query)
+        formulas, words = split_query(query)
         weights = highlight_weights(formulas, words)
         explained = hits[:EXPLAINED_HITS]
         documents = self.store.get_many(h.doc_id for h in explained)
@@ -171,7 +171,7 @@ class StructureRewriteRetriever(BaseRetriever):
                 if entry.variant not in prefixes:
                     tree = parse_latex(variants[entry.variant].formula).tree
                     prefixes[entry.variant] = path_prefixes(tree) if tree is not None else []
-                hit.formulas = [self.structure._matched_formula(entry.formula_hit, prefixes[entry.variant])]
+                hit.formulas = [self.structure.matched_formula(entry.formula_hit, prefixes[entry.variant])]
         return hits
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:

@@ -33,7 +33,7 @@ from mathscout.structure.scoring import (
     ETA_ARQMATH,
     LAMBDA_M,
     formula_similarity,
-    math_text_score,
+    rank_math_text,
     multi_tree_formula_similarity,
 )
 from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, math_keyword
@@ -166,7 +166,7 @@ def query_kind(query: Query) -> str:
     if query.formula:
         return "formula"
     kind = read_question(query.text).kind
-    if kind == "formula" and _split(query)[1]:
+    if kind == "formula" and split_query(query)[1]:
         return "mixed"
     return kind if kind in QUERY_KINDS else "text"
 
@@ -236,13 +236,13 @@ class StructureRetriever(BaseRetriever):
     def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Top-k documents, and for each the best formula hit of the query's first formula that matched it, by the
         setting of the query's kind."""
-        formulas, words = _split(query)
+        formulas, words = split_query(query)
         setting = self.setting_for(query)
         if formulas and setting is self.kind_settings["formula"] and setting.text == "words":
             words = ""  # structure similarity alone
         if setting.text == "full" and "bm25" in self.index.components:
             prepared = self._prepare(formulas, setting.max_formulas, strict=False) if formulas else []
-            return self._fused(prepared, self._bm25_scores(query, max(self.depth, k)), k, setting.lambda_m)
+            return self.fused(prepared, self.bm25_scores(query, max(self.depth, k)), k, setting.lambda_m)
         if not formulas and not (words and "bm25" in self.index.components):
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
         prepared = self._prepare(formulas, setting.max_formulas, strict=not words)
@@ -251,7 +251,7 @@ class StructureRetriever(BaseRetriever):
         if len(prepared) == 1 and not words:  # a lone formula: per-document pruned search is exact
             hits = self._formula_documents(prepared[0], k)
             return [self._hit(h.doc, h.score, {self.name: h.score}) for h in hits], {h.doc: h for h in hits}
-        return self._fused(prepared, self._bm25_scores(words, max(self.depth, k)) if words else {}, k, setting.lambda_m)
+        return self.fused(prepared, self.bm25_scores(words, max(self.depth, k)) if words else {}, k, setting.lambda_m)
 
     def setting_for(self, query: Query) -> KindSetting:
         """The Eq. 3.18 setting of the query's kind (`query_kind`)."""
@@ -261,7 +261,7 @@ class StructureRetriever(BaseRetriever):
         """Σ over the query formulas this retriever searches of a perfect match's structure score (each formula's
         widest subtree matched in full); None when the query has no readable formula. A document's math score
         divided by it is the share of the query's formulas its best matches cover (a ranking feature)."""
-        formulas, _ = _split(query)
+        formulas, _ = split_query(query)
         prepared = self._prepare(formulas, strict=False) if formulas else []
         total = sum(q.width for q in prepared)
         return total if total > 0 else None
@@ -291,12 +291,12 @@ class StructureRetriever(BaseRetriever):
             if prepared[0].empty:
                 raise QueryError(f"the formula '{formulas[0][:80]}' shares no structure with any indexed formula")
             return prepared
-        prepared = self._prepare_all(formulas)
+        prepared = self.prepare_all(formulas)
         if max_formulas and len(prepared) > max_formulas:
             prepared = sorted(prepared, key=lambda q: -q.width)[:max_formulas]
         return prepared
 
-    def _prepare_all(self, formulas: list[str]) -> list[PreparedQuery]:
+    def prepare_all(self, formulas: list[str]) -> list[PreparedQuery]:
         """Every readable query formula that shares a token path with the index (others are left out)."""
         prepared = []
         for latex in formulas[: 4 * MAX_QUERY_FORMULAS]:
@@ -336,7 +336,7 @@ class StructureRetriever(BaseRetriever):
             return {}
         return self._bm25_retriever().query_weights(Query(id="words", text=words))
 
-    def _fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int,
+    def fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int,
                lambda_m: float) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Eq. 3.18 over the union of each formula's top `depth` documents (per-document pruned search, §4.2.2)
         and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it."""
@@ -346,10 +346,8 @@ class StructureRetriever(BaseRetriever):
             for hit in self._formula_documents(query, max(self.depth, k)):
                 math[hit.doc] += hit.score
                 best.setdefault(hit.doc, hit)
-        candidates = set(math) | set(bm25)
-        scores = {doc: math_text_score(math.get(doc, 0.0), bm25.get(doc, 0.0), lambda_m) for doc in candidates}
-        ranked = sorted((d for d in scores if scores[d] > 0), key=lambda d: (-scores[d], d))[:k]
-        hits = [self._hit(d, scores[d], {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}) for d in ranked]
+        ranked = rank_math_text(math, bm25, lambda_m, k)
+        hits = [self._hit(d, score, {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}) for d, score in ranked]
         return hits, best
 
     def _bm25_retriever(self):
@@ -360,19 +358,19 @@ class StructureRetriever(BaseRetriever):
             self._bm25 = BM25Retriever(self.index)
         return self._bm25
 
-    def _bm25_scores(self, words: str | Query, k: int) -> dict[int, float]:
+    def bm25_scores(self, words: str | Query, k: int) -> dict[int, float]:
         """BM25 of the top k documents for the words (a string) or for a whole query (math-aware terms)."""
         if "bm25" not in self.index.components:
             return {}
         bm25 = self._bm25_retriever()
-        ordinals = self._doc_ordinals()
+        ordinals = self.doc_ordinals()
         try:
             hits = bm25.rank(words if isinstance(words, Query) else Query(id="words", text=words), k)
         except QueryError:  # only stop words
             return {}
         return {ordinals[h.doc_id]: h.score for h in hits if h.doc_id in ordinals}
 
-    def _doc_ordinals(self) -> dict[str, int]:
+    def doc_ordinals(self) -> dict[str, int]:
         if self._ordinals is None:
             self._ordinals = {doc_id: n for n, doc_id in enumerate(self.store.doc_ids())}
         return self._ordinals
@@ -384,11 +382,11 @@ class StructureRetriever(BaseRetriever):
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         hits, best = self.rank(query, k)
-        formulas, words = _split(query)
+        formulas, words = split_query(query)
         weights = highlight_weights(formulas, words)
         explained = hits[:EXPLAINED_HITS]
         documents = self.store.get_many(h.doc_id for h in explained)
-        ordinals = self._doc_ordinals()
+        ordinals = self.doc_ordinals()
         first_tree = parse_latex(formulas[0]).tree if formulas else None
         query_prefixes = path_prefixes(first_tree) if first_tree is not None else []
         for rank, hit in enumerate(hits, start=1):
@@ -402,7 +400,7 @@ class StructureRetriever(BaseRetriever):
             hit.snippet = make_snippet(document, weights)
             formula_hit = best.get(ordinals[hit.doc_id])
             if formula_hit is not None:
-                hit.formulas = [self._matched_formula(formula_hit, query_prefixes)]
+                hit.formulas = [self.matched_formula(formula_hit, query_prefixes)]
         return hits
 
     def _best_formulas(self, latex: str, docs: list[int]) -> dict[int, FormulaHit]:
@@ -418,7 +416,7 @@ class StructureRetriever(BaseRetriever):
                 best[hit.doc] = hit
         return best
 
-    def _matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula:
+    def matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula:
         """The document's best formula with the operands of its widest common subtree highlighted."""
         formula = self.store.formula_at(hit.formula)
         tree = parse_latex(formula.latex).tree
@@ -460,7 +458,7 @@ def highlight_weights(formulas: list[str], words: str) -> dict[str, float]:
     return weights
 
 
-def _split(query: Query) -> tuple[list[str], str]:
+def split_query(query: Query) -> tuple[list[str], str]:
     """The query's formulas (the topic formula, or each `$…$` in its text) and its words without the math."""
     if query.formula:
         return [query.formula], ""

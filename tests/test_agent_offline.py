@@ -89,8 +89,7 @@ def test_mixed_question_fuses_structure_and_text_search(assistant):
 
 def test_rewritten_forms_are_each_structure_searched(assistant):
     answer = assistant.ask("$1+\\frac{1}{x}$", k=5)
-    if "rewrite_formula" not in assistant.toolbox.available():
-        pytest.skip("formula rewriting is not installed")
+    assert "rewrite_formula" in assistant.toolbox.available()  # in the tree: never "not installed"
     searched = [c.arguments["formula"] for c in answer.trace if c.tool == "structure_search"]
     assert searched[0] == "1+\\frac{1}{x}"
     assert searched[1:] == [r.rewritten for r in answer.rewrites][: len(searched) - 1]
@@ -230,8 +229,7 @@ def test_python_api(index):
 
 
 def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
-    if "rerank" not in assistant.toolbox.available():
-        pytest.skip("no reranker installed")
+    assert "rerank" in assistant.toolbox.available()  # in the tree: never "not installed"
     plain = assistant.ask("does the harmonic series diverge", k=5)
     reranked = assistant.ask("does the harmonic series diverge", k=5, rerank=True)
     call = reranked.trace[-1]
@@ -240,4 +238,4 @@ def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
     assert all("rerank" in h.components for h in reranked.hits)
     scores = [h.components["rerank"] for h in reranked.hits]
     assert scores == sorted(scores, reverse=True) and {h.doc_id for h in reranked.hits} <= set(call.arguments["hit_ids"])
-    assert [h.doc_id for h in plain.hits] != [h.doc_id for h in reranked.hits] or scores
+    assert [h.doc_id for h in plain.hits] != [h.doc_id for h in reranked.hits]  # the user sees another order

@@ -375,8 +375,7 @@ def test_run_topics_skips_failing_topics_and_summarises(tmp_path, monkeypatch, c
 
 
 def test_mathscout_run_then_eval_on_the_small_index(request, shared_data, dev_topic_ids, tmp_path):
-    pytest.importorskip("mathscout.retrievers.bm25")
-    small_index = request.getfixturevalue("small_index")  # built only once BM25 exists
+    small_index = request.getfixturevalue("small_index")
     wanted = set(dev_topic_ids[:10])
     topics = tmp_path / "topics.jsonl"
     with open(shared_data / "collection" / "topics.dev.jsonl", encoding="utf-8") as f:

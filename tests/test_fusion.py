@@ -154,6 +154,26 @@ def test_retrievers_compose_like_algebra(small_index):
         Stage(bm25) + Stage(bm25)
 
 
+def test_retrievers_themselves_compose(small_index, capsys):
+    """`0.5 * structure + 0.5 * bm25` is the hybrid mode's equal-weight fallback, hit for hit; `% k` and `.top(k)`
+    cut; `>>` wants a reranker on its right."""
+    from mathscout.retrievers.compose import Cutoff
+
+    bm25, structure = open_retriever(small_index, "bm25"), open_retriever(small_index, "structure")
+    hybrid = open_retriever(small_index, "hybrid")
+    capsys.readouterr()
+    query = "$x^2 + y^2 = z^2$ integer solutions"
+    composed = 0.5 * structure + 0.5 * bm25
+    assert isinstance(composed, FusedRetriever) and composed.weights == hybrid.weights
+    assert [(h.doc_id, h.score) for h in composed.search(query, k=10)] == \
+        [(h.doc_id, h.score) for h in hybrid.search(query, k=10)]
+    top3 = bm25 % 3
+    assert isinstance(top3, Cutoff) and bm25.top(3).k == 3
+    assert [h.doc_id for h in top3.search(query, k=10)] == [h.doc_id for h in bm25.search(query, k=3)]
+    with pytest.raises(MathScoutError, match="must be a reranker"):
+        bm25 >> structure
+
+
 # --- learned sparse (SPLADE) over a local checkpoint ------------------------------------------------------------
 
 

@@ -57,15 +57,15 @@ def test_text_lists_score_exactly_like_lucene_bm25(retrievers, dev_topics, small
 
 
 def _keywords(structure, topic):
-    from mathscout.retrievers.structure import _split
+    from mathscout.retrievers.structure import split_query
 
-    formulas, words = _split(prepare_query(topic))
+    formulas, words = split_query(prepare_query(topic))
     keywords = []
     for term, boost in structure._text_weights(words).items():
         docs, scores = structure.text.term_scores(term, boost)
         if len(docs):
             keywords.append(KeywordList(TEXT, docs, scores))
-    keywords += [math_keyword(structure.searcher, q) for q in structure._prepare_all(formulas)]
+    keywords += [math_keyword(structure.searcher, q) for q in structure.prepare_all(formulas)]
     return keywords
 
 

@@ -39,7 +39,7 @@ from tqdm import tqdm
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
-from mathscout.structure.postings import DecodedPostings, _check_layout, encode_lists
+from mathscout.structure.postings import DecodedPostings, check_layout, encode_lists
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
 from mathscout.structure.lists import PATH_FILES, DamagedList, PathDictionary, PostingLists, load_npz_member, write_path_table
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES
@@ -294,7 +294,7 @@ class PathIndex:
             buf = np.memmap(folder / "postings.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
             byte_offsets = np.ascontiguousarray(byte_offsets, dtype=np.int64) if np.issubdtype(byte_offsets.dtype, np.integer) else byte_offsets
             list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
-            _check_layout(buf, byte_offsets, list_start, int(lists["n_groups"]))
+            check_layout(buf, byte_offsets, list_start, int(lists["n_groups"]))
             postings = PostingLists(buf, byte_offsets, list_start, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES)
             _check_tables(postings, paths, leaves, doc)
             return cls(folder, meta, paths, symbols, postings, leaves, doc)

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from mathscout.structure.paths import is_wildcard_path
-from mathscout.structure.postings import DecodedPostings, _get_bounded
+from mathscout.structure.postings import DecodedPostings, get_bounded
 
 PATH_FILES = ("path_hash.npy", "path_tid.npy")
 CACHE_BYTES = int(float(os.environ.get("MATHSCOUT_POSTINGS_CACHE_MB", "512")) * 2**20)
@@ -142,33 +142,33 @@ def _decode_list(buf, at, end, n_entries, n_formulas, n_symbols, max_node, max_l
     g = 0
     previous = 0
     for e in range(n_entries):
-        delta, at = _get_bounded(buf, at, end)
+        delta, at = get_bounded(buf, at, end)
         if at < 0 or previous + delta >= n_formulas:
             return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
         previous += delta
         fid[e] = previous
-        value, at = _get_bounded(buf, at, end)
+        value, at = get_bounded(buf, at, end)
         if at < 0 or value > max_node:
             return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
         node[e] = value
-        value, at = _get_bounded(buf, at, end)
+        value, at = get_bounded(buf, at, end)
         if at < 0 or value > max_leaves:
             return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
         width[e] = value
-        groups, at = _get_bounded(buf, at, end)
+        groups, at = get_bounded(buf, at, end)
         if at < 0 or groups > max_leaves or groups > capacity - g:
             return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
         sym_start[e] = g
         for _ in range(groups):
-            value, at = _get_bounded(buf, at, end)
+            value, at = get_bounded(buf, at, end)
             if at < 0 or value >= n_symbols:
                 return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
             sym[g] = value
-            value, at = _get_bounded(buf, at, end)
+            value, at = get_bounded(buf, at, end)
             if at < 0 or value > limit:
                 return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
             fp[g] = value
-            value, at = _get_bounded(buf, at, end)
+            value, at = get_bounded(buf, at, end)
             if at < 0 or value > limit:
                 return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
             count[g] = value

@@ -108,7 +108,7 @@ def encode_lists(order, list_start, fid, node, width, sym_start, sym, fp, count)
 
 
 @numba.njit(cache=True)
-def _get_bounded(buf, at, end):
+def get_bounded(buf, at, end):
     """`_get` that never reads at or past `end`: (value, next position), or (-1, -1) for a damaged number."""
     value = 0
     shift = 0
@@ -126,7 +126,7 @@ class DamagedPostings(ValueError):
     """The posting arrays do not describe a well-formed posting file."""
 
 
-def _check_layout(buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> None:
+def check_layout(buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> None:
     """The list tables must be monotone and inside the buffer before any kernel reads through them."""
     if byte_offsets.ndim != 1 or list_start.ndim != 1 or len(byte_offsets) != len(list_start) or len(list_start) < 1:
         raise DamagedPostings("list tables of different lengths")
