@@ -1,12 +1,12 @@
 """The MathScout agent: a tool-calling planner over the retrievers.
 
-    from mathscout.agent import MathScout
+    from mathscout import MathScout           # the public name (this package's MathScout is the same class)
     scout = MathScout()                      # the demo index (built on first use), or MathScout("path/to/index")
     scout.search("sum of $\\frac{1}{n^2}$", mode="structure", k=5)   # -> list[Hit]
     answer = scout.ask("Why is $\\cos^2 x + \\sin^2 x = 1$?")       # -> Answer (text with [doc-id] citations)
     tools = scout.tools                      # LangChain tools for your own agent
 
-Names are imported lazily so that `mathscout.events` stays light for the modules that only need the contract.
+Names are imported lazily: importing a submodule (e.g. `mathscout.agent.planned`) does not load the LLM agent.
 """
 
 from __future__ import annotations

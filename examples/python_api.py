@@ -6,7 +6,7 @@
 
 import sys
 
-from mathscout.agent import MathScout
+from mathscout import MathScout
 
 scout = MathScout(sys.argv[1] if len(sys.argv) > 1 else None, use_llm=False)  # use_llm=None: the LLM when configured
 print("modes:", ", ".join(scout.modes()))
