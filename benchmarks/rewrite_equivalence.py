@@ -33,7 +33,7 @@ import numpy as np
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.rewrite import RewriteResult, equivalent_forms
-from mathscout.rewrite.canonical import tree_key
+from mathscout.evaluation.formula_queries import keyed_formulas
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Query
 from mathscout.retrievers.rewrite import MIN_FORM_LEAVES, REWRITE_WEIGHT, StructureRewriteRetriever
@@ -49,15 +49,9 @@ def formula_keys(index: IndexDir) -> tuple[dict[str, set[str]], list[tuple[int, 
     """Documents per operator-tree key over the whole collection, and (ordinal, doc, latex, key) of the candidates."""
     docs_by_key: dict[str, set[str]] = defaultdict(set)
     candidates = []
-    for ordinal, formula in index.store.iter_formulas():
-        if len(formula.latex) > MAX_CHARS:
-            continue
-        parsed = parse_latex(formula.latex)
-        if parsed.tree is None or not parsed.complete:
-            continue
-        key = tree_key(parsed.tree)
+    for ordinal, formula, tree, key in keyed_formulas(index, MAX_CHARS):
         docs_by_key[key].add(formula.doc_id)
-        leaves = sum(1 for _ in parsed.tree.leaves())
+        leaves = sum(1 for _ in tree.leaves())
         if MIN_LEAVES <= leaves <= MAX_LEAVES:
             candidates.append((ordinal, formula.doc_id, formula.latex, key))
     return docs_by_key, candidates

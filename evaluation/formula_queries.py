@@ -16,11 +16,14 @@ import random
 import re
 import zlib
 from collections import defaultdict
+from collections.abc import Iterator
 
 from mathscout.index.layout import IndexDir
 from mathscout.rewrite import equivalent_forms
 from mathscout.rewrite.canonical import tree_key
+from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
+from mathscout.types import Formula
 from mathscout.structure.paths import leaf_count
 
 MIN_LEAVES, MAX_LEAVES, MAX_CHARS = 5, 30, 200
@@ -70,21 +73,27 @@ def subexpression(latex: str) -> str | None:
     return best
 
 
+def keyed_formulas(index: IndexDir, max_chars: int) -> Iterator[tuple[int, Formula, Node, str]]:
+    """(ordinal, formula, operator tree, tree key) of every formula of the index of at most `max_chars` characters
+    that parses completely."""
+    for ordinal, formula in index.store.iter_formulas():
+        if len(formula.latex) > max_chars:
+            continue
+        parsed = parse_latex(formula.latex)
+        if parsed.tree is None or not parsed.complete:
+            continue
+        yield ordinal, formula, parsed.tree, tree_key(parsed.tree)
+
+
 def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reporting") -> list[dict]:
     """Up to `sample` queries per kind from source formulas of one half of the documents ("reporting" for
     figures, "fitting" for `mathscout train structure`); relevant documents come from the whole collection."""
     in_half = HALVES[half]
     docs_by_key: dict[str, set[str]] = defaultdict(set)
     candidates = []
-    for _, formula in index.store.iter_formulas():
-        if len(formula.latex) > MAX_CHARS:
-            continue
-        parsed = parse_latex(formula.latex)
-        if parsed.tree is None or not parsed.complete:
-            continue
-        key = tree_key(parsed.tree)
+    for _, formula, tree, key in keyed_formulas(index, MAX_CHARS):
         docs_by_key[key].add(formula.doc_id)
-        if in_half(formula.doc_id) and MIN_LEAVES <= leaf_count(parsed.tree) <= MAX_LEAVES:
+        if in_half(formula.doc_id) and MIN_LEAVES <= leaf_count(tree) <= MAX_LEAVES:
             candidates.append((formula.doc_id, formula.latex.strip(), key))
     rng = random.Random(seed)
     rng.shuffle(candidates)
