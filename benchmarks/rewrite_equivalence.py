@@ -183,12 +183,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"queries: {len(untransformed)} untransformed, {len(transformed)} transformed; draws {stats} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
     structure = StructureRetriever(index)
-    systems = {"structure": lambda latex, k: structure.rank(Query(id="q", text="", formula=latex), k)[0]}
+    systems = {"structure": lambda latex, k: structure.rank(Query(id="q", text="", formula=latex), k).hits}
     weights = [float(w) for w in args.weights.split(",")]
     for w in weights:
         rewriter = StructureRewriteRetriever(index, rewrite_weight=w, rewriter=cached)
         rewriter.structure = structure
-        systems[f"structure-rewrite w={w:g}"] = lambda latex, k, r=rewriter: r.rank(Query(id="q", text="", formula=latex), k)[0]
+        systems[f"structure-rewrite w={w:g}"] = lambda latex, k, r=rewriter: r.rank(Query(id="q", text="", formula=latex), k).hits
 
     results = {}
     for label, queries in (("transformed", transformed), ("untransformed", untransformed)):

@@ -235,7 +235,7 @@ def write_runs(args: argparse.Namespace) -> None:
     for candidates in found:
         qid = candidates.query.id
         kinds[qid] = candidates.stats.kind
-        hits = ranker.rank(candidates, index.store, K)
+        hits = ranker.rank_candidates(candidates, index.store, K)
         full = len(candidates.runs.get(TAIL, [])) >= ranker.config.depth
         runs["ranked"][qid] = with_tail(hits, tails[qid], K) if qid in tails and full else hits
         for name in ranker.config.used:

@@ -86,7 +86,7 @@ def _top_lists(retriever, bm25, doc_ids: list[str], prepared: list, query, depth
         hits = retriever.searcher.search(q, depth, retriever.strategy, per_document=True)
         per_formula.append((q.width, {doc_ids[h.doc]: h.score for h in hits}))
     try:
-        full = {h.doc_id: h.score for h in bm25.rank(query, depth)}
+        full = {h.doc_id: h.score for h in bm25.rank(query, depth).hits}
     except QueryError:
         full = {}
     return per_formula, full

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from mathscout.notices import notice
 from mathscout.errors import QueryError
@@ -23,6 +24,18 @@ def prepare_query(query: str | Query) -> Query:
         notice(f"notice: query of {len(text):,} characters truncated to the first {MAX_QUERY_CHARS:,}")
         q = Query(id=q.id, text=text[:MAX_QUERY_CHARS], formula=q.formula)
     return q
+
+
+@dataclass
+class RankResult:
+    """What every retriever's `rank(query, k)` returns: the hits, best first, and what explains them where the
+    retriever keeps it (structure search: each document's best formula hit, by store ordinal; structure-rewrite:
+    each document's fused parts and the query variants it searched)."""
+
+    hits: list[Hit]
+    formulas: dict[int, Any] = field(default_factory=dict)
+    fused: dict[str, Any] = field(default_factory=dict)
+    variants: list[Any] = field(default_factory=list)
 
 
 @runtime_checkable

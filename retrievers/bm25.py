@@ -26,7 +26,7 @@ from mathscout.latex.tokens import document_terms, formula_terms, is_math_term, 
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
-from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 FIELD = "contents"
 INDEX_THREADS = 2
@@ -159,9 +159,9 @@ class BM25Retriever(BaseRetriever):
             builder.add(self._boost_query(clause, float(weight)) if weight != 1.0 else clause, self._should)
         return builder.build()
 
-    def rank(self, query: Query, k: int) -> list[Hit]:
+    def rank(self, query: Query, k: int) -> RankResult:
         """The top-k hits (ids and scores only)."""
-        return self._rank(query, self.query_weights(query), k)
+        return RankResult(self._rank(query, self.query_weights(query), k))
 
     def _rank(self, query: Query, weights: Counter[str], k: int) -> list[Hit]:
         if not weights:
@@ -192,7 +192,7 @@ class BM25Retriever(BaseRetriever):
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         """Ranked ids and scores for many queries (no snippets: runs need only the ranking)."""
-        return {q.id: self.rank(prepare_query(q), k) for q in queries}
+        return {q.id: self.rank(prepare_query(q), k).hits for q in queries}
 
 
 def open_bm25(index: IndexDir, **options) -> BM25Retriever:

@@ -32,7 +32,7 @@ from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
-from mathscout.retrievers.base import BaseRetriever
+from mathscout.retrievers.base import BaseRetriever, RankResult
 from mathscout.retrievers.dense import load_faiss, open_encoder
 
 PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
@@ -161,7 +161,7 @@ class ColbertRetriever(BaseRetriever):
         segments = np.concatenate([[0], np.cumsum(ends - starts)[:-1]])
         return np.maximum.reduceat(sims, segments, axis=1).sum(axis=0)
 
-    def rank(self, query: Query, k: int) -> list[Hit]:
+    def rank(self, query: Query, k: int) -> RankResult:
         q = self.query_vectors(query)
         with self._lock:
             scores, positions = self.faiss.search(q, self.token_depth)
@@ -177,17 +177,17 @@ class ColbertRetriever(BaseRetriever):
         for (_, doc), score in best.items():
             approximate[doc] = approximate.get(doc, 0.0) + score
         if not approximate:
-            return []
+            return RankResult([])
         limit = max(self.candidates, k)
         candidates = np.array(sorted(approximate, key=lambda d: -approximate[d])[:limit], dtype=np.int64)
         candidates = candidates[self.offsets[candidates + 1] > self.offsets[candidates]]
         exact = self.maxsim(q, candidates)
         order = sorted(range(len(candidates)), key=lambda i: (-exact[i], candidates[i]))[:k]
-        return [Hit(doc_id=self.doc_ids[candidates[i]], score=float(exact[i]), rank=n,
-                    components={self.name: float(exact[i])}) for n, i in enumerate(order, start=1)]
+        return RankResult([Hit(doc_id=self.doc_ids[candidates[i]], score=float(exact[i]), rank=n,
+                               components={self.name: float(exact[i])}) for n, i in enumerate(order, start=1)])
 
     def _search(self, query: Query, k: int) -> list[Hit]:
-        return self.rank(query, k)
+        return self.rank(query, k).hits
 
 
 def open_colbert(index: IndexDir, **options) -> ColbertRetriever:

@@ -27,7 +27,7 @@ from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.limits import EF_SEARCH, PASSAGES
-from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 FT_ENV = "MATHSCOUT_DENSE_FT_MODEL"
 SEARCH_KINDS = ("flat", "hnsw")
@@ -141,7 +141,12 @@ class DenseRetriever(BaseRetriever):
             texts.append(text)
         return self.encoder.encode_queries(texts).pooled
 
-    def rank(self, vectors: np.ndarray, k: int) -> list[list[Hit]]:
+    def rank(self, query: Query, k: int) -> RankResult:
+        """The top-k documents (each by its best passage)."""
+        return RankResult(self.rank_vectors(self.encode([query]), k)[0])
+
+    def rank_vectors(self, vectors: np.ndarray, k: int) -> list[list[Hit]]:
+        """The top-k documents for each of a batch of query vectors."""
         depth = min(self.faiss.ntotal, max(k, 1) * self.max_passages + 16)
         with self._lock:  # faiss indexes are not safe for concurrent searches that change efSearch; keep it simple
             scores, positions = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
@@ -160,14 +165,14 @@ class DenseRetriever(BaseRetriever):
         return results
 
     def _search(self, query: Query, k: int) -> list[Hit]:
-        return self.rank(self.encode([query]), k)[0]
+        return self.rank(query, k).hits
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         prepared = [prepare_query(q) for q in queries]
         hits: dict[str, list[Hit]] = {}
         for start in range(0, len(prepared), 32):
             chunk = prepared[start : start + 32]
-            for query, ranked in zip(chunk, self.rank(self.encode(chunk), k)):
+            for query, ranked in zip(chunk, self.rank_vectors(self.encode(chunk), k)):
                 hits[query.id] = ranked
         return hits
 

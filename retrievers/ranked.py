@@ -133,7 +133,7 @@ class Ranker:
             return np.zeros(0)
         return self.booster.predict(matrix, num_threads=1)
 
-    def rank(self, candidates: Candidates, store, k: int) -> list[Hit]:
+    def rank_candidates(self, candidates: Candidates, store, k: int) -> list[Hit]:
         """The k best candidates by model score (ties by document id), with each retriever's score."""
         docs, matrix = self.features(candidates, store)
         return ranked_hits(candidates, docs, self.score(matrix), k)

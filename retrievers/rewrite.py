@@ -26,7 +26,7 @@ from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import B2, length_penalty, symbol_factor
 from mathscout.structure.search import FormulaHit
 from mathscout.types import Hit, Query
-from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.structure import EXPLAINED_HITS, StructureRetriever, split_query, highlight_weights, query_kind
 
 # A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
@@ -106,7 +106,8 @@ class StructureRewriteRetriever(BaseRetriever):
         return variants
 
     # ------------------------------------------------------------------ ranking
-    def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[str, _Fused], list[_Variant]]:
+    def rank(self, query: Query, k: int) -> RankResult:
+        """Top-k documents over the query's variants (fused), with each document's fused parts and the variants."""
         variants = self.variants(query)
         formula_only = query_kind(query) == "formula" and len(split_query(query)[0]) == 1
         depth = k if self.fusion == "max" else max(k, WEIGHTED_DEPTH)
@@ -114,7 +115,8 @@ class StructureRewriteRetriever(BaseRetriever):
         written_order: list[str] = []
         for n, variant in enumerate(variants):
             try:
-                hits, best = self.structure.rank(variant.query, depth)
+                ranking = self.structure.rank(variant.query, depth)
+                hits, best = ranking.hits, ranking.formulas
             except QueryError:  # a form structure search cannot use
                 continue
             scale = _form_scale(self.structure, variant, hits) if formula_only else 1.0
@@ -147,10 +149,11 @@ class StructureRewriteRetriever(BaseRetriever):
             entry = fused[doc_id]
             components = {self.name: entry.score, "structure": entry.parts.get("form0", 0.0), "rewrite_form": float(entry.variant)}
             hits.append(Hit(doc_id=doc_id, score=entry.score, rank=rank, components=components))
-        return hits, fused, variants
+        return RankResult(hits, fused=fused, variants=variants)
 
     def _search(self, query: Query, k: int) -> list[Hit]:
-        hits, fused, variants = self.rank(query, k)
+        ranking = self.rank(query, k)
+        hits, fused, variants = ranking.hits, ranking.fused, ranking.variants
         for result in self.last_rewrites:
             if result.notice:
                 notice(f"notice: {result.notice}")
@@ -181,7 +184,8 @@ class StructureRewriteRetriever(BaseRetriever):
         rewritten = 0
         for query in queries:
             try:
-                hits, _, variants = self.rank(prepare_query(query), k)
+                ranking = self.rank(prepare_query(query), k)
+                hits, variants = ranking.hits, ranking.variants
                 rewritten += len(variants) > 1
             except QueryError as exc:
                 notice(f"notice: topic {query.id}: {exc}")

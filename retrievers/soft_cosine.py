@@ -34,7 +34,7 @@ from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.latex.tokens import document_terms
 from mathscout.types_expansion.embeddings import train_word2vec
-from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, query_index_terms
 
 TERMS, DOCUMENTS, SIMILARITY, NORMS = "terms.json", "documents.npz", "similarity.npz", "norms.npz"
@@ -185,20 +185,20 @@ class SoftCosineRetriever(BaseRetriever):
             raise QueryError(f"none of the terms of {query.text[:60]!r} occurs in two documents of this index")
         return known
 
-    def rank(self, query: Query, k: int, known: dict[str, int] | None = None) -> list[Hit]:
+    def rank(self, query: Query, k: int, known: dict[str, int] | None = None) -> RankResult:
         known = known if known is not None else self.known_terms(query)
         scores = self.space.scores(sorted(known.values()), self.alpha)
         candidates = np.flatnonzero(scores > 0)
         if len(candidates) > k:
             candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
         order = sorted(candidates, key=lambda i: (-scores[i], self.doc_ids[i]))
-        return [Hit(doc_id=self.doc_ids[i], score=float(scores[i]), rank=n, components={self.name: float(scores[i])})
-                for n, i in enumerate(order, start=1)]
+        return RankResult([Hit(doc_id=self.doc_ids[i], score=float(scores[i]), rank=n,
+                              components={self.name: float(scores[i])}) for n, i in enumerate(order, start=1)])
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         """Hits with snippets and matched formulas for the first EXPLAINED_HITS (query terms weighted alike)."""
         known = self.known_terms(query)
-        hits = self.rank(query, k, known)
+        hits = self.rank(query, k, known).hits
         weights = dict.fromkeys(known, 1.0)
         documents = self.store.get_many(h.doc_id for h in hits[:EXPLAINED_HITS])
         for hit in hits[:EXPLAINED_HITS]:
@@ -208,7 +208,7 @@ class SoftCosineRetriever(BaseRetriever):
         return hits
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
-        return {q.id: self.rank(prepare_query(q), k) for q in queries}
+        return {q.id: self.rank(prepare_query(q), k).hits for q in queries}
 
 
 def open_scm(index: IndexDir, **options) -> SoftCosineRetriever:

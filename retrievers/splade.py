@@ -23,7 +23,7 @@ from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
-from mathscout.retrievers.base import BaseRetriever
+from mathscout.retrievers.base import BaseRetriever, RankResult
 
 MODEL_ENV = "MATHSCOUT_SPLADE_MODEL"
 MAX_DOC_TOKENS = 512
@@ -160,15 +160,15 @@ class SpladeRetriever(BaseRetriever):
             raise IndexMissingError(f"the splade index in {folder} is unreadable ({str(exc).splitlines()[0]}): rebuild "
                                     f"it with 'mathscout index --index {index.path} --components splade'") from exc
 
-    def rank(self, query: Query, k: int) -> list[Hit]:
+    def rank(self, query: Query, k: int) -> RankResult:
         results = self._searcher.search(query.text, k)
         if not results and not self.encoder.encode([query.text], MAX_QUERY_TOKENS)[0]:
             raise QueryError(f"the query {query.text[:60]!r} has no SPLADE terms")
-        return [Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
-                for n, r in enumerate(results, start=1)]
+        return RankResult([Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
+                           for n, r in enumerate(results, start=1)])
 
     def _search(self, query: Query, k: int) -> list[Hit]:
-        return self.rank(query, k)
+        return self.rank(query, k).hits
 
 
 def open_splade(index: IndexDir, **options) -> SpladeRetriever:

@@ -41,7 +41,7 @@ from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearc
 from mathscout.structure.text_lists import TextLists, build_text_lists
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Formula, Hit, MatchedFormula, Query
-from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
 SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout train structure`
@@ -233,9 +233,13 @@ class StructureRetriever(BaseRetriever):
         self._ordinals: dict[str, int] | None = None
         self._doc_ids: list[str] | None = None
 
-    def rank(self, query: Query, k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
+    def rank(self, query: Query, k: int) -> RankResult:
         """Top-k documents, and for each the best formula hit of the query's first formula that matched it, by the
         setting of the query's kind."""
+        hits, best = self._ranked(query, k)
+        return RankResult(hits, formulas=best)
+
+    def _ranked(self, query: Query, k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
         formulas, words = split_query(query)
         setting = self.setting_for(query)
         if formulas and setting is self.kind_settings["formula"] and setting.text == "words":
@@ -365,7 +369,7 @@ class StructureRetriever(BaseRetriever):
         bm25 = self._bm25_retriever()
         ordinals = self.doc_ordinals()
         try:
-            hits = bm25.rank(words if isinstance(words, Query) else Query(id="words", text=words), k)
+            hits = bm25.rank(words if isinstance(words, Query) else Query(id="words", text=words), k).hits
         except QueryError:  # only stop words
             return {}
         return {ordinals[h.doc_id]: h.score for h in hits if h.doc_id in ordinals}
@@ -381,7 +385,8 @@ class StructureRetriever(BaseRetriever):
         return Hit(doc_id=self._doc_ids[doc], score=score, components=components)
 
     def _search(self, query: Query, k: int) -> list[Hit]:
-        hits, best = self.rank(query, k)
+        ranking = self.rank(query, k)
+        hits, best = ranking.hits, ranking.formulas
         formulas, words = split_query(query)
         weights = highlight_weights(formulas, words)
         explained = hits[:EXPLAINED_HITS]
@@ -439,7 +444,7 @@ class StructureRetriever(BaseRetriever):
         started = time.perf_counter()
         for query in queries:
             try:
-                hits, _ = self.rank(prepare_query(query), k)
+                hits = self.rank(prepare_query(query), k).hits
             except QueryError as exc:
                 notice(f"notice: topic {query.id}: {exc}")
                 hits = []

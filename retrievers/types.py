@@ -30,7 +30,7 @@ from mathscout.types_expansion.detect import TypeDetector, read_terms
 from mathscout.types_expansion.dictionary import SHARED_PLANETMATH
 from mathscout.types_expansion.embeddings import EPOCHS, MIN_COUNT, VECTOR_SIZE, WINDOW, WORKERS, train_type_embeddings
 from mathscout.types_expansion.expand import NEIGHBOURS, TYPE_BOOST, ExpandedQuery, expand_query, load_type_model
-from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.bm25 import BM25Retriever
 
 TYPE_INDEX = "lucene"
@@ -174,25 +174,25 @@ class TypesRetriever(BaseRetriever):
         text = query.text if isinstance(query, Query) else query
         return expand_query(text, self.model, self.neighbours)
 
-    def rank(self, query: Query, k: int) -> list[Hit]:
+    def rank(self, query: Query, k: int) -> RankResult:
         """Top-k hits: BM25 score + type score (hits from the word and type indexes, to `depth` each)."""
         expansion = self.expansion(query)
         depth = max(k, self.depth)
-        words = {h.doc_id: h.score for h in self.bm25.rank(query, depth)}
+        words = {h.doc_id: h.score for h in self.bm25.rank(query, depth).hits}
         types = {} if expansion.is_noop else self.types.search(expansion.type_weights(self.boost), depth)
         scores = {d: words.get(d, 0.0) + types.get(d, 0.0) for d in words.keys() | types.keys()}
         best = sorted(scores, key=lambda d: (-scores[d], d))[:k]
-        return [Hit(doc_id=d, score=scores[d], rank=n,
-                    components={"bm25": words.get(d, 0.0), "types": types.get(d, 0.0)})
-                for n, d in enumerate(best, start=1)]
+        return RankResult([Hit(doc_id=d, score=scores[d], rank=n,
+                               components={"bm25": words.get(d, 0.0), "types": types.get(d, 0.0)})
+                           for n, d in enumerate(best, start=1)])
 
     def _search(self, query: Query, k: int) -> list[Hit]:
-        hits = self.rank(query, k)
+        hits = self.rank(query, k).hits
         return self.bm25.explain(hits, self.bm25.query_weights(query))
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         """Ranked ids and scores for many queries (no snippets)."""
-        return {q.id: self.rank(prepare_query(q), k) for q in queries}
+        return {q.id: self.rank(prepare_query(q), k).hits for q in queries}
 
 
 def open_types(index: IndexDir, **options) -> TypesRetriever:

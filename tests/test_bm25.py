@@ -87,7 +87,7 @@ def test_a_100_kb_query_with_thousands_of_distinct_terms_works(retriever):
     assert retriever.search(huge, k=5)  # truncated by prepare_query, still far above the clause limit
     weights = retriever.query_weights(Query(id="q", text=huge))
     assert len(weights) == MAX_QUERY_TERMS
-    assert retriever.rank(Query(id="q", text=huge), k=5)
+    assert retriever.rank(Query(id="q", text=huge), k=5).hits
 
 
 def test_bm25_parameters_are_explicit_and_checked(small_index):

@@ -114,7 +114,8 @@ def test_rewriting_never_down_weights_the_written_form(renamed_queries, small_in
     rewrite = open_retriever(index, "structure-rewrite")
     rewritten = 0
     for query in ["$(a+b)^2$", "$x^2 - y^2$", "$1 + \\frac{1}{x}$"] + [f"${r}$" for r, _ in renamed_queries]:
-        hits, _, variants = rewrite.rank(Query(id="q", text=query), 10)
+        ranking = rewrite.rank(Query(id="q", text=query), 10)
+        hits, variants = ranking.hits, ranking.variants
         rewritten += len(variants) > 1
         assert all(h.score >= h.components["structure"] for h in hits), query
         full = [h for h in hits if h.components["structure"] >= REWRITE_WEIGHT]

@@ -50,7 +50,7 @@ def test_text_lists_score_exactly_like_lucene_bm25(retrievers, dev_topics, small
         for term, boost in bm25.query_weights(topic).items():
             docs, scores = text.term_scores(term, boost)
             total[docs] += scores
-        hits = bm25.rank(topic, 20)
+        hits = bm25.rank(topic, 20).hits
         for hit in hits:
             assert total[ordinals[hit.doc_id]] == pytest.approx(hit.score, rel=1e-5)
         assert [ordinals[h.doc_id] for h in hits[:5]] == list(np.lexsort((np.arange(len(total)), -total))[:5])
@@ -100,7 +100,7 @@ def test_structure_mode_exact_mixed_query_is_eq_3_18(retrievers):
 def test_words_only_query_is_bm25_over_the_words(retrievers):
     structure, bm25 = retrievers
     ours = structure.search("prime numbers infinitely many", k=5)
-    theirs = bm25.rank(Query(id="q", text="prime numbers infinitely many"), 5)
+    theirs = bm25.rank(Query(id="q", text="prime numbers infinitely many"), 5).hits
     assert [h.doc_id for h in ours] == [h.doc_id for h in theirs]
     assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], rel=1e-5)
     with pytest.raises(QueryError):
