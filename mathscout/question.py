@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mathscout.corpus.math_spans import find_math
+from mathscout.corpus.math_spans import find_math, text_around
 from mathscout.structure.parser import parse_latex
 
 MAX_QUESTION_CHARS = 2_000  # a question, not a document (the chat page cuts at the same length)
@@ -135,11 +135,7 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
         formulas, words = [text.strip("$ ").strip()], ""
     else:
         formulas = [s.latex.strip() for s in spans]
-        pieces, last = [], 0
-        for span in spans:
-            pieces.append(text[last : span.start])
-            last = span.end
-        pieces.append(text[last:])
+        pieces = text_around(text, spans)
         words = " ".join(" ".join(p.split()) for p in pieces if p.strip())
     topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
     chosen = choose_formulas(formulas, bool(topical))

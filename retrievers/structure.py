@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.notices import notice
-from mathscout.corpus.math_spans import find_math
+from mathscout.corpus.math_spans import find_math, text_around
 from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.latex.tokens import formula_terms, query_terms
@@ -468,11 +468,7 @@ def split_query(query: Query) -> tuple[list[str], str]:
     if query.formula:
         return [query.formula], ""
     spans = find_math(query.text)
-    words, last = [], 0
-    for span in spans:
-        words.append(query.text[last : span.start])
-        last = span.end
-    words.append(query.text[last:])
+    words = text_around(query.text, spans)
     return [s.latex for s in spans if s.latex.strip()], " ".join(w.strip() for w in words if w.strip())
 
 

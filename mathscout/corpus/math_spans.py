@@ -9,6 +9,7 @@ followed by a digit; an inline span never crosses a blank line.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MATH_ENVIRONMENTS = (
@@ -115,3 +116,14 @@ def find_math(text: str) -> list[MathSpan]:
         spans.append(span)
         pos = span.end
     return spans
+
+
+def text_around(text: str, spans: Sequence[MathSpan]) -> list[str]:
+    """The pieces of `text` before, between and after `spans` (in order, as `find_math` gives them): the one way
+    a query is split into its formulas and its words (the structure retriever and the question reader)."""
+    pieces, last = [], 0
+    for span in spans:
+        pieces.append(text[last : span.start])
+        last = span.end
+    pieces.append(text[last:])
+    return pieces
