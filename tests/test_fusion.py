@@ -157,7 +157,7 @@ def test_retrievers_compose_like_algebra(small_index):
 def test_retrievers_themselves_compose(small_index, capsys):
     """`0.5 * structure + 0.5 * bm25` is the hybrid mode's equal-weight fallback, hit for hit; `% k` and `.top(k)`
     cut; `>>` wants a reranker on its right."""
-    from mathscout.retrievers.compose import Cutoff
+    from mathscout.retrievers.compose import Cutoff, FormulaRewrite
 
     bm25, structure = open_retriever(small_index, "bm25"), open_retriever(small_index, "structure")
     hybrid = open_retriever(small_index, "hybrid")
@@ -172,6 +172,10 @@ def test_retrievers_themselves_compose(small_index, capsys):
     assert [h.doc_id for h in top3.search(query, k=10)] == [h.doc_id for h in bm25.search(query, k=3)]
     with pytest.raises(MathScoutError, match="must be a reranker"):
         bm25 >> structure
+    rewritten = FormulaRewrite() >> structure  # the structure-rewrite mode, composed
+    formula = "$\\frac{a}{b} + c$"
+    assert [(h.doc_id, h.score) for h in rewritten.search(formula, k=5)] == \
+        [(h.doc_id, h.score) for h in open_retriever(small_index, "structure-rewrite").search(formula, k=5)]
 
 
 # --- learned sparse (SPLADE) over a local checkpoint ------------------------------------------------------------
