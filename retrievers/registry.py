@@ -162,13 +162,6 @@ RETRIEVERS: tuple[RetrieverEntry, ...] = (
                         "auto — the agent plans the search", 0, planned=True),)),
 )
 
-_EXTRA_MODES: dict[str, ModeSpec] = {}  # registered at run time (register_mode), e.g. by a plug-in or a test
-
-
-def register_mode(spec: ModeSpec) -> None:
-    _EXTRA_MODES[spec.name] = spec
-
-
 def _register_components() -> None:
     """Offer every entry's component to the core index builder (mathscout.index.components); the factory is
     imported only when the component is built."""
@@ -186,9 +179,8 @@ _register_components()
 
 
 def available_modes(planned: bool = False) -> dict[str, ModeSpec]:
-    """Every mode, in table order (then any registered at run time); `planned`: with the assistant's `auto`."""
-    modes = {spec.name: spec for entry in RETRIEVERS for spec in entry.modes if planned or not spec.planned}
-    return {**modes, **_EXTRA_MODES}
+    """Every mode, in table order; `planned`: with the assistant's `auto`."""
+    return {spec.name: spec for entry in RETRIEVERS for spec in entry.modes if planned or not spec.planned}
 
 
 def entry_of(name: str) -> RetrieverEntry | None:
