@@ -55,6 +55,8 @@ class _Variant:
 @dataclass
 class _Fused:
     score: float = 0.0
+    tier: int = 0  # formula-only queries: the best match tier of any form (`search.match_tier`)
+    written_tier: int = 0  # … of the formula as written
     best: float = -1.0
     variant: int = 0
     formula_hit: FormulaHit | None = None
@@ -84,10 +86,12 @@ class StructureRewriteRetriever(BaseRetriever):
     def variants(self, query: Query) -> list[_Variant]:
         """The original query and one variant per equivalent form of each of its formulas (bounded)."""
         formulas, words = _split(query)
-        if not formulas:
+        if not formulas and not words:
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
-        variants = [_Variant(query, 1.0, "original", formulas[0])]
         self.last_rewrites = []
+        if not formulas:  # nothing to rewrite (e.g. `$…\\$` reads as words): the query as written, as structure ranks it
+            return [_Variant(query, 1.0, "original", "")]
+        variants = [_Variant(query, 1.0, "original", formulas[0])]
         budget = self.max_forms
         for i, latex in enumerate(formulas[:MAX_REWRITTEN_FORMULAS]):
             if budget <= 0:
@@ -118,6 +122,7 @@ class StructureRewriteRetriever(BaseRetriever):
                 hits, best = self.structure.rank(variant.query, depth)
             except QueryError:  # a form structure search cannot use
                 continue
+            setting = self.structure.setting_for(variant.query)
             scale = _form_scale(self.structure, variant, hits) if formula_only else 1.0
             if scale <= 0:
                 continue
@@ -129,8 +134,12 @@ class StructureRewriteRetriever(BaseRetriever):
                 if formula_only and self.normalise == "document" and (fh := best.get(ordinals[hit.doc_id])) is not None:
                     hit_scale = scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
                 # capped: a document formula shorter than the query can pass the "perfect" score (Eq. 3.15)
-                value = variant.weight * min(hit.score / hit_scale, 1.0) if formula_only else variant.weight * hit.score
+                value = variant.weight * min(_eq_score(hit, setting) / hit_scale, 1.0) if formula_only else variant.weight * hit.score
                 entry = fused.setdefault(hit.doc_id, _Fused())
+                tier = int(hit.components.get("tier", 0))
+                entry.tier = max(entry.tier, tier)
+                if n == 0:
+                    entry.written_tier = tier
                 entry.parts[f"form{n}"] = value
                 if self.fusion == "max":
                     entry.score = max(entry.score, value)
@@ -139,15 +148,21 @@ class StructureRewriteRetriever(BaseRetriever):
                 if value > entry.best:
                     entry.best, entry.variant = value, n
                     entry.formula_hit = best.get(ordinals[hit.doc_id])
-        # ties (e.g. two perfect matches) go to the document that matches the formula as written, then keep the
-        # written form's own order (structure search breaks its ties by document ordinal)
+        # formula-only queries rank by the best match tier of any form, the written form first within it (rewriting
+        # never passes what the formula as written holds as well); ties (e.g. two perfect matches) go to the
+        # document that matches the formula as written, then keep the written form's own order (structure search
+        # breaks its ties by document ordinal)
         written = {doc_id: n for n, doc_id in enumerate(written_order)}
-        ranked = sorted(fused, key=lambda d: (-fused[d].score, -fused[d].parts.get("form0", 0.0), written.get(d, len(written)), d))[:k]
+        ranked = sorted(fused, key=lambda d: (-_tier_rank(fused[d]), -fused[d].score, -fused[d].parts.get("form0", 0.0),
+                                              written.get(d, len(written)), d))[:k]
         hits = []
         for rank, doc_id in enumerate(ranked, start=1):
             entry = fused[doc_id]
             components = {self.name: entry.score, "structure": entry.parts.get("form0", 0.0), "rewrite_form": float(entry.variant)}
-            hits.append(Hit(doc_id=doc_id, score=entry.score, rank=rank, components=components))
+            if formula_only:  # the score keeps the order when runs are sorted by it: 2 · tier + written first + value
+                components["tier"] = float(entry.tier)
+            score = _tier_rank(entry) + entry.score if formula_only else entry.score
+            hits.append(Hit(doc_id=doc_id, score=score, rank=rank, components=components))
         return hits, fused, variants
 
     def _search(self, query: Query, k: int) -> list[Hit]:
@@ -190,6 +205,20 @@ class StructureRewriteRetriever(BaseRetriever):
             runs[query.id] = hits
         notice(f"structure-rewrite: {len(queries)} queries ({rewritten} rewritten) in {time.perf_counter() - started:.1f} s")
         return runs
+
+
+def _tier_rank(entry: _Fused) -> int:
+    """2 · the best tier of any form, + 1 when the formula as written reaches it (values are in [0, 1])."""
+    return 2 * entry.tier + (entry.written_tier == entry.tier)
+
+
+def _eq_score(hit: Hit, setting) -> float:
+    """A structure hit's Eq. 3.18 score under its kind's setting (its score, unless ranked by match tier: then the
+    components hold the raw parts)."""
+    if "tier" not in hit.components:
+        return hit.score
+    math = hit.components.get("structure", 0.0)
+    return setting.lambda_m * math + hit.components.get("bm25", 0.0) if setting.text == "full" else math
 
 
 def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit]) -> float:
