@@ -20,7 +20,8 @@ reproduces it. Tuning picks the best setting on a topic set (use train topics, n
 questions with words and formulas, and for questions with words only, on the train topics of that kind; for
 formula-only queries on formula queries made from the collection's formulas (`mathscout bench formulas`' four
 kinds, source formulas drawn only from the *fitting* half of the documents; the reporting half stays unseen),
-choosing between structure similarity alone (Eq. 3.16) and Eq. 3.18 with BM25 over the query's math tokens: the
+choosing between structure similarity alone (Eq. 3.16) and Eq. 3.18 with BM25 over the query's math tokens, for
+every document ("full") or only for those holding part of the query ("parts", `retrievers.structure.KindSetting`): the
 best mean among the settings that keep every transformation kind at least at structure alone's level (BM25 over
 renamed variable letters must not buy sub-expressions with renamed queries). Formula-only queries rank by match
 tier first (`mathscout.structure.search.match_tier`), here as in the structure mode. It reports each kind's
@@ -122,11 +123,14 @@ def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "word
     for _, hits, *_ in formulas:
         for doc, score in hits.items():
             math[doc] += score
-    text_scores = record[text] if text != "none" else {}
+    text_scores = record["full" if text == "parts" else text] if text != "none" else {}
     scores = {d: math_text_score(math.get(d, 0.0), text_scores.get(d, 0.0), lambda_m) for d in set(math) | set(text_scores)}
+    tiers = formulas[0][2] if record.get("kind") == "formula" and formulas and len(formulas[0]) > 2 else None
+    if text == "parts" and tiers is not None:  # whole-structure matches by Eq. 3.16 alone (`StructureRetriever._fused`)
+        scores.update({d: math[d] for d, tier in tiers.items() if tier > 0})
     scores = {d: s for d, s in scores.items() if s > 0}
-    if record.get("kind") == "formula" and formulas and len(formulas[0]) > 2 and scores:
-        tiers, top = formulas[0][2], max(scores.values())
+    if tiers is not None and scores:
+        top = max(scores.values())
         scores = {d: tiers.get(d, 0) + s / top for d, s in scores.items()}
     return sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
 
@@ -231,7 +235,8 @@ def fit_kinds(index: Path, records: dict, qrels: Path, grid: list[dict], out_dir
         fits[kind] = KindFit(kind, best, key, value, before, len(subset), f"{source} ({kind} questions)")
     if formula_records:
         lambdas = sorted({g["lambda_m"] for g in grid} | set(FORMULA_LAMBDAS))
-        formula_grid = [STRUCTURE_ALONE] + [{"lambda_m": lam, "max_formulas": 0, "text": "full"} for lam in lambdas]
+        formula_grid = [STRUCTURE_ALONE] + [{"lambda_m": lam, "max_formulas": 0, "text": text}
+                                            for text in ("full", "parts") for lam in lambdas]
         best, value, before = fit_formula_kind(formula_records, formula_qrels, formula_grid, current["formula"])
         fits["formula"] = KindFit("formula", best, "nDCG@10", value, before, len(formula_records),
                                   "formula queries from the fitting half of the documents (renamed, re-rendered, "

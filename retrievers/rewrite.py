@@ -24,7 +24,7 @@ from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import B2, length_penalty, symbol_factor
-from mathscout.structure.search import FormulaHit
+from mathscout.structure.search import PART, FormulaHit
 from mathscout.types import Hit, Query
 from retrievers.base import BaseRetriever, prepare_query
 from retrievers.registry import ModeSpec, register_mode
@@ -129,10 +129,12 @@ class StructureRewriteRetriever(BaseRetriever):
             ordinals = self.structure._doc_ordinals()
             if n == 0:
                 written_order = [hit.doc_id for hit in hits]
+            # "parts": whole-structure matches are scored by Eq. 3.16 alone, so they are normalised by its perfect score
+            whole_scale = _perfect_score(self.structure, variant.formula) if formula_only and setting.text == "parts" else scale
             for hit in hits:
-                hit_scale = scale
+                hit_scale = whole_scale if hit.components.get("tier", PART) > PART else scale
                 if formula_only and self.normalise == "document" and (fh := best.get(ordinals[hit.doc_id])) is not None:
-                    hit_scale = scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
+                    hit_scale = hit_scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
                 # capped: a document formula shorter than the query can pass the "perfect" score (Eq. 3.15)
                 value = variant.weight * min(_eq_score(hit, setting) / hit_scale, 1.0) if formula_only else variant.weight * hit.score
                 entry = fused.setdefault(hit.doc_id, _Fused())
@@ -218,7 +220,8 @@ def _eq_score(hit: Hit, setting) -> float:
     if "tier" not in hit.components:
         return hit.score
     math = hit.components.get("structure", 0.0)
-    return setting.lambda_m * math + hit.components.get("bm25", 0.0) if setting.text == "full" else math
+    with_text = setting.text == "full" or (setting.text == "parts" and hit.components["tier"] == PART)
+    return setting.lambda_m * math + hit.components.get("bm25", 0.0) if with_text else math
 
 
 def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit]) -> float:
@@ -228,7 +231,7 @@ def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit
     perfect = _perfect_score(structure, variant.formula)
     setting = structure.setting_for(variant.query)
     bm25 = max((h.components.get("bm25", 0.0) for h in hits), default=0.0)
-    return setting.lambda_m * perfect + bm25 if setting.text == "full" and bm25 > 0 else perfect
+    return setting.lambda_m * perfect + bm25 if setting.text in ("full", "parts") and bm25 > 0 else perfect
 
 
 def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) -> float:
