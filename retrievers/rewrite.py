@@ -5,7 +5,9 @@ also find documents that wrote `\\frac{x+1}{x}`. Each form (the original with we
 form with `rewrite_weight`, never above a symbol-substituted match of the written form) is searched by structure
 search; a formula-only query's scores are first divided by the best score the form can reach under the setting
 its kind is scored by (its perfect-match score, width × P(L_Q; η), Eqs. 3.15–3.16, times λ_m plus the form's best
-BM25 when the setting adds BM25, Eq. 3.18), so forms of different sizes and settings of any scale are comparable. Fusion: `max` (a document keeps its best weighted form score, ties broken by
+BM25 when the setting adds BM25, Eq. 3.18), so forms of different sizes and settings of any scale are comparable;
+documents then rank by the best match tier any form reaches (`mathscout.structure.search.match_tier`), the formula
+as written first within a tier, so a rewritten form never passes what the written form holds as well. Fusion: `max` (a document keeps its best weighted form score, ties broken by
 the score of the formula as written; the fused top-k is exact from each form's top-k) or `weighted` (the weighted sum, CombSUM). Queries with words keep
 structure search's Eq. 3.18 BM25 term; their variants (one formula replaced by one form) fuse raw scores.
 """
@@ -56,7 +58,7 @@ class _Variant:
 class _Fused:
     score: float = 0.0
     tier: int = 0  # formula-only queries: the best match tier of any form (`search.match_tier`)
-    written_tier: int = 0  # … of the formula as written
+    written_tier: int = 0  # … of the formula as written (PART when it did not find the document)
     best: float = -1.0
     variant: int = 0
     formula_hit: FormulaHit | None = None
@@ -210,7 +212,8 @@ class StructureRewriteRetriever(BaseRetriever):
 
 
 def _tier_rank(entry: _Fused) -> int:
-    """2 · the best tier of any form, + 1 when the formula as written reaches it (values are in [0, 1])."""
+    """2 · the best tier of any form, + 1 when the formula as written reaches it or nothing holds the query whole (at
+    PART every form's partial matches compete by value); values are in [0, 1]."""
     return 2 * entry.tier + (entry.written_tier == entry.tier)
 
 
