@@ -174,19 +174,27 @@ def _size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
-def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log: Path) -> dict:
+def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log: Path,
+                   stages: tuple[str, ...] = ("build", "query"), previous: dict | None = None) -> dict:
+    """Build (fresh processes, one per stage) and/or query one factor; `previous` keeps the figures of the
+    stages not run again (e.g. the query stage re-run on a kept index)."""
     from mathscout.index.layout import IndexDir
 
-    shutil.rmtree(index, ignore_errors=True)
-    result: dict = {"build": {}}
-    result["build"]["store"] = _run_worker(["store", str(corpus), str(index)], log)
-    for name in ("bm25", "structure"):
-        result["build"][name] = _run_worker(["component", str(index), name], log)
-    manifest = IndexDir(index).manifest
-    result["documents"], result["formulas"] = manifest.documents, manifest.formulas
-    result["bytes"] = {"store": (index / "store.sqlite").stat().st_size if (index / "store.sqlite").exists() else _size(index) - _size(index / "bm25") - _size(index / "structure"),
-                       "bm25": _size(index / "bm25"), "structure": _size(index / "structure")}
-    result["query"] = _run_worker(["query", str(index), str(n_queries), str(n_safety)], log)
+    result: dict = dict(previous or {})
+    if "build" in stages:
+        shutil.rmtree(index, ignore_errors=True)
+        result["build"] = {}
+        result["build"]["store"] = _run_worker(["store", str(corpus), str(index)], log)
+        for name in ("bm25", "structure"):
+            result["build"][name] = _run_worker(["component", str(index), name], log)
+        manifest = IndexDir(index).manifest
+        result["documents"], result["formulas"] = manifest.documents, manifest.formulas
+        result["bytes"] = {"store": (index / "store.sqlite").stat().st_size if (index / "store.sqlite").exists() else _size(index) - _size(index / "bm25") - _size(index / "structure"),
+                           "bm25": _size(index / "bm25"), "structure": _size(index / "structure")}
+    if "query" in stages:
+        if not (index / "manifest.json").exists():
+            raise SystemExit(f"no index {index} to query: build it first (--stages build --keep-indexes)")
+        result["query"] = _run_worker(["query", str(index), str(n_queries), str(n_safety)], log)
     return result
 
 
@@ -290,6 +298,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=100, help="dev topics timed per mode and k")
     parser.add_argument("--safety", type=int, default=50, help="formula queries checked against exhaustive search per k")
     parser.add_argument("--keep-indexes", action="store_true", help="keep each factor's index (default: removed after measuring)")
+    parser.add_argument("--stages", default="build,query",
+                        help="build,query (default), build (with --keep-indexes), or query (on a kept index DIR/index-<F>x)")
     parser.add_argument("--merge", type=Path, nargs="*", default=None,
                         help="measure nothing: merge the scale.json of these folders into --output's, then fit, plot, report")
     args = parser.parse_args(argv)
@@ -315,14 +325,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.merge is not None:
         factors = []
         _save(results_path, measured)
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    if not stages or set(stages) - {"build", "query"}:
+        raise SystemExit(f"--stages {args.stages!r}: use build, query or build,query")
     for f in factors:
         corpus = args.output / f"scale-{f}x.jsonl.gz"
-        if not corpus.exists():
+        if "build" in stages and not corpus.exists():
             raise SystemExit(f"no corpus {corpus}: make it first with --make --factors {f}")
         print(f"measuring {f}× …", flush=True)
         started = time.perf_counter()
         index = args.output / f"index-{f}x"
-        measured[f] = measure_factor(corpus, index, args.queries, args.safety, log)
+        measured[f] = measure_factor(corpus, index, args.queries, args.safety, log, stages, measured.get(f))
         if not args.keep_indexes:
             shutil.rmtree(index, ignore_errors=True)
         print(f"{f}×: {measured[f]['formulas']:,} formulas, measured in {time.perf_counter() - started:.0f} s", flush=True)
