@@ -393,7 +393,8 @@ def main(argv: list[str] | None = None) -> None:
     log = args.output / "scale.log"
     for folder in args.merge or []:
         other = json.loads((folder.resolve() / "scale.json").read_text(encoding="utf-8"))
-        measured.update({int(f): r for f, r in other.get("factors", {}).items()})
+        for f, r in other.get("factors", {}).items():  # per stage: a folder may hold only a factor's query or dense figures
+            measured.setdefault(int(f), {}).update(r)
     if args.merge is not None:
         factors = []
         _save(results_path, measured)
