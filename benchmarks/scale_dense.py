@@ -104,7 +104,7 @@ def query(vectors_path: Path, dimension: int, ivfpq: Path, queries_path: Path, r
     passage_doc = np.load(vectors_path.with_name(vectors_path.stem + ".passage_doc.npy"))
     out: dict = {"rss_start": rss()}
     started = time.perf_counter()
-    searcher = IvfPqSearch(faiss.read_index(str(ivfpq)), open_vectors(vectors_path, dimension))
+    searcher = IvfPqSearch(faiss.read_index(str(ivfpq)), open_vectors(vectors_path, dimension), passage_doc)
     out["open_s"] = time.perf_counter() - started
     out["rss_open"] = rss()
     max_passages = int(np.bincount(passage_doc).max())

@@ -117,19 +117,20 @@ class DenseRetriever(BaseRetriever):
                                  f"vectors, the model {self.encoder.dimension}: rebuild the '{component}' component")
         if search == "hnsw":
             self.faiss.hnsw.efSearch = int(ef_search or self.meta.get("hnsw_ef_search", 64))
+        try:
+            self.passage_doc = np.load(folder / "passage_doc.npy")
+        except (OSError, ValueError) as exc:
+            raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
+                                    f"'mathscout index --index {index.path} --components {component}'") from exc
         if search == "ivfpq":
             try:
                 vectors = open_vectors(folder / VECTORS, self.faiss.d)
             except (OSError, ValueError) as exc:
                 raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
                                         f"'mathscout index --index {index.path} --components {component}'") from exc
-            self.faiss = IvfPqSearch(self.faiss, vectors, nprobe or self.meta.get("nprobe", 32),
+            self.faiss = IvfPqSearch(self.faiss, vectors, self.passage_doc,
+                                     nprobe or self.meta.get("nprobe", 32),
                                      self.meta.get("refine", REFINE))
-        try:
-            self.passage_doc = np.load(folder / "passage_doc.npy")
-        except (OSError, ValueError) as exc:
-            raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
-                                    f"'mathscout index --index {index.path} --components {component}'") from exc
         if len(self.passage_doc) != self.faiss.ntotal:
             raise IndexMissingError(f"the dense index {folder} is inconsistent ({self.faiss.ntotal} vectors, "
                                     f"{len(self.passage_doc)} passages): rebuild the '{component}' component")

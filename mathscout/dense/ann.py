@@ -5,13 +5,14 @@ Small components keep exact faiss Flat (and HNSW) in memory (mathscout/dense/bui
 
     passage_vectors.f32   the passage vectors, raw float32 rows (shape in meta.json), written as encoded
     ivfpq.faiss           faiss IVF-PQ (inverted file over a coarse k-means quantiser + product-quantised
-                          codes; Jégou et al. 2011, used for the thesis's ANN baselines, §5.3.2), trained
+                          codes; Jégou et al. 2011: the "quantized and clustered" ANN of the thesis's ColBERT
+                          candidate filter, §5.3.2 Inference, whose single-vector runs use Flat and HNSW), trained
                           on a sample read from disk and filled block by block from the file
 
 A search probes `nprobe` lists (more when the depth asks for it: enough lists to hold `SCAN` × the candidates on
-average) for `refine` × the wanted depth of candidates by their PQ codes and
-re-scores those candidates exactly from the memory-mapped vectors (inner product, as Flat does), so a
-document found scores exactly what Flat gives it: ANN only loses documents, never changes scores.
+average) for `refine` × the wanted depth of candidates by their PQ codes, adds the other passages of their
+documents and re-scores them all exactly from the memory-mapped vectors (inner product, as Flat does), so a
+document found scores exactly what Flat gives it (its best passage): ANN only loses documents, never changes scores.
 Memory: the codes (m bytes + an 8-byte id per passage) and the coarse centroids; the vectors stay on disk.
 """
 
@@ -120,13 +121,17 @@ def build_ivfpq(path: Path, dimension: int, target: Path, settings: IvfPqSetting
 class IvfPqSearch:
     """IVF-PQ candidates re-scored exactly from the memory-mapped vectors; faiss-like `search(queries, depth)`."""
 
-    def __init__(self, index, vectors: np.memmap, nprobe: int = NPROBE, refine: int = REFINE):
+    def __init__(self, index, vectors: np.memmap, passage_doc: np.ndarray, nprobe: int = NPROBE, refine: int = REFINE):
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
             raise MathScoutError(f"the IVF-PQ index ({index.ntotal} × {index.d}) does not match its vector file "
                                  f"({len(vectors)} × {vectors.shape[1]}): rebuild the component")
         self.index, self.vectors, self.refine = index, vectors, max(1, int(refine))
         self.nprobe = int(nprobe)
         self.ntotal, self.d = int(index.ntotal), int(index.d)
+        if len(passage_doc) != self.ntotal or np.any(np.diff(passage_doc) < 0):
+            raise MathScoutError("the passages of the IVF-PQ index are not in document order: rebuild the component")
+        self.passage_doc = passage_doc
+        self.doc_start = np.searchsorted(passage_doc, np.arange(int(passage_doc[-1]) + 2 if len(passage_doc) else 1))
 
     def search(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         import faiss
@@ -139,8 +144,15 @@ class IvfPqSearch:
         scores = np.full((len(queries), depth), -np.inf, dtype=np.float32)
         positions = np.full((len(queries), depth), -1, dtype=np.int64)
         for row, (query, found) in enumerate(zip(queries, candidates)):
-            found = np.unique(found[found >= 0])  # sorted positions: sequential reads of the file
+            found = self._with_document_passages(found[found >= 0])
             exact = self.vectors[found] @ query
             best = np.lexsort((found, -exact))[:depth]
             scores[row, : len(best)], positions[row, : len(best)] = exact[best], found[best]
         return scores, positions
+
+    def _with_document_passages(self, found: np.ndarray) -> np.ndarray:
+        """Every passage of the documents found (sorted): a document then scores its exact best passage, as in Flat."""
+        docs = np.unique(self.passage_doc[found])
+        starts, ends = self.doc_start[docs], self.doc_start[docs + 1]
+        lengths = ends - starts
+        return np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
