@@ -84,7 +84,7 @@ def _training_sample(path: Path, dimension: int, rows: int, wanted: int) -> np.n
     for start in range(0, rows, BLOCK_ROWS):
         block = read_rows(path, dimension, start, min(rows, start + BLOCK_ROWS))
         first = (-start) % step
-        parts.append(block[first::step])
+        parts.append(block[first::step].copy())  # a copy: a view would keep every block (the whole file) alive
     return np.ascontiguousarray(np.concatenate(parts)[:wanted])
 
 
