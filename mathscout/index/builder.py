@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mathscout.corpus import IngestReport, read_corpus
+from mathscout.corpus import IngestReport, estimate_documents, read_corpus
 from mathscout.errors import MathScoutError
 from mathscout.index.components import component, default_components
 from mathscout.index.integrity import record_file, record_folder
@@ -32,7 +32,7 @@ _log = log
 def _ingest(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
     report = IngestReport()
     started = time.perf_counter()
-    bar = tqdm(desc="ingest", unit=" docs", file=sys.stderr, mininterval=1.0)
+    bar = tqdm(total=estimate_documents(inputs), desc="ingest", unit=" docs", file=sys.stderr, mininterval=1.0)
 
     def counted(docs):
         for doc in docs:
