@@ -441,15 +441,24 @@ def _plan(theta_s, strategy, q, alive, active, required):
 
 
 @numba.njit(cache=True)
+def _below(score_a, fid_a, score_b, fid_b):
+    """Heap order: the lower score, and of equal scores the later formula, leaves first, so the top k is the k best by
+    (score, then lowest ordinal) whatever order the ties came in; a sharded index merges its shards' lists by the
+    same order (mathscout/shards/retriever.py)."""
+    return score_a < score_b or (score_a == score_b and fid_a > fid_b)
+
+
+@numba.njit(cache=True)
 def _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, fid, doc, m, n):
-    """Insert into a min-heap of capacity len(h_score), replacing the minimum when full; returns the new size."""
+    """Insert into a min-heap (order `_below`) of capacity len(h_score), replacing the minimum when full; returns the
+    new size."""
     cap = h_score.shape[0]
     if size < cap:
         i = size
         size += 1
         while i > 0:
             parent = (i - 1) // 2
-            if h_score[parent] <= score:
+            if not _below(score, fid, h_score[parent], h_fid[parent]):
                 break
             h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = h_score[parent], h_fid[parent], h_doc[parent], h_m[parent], h_n[parent]
             i = parent
@@ -460,9 +469,9 @@ def _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, fid, doc, m, n):
         child = 2 * i + 1
         if child >= size:
             break
-        if child + 1 < size and h_score[child + 1] < h_score[child]:
+        if child + 1 < size and _below(h_score[child + 1], h_fid[child + 1], h_score[child], h_fid[child]):
             child += 1
-        if h_score[child] >= score:
+        if not _below(h_score[child], h_fid[child], score, fid):
             break
         h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = h_score[child], h_fid[child], h_doc[child], h_m[child], h_n[child]
         i = child
