@@ -1,7 +1,8 @@
 """Connecting to Ray and the options of the shard actors.
 
-`--ray local` starts a Ray instance inside this process's session; `auto` joins the cluster of this machine
-(`ray start --head`) or starts a local one when there is none; `HOST:PORT` joins that cluster's head (GCS address).
+`--ray local` (the default without $MATHSCOUT_RAY / $RAY_ADDRESS) starts a Ray instance for this process; `auto` joins
+the cluster of this machine (`ray start --head`) or starts a local one when there is none; `HOST:PORT` joins that
+cluster's head (GCS address).
 Ray's documented APIs only: `ray.init(address=…)`, remote functions, actors with max_restarts / max_task_retries.
 """
 
@@ -31,9 +32,10 @@ def ray_module():
 
 
 def connect(address: str | None = None) -> str:
-    """Join or start Ray (`address`: auto, local or HOST:PORT; default $MATHSCOUT_RAY or auto); the address used."""
+    """Join or start Ray (`address`: auto, local or HOST:PORT; default $MATHSCOUT_RAY, $RAY_ADDRESS, else local);
+    the address used."""
     ray = ray_module()
-    address = (address or os.environ.get("MATHSCOUT_RAY") or "auto").strip()
+    address = (address or os.environ.get("MATHSCOUT_RAY") or os.environ.get("RAY_ADDRESS") or "local").strip()
     if ray.is_initialized():
         return address
     common = dict(namespace="mathscout", log_to_driver=False, include_dashboard=False, runtime_env=worker_env())

@@ -26,6 +26,7 @@ from mathscout.types import Hit, Query
 from retrievers.base import BaseRetriever, prepare_query
 
 CALL_TIMEOUT = float(os.environ.get("MATHSCOUT_SHARD_TIMEOUT", "300"))  # seconds for one call of ≤ BATCH queries
+EXPLAINED_HITS = 20  # hits that get a snippet in `search` (as the single-index retrievers)
 BATCH = 10  # queries per call in runs: bounded calls, so a dead shard is noticed within CALL_TIMEOUT
 
 
@@ -127,7 +128,10 @@ class ShardedRetriever(BaseRetriever):
         self.pool = ShardPool.of(index)
 
     def _search(self, query: Query, k: int) -> ShardedHits:
+        from mathscout.render import explain_hits
+
         hits, missing = self._rank([query], k)
+        explain_hits(hits[0][:EXPLAINED_HITS], self.store, query.text)  # snippets and matched formulas, from the index's store
         return ShardedHits(hits[0], missing)
 
     def rank(self, query: Query, k: int) -> ShardedHits:
