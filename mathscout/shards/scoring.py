@@ -19,7 +19,7 @@ import numpy as np
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.shards.stats import load_global_df, read_global_statistics, read_global_symbols, text_lists_folder
+from mathscout.shards.stats import load_global_df, outside_weights, read_global_statistics, read_global_symbols, text_lists_folder
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists
 from mathscout.types import Hit, Query
@@ -134,6 +134,7 @@ class ShardStructure(StructureRetriever):
         stats = read_global_statistics(index.path)
         self.paths.df = load_global_df(index.path, "path_df", len(self.paths.df))
         self.paths.total_entries = stats.path_entries
+        self.paths.outside_weight = outside_weights(index.path, stats.path_entries)
         self._use_global_symbols(index.path)
         if self.text is not None:
             self.text = global_text_lists(index.path)

@@ -13,7 +13,9 @@ What each scorer reads from the whole collection (so each shard scores a documen
 - Dense: nothing (cosine of a query and a passage). Fusion and reranking run on the merged lists.
 
 Files in `<shard>/global/`: `text_df.npy` (global df of the shard's text terms, in its list order), `path_df.npy`
-(global DF of the shard's path lists, in list order), `symbols.json` and `symbol_map.npy`, `stats.json` (N, sum of lengths, ordinary path entries).
+(global DF of the shard's path lists, in list order), `outside_hash.npy` / `outside_df.npy` (the paths only other
+shards hold, by 64-bit hash, and their DF: a query node's upper bound counts them, which orders the nodes, Alg. 4),
+`symbols.json` and `symbol_map.npy`, `stats.json` (N, sum of lengths, ordinary path entries).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from mathscout.errors import DamagedIndexError
 from mathscout.index.layout import write_json_atomic
+from mathscout.structure.lists import path_hash
 from mathscout.structure.text_lists import TextLists
 
 GLOBAL = "global"
@@ -106,6 +109,10 @@ def write_global_statistics(shards: list[Path]) -> GlobalStatistics:
         if (shard / "structure" / "meta.json").is_file():
             paths, _, _ = _path_table(shard / "structure")
             np.save(folder / "path_df.npy", np.array([path_df[p] for p in paths], dtype=np.int64))
+            held = set(paths)
+            outside = sorted((path_hash(p), df) for p, df in path_df.items() if p not in held)
+            np.save(folder / "outside_hash.npy", np.array([h for h, _ in outside], dtype=np.uint64))
+            np.save(folder / "outside_df.npy", np.array([df for _, df in outside], dtype=np.int64))
             np.save(folder / "symbol_map.npy", np.array([symbols[x] for x in _symbols(shard / "structure")], dtype=np.int32))
             (folder / "symbols.json").write_text(json.dumps(list(symbols), ensure_ascii=False), encoding="utf-8")
         write_json_atomic(folder / "stats.json", asdict(stats))
@@ -129,3 +136,24 @@ def load_global_df(shard: Path, name: str, length: int) -> np.ndarray:
     if df.shape != (length,):
         raise DamagedIndexError(f"{shard / GLOBAL / (name + '.npy')} does not match the shard's lists; rebuild the sharded index")
     return df
+
+
+def outside_weights(shard: Path, total_entries: int):
+    """idf_t (Eq. 3.11, as PathIndex.list_idf) of a token path only other shards hold; None for a path no shard holds."""
+    try:
+        hashes = np.load(shard / GLOBAL / "outside_hash.npy", allow_pickle=False)
+        df = np.load(shard / GLOBAL / "outside_df.npy", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DamagedIndexError(f"the global path table of the shard {shard} is missing or damaged ({exc}); "
+                                "rebuild the sharded index") from None
+    if hashes.shape != df.shape:
+        raise DamagedIndexError(f"the global path table of the shard {shard} is damaged; rebuild the sharded index")
+
+    def weight(path: str) -> float | None:
+        key = np.uint64(path_hash(path))
+        at = int(np.searchsorted(hashes, key))
+        if at == len(hashes) or hashes[at] != key:
+            return None
+        return float(np.log(np.maximum(total_entries / np.float64(df[at]), 1.0 + 1e-9)))
+
+    return weight

@@ -105,8 +105,11 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
     for m, by_t in group_by_root(prefixes).items():
         slots = [(index.paths[t], ps) for t, ps in by_t.items() if t in index.paths]
         upper = 0.0
-        for tid, ps in slots:
-            upper += len(ps) * weight(tid)
+        for t, ps in by_t.items():  # in path order, so the sum is the same float wherever the paths are held
+            if t in index.paths:
+                upper += len(ps) * weight(index.paths[t])
+            elif index.outside_weight is not None and (outside := index.outside_weight(t)) is not None:
+                upper += len(ps) * (outside if path_weights else 1.0)  # a shard: a path only other shards hold (mathscout/shards)
         if slots:
             nodes.append((-upper, m, by_t, slots, upper))
     nodes.sort(key=lambda n: (n[0], n[1]))
