@@ -29,7 +29,7 @@ def _cmd_index(args: argparse.Namespace) -> None:
     from mathscout.index.builder import add_components, build_index
 
     components = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
-    if args.shards:
+    if args.shards is not None:
         if not args.input:
             raise MathScoutError("--shards needs --input PATH… (a sharded index is built whole)")
         from mathscout.shards.build import build_sharded_index

@@ -144,7 +144,8 @@ def test_a_shard_that_stays_unreachable_gives_flagged_partial_results(sharded_sm
         first = shards.shards[2].first_document
         ordinals = {d: n for n, d in enumerate(IndexDir(sharded_small).store.doc_ids())}
         assert all(ordinals[h.doc_id] < first for h in hits)
-        assert [h.doc_id for h in hits] == [h.doc_id for h in complete if ordinals[h.doc_id] < first][:len(hits)]
+        expected = [h.doc_id for h in complete if ordinals[h.doc_id] < first]  # the other shards' part of the answer
+        assert [h.doc_id for h in hits][:len(expected)] == expected
         result = run_search(SearchRequest(query, "bm25", 10).checked(), ToolBox(sharded_small)).to_json()
         assert result["missing_shards"] and any("partial results" in n for n in result["notices"])
     finally:
