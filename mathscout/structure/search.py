@@ -123,8 +123,11 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
     for m, by_t in group_by_root(prefixes).items():
         slots = [(index.paths[t], ps) for t, ps in by_t.items() if t in index.paths]
         upper = 0.0
-        for tid, ps in slots:
-            upper += len(ps) * weight(tid)
+        for t, ps in by_t.items():  # in path order, so the sum is the same float wherever the paths are held
+            if t in index.paths:
+                upper += len(ps) * weight(index.paths[t])
+            elif index.outside_weight is not None and (outside := index.outside_weight(t)) is not None:
+                upper += len(ps) * (outside if path_weights else 1.0)  # a shard: a path only other shards hold (mathscout/shards)
         if slots:
             nodes.append((-upper, m, by_t, slots, upper))
     nodes.sort(key=lambda n: (n[0], n[1]))
@@ -461,15 +464,24 @@ def _plan(theta_s, strategy, q, alive, active, required):
 
 
 @numba.njit(cache=True)
+def _below(score_a, fid_a, score_b, fid_b):
+    """Heap order: the lower score, and of equal scores the later formula, leaves first, so the top k is the k best by
+    (score, then lowest ordinal) whatever order the ties came in; a sharded index merges its shards' lists by the
+    same order (mathscout/shards/retriever.py)."""
+    return score_a < score_b or (score_a == score_b and fid_a > fid_b)
+
+
+@numba.njit(cache=True)
 def _heap_push(h_score, h_fid, h_doc, h_m, h_n, h_w, size, score, fid, doc, m, n, w):
-    """Insert into a min-heap of capacity len(h_score), replacing the minimum when full; returns the new size."""
+    """Insert into a min-heap (order `_below`) of capacity len(h_score), replacing the minimum when full; returns the
+    new size."""
     cap = h_score.shape[0]
     if size < cap:
         i = size
         size += 1
         while i > 0:
             parent = (i - 1) // 2
-            if h_score[parent] <= score:
+            if not _below(score, fid, h_score[parent], h_fid[parent]):
                 break
             h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = h_score[parent], h_fid[parent], h_doc[parent], h_m[parent], h_n[parent], h_w[parent]
             i = parent
@@ -480,9 +492,9 @@ def _heap_push(h_score, h_fid, h_doc, h_m, h_n, h_w, size, score, fid, doc, m, n
         child = 2 * i + 1
         if child >= size:
             break
-        if child + 1 < size and h_score[child + 1] < h_score[child]:
+        if child + 1 < size and _below(h_score[child + 1], h_fid[child + 1], h_score[child], h_fid[child]):
             child += 1
-        if h_score[child] >= score:
+        if not _below(h_score[child], h_fid[child], score, fid):
             break
         h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = h_score[child], h_fid[child], h_doc[child], h_m[child], h_n[child], h_w[child]
         i = child
