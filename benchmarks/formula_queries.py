@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from collections import defaultdict
@@ -28,15 +27,9 @@ from collections import defaultdict
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers import open_retriever
-from mathscout.evaluation.formula_queries import KINDS, build_queries
+from mathscout.evaluation.formula_queries import KINDS, build_queries, ndcg10
 
 QUESTION_TUNED = {"lambda_m": 0.1, "text": "full"}  # the setting `mathscout train structure` stored on the full index
-
-
-def ndcg10(ranked: list[str], relevant: set[str]) -> float:
-    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ranked[:10]) if d in relevant)
-    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
-    return dcg / ideal if ideal else 0.0
 
 
 def systems(index: IndexDir) -> dict:

@@ -88,6 +88,12 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     from mathscout import java
 
     java.boot()  # the JVM's start (seconds) is not the index's open time
+    runtime = java.autoclass("java.lang.Runtime").getRuntime()
+    heap_peak = [0.0]
+
+    def heap_seen() -> None:  # what the JVM heap holds after a search (garbage included)
+        heap_peak[0] = max(heap_peak[0], (runtime.totalMemory() - runtime.freeMemory()) / 2**20)
+
     out: dict = {"rss_start": _rss()}
     started = time.perf_counter()
     index_dir = IndexDir(index)
@@ -101,16 +107,17 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     formulas = [t.formula for year in (2020, 2021, 2022)
                 for t in load_topics(DATA / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")]
     searcher = StructureSearcher(structure.paths)
-    prepared = []
-    for latex in formulas:
+    valid = []  # the formulas that parse; prepared one at a time (a prepared query holds its decoded lists: holding
+    for latex in formulas:  # all 285 at once took 3.9 GiB at 1×, which no real query process does)
         try:
-            prepared.append(searcher.prepare(latex))
+            searcher.prepare(latex)
+            valid.append(latex)
         except QueryError:
             pass
     for q in topics[:3]:  # warm-up: JIT caches, the JVM's first searches
         bm25.search(q, k=10)
         structure.search(q, k=10)
-    searcher.search(prepared[0], k=10, per_document=True)
+    searcher.search(searcher.prepare(valid[0]), k=10, per_document=True)
     out["latency"] = {}
     for k in (100, 1000):
         for mode, retriever in (("bm25", bm25), ("structure", structure)):
@@ -119,6 +126,7 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
                 t0 = time.perf_counter()
                 retriever.search(q, k=k)
                 times.append(time.perf_counter() - t0)
+                heap_seen()
             out["latency"][f"{mode}@{k}"] = _percentiles(times)
         times = []
         for latex in formulas:  # formula-only structure search, GBP-LEN (prepare = parse + decode the lists, included)
@@ -130,11 +138,15 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
             times.append(time.perf_counter() - t0)
         out["latency"][f"formula@{k}"] = _percentiles(times)
     out["rss_queries"] = _rss()
+    java.autoclass("java.lang.System").gc()
+    out["jvm"] = {"max_mib": runtime.maxMemory() / 2**20, "committed_mib": runtime.totalMemory() / 2**20,
+                  "used_peak_mib": heap_peak[0], "live_after_gc_mib": (runtime.totalMemory() - runtime.freeMemory()) / 2**20}
     safety = {}
-    sample = prepared[:: max(1, len(prepared) // n_safety)][:n_safety]
+    sample = valid[:: max(1, len(valid) // n_safety)][:n_safety]
     for k in (100, 1000):
         violations = 0
-        for q in sample:
+        for latex in sample:
+            q = searcher.prepare(latex)
             pruned = [(h.formula, h.score) for h in searcher.search(q, k=k, strategy="gbp-len", per_document=True)]
             exact = [(h.formula, h.score) for h in searcher.search(q, k=k, strategy="exhaustive", per_document=True)]
             violations += pruned != exact
@@ -145,9 +157,40 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     return out
 
 
+def _worker_dense(kind: str, args: list[str]) -> dict:
+    from mathscout.benchmarks import scale_dense
+
+    if kind == "dense-derive":
+        return scale_dense.write_derived(Path(args[0]), int(args[1]), Path(args[2]), int(args[3]) or None)
+    if kind == "dense-queries":
+        return {"queries": scale_dense.query_vectors(Path(args[0]), DATA / "collection" / "topics.dev.jsonl", int(args[1]),
+                                                     Path(args[2]))}
+    if kind == "dense-build":
+        return {**scale_dense.build(Path(args[0]), int(args[1]), Path(args[2])), **_rss()}
+    return scale_dense.query(Path(args[0]), int(args[1]), Path(args[2]), Path(args[3]), _rss)
+
+
+def measure_dense(source: Path, factor: int, folder: Path, queries: Path, log: Path, keep: bool,
+                  passages_1x: int | None = None) -> dict:
+    """Derived F× passage vectors → IVF-PQ from disk (fresh process) → open, latency, recall (fresh process)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    vectors, ivfpq = folder / "passage_vectors.f32", folder / "ivfpq.faiss"
+    result = _run_worker(["dense-derive", str(source), str(factor), str(vectors), str(passages_1x or 0)], log)
+    result["vector_bytes"] = vectors.stat().st_size
+    result["build"] = _run_worker(["dense-build", str(vectors), str(result["dimension"]), str(ivfpq)], log)
+    result["query"] = _run_worker(["dense-query", str(vectors), str(result["dimension"]), str(ivfpq), str(queries)], log)
+    result["note"] = (f"vectors derived from the {result['source_documents']:,} documents encoded in {source} (copy c ≥ 1: "
+                      "source vector + seeded Gaussian noise, cosine ≈ 0.96), not encoded from the scale corpus")
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
 def _worker(argv: list[str]) -> None:
     kind = argv[0]
-    if kind == "store":
+    if kind.startswith("dense-"):
+        result = _worker_dense(kind, argv[1:])
+    elif kind == "store":
         result = _worker_store(Path(argv[1]), Path(argv[2]))
     elif kind == "component":
         result = _worker_component(Path(argv[1]), argv[2])
@@ -174,19 +217,27 @@ def _size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
-def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log: Path) -> dict:
+def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log: Path,
+                   stages: tuple[str, ...] = ("build", "query"), previous: dict | None = None) -> dict:
+    """Build (fresh processes, one per stage) and/or query one factor; `previous` keeps the figures of the
+    stages not run again (e.g. the query stage re-run on a kept index)."""
     from mathscout.index.layout import IndexDir
 
-    shutil.rmtree(index, ignore_errors=True)
-    result: dict = {"build": {}}
-    result["build"]["store"] = _run_worker(["store", str(corpus), str(index)], log)
-    for name in ("bm25", "structure"):
-        result["build"][name] = _run_worker(["component", str(index), name], log)
-    manifest = IndexDir(index).manifest
-    result["documents"], result["formulas"] = manifest.documents, manifest.formulas
-    result["bytes"] = {"store": (index / "store.sqlite").stat().st_size if (index / "store.sqlite").exists() else _size(index) - _size(index / "bm25") - _size(index / "structure"),
-                       "bm25": _size(index / "bm25"), "structure": _size(index / "structure")}
-    result["query"] = _run_worker(["query", str(index), str(n_queries), str(n_safety)], log)
+    result: dict = dict(previous or {})
+    if "build" in stages:
+        shutil.rmtree(index, ignore_errors=True)
+        result["build"] = {}
+        result["build"]["store"] = _run_worker(["store", str(corpus), str(index)], log)
+        for name in ("bm25", "structure"):
+            result["build"][name] = _run_worker(["component", str(index), name], log)
+        manifest = IndexDir(index).manifest
+        result["documents"], result["formulas"] = manifest.documents, manifest.formulas
+        result["bytes"] = {"store": (index / "store.sqlite").stat().st_size if (index / "store.sqlite").exists() else _size(index) - _size(index / "bm25") - _size(index / "structure"),
+                           "bm25": _size(index / "bm25"), "structure": _size(index / "structure")}
+    if "query" in stages:
+        if not (index / "manifest.json").exists():
+            raise SystemExit(f"no index {index} to query: build it first (--stages build --keep-indexes)")
+        result["query"] = _run_worker(["query", str(index), str(n_queries), str(n_safety)], log)
     return result
 
 
@@ -210,15 +261,30 @@ def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
             costs.setdefault(name, {})[f] = float(value)
 
     for f, r in factors.items():
+        build = r.get("build", {})
         for stage in ("store", "bm25", "structure"):  # a partial factor (a stopped run) may lack some figures
-            put(f"build seconds: {stage}", f, r["build"][stage].get("seconds"))
-            put(f"build CPU seconds: {stage}", f, r["build"][stage].get("cpu_seconds"))
-            put(f"build peak RSS MiB: {stage}", f, r["build"][stage].get("peak_mib"))
-        for part, size in r["bytes"].items():
+            put(f"build seconds: {stage}", f, build.get(stage, {}).get("seconds"))
+            put(f"build CPU seconds: {stage}", f, build.get(stage, {}).get("cpu_seconds"))
+            put(f"build peak RSS MiB: {stage}", f, build.get(stage, {}).get("peak_mib"))
+        for part, size in r.get("bytes", {}).items():
             put(f"size MiB: {part}", f, size / 2**20)
-        if r["build"]["structure"].get("cpu_seconds"):
-            put("structure formulas per CPU second", f, r["formulas"] / r["build"]["structure"]["cpu_seconds"])
-        put("structure formulas/s", f, r["formulas"] / r["build"]["structure"]["seconds"])
+        if build.get("structure", {}).get("cpu_seconds"):
+            put("structure formulas per CPU second", f, r["formulas"] / build["structure"]["cpu_seconds"])
+        if build.get("structure", {}).get("seconds"):
+            put("structure formulas/s", f, r["formulas"] / build["structure"]["seconds"])
+        if "dense" in r:
+            d = r["dense"]
+            put("build seconds: dense IVF-PQ from disk", f, d["build"]["seconds"])
+            put("build CPU seconds: dense IVF-PQ from disk", f, d["build"].get("cpu_seconds"))
+            put("build peak RSS MiB: dense IVF-PQ from disk", f, d["build"]["peak_mib"])
+            put("size MiB: dense IVF-PQ", f, d["build"]["bytes"] / 2**20)
+            put("size MiB: dense vectors (float32)", f, d["vector_bytes"] / 2**20)
+            if "query" in d:
+                put("open seconds: dense IVF-PQ", f, d["query"]["open_s"])
+                put("dense query process anon RSS MiB after queries", f, d["query"]["rss_queries"]["anon_mib"])
+                for name, stats in d["query"]["latency"].items():
+                    put(f"p50 ms: {name}", f, stats["p50_ms"])
+                    put(f"p95 ms: {name}", f, stats["p95_ms"])
         if "query" not in r:
             continue
         q = r["query"]
@@ -226,20 +292,31 @@ def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
         put("open seconds: structure", f, q["open_structure_s"])
         put("query process RSS MiB after open", f, q["rss_open"]["rss_mib"])
         put("query process anon RSS MiB after queries", f, q["rss_queries"]["anon_mib"])
+        put("query process peak RSS MiB", f, q["rss_end"]["peak_mib"])
+        if "jvm" in q:
+            put("JVM heap used MiB (max seen)", f, q["jvm"]["used_peak_mib"])
         for name, stats in q["latency"].items():
             put(f"p50 ms: {name}", f, stats["p50_ms"])
             put(f"p95 ms: {name}", f, stats["p95_ms"])
     return costs
 
 
+def _sizes(factors: dict[int, dict], dense: bool) -> dict[int, float]:
+    """The size a cost is fitted against: passages for dense costs, formulas for the others."""
+    if dense:
+        return {f: r["dense"]["passages"] for f, r in factors.items() if "dense" in r}
+    return {f: r["formulas"] for f, r in factors.items() if "formulas" in r}
+
+
 def summarise(factors: dict[int, dict]) -> dict:
     costs = cost_table(factors)
-    formulas = {f: r["formulas"] for f, r in factors.items()}
     summary = {}
     for name, values in costs.items():
-        fs = sorted(values)
-        b = fit_exponent([formulas[f] for f in fs], [values[f] for f in fs])
-        entry = {"values": {str(f): round(values[f], 3) for f in fs}, "exponent": None if b is None else round(b, 3)}
+        sizes = _sizes(factors, "dense" in name)
+        fs = sorted(f for f in values if f in sizes)
+        b = fit_exponent([sizes[f] for f in fs], [values[f] for f in fs])
+        entry = {"values": {str(f): round(values[f], 3) for f in sorted(values)}, "exponent": None if b is None else round(b, 3),
+                 "fitted_against": "passages" if "dense" in name else "formulas"}
         if b is not None:
             base = fs[-1]
             entry[f"extrapolated_{TARGET_FACTOR}x"] = round(values[base] * (TARGET_FACTOR / base) ** b, 1)
@@ -256,7 +333,6 @@ def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
     groups = [(("build seconds", "build CPU seconds"), "build time (s): wall and CPU"), (("build peak RSS MiB",), "build peak RSS (MiB)"),
               (("size MiB",), "index size (MiB)"), (("open seconds",), "open time (s)"), (("p50 ms",), "query p50 (ms)"),
               (("p95 ms",), "query p95 (ms)")]
-    formulas = {f: r["formulas"] for f, r in factors.items()}
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
     for ax, (prefix, title) in zip(axes.flat, groups):
         for name, entry in summary.items():
@@ -264,14 +340,15 @@ def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
                 continue
             fs = sorted(int(f) for f in entry["values"])
             label = ("CPU " if "CPU" in name else "") + name.split(": ", 1)[1] + (f" (b={entry['exponent']:.2f})" if entry["exponent"] is not None else "")
-            ax.plot([formulas[f] for f in fs], [entry["values"][str(f)] for f in fs], marker="o", label=label)
+            ax.plot(fs, [entry["values"][str(f)] for f in fs], marker="o", label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(title)
-        ax.set_xlabel("formulas in the collection")
+        ax.set_xlabel("collection size (× the shared collection)")
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle("MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b)")
+    fig.suptitle("MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b, "
+                 "dense: ∝ passages^b; dense vectors derived from the 1× encodings)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 
@@ -290,6 +367,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=100, help="dev topics timed per mode and k")
     parser.add_argument("--safety", type=int, default=50, help="formula queries checked against exhaustive search per k")
     parser.add_argument("--keep-indexes", action="store_true", help="keep each factor's index (default: removed after measuring)")
+    parser.add_argument("--stages", default="build,query",
+                        help="comma-separated: build, query (on a kept index DIR/index-<F>x), dense (needs --dense-from)")
+    parser.add_argument("--dense-from", type=Path, default=None,
+                        help="an index with a `dense` component: its vectors give every factor's (derived) vectors")
+    parser.add_argument("--dense-passages", type=int, default=None,
+                        help="passages at 1× for the derived vectors (default: those of --dense-from; the shared "
+                             "collection has 50,636)")
     parser.add_argument("--merge", type=Path, nargs="*", default=None,
                         help="measure nothing: merge the scale.json of these folders into --output's, then fit, plot, report")
     args = parser.parse_args(argv)
@@ -311,21 +395,38 @@ def main(argv: list[str] | None = None) -> None:
     log = args.output / "scale.log"
     for folder in args.merge or []:
         other = json.loads((folder.resolve() / "scale.json").read_text(encoding="utf-8"))
-        measured.update({int(f): r for f, r in other.get("factors", {}).items()})
+        for f, r in other.get("factors", {}).items():  # per stage: a folder may hold only a factor's query or dense figures
+            measured.setdefault(int(f), {}).update(r)
     if args.merge is not None:
         factors = []
         _save(results_path, measured)
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    if not stages or set(stages) - {"build", "query", "dense"}:
+        raise SystemExit(f"--stages {args.stages!r}: use build, query and/or dense")
+    if "dense" in stages:
+        if args.dense_from is None or not (args.dense_from / "dense" / "meta.json").exists():
+            raise SystemExit("--stages dense needs --dense-from INDEX, an index with a built `dense` component")
+        dense_queries = args.output / "dense-queries.npy"
+        if not dense_queries.exists():
+            _run_worker(["dense-queries", str(args.dense_from.resolve()), str(args.queries), str(dense_queries)], log)
     for f in factors:
         corpus = args.output / f"scale-{f}x.jsonl.gz"
-        if not corpus.exists():
+        if "build" in stages and not corpus.exists():
             raise SystemExit(f"no corpus {corpus}: make it first with --make --factors {f}")
         print(f"measuring {f}× …", flush=True)
         started = time.perf_counter()
         index = args.output / f"index-{f}x"
-        measured[f] = measure_factor(corpus, index, args.queries, args.safety, log)
+        if {"build", "query"} & set(stages):
+            measured[f] = measure_factor(corpus, index, args.queries, args.safety, log, stages, measured.get(f))
+        if "dense" in stages:
+            measured.setdefault(f, {})["dense"] = measure_dense(args.dense_from.resolve(), f, args.output / f"dense-{f}x",
+                                                                dense_queries, log, args.keep_indexes, args.dense_passages)
+            from mathscout.benchmarks.scale_dense import summary_line
+
+            print(summary_line(f, measured[f]["dense"]), flush=True)
         if not args.keep_indexes:
             shutil.rmtree(index, ignore_errors=True)
-        print(f"{f}×: {measured[f]['formulas']:,} formulas, measured in {time.perf_counter() - started:.0f} s", flush=True)
+        print(f"{f}×: {measured[f].get('formulas', 0):,} formulas, measured in {time.perf_counter() - started:.0f} s", flush=True)
         _save(results_path, measured)
     summary = summarise(measured)
     plot(measured, summary, args.output / "scale.png")

@@ -12,6 +12,7 @@ Source formulas come from one half of the documents (`HALVES`: CRC-32 of the id 
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import zlib
@@ -120,3 +121,10 @@ def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reportin
         if all(counts[k] >= sample for k in KINDS):
             break
     return queries
+
+
+def ndcg10(ranked: list[str], relevant: set[str]) -> float:
+    """nDCG@10 with binary relevance (the formula queries' measure)."""
+    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ranked[:10]) if d in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
+    return dcg / ideal if ideal else 0.0

@@ -20,9 +20,12 @@ reproduces it. Tuning picks the best setting on a topic set (use train topics, n
 questions with words and formulas, and for questions with words only, on the train topics of that kind; for
 formula-only queries on formula queries made from the collection's formulas (`mathscout bench formulas`' four
 kinds, source formulas drawn only from the *fitting* half of the documents; the reporting half stays unseen),
-choosing between structure similarity alone (Eq. 3.16) and Eq. 3.18 with BM25 over the query's math tokens. It
-reports each kind's measure before (the index's current setting) and after, and stores all of them with how
-each was fitted.
+choosing between structure similarity alone (Eq. 3.16) and Eq. 3.18 with BM25 over the query's math tokens, for
+every document ("full") or only for those holding part of the query ("parts", `mathscout.retrievers.structure.KindSetting`): the
+best mean among the settings that keep every transformation kind at least at structure alone's level (BM25 over
+renamed variable letters must not buy sub-expressions with renamed queries). Formula-only queries rank by match
+tier first (`mathscout.structure.search.match_tier`), here as in the structure mode. It reports each kind's
+measure before (the index's current setting) and after, and stores all of them with how each was fitted.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.structure.scoring import LAMBDA_M, rank_math_text
+from mathscout.structure.scoring import LAMBDA_M, math_text_score
 from mathscout.retrievers.base import prepare_query
 
 
@@ -79,12 +82,12 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
 
 
 def _top_lists(retriever, bm25, doc_ids: list[str], prepared: list, query, depth: int) -> tuple[list, dict]:
-    """One query's dumped lists: each prepared formula's (width, per-document structure top `depth`) and BM25's
-    top `depth` over the whole query ({} when BM25 cannot use it)."""
+    """One query's dumped lists: each prepared formula's (width, per-document structure top `depth`, each
+    document's match tier) and BM25's top `depth` over the whole query ({} when BM25 cannot use it)."""
     per_formula = []
     for q in prepared:
         hits = retriever.searcher.search(q, depth, retriever.strategy, per_document=True)
-        per_formula.append((q.width, {doc_ids[h.doc]: h.score for h in hits}))
+        per_formula.append((q.width, {doc_ids[h.doc]: h.score for h in hits}, {doc_ids[h.doc]: h.tier for h in hits}))
     try:
         full = {h.doc_id: h.score for h in bm25.rank(query, depth).hits}
     except QueryError:
@@ -110,15 +113,26 @@ def _with_kinds(records: dict, topics_path: Path) -> dict:
 
 
 def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "words", k: int = 1000) -> list[tuple[str, float]]:
-    """Eq. 3.18 for one topic: λ_m · Σ over the (widest `max_formulas`) formulas + the text part, top k."""
+    """Eq. 3.18 for one topic: λ_m · Σ over the (widest `max_formulas`) formulas + the text part, top k. A formula
+    query (kind "formula") ranks by its formula's match tier first, as the structure mode does (`_by_tier`); the
+    score is then tier + score / the best score."""
     formulas = record["formulas"]
     if max_formulas:
         formulas = sorted(formulas, key=lambda f: -f[0])[:max_formulas]
     math: dict[str, float] = defaultdict(float)
-    for _, hits in formulas:
+    for _, hits, *_ in formulas:
         for doc, score in hits.items():
             math[doc] += score
-    return rank_math_text(math, record[text] if text != "none" else {}, lambda_m, k)
+    text_scores = record["full" if text == "parts" else text] if text != "none" else {}
+    scores = {d: math_text_score(math.get(d, 0.0), text_scores.get(d, 0.0), lambda_m) for d in set(math) | set(text_scores)}
+    tiers = formulas[0][2] if record.get("kind") == "formula" and formulas and len(formulas[0]) > 2 else None
+    if text == "parts" and tiers is not None:  # whole-structure matches by Eq. 3.16 alone (`StructureRetriever.fused`)
+        scores.update({d: math[d] for d, tier in tiers.items() if tier > 0})
+    scores = {d: s for d, s in scores.items() if s > 0}
+    if tiers is not None and scores:
+        top = max(scores.values())
+        scores = {d: tiers.get(d, 0) + s / top for d, s in scores.items()}
+    return sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
 
 
 def write_run(records: dict, path: Path, tag: str, **options) -> None:
@@ -220,17 +234,59 @@ def fit_kinds(index: Path, records: dict, qrels: Path, grid: list[dict], out_dir
         best, key, value = tune(subset, qrels, grid, out_dir, kind)
         fits[kind] = KindFit(kind, best, key, value, before, len(subset), f"{source} ({kind} questions)")
     if formula_records:
-        formula_qrels_path = out_dir / "formula.qrels.txt"
-        formula_qrels_path.write_text("".join(formula_qrels), encoding="utf-8")
-        lambdas = sorted({g["lambda_m"] for g in grid})
-        formula_grid = [{"lambda_m": LAMBDA_M, "max_formulas": 0, "text": "words"}] + [
-            {"lambda_m": lam, "max_formulas": 0, "text": "full"} for lam in lambdas]
-        before = tune(formula_records, formula_qrels_path, [current["formula"]], out_dir, "formula-before")[2]
-        best, key, value = tune(formula_records, formula_qrels_path, formula_grid, out_dir, "formula")
-        fits["formula"] = KindFit("formula", best, key, value, before, len(formula_records),
+        lambdas = sorted({g["lambda_m"] for g in grid} | set(FORMULA_LAMBDAS))
+        formula_grid = [STRUCTURE_ALONE] + [{"lambda_m": lam, "max_formulas": 0, "text": text}
+                                            for text in ("full", "parts") for lam in lambdas]
+        best, value, before = fit_formula_kind(formula_records, formula_qrels, formula_grid, current["formula"])
+        fits["formula"] = KindFit("formula", best, "nDCG@10", value, before, len(formula_records),
                                   "formula queries from the fitting half of the documents (renamed, re-rendered, "
-                                  "transformed, sub-expression)")
+                                  "transformed, sub-expression), no kind below structure alone")
     return fits
+
+
+STRUCTURE_ALONE = {"lambda_m": LAMBDA_M, "max_formulas": 0, "text": "words"}  # Eq. 3.16 alone (the thesis default)
+FORMULA_LAMBDAS = (5.0, 10.0, 25.0, 100.0)  # large λ_m: structure first, BM25 over the math tokens breaking near-ties
+# nDCG@10 differences below this count as equal when a kind is compared with structure alone: on 100 queries per kind
+# it is under a third of one query's first hit moving down one rank (1 − 1/log2(3) = 0.37 → 0.0037)
+EQUAL_WITHIN = 0.001
+
+
+def formula_kind_means(records: dict, relevant: dict[str, set[str]], options: dict) -> dict[str, float]:
+    """nDCG@10 (binary, as `mathscout bench formulas`) of one setting on formula queries, per transformation kind
+    and over all ("all")."""
+    from mathscout.evaluation.formula_queries import ndcg10
+
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for qid, record in records.items():
+        ranked = [d for d, _ in fuse(record, k=10, **options)]
+        by_kind[record["formula_kind"]].append(ndcg10(ranked, relevant.get(qid, set())))
+    means = {kind: sum(v) / len(v) for kind, v in sorted(by_kind.items())}
+    means["all"] = sum(sum(v) for v in by_kind.values()) / sum(len(v) for v in by_kind.values())
+    return means
+
+
+def fit_formula_kind(records: dict, qrels_lines: list[str], grid: list[dict], current: dict) -> tuple[dict, float, float]:
+    """The formula-only setting: the best mean over all formula queries among the settings that keep *every*
+    transformation kind at least at structure alone's level, within EQUAL_WITHIN (renamed variables must not be
+    traded for the other kinds; structure alone always qualifies). (best setting, its mean, the current setting's mean)."""
+    from mathscout.evaluation.runs import decode_doc_id
+
+    relevant: dict[str, set[str]] = defaultdict(set)
+    for line in qrels_lines:
+        qid, _, doc, _ = line.split()
+        relevant[qid].add(decode_doc_id(doc))
+    floor = formula_kind_means(records, relevant, STRUCTURE_ALONE)
+    before = formula_kind_means(records, relevant, current)["all"]
+    best, best_means = STRUCTURE_ALONE, floor
+    for options in grid:
+        means = formula_kind_means(records, relevant, options)
+        keeps = all(means[kind] >= floor[kind] - EQUAL_WITHIN for kind in floor)
+        print(options, {kind: round(v, 4) for kind, v in means.items()}, "" if keeps else "(a kind below structure alone)",
+              flush=True)
+        if keeps and means["all"] > best_means["all"]:
+            best, best_means = options, means
+    print(f"formula-only: {best} → nDCG@10 {best_means['all']:.4f} (structure alone {floor['all']:.4f})")
+    return best, best_means["all"], before
 
 
 @dataclass

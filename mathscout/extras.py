@@ -11,6 +11,7 @@ EXTRAS = {
     "pytest": "test", "hypothesis": "test", "playwright": "test",
     "lightgbm": "ranking",
     "pya0": "peers",
+    "ray": "distributed",
 }
 
 

@@ -56,7 +56,7 @@ class Retriever(Protocol):
 class BaseRetriever:
     """Shared behaviour: query validation, a simple batch loop, and PyTerrier's composition operators
     (`mathscout.retrievers.compose`): `0.3 * structure + 0.7 * dense` (weighted linear fusion, thesis Eq. 5.20),
-    `first >> reranker` and `rewrite >> structure` (pipelines), `retriever % 100` or `.top(100)` (rank cut-off)."""
+    `first >> reranker` and `rewrite >> structure` (pipelines), `retriever % 100` (rank cut-off)."""
 
     name = "base"
 
@@ -81,10 +81,6 @@ class BaseRetriever:
         from mathscout.retrievers.compose import Cutoff
 
         return Cutoff(self, k)
-
-    def top(self, k: int):
-        """The first `k` hits only (`retriever % k`)."""
-        return self % k
 
     def search(self, query: str | Query, k: int = 10) -> list[Hit]:
         return self._search(prepare_query(query), K.check(k))

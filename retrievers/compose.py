@@ -3,7 +3,7 @@
     0.3 * structure + 0.7 * dense      weighted linear fusion (thesis Eq. 5.20; `mathscout.retrievers.fusion`)
     first >> reranker                  the first stage's top hits reordered (`mathscout.retrievers.rerank.Reranked`)
     FormulaRewrite() >> structure      structure search over the query and its SymPy-equivalent forms
-    retriever % 100, retriever.top(100)   a rank cut-off
+    retriever % 100                    a rank cut-off
 
 The operators live on `BaseRetriever`; this module holds the pieces they build.
 """

@@ -3,8 +3,9 @@
 
 A query is encoded by the model the index was built with (or `model=` / $MATHSCOUT_DENSE_MODEL, which
 must have the same dimension), its nearest passages are found by inner product in faiss (exact `flat`
-by default, or `hnsw` with efSearch = 64, thesis §5.3.2), and each document scores the max over its
-passages. `dense-ft` is the same over a second component encoded by a fine-tuned model
+by default, or `hnsw` with efSearch = 64, thesis §5.3.2; above ANN_ABOVE passages the component has instead
+`ivfpq`, IVF-PQ over the vectors on disk with exact re-scoring: mathscout/dense/ann.py), and each document
+scores the max over its passages. `dense-ft` is the same over a second component encoded by a fine-tuned model
 (`mathscout train dense`; folder $MATHSCOUT_DENSE_FT_MODEL, default MATHSCOUT_HOME/models/dense-ft).
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.config import home
+from mathscout.dense.ann import REFINE, VECTORS, IvfPqSearch, open_vectors
 from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint, read_meta, reuse_document_vectors
 from mathscout.dense.encoder import Encoder
 from mathscout.dense.model import model_input_text
@@ -26,11 +28,12 @@ from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
-from mathscout.limits import EF_SEARCH, PASSAGES
+from mathscout.limits import EF_SEARCH, PASSAGES, Limit
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 FT_ENV = "MATHSCOUT_DENSE_FT_MODEL"
-SEARCH_KINDS = ("flat", "hnsw")
+SEARCH_KINDS = ("flat", "hnsw", "ivfpq")
+NPROBE = Limit("nprobe", 1, 65_536, "IVF lists probed per query")
 
 
 def fine_tuned_model_path() -> Path:
@@ -90,16 +93,22 @@ def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str)
 class DenseRetriever(BaseRetriever):
     """Passage-level dense retrieval, max-pooled to documents."""
 
-    def __init__(self, index: IndexDir, component: str = "dense", search: str = "flat", model: str | Path | None = None,
-                 ef_search: int | None = None, passages: int | None = None):
+    def __init__(self, index: IndexDir, component: str = "dense", search: str | None = None, model: str | Path | None = None,
+                 ef_search: int | None = None, passages: int | None = None, nprobe: int | None = None):
+        folder = index.component_path(component)
+        self.meta = read_meta(folder)
+        search = search or self.meta.get("default_search", "flat")  # flat, or ivfpq for a large component
         if search not in SEARCH_KINDS:
             raise MathScoutError(f"unknown dense search '{search}' (available: {', '.join(SEARCH_KINDS)})")
         ef_search = None if ef_search is None else EF_SEARCH.check(ef_search)
         passages = None if passages is None else PASSAGES.check(passages)
+        nprobe = None if nprobe is None else NPROBE.check(nprobe)
         self.name = component
-        folder = index.component_path(component)
-        self.meta = read_meta(folder)
         self.encoder = open_encoder(self.meta, model, component)
+        kinds = ["ivfpq"] if self.meta.get("default_search") == "ivfpq" else ["flat", "hnsw"]
+        if search not in kinds:
+            raise MathScoutError(f"the '{component}' component of {index.path} has no '{search}' search "
+                                 f"({self.meta.get('passages', 0):,} passages; it has {', '.join(kinds)})")
         self.faiss = load_faiss(folder / f"{search}.faiss", index.path, component)
         if self.faiss.d != self.encoder.dimension:
             raise MathScoutError(f"the faiss index {folder / (search + '.faiss')} holds {self.faiss.d}-dimensional "
@@ -111,6 +120,15 @@ class DenseRetriever(BaseRetriever):
         except (OSError, ValueError) as exc:
             raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
                                     f"'mathscout index --index {index.path} --components {component}'") from exc
+        if search == "ivfpq":
+            try:
+                vectors = open_vectors(folder / VECTORS, self.faiss.d)
+            except (OSError, ValueError) as exc:
+                raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
+                                        f"'mathscout index --index {index.path} --components {component}'") from exc
+            self.faiss = IvfPqSearch(self.faiss, vectors, self.passage_doc,
+                                     nprobe or self.meta.get("nprobe", 32),
+                                     self.meta.get("refine", REFINE))
         if len(self.passage_doc) != self.faiss.ntotal:
             raise IndexMissingError(f"the dense index {folder} is inconsistent ({self.faiss.ntotal} vectors, "
                                     f"{len(self.passage_doc)} passages): rebuild the '{component}' component")
@@ -119,6 +137,12 @@ class DenseRetriever(BaseRetriever):
         if passages is not None and int(passages) < self.max_passages:  # search fewer passages per document (flat)
             self._keep_first_passages(int(passages), search)
         self._lock = threading.Lock()
+
+    def passage_vectors(self) -> np.ndarray:
+        """Every passage vector (memory-mapped from disk for an IVF-PQ component)."""
+        if isinstance(self.faiss, IvfPqSearch):
+            return self.faiss.vectors
+        return self.faiss.reconstruct_n(0, self.faiss.ntotal)
 
     def _keep_first_passages(self, passages: int, search: str) -> None:
         import faiss
@@ -152,14 +176,7 @@ class DenseRetriever(BaseRetriever):
             scores, positions = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
         results = []
         for row_scores, row_positions in zip(scores, positions):
-            best: dict[int, float] = {}
-            for score, position in zip(row_scores, row_positions):
-                if position < 0:
-                    continue
-                doc = int(self.passage_doc[position])
-                if doc not in best:  # passages come best first: the first one of a document is its max
-                    best[doc] = float(score)
-            ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
+            ranked = best_documents(row_scores, row_positions, self.passage_doc, k)
             results.append([Hit(doc_id=self.doc_ids[doc], score=score, rank=n, components={self.name: score})
                             for n, (doc, score) in enumerate(ranked, start=1)])
         return results
@@ -175,6 +192,18 @@ class DenseRetriever(BaseRetriever):
             for query, ranked in zip(chunk, self.rank_vectors(self.encode(chunk), k)):
                 hits[query.id] = ranked
         return hits
+
+
+def best_documents(scores: np.ndarray, positions: np.ndarray, passage_doc: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """One query's passage hits (best first) → its k best documents, each scored by its best passage."""
+    best: dict[int, float] = {}
+    for score, position in zip(scores, positions):
+        if position < 0:
+            continue
+        doc = int(passage_doc[position])
+        if doc not in best:  # passages come best first: the first one of a document is its max
+            best[doc] = float(score)
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
 def dense_component() -> DenseComponent:

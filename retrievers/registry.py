@@ -204,6 +204,12 @@ def open_retriever(index: IndexDir | str, mode: str, **options) -> Retriever:
     if mode not in modes:
         raise MathScoutError(f"unknown search mode '{mode}' (available: {', '.join(sorted(modes))})")
     index = index if isinstance(index, IndexDir) else IndexDir(index)
+    from mathscout.shards.layout import is_sharded
+
+    if is_sharded(index.path):  # a sharded index (issue 18): the shards' Ray actors answer
+        from mathscout.shards.retriever import open_sharded
+
+        return open_sharded(index, mode, **options)
     spec = modes[mode]
     for name in spec.requires:
         index.component_path(name)

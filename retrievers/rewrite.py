@@ -5,7 +5,9 @@ also find documents that wrote `\\frac{x+1}{x}`. Each form (the original with we
 form with `rewrite_weight`, never above a symbol-substituted match of the written form) is searched by structure
 search; a formula-only query's scores are first divided by the best score the form can reach under the setting
 its kind is scored by (its perfect-match score, width × P(L_Q; η), Eqs. 3.15–3.16, times λ_m plus the form's best
-BM25 when the setting adds BM25, Eq. 3.18), so forms of different sizes and settings of any scale are comparable. Fusion: `max` (a document keeps its best weighted form score, ties broken by
+BM25 when the setting adds BM25, Eq. 3.18), so forms of different sizes and settings of any scale are comparable;
+documents then rank by the best match tier any form reaches (`mathscout.structure.search.match_tier`), the formula
+as written first within a tier, so a rewritten form never passes what the written form holds as well. Fusion: `max` (a document keeps its best weighted form score, ties broken by
 the score of the formula as written; the fused top-k is exact from each form's top-k) or `weighted` (the weighted sum, CombSUM). Queries with words keep
 structure search's Eq. 3.18 BM25 term; their variants (one formula replaced by one form) fuse raw scores.
 """
@@ -24,7 +26,7 @@ from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import B2, length_penalty, symbol_factor
-from mathscout.structure.search import FormulaHit
+from mathscout.structure.search import PART, FormulaHit
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.structure import EXPLAINED_HITS, StructureRetriever, split_query, highlight_weights, query_kind
@@ -54,6 +56,8 @@ class _Variant:
 @dataclass
 class _Fused:
     score: float = 0.0
+    tier: int = 0  # formula-only queries: the best match tier of any form (`search.match_tier`)
+    written_tier: int = 0  # … of the formula as written (PART when it did not find the document)
     best: float = -1.0
     variant: int = 0
     formula_hit: FormulaHit | None = None
@@ -83,10 +87,12 @@ class StructureRewriteRetriever(BaseRetriever):
     def variants(self, query: Query) -> list[_Variant]:
         """The original query and one variant per equivalent form of each of its formulas (bounded)."""
         formulas, words = split_query(query)
-        if not formulas:
+        if not formulas and not words:
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
-        variants = [_Variant(query, 1.0, "original", formulas[0])]
         self.last_rewrites = []
+        if not formulas:  # nothing to rewrite (e.g. `$…\\$` reads as words): the query as written, as structure ranks it
+            return [_Variant(query, 1.0, "original", "")]
+        variants = [_Variant(query, 1.0, "original", formulas[0])]
         budget = self.max_forms
         for i, latex in enumerate(formulas[:MAX_REWRITTEN_FORMULAS]):
             if budget <= 0:
@@ -119,19 +125,26 @@ class StructureRewriteRetriever(BaseRetriever):
                 hits, best = ranking.hits, ranking.formulas
             except QueryError:  # a form structure search cannot use
                 continue
+            setting = self.structure.setting_for(variant.query)
             scale = _form_scale(self.structure, variant, hits) if formula_only else 1.0
             if scale <= 0:
                 continue
             ordinals = self.structure.doc_ordinals()
             if n == 0:
                 written_order = [hit.doc_id for hit in hits]
+            # "parts": whole-structure matches are scored by Eq. 3.16 alone, so they are normalised by its perfect score
+            whole_scale = _perfect_score(self.structure, variant.formula) if formula_only and setting.text == "parts" else scale
             for hit in hits:
-                hit_scale = scale
+                hit_scale = whole_scale if hit.components.get("tier", PART) > PART else scale
                 if formula_only and self.normalise == "document" and (fh := best.get(ordinals[hit.doc_id])) is not None:
-                    hit_scale = scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
+                    hit_scale = hit_scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
                 # capped: a document formula shorter than the query can pass the "perfect" score (Eq. 3.15)
-                value = variant.weight * min(hit.score / hit_scale, 1.0) if formula_only else variant.weight * hit.score
+                value = variant.weight * min(_eq_score(hit, setting) / hit_scale, 1.0) if formula_only else variant.weight * hit.score
                 entry = fused.setdefault(hit.doc_id, _Fused())
+                tier = int(hit.components.get("tier", 0))
+                entry.tier = max(entry.tier, tier)
+                if n == 0:
+                    entry.written_tier = tier
                 entry.parts[f"form{n}"] = value
                 if self.fusion == "max":
                     entry.score = max(entry.score, value)
@@ -140,10 +153,13 @@ class StructureRewriteRetriever(BaseRetriever):
                 if value > entry.best:
                     entry.best, entry.variant = value, n
                     entry.formula_hit = best.get(ordinals[hit.doc_id])
-        # ties (e.g. two perfect matches) go to the document that matches the formula as written, then keep the
-        # written form's own order (structure search breaks its ties by document ordinal)
+        # formula-only queries rank by the best match tier of any form, the written form first within it (rewriting
+        # never passes what the formula as written holds as well); ties (e.g. two perfect matches) go to the
+        # document that matches the formula as written, then keep the written form's own order (structure search
+        # breaks its ties by document ordinal)
         written = {doc_id: n for n, doc_id in enumerate(written_order)}
-        ranked = sorted(fused, key=lambda d: (-fused[d].score, -fused[d].parts.get("form0", 0.0), written.get(d, len(written)), d))[:k]
+        ranked = sorted(fused, key=lambda d: (-_tier_rank(fused[d]), -fused[d].score, -fused[d].parts.get("form0", 0.0),
+                                              written.get(d, len(written)), d))[:k]
         hits = []
         for rank, doc_id in enumerate(ranked, start=1):
             entry = fused[doc_id]
@@ -195,6 +211,22 @@ class StructureRewriteRetriever(BaseRetriever):
         return runs
 
 
+def _tier_rank(entry: _Fused) -> int:
+    """2 · the best tier of any form, + 1 when the formula as written reaches it or nothing holds the query whole (at
+    PART every form's partial matches compete by value); values are in [0, 1]."""
+    return 2 * entry.tier + (entry.written_tier == entry.tier)
+
+
+def _eq_score(hit: Hit, setting) -> float:
+    """A structure hit's Eq. 3.18 score under its kind's setting (its score, unless ranked by match tier: then the
+    components hold the raw parts)."""
+    if "tier" not in hit.components:
+        return hit.score
+    math = hit.components.get("structure", 0.0)
+    with_text = setting.text == "full" or (setting.text == "parts" and hit.components["tier"] == PART)
+    return setting.lambda_m * math + hit.components.get("bm25", 0.0) if with_text else math
+
+
 def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit]) -> float:
     """The best score a document can reach for one form under the setting its kind is scored by: λ_m × its perfect
     structure score + the best BM25 score among its hits when the setting adds BM25 (Eq. 3.18), else the perfect
@@ -202,7 +234,7 @@ def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit
     perfect = _perfect_score(structure, variant.formula)
     setting = structure.setting_for(variant.query)
     bm25 = max((h.components.get("bm25", 0.0) for h in hits), default=0.0)
-    return setting.lambda_m * perfect + bm25 if setting.text == "full" and bm25 > 0 else perfect
+    return setting.lambda_m * perfect + bm25 if setting.text in ("full", "parts") and bm25 > 0 else perfect
 
 
 def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) -> float:

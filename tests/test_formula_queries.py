@@ -13,12 +13,13 @@ import shutil
 
 import pytest
 
+from mathscout.evaluation.formula_queries import subexpression
 from mathscout.index.layout import IndexDir
+from mathscout.structure import scoring
 from mathscout.structure.parser import parse_latex
-from mathscout.structure.paths import leaf_count
+from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.types import Query
 from mathscout.retrievers import open_retriever
-from mathscout.retrievers.rewrite import REWRITE_WEIGHT
 
 QUESTION_TUNED = {"lambda_m": 0.1, "max_formulas": 0, "text": "full", "tuned_on": "train topics (test)"}
 _LETTER = re.compile(r"(?<![\\A-Za-z])([a-z])(?![A-Za-z])")
@@ -103,13 +104,14 @@ def test_each_kind_of_query_is_scored_by_its_own_stored_setting(per_kind_index):
         assert (setting.lambda_m, setting.text) == expected, text
     hits = retriever.search("$a^2+b^2=c^2$", k=5)
     assert hits and all("bm25" in h.components for h in hits)  # the formula setting's BM25 part is used
-    assert open_retriever(per_kind_index, "structure", formula_text="words").search("$a^2+b^2=c^2$", k=5)[0].components.keys() == {"structure"}
+    assert open_retriever(per_kind_index, "structure", formula_text="words").search("$a^2+b^2=c^2$", k=5)[0].components.keys() == {"structure", "tier"}
 
 
 @pytest.mark.parametrize("setting", ["untuned", "question-tuned", "per-kind"])
 def test_rewriting_never_down_weights_the_written_form(renamed_queries, small_index, tuned_index, per_kind_index, setting):
     """Each fused hit scores at least what the formula as written gives it (normalised per form), and a document the
-    written form matches in full (every symbol substituted at worst) stays ahead of any rewritten form's match."""
+    written form matches is passed only by documents holding more of the query: the written form itself at least
+    as well, or an equivalent form verbatim where the written form's match is its structure with other symbols."""
     index = {"untuned": small_index, "question-tuned": tuned_index, "per-kind": per_kind_index}[setting]
     rewrite = open_retriever(index, "structure-rewrite")
     rewritten = 0
@@ -118,15 +120,21 @@ def test_rewriting_never_down_weights_the_written_form(renamed_queries, small_in
         hits, variants = ranking.hits, ranking.variants
         rewritten += len(variants) > 1
         assert all(h.score >= h.components["structure"] for h in hits), query
-        full = [h for h in hits if h.components["structure"] >= REWRITE_WEIGHT]
-        assert hits[: len(full)] == full, query
+        written = {h.doc_id: h.components["tier"] for h in rewrite.structure.rank(Query(id="q", text=query), 10).hits}
+        for i, hit in enumerate(hits):
+            tier = written.get(hit.doc_id)
+            if tier is None or hit.components["tier"] > tier:  # not found by the written form, or better by a form
+                continue
+            for above in hits[:i]:
+                assert above.components["tier"] > tier or written.get(above.doc_id) == tier, (query, hit, above)
     assert rewritten >= 3
 
 
 def test_the_question_setting_still_ranks_questions(tuned_index):
     retriever = open_retriever(tuned_index, "structure")
-    assert (retriever.text_part, retriever.lambda_m) == ("full", 0.1) and retriever.formula_text == "words"
-    assert retriever.setting_for(Query(id="q", text="$a^2+b^2=c^2$")).text == "words"  # structure alone
+    # formula-only queries keep the thesis λ_m = 2.5 with BM25 for partial matches only (the index has a bm25 part)
+    assert (retriever.text_part, retriever.lambda_m) == ("full", 0.1) and retriever.formula_text == "parts"
+    assert retriever.setting_for(Query(id="q", text="$a^2+b^2=c^2$")).text == "parts"
     hits = retriever.search("how to prove $a^2+b^2=c^2$ for a right triangle", k=5)
     assert hits and all("bm25" in h.components for h in hits)
 
@@ -148,3 +156,63 @@ def test_the_old_behaviour_loses_renamed_queries(renamed_queries, tuned_index):
     old = open_retriever(tuned_index, "structure", formula_text="full", formula_lambda_m=0.1)
     lost = [source for renamed, source in renamed_queries if old.search(f"${renamed}$", k=5)[0].doc_id != source]
     assert lost
+
+
+def _holds_verbatim(structure, query_latex: str, doc_ordinal: int) -> bool:
+    """A formula of the document holds the whole query with identical symbols, by the reference implementation of
+    Eq. 3.16 (`scoring.formula_similarity`: the widest common subtree is the whole query and S_sym = 1)."""
+    query = path_prefixes(parse_latex(query_latex).tree)
+    whole = max(scoring.node_upper_bound({t: len(ps) for t, ps in by_t.items()}, structure.paths.path_idf)
+                for by_t in scoring.group_by_root(query).values())
+    first, end = structure._formula_first[doc_ordinal], structure._formula_first[doc_ordinal + 1]
+    for ordinal in range(first, end):
+        tree = parse_latex(structure.store.formula_at(ordinal).latex).tree
+        if tree is None:
+            continue
+        match = scoring.formula_similarity(query, path_prefixes(tree, wildcard_paths=True), leaf_count(tree), idf=structure.paths.path_idf)
+        if match is not None and match.width >= whole * (1 - 1e-9) and match.symbol >= 1 - 1e-9:
+            return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def subexpression_queries(small_index) -> list[tuple[str, str]]:
+    """(sub-expression, source document) for real formulas whose sub-expression, ranked by Eq. 3.16 alone (the
+    thesis' order), puts another document first: one holding it shorter or with other symbols (Eq. 3.15's length
+    penalty charges the longer source formula that holds it verbatim)."""
+    index = IndexDir(small_index)
+    structure = open_retriever(index, "structure")
+    ordinals = structure.doc_ordinals()
+    picked: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for _, formula in index.store.iter_formulas():
+        latex = formula.latex.strip()
+        if latex in seen or len(latex) > 200 or (sub := subexpression(latex)) is None or sub.strip() in seen:
+            continue
+        seen.update((latex, sub.strip()))
+        by_score = structure._formula_documents(structure.searcher.prepare(sub.strip()), 10)
+        if by_score and by_score[0].doc != ordinals[formula.doc_id] and _holds_verbatim(structure, sub.strip(), ordinals[formula.doc_id]):
+            picked.append((sub.strip(), formula.doc_id))
+        if len(picked) == 6:
+            break
+    assert len(picked) == 6
+    return picked
+
+
+@pytest.mark.parametrize("mode", ["structure", "structure-rewrite"])
+@pytest.mark.parametrize("setting", ["untuned", "per-kind"])
+def test_a_sub_expression_query_ranks_the_formulas_holding_it_first(subexpression_queries, small_index, per_kind_index, mode, setting):
+    """The source document of a sub-expression is passed only by documents that also hold the sub-expression as
+    written (the largest common subtree is the whole query, every symbol equal), never by a shorter formula with
+    other symbols or a rewritten form's match; the source is found in the top 10 of most."""
+    index = {"untuned": small_index, "per-kind": per_kind_index}[setting]
+    retriever = open_retriever(index, mode)
+    structure = retriever if mode == "structure" else retriever.structure
+    ordinals = structure.doc_ordinals()
+    found = 0
+    for sub, source in subexpression_queries:
+        ranked = [h.doc_id for h in retriever.search(f"${sub}$", k=10)]
+        ahead = ranked[: ranked.index(source)] if source in ranked else ranked
+        assert all(_holds_verbatim(structure, sub, ordinals[d]) for d in ahead), (sub, source, ranked)
+        found += source in ranked
+    assert found >= len(subexpression_queries) - 1

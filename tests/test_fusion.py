@@ -155,8 +155,8 @@ def test_retrievers_compose_like_algebra(small_index):
 
 
 def test_retrievers_themselves_compose(small_index, capsys):
-    """`0.5 * structure + 0.5 * bm25` is the hybrid mode's equal-weight fallback, hit for hit; `% k` and `.top(k)`
-    cut; `>>` wants a reranker on its right."""
+    """`0.5 * structure + 0.5 * bm25` is the hybrid mode's equal-weight fallback, hit for hit; `% k` cuts; `>>`
+    wants a reranker on its right; `FormulaRewrite() >> structure` is the structure-rewrite mode."""
     from mathscout.retrievers.compose import Cutoff, FormulaRewrite
 
     bm25, structure = open_retriever(small_index, "bm25"), open_retriever(small_index, "structure")
@@ -168,7 +168,7 @@ def test_retrievers_themselves_compose(small_index, capsys):
     assert [(h.doc_id, h.score) for h in composed.search(query, k=10)] == \
         [(h.doc_id, h.score) for h in hybrid.search(query, k=10)]
     top3 = bm25 % 3
-    assert isinstance(top3, Cutoff) and bm25.top(3).k == 3
+    assert isinstance(top3, Cutoff) and top3.k == 3
     assert [h.doc_id for h in top3.search(query, k=10)] == [h.doc_id for h in bm25.search(query, k=3)]
     with pytest.raises(MathScoutError, match="must be a reranker"):
         bm25 >> structure

@@ -30,3 +30,28 @@ def test_lucene_imports_without_openai_key_and_leaks_nothing():
     assert info["key_in_env"] is False
     assert not any("jdk.incubator.vector" in o for o in info["options"])
     assert int(info["java_version"].split(".")[0]) >= 21
+
+
+HEAP = r"""
+import json, sys
+from mathscout import java
+if sys.argv[1] == "build":
+    java.lucene_index()
+else:
+    java.boot()
+print(java.autoclass("java.lang.Runtime").getRuntime().maxMemory() // 2**20)
+"""
+
+
+def test_a_searching_jvm_has_a_bounded_heap_and_a_building_one_keeps_javas_default():
+    env = {k: v for k, v in os.environ.items() if k != "MATHSCOUT_JAVA_HEAP"}
+
+    def max_heap_mib(kind: str, **extra: str) -> int:
+        out = subprocess.run([sys.executable, "-c", HEAP, kind], capture_output=True, text=True, env={**env, **extra},
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.strip().splitlines()[-1])
+
+    assert max_heap_mib("search") <= 512  # java.SEARCH_HEAP: Lucene's search measured at < 100 MiB of heap
+    assert max_heap_mib("search", MATHSCOUT_JAVA_HEAP="300m") <= 300
+    assert max_heap_mib("build") > 1024  # Java's default (a quarter of the RAM) for Lucene's index writer

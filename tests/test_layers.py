@@ -27,6 +27,7 @@ LAYERS = {
     "mathscout.agent": AGENT,
     "mathscout.tools": TOOLS,
     "mathscout.retrievers": RETRIEVERS,
+    "mathscout.shards": RETRIEVERS,  # sharded indexes: the bm25 and structure retrievers fanned out over Ray actors
     "mathscout.structure": ENGINES,
     "mathscout.dense": ENGINES,
     "mathscout.rewrite": ENGINES,

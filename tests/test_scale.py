@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from mathscout.evaluation.topics import load_topics
-from mathscout.corpus import IngestReport, make_document, read_corpus
+from mathscout.corpus import IngestReport, estimate_documents, make_document, read_corpus
 from mathscout.errors import DamagedIndexError
 from mathscout.scale.corpus import rename_variables, write_scale_corpus
 from mathscout.structure.index import PathIndex, build_path_index
@@ -134,6 +134,8 @@ def test_scale_corpus_is_deterministic_new_ids_and_reads_back_from_xml(shared_da
     from_xml = list(read_corpus([first.xml], report))
     assert report.skipped == 0 and len(from_xml) == 900
     assert sum(len(d.formulas) for d in from_xml) == sum(len(d.formulas) for d in from_jsonl)
+    # ingest's progress bar knows its total (hence an ETA) before it starts: counted, not parsed
+    assert estimate_documents([first.jsonl]) == estimate_documents([first.xml]) == estimate_documents([source]) * 3 == 900
 
 
 def _mount_tmpfs(folder: Path, size: str) -> bool:

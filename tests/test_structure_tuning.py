@@ -55,7 +55,9 @@ def test_tuned_settings_are_stored_with_the_index_and_used_by_the_structure_mode
     assert saved["tuned_on"] == topics.name and saved["topics"] >= 10 and 0 <= saved["score"] <= 1
     # one setting per kind, with how it was fitted and the measure before and after (also in the report)
     formula, mixed = saved["kinds"]["formula"], saved["kinds"]["mixed"]
-    assert "fitting half" in formula["tuned_on"] and formula["queries"] >= 8 and formula["score"] >= formula["before"]
+    # the formula setting is the best that keeps every transformation kind at structure alone's level: it may score
+    # below an unconstrained setting the index had before
+    assert "fitting half" in formula["tuned_on"] and formula["queries"] >= 8 and 0 < formula["score"] <= 1
     assert "mixed" in mixed["tuned_on"] and mixed["score"] >= mixed["before"]
     assert (mixed["lambda_m"], mixed["text"]) == (saved["lambda_m"], saved["text"])
     assert all(f"\n{kind} " in out for kind in saved["kinds"])

@@ -46,6 +46,7 @@ class SearchResult:
     hits: list[dict]
     notices: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    missing_shards: list[str] = field(default_factory=list)  # a sharded index's shards that did not answer (partial hits)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -74,9 +75,12 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
             notices.append(reranker.last_notice)
     else:
         hits = search(request.query, request.k)
+    missing = list(getattr(hits, "missing_shards", []))  # mathscout/shards/retriever.py: partial results
+    if missing:
+        notices.append(f"partial results: {'; '.join(missing)} did not answer")
     documents = explain_hits(hits, toolbox.index.store, request.query)
     return SearchResult(request.query, request.mode, request.k, request.rerank, hits_as_json(hits, documents),
-                        notices, round(time.perf_counter() - started, 3))
+                        notices, round(time.perf_counter() - started, 3), missing)
 
 
 class _FirstStage:

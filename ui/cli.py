@@ -27,7 +27,13 @@ def _cmd_index(args: argparse.Namespace) -> None:
     from mathscout.retrievers.indexing import add_components, build_index
 
     components = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
-    if args.input:
+    if args.shards is not None:
+        if not args.input:
+            raise MathScoutError("--shards needs --input PATH… (a sharded index is built whole)")
+        from mathscout.shards.build import build_sharded_index
+
+        manifest = build_sharded_index(args.input, args.index, args.shards, components, args.ray)
+    elif args.input:
         manifest = build_index(args.input, args.index, components, fresh=args.fresh)
     elif components:
         manifest = add_components(args.index, components)
@@ -250,6 +256,10 @@ def _add_index(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--index", required=True, type=Path, help="the index directory to create or extend")
     p.add_argument("--components", help="comma-separated components (default: an existing index's own, else "
                    "bm25,structure); with --input on an existing index, the ones not listed are dropped")
+    p.add_argument("--shards", type=int, help="split the collection into N shards built and searched on Ray "
+                   "(optional part 'distributed'); searches fan out to one actor per shard")
+    p.add_argument("--ray", help="with --shards: the Ray cluster, 'auto' (default: this machine's, else a local one), "
+                   "'local' or HOST:PORT of a head started with 'ray start --head' (searches: $MATHSCOUT_RAY)")
     p.add_argument("--fresh", action="store_true", help="with --input on an existing index: do not keep its tuned "
                    "files (structure.json, fusion.json, models)")
     p.set_defaults(func=_cmd_index)

@@ -1,9 +1,12 @@
-"""Building the `dense` index component: passages → faiss Flat + HNSW, plus token vectors for `colbert`.
+"""Building the `dense` index component: passages → faiss Flat + HNSW (IVF-PQ when large), plus token vectors
+for `colbert`.
 
     <index>/dense/
-      meta.json        model folder and key, backend, dimension, passages per document, counts, HNSW settings
-      flat.faiss       IndexFlatIP over the passage vectors (exact search)
+      meta.json        model folder and key, backend, dimension, passages per document, counts, HNSW settings,
+                       default_search (flat, or ivfpq above ANN_ABOVE passages)
+      flat.faiss       IndexFlatIP over the passage vectors (exact search)         } up to ANN_ABOVE passages
       hnsw.faiss       IndexHNSWFlat, inner product; thesis §5.3.2: M = 256, efConstruction = 16 (efSearch = 64 at search)
+      passage_vectors.f32, ivfpq.faiss   above ANN_ABOVE passages (mathscout/dense/ann.py)
       passage_doc.npy  document ordinal of each passage (int32)
       tokens/          (when built with tokens) first-passage token vectors for late interaction:
         projection.npz PCA mean and matrix (model dim → 128), fitted on the first 50,000 token vectors
@@ -12,6 +15,14 @@
 
 Token vectors come from the same forward pass as the passage vectors, so `colbert` costs no second
 encoding: it only trains its product quantiser and indexes them (retrievers/colbert.py).
+
+Bounded memory: documents are read from the store, tokenised TOKENIZE_BATCH at a time and encoded in chunks of
+`chunk_documents` (default 50,000 ≥ the shared collection, so there it is one chunk and the batches, hence the
+vectors, are exactly those of a whole-collection pass; int8 dynamic quantisation scales activations per batch, so
+another chunking changes vectors slightly: mean cosine > 0.99, min 0.956 in tests/test_dense.py). Each chunk's passage vectors are appended to a file and its
+token vectors to a spill file as soon as they are encoded; the token spill is rewritten in document order at the
+end, and the ANN index is built from the vector file. Memory grows with one chunk, not with the collection
+(except 5 bytes of bookkeeping per passage and 16 per document).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from mathscout.dense.ann import ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_ivfpq, read_rows
 from mathscout.dense.encoder import DEFAULT_BACKEND, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder, log, rate
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
@@ -38,6 +50,8 @@ HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 256, 16, 64  # thesis §5.3.2
 TOKEN_DIM = 128  # ColBERT's token dimension (dense paper §3.2)
 PCA_SAMPLE = 50_000
 META = "meta.json"
+CHUNK_DOCUMENTS = 50_000  # documents encoded per chunk (≥ the shared collection's 37,651: one chunk there)
+TOKENIZE_BATCH = 1_000
 
 
 @dataclass
@@ -51,6 +65,9 @@ class DenseSettings:
     hnsw_ef_construction: int = HNSW_EF_CONSTRUCTION
     hnsw_ef_search: int = HNSW_EF_SEARCH
     tokens: bool = True  # keep first-passage token vectors for the colbert component
+    chunk_documents: int = CHUNK_DOCUMENTS
+    ann_above: int = ANN_ABOVE  # passages; above: IVF-PQ from disk instead of Flat + HNSW in memory
+    nprobe: int = NPROBE
 
     @classmethod
     def from_env(cls, prefix: str = "MATHSCOUT_DENSE", **overrides: Any) -> DenseSettings:
@@ -59,7 +76,8 @@ class DenseSettings:
         if (v := env.get(f"{prefix}_MODEL")) and "model" not in overrides:
             settings.model = v
         for name, kind in (("backend", str), ("max_passages", int), ("hnsw_m", int), ("hnsw_ef_construction", int),
-                           ("hnsw_ef_search", int)):
+                           ("hnsw_ef_search", int), ("chunk_documents", int), ("ann_above", int),
+                           ("nprobe", int)):
             if (v := env.get(f"{prefix}_{name.upper()}")) is not None:
                 try:
                     setattr(settings, name, kind(v))
@@ -67,6 +85,8 @@ class DenseSettings:
                     raise MathScoutError(f"{prefix}_{name.upper()}={v!r} is not a valid {kind.__name__}") from exc
         if settings.max_passages < 1:
             raise MathScoutError("the number of passages per document must be at least 1")
+        if settings.chunk_documents < 1 or settings.nprobe < 1:
+            raise MathScoutError(f"{prefix}_CHUNK_DOCUMENTS and {prefix}_NPROBE must be at least 1")
         return settings
 
 
@@ -82,11 +102,18 @@ def _is_punctuation(piece: str) -> bool:
 
 
 class TokenSink:
-    """Collects first-passage token vectors, projected to TOKEN_DIM by a PCA fitted on the first ones seen."""
+    """First-passage token vectors, projected to TOKEN_DIM by a PCA fitted on the first ones seen, appended to a
+    spill file as they come (encoding order) and rewritten in document order by `save`."""
 
-    def __init__(self, documents: int, keep: np.ndarray):
-        self.per_doc: list[np.ndarray | None] = [None] * documents
+    def __init__(self, documents: int, keep: np.ndarray, folder: Path):
         self.keep = keep  # word-piece id → keep (False for punctuation pieces, ColBERT's document filter)
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.spill_path = folder / "spill.f16"
+        self.spill = open(self.spill_path, "wb")
+        self.spilled = 0  # rows written to the spill file
+        self.start = np.full(documents, -1, dtype=np.int64)  # each document's first row in the spill file
+        self.count = np.zeros(documents, dtype=np.int64)
         self.pending: list[tuple[int, np.ndarray]] = []
         self.pending_rows = 0
         self.mean: np.ndarray | None = None
@@ -100,7 +127,12 @@ class TokenSink:
             if self.pending_rows >= PCA_SAMPLE:
                 self.fit()
             return
-        self.per_doc[doc] = self.project(vectors)
+        self._write(doc, self.project(vectors))
+
+    def _write(self, doc: int, projected: np.ndarray) -> None:
+        self.start[doc], self.count[doc] = self.spilled, len(projected)
+        projected.tofile(self.spill)
+        self.spilled += len(projected)
 
     def fit(self) -> None:
         sample = np.concatenate([v for _, v in self.pending]) if self.pending else np.zeros((1, TOKEN_DIM * 3))
@@ -108,7 +140,7 @@ class TokenSink:
         _, _, vt = np.linalg.svd(sample - self.mean, full_matrices=False)
         self.matrix = vt[: min(TOKEN_DIM, vt.shape[0])].T.astype(np.float32)  # (dim, TOKEN_DIM)
         for doc, vectors in self.pending:
-            self.per_doc[doc] = self.project(vectors)
+            self._write(doc, self.project(vectors))
         self.pending = []
 
     def project(self, vectors: np.ndarray) -> np.ndarray:
@@ -116,24 +148,75 @@ class TokenSink:
         projected /= np.maximum(np.linalg.norm(projected, axis=1, keepdims=True), 1e-12)
         return projected.astype(np.float16)
 
-    def save(self, folder: Path) -> dict[str, Any]:
+    def save(self) -> dict[str, Any]:
+        """vectors.npy in document order (read back from the spill file one document at a time), offsets, projection."""
         if self.matrix is None:
             self.fit()
-        folder.mkdir(parents=True, exist_ok=True)
+        self.spill.close()
         width = self.matrix.shape[1]
-        counts = np.array([0 if v is None else len(v) for v in self.per_doc], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(counts)])
-        vectors = np.lib.format.open_memmap(folder / "vectors.npy", mode="w+", dtype=np.float16,
-                                            shape=(int(offsets[-1]), width))
-        for doc, v in enumerate(self.per_doc):
-            if v is not None and len(v):
-                vectors[offsets[doc] : offsets[doc + 1]] = v
-        vectors.flush()
-        del vectors
-        np.save(folder / "offsets.npy", offsets)
-        np.savez(folder / "projection.npz", mean=self.mean, matrix=self.matrix)
+        offsets = np.concatenate([[0], np.cumsum(self.count)])
+        row_bytes = width * 2
+        with open(self.spill_path, "rb") as spill, open(self.folder / "vectors.npy", "wb") as out:
+            np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float16)),
+                                                       "fortran_order": False, "shape": (int(offsets[-1]), width)})
+            for doc in np.flatnonzero(self.count):
+                spill.seek(int(self.start[doc]) * row_bytes)
+                out.write(spill.read(int(self.count[doc]) * row_bytes))
+        self.spill_path.unlink()
+        np.save(self.folder / "offsets.npy", offsets)
+        np.savez(self.folder / "projection.npz", mean=self.mean, matrix=self.matrix)
         return {"token_vectors": int(offsets[-1]), "token_dim": width,
-                "tokens_per_doc": round(float(offsets[-1]) / max(len(self.per_doc), 1), 1)}
+                "tokens_per_doc": round(float(offsets[-1]) / max(len(self.count), 1), 1)}
+
+
+@dataclass
+class PassageChunk:
+    """The passages of up to `chunk_documents` consecutive documents, as word-piece arrays."""
+
+    sequences: list[np.ndarray]
+    passage_doc: np.ndarray  # document ordinal of each passage
+    first_passage: np.ndarray  # whether it is its document's first passage
+    documents: int
+    truncated: int
+
+
+def passage_chunks(store: DocumentStore, encoder: Encoder, settings: DenseSettings):
+    """The store's documents in order, tokenised TOKENIZE_BATCH at a time and split into passages, in chunks."""
+    limit = (encoder.window - 2) * settings.max_passages
+    sequences: list[np.ndarray] = []
+    passage_doc: list[int] = []
+    first: list[bool] = []
+    state = {"doc": 0, "chunk_docs": 0, "truncated": 0}
+
+    def tokenise(texts: list[str]) -> None:
+        for pieces in encoder.pieces(texts):
+            state["truncated"] += len(pieces) > limit
+            for n, passage in enumerate(encoder.passages(pieces, settings.max_passages)):
+                sequences.append(np.asarray(passage, dtype=np.int32))
+                passage_doc.append(state["doc"])
+                first.append(n == 0)
+            state["doc"] += 1
+            state["chunk_docs"] += 1
+
+    def chunk() -> PassageChunk:
+        made = PassageChunk(sequences[:], np.asarray(passage_doc, dtype=np.int32), np.asarray(first, dtype=bool),
+                            state["chunk_docs"], state["truncated"])
+        sequences.clear(), passage_doc.clear(), first.clear()
+        state["chunk_docs"] = state["truncated"] = 0
+        return made
+
+    texts: list[str] = []
+    for document in store.iter_documents():
+        texts.append(document_text(document))
+        if len(texts) == TOKENIZE_BATCH or state["chunk_docs"] + len(texts) >= settings.chunk_documents:
+            tokenise(texts)
+            texts = []
+            if state["chunk_docs"] >= settings.chunk_documents:
+                yield chunk()
+    if texts:
+        tokenise(texts)
+    if state["chunk_docs"]:
+        yield chunk()
 
 
 def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, label: str = "dense") -> dict[str, Any]:
@@ -142,76 +225,83 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
 
     started = time.perf_counter()
     encoder = Encoder(settings.model, settings.backend)
-    documents = list(store.iter_documents())
-    texts = [document_text(d) for d in documents]
-    del documents
-    pieces = encoder.pieces(texts)
-    del texts
-    sequences: list[list[int]] = []
-    passage_doc: list[int] = []
-    first_passage: list[bool] = []
-    for doc, doc_pieces in enumerate(pieces):
-        for n, passage in enumerate(encoder.passages(doc_pieces, settings.max_passages)):
-            sequences.append(passage)
-            passage_doc.append(doc)
-            first_passage.append(n == 0)
-    truncated = sum(1 for p in pieces if len(p) > (encoder.window - 2) * settings.max_passages)
-    del pieces
-    log(f"{label}: {len(passage_doc):,} passages of ≤ {encoder.window} word pieces from {store.count():,} documents "
-        f"(≤ {settings.max_passages} per document; {truncated:,} documents longer than that), model {encoder.folder}, "
-        f"backend {settings.backend}; prepared in {time.perf_counter() - started:.1f} s")
-
+    documents_total = store.count()
     sink: TokenSink | None = None
     if settings.tokens:
         vocabulary = encoder.tokenizer.convert_ids_to_tokens(list(range(len(encoder.tokenizer))))
         keep = np.array([not _is_punctuation(p.removeprefix("##")) for p in vocabulary], dtype=bool)
-        sink = TokenSink(store.count(), keep)
-
-    def on_batch(positions: np.ndarray, batch: EncodedBatch) -> None:
-        if sink is None or not batch.tokens:
-            return
-        for p, vectors, ids in zip(positions, batch.tokens, batch.token_ids):
-            if first_passage[p]:
-                sink.add(passage_doc[p], vectors, ids)
-
-    documents_total = store.count()
+        sink = TokenSink(documents_total, keep, target / "tokens")
+    log(f"{label}: encoding {documents_total:,} documents in chunks of ≤ {settings.chunk_documents:,} (passages of "
+        f"≤ {encoder.window} word pieces, ≤ {settings.max_passages} per document), model {encoder.folder}, backend "
+        f"{settings.backend}; vectors written to {target / VECTORS} as they are encoded")
+    vector_path = target / VECTORS
+    passage_docs: list[np.ndarray] = []
+    passages = truncated = 0
     encoding_started = time.perf_counter()
-    bar = tqdm(total=len(sequences), desc=f"{label} encode", unit=" passages", mininterval=2.0, smoothing=0.05)
+    bar = tqdm(total=documents_total, desc=f"{label} encode", unit=" docs", mininterval=2.0, smoothing=0.05,
+               bar_format="{l_bar}{bar}| {n:,.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
+    with open(vector_path, "wb") as vector_file:
+        for chunk in passage_chunks(store, encoder, settings):
+            def on_batch(positions: np.ndarray, batch: EncodedBatch, chunk: PassageChunk = chunk) -> None:
+                if sink is None or not batch.tokens:
+                    return
+                for p, vectors, ids in zip(positions, batch.tokens, batch.token_ids):
+                    if chunk.first_passage[p]:
+                        sink.add(int(chunk.passage_doc[p]), vectors, ids)
 
-    def progress(n: int) -> None:
-        bar.update(n)
-        bar.set_postfix_str(f"{rate(bar.n, encoding_started) * documents_total / len(sequences):.1f} docs/s", refresh=False)
-
-    vectors = encoder.encode_passages(sequences, (lambda p: first_passage[p]) if sink else None, progress, on_batch)
+            per_passage = chunk.documents / max(len(chunk.sequences), 1)
+            first = chunk.first_passage
+            vectors = encoder.encode_passages(chunk.sequences, (lambda p: first[p]) if sink else None,
+                                              lambda n: bar.update(n * per_passage), on_batch)
+            vectors.tofile(vector_file)  # ENOSPC here is an OSError: the builder reports the full disk
+            passage_docs.append(chunk.passage_doc)
+            passages += len(chunk.sequences)
+            truncated += chunk.truncated
+            bar.set_postfix_str(f"{passages:,} passages", refresh=False)
+            del vectors, chunk
     bar.close()
     encode_seconds = time.perf_counter() - encoding_started
     docs_per_second = documents_total / max(encode_seconds, 1e-9)
-    log(f"{label}: encoded {documents_total:,} documents ({len(sequences):,} passages) in {encode_seconds:.1f} s "
-        f"= {docs_per_second:.1f} docs/s")
+    log(f"{label}: encoded {documents_total:,} documents ({passages:,} passages; {truncated:,} documents longer than "
+        f"{settings.max_passages} passages) in {encode_seconds:.1f} s = {docs_per_second:.1f} docs/s")
 
     stats: dict[str, Any] = {}
     if sink is not None:
-        stats.update(sink.save(target / "tokens"))
+        stats.update(sink.save())
     faiss.omp_set_num_threads(int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1")))  # OpenMP barriers crawl on shared CPUs
-    flat = faiss.IndexFlatIP(encoder.dimension)
-    flat.add(vectors)
-    faiss.write_index(flat, str(target / "flat.faiss"))
-    hnsw_started = time.perf_counter()
-    hnsw = faiss.IndexHNSWFlat(encoder.dimension, settings.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-    hnsw.hnsw.efConstruction = settings.hnsw_ef_construction
-    hnsw.add(vectors)
-    faiss.write_index(hnsw, str(target / "hnsw.faiss"))
-    hnsw_seconds = time.perf_counter() - hnsw_started
-    np.save(target / "passage_doc.npy", np.asarray(passage_doc, dtype=np.int32))
+    ann_started = time.perf_counter()
+    if passages <= settings.ann_above:  # small: exact Flat and HNSW in memory, the vectors in one add (as before)
+        stats["default_search"] = "flat"
+        with tqdm(total=2, desc=f"{label} Flat + HNSW (M = {settings.hnsw_m})", unit=" indexes") as stage:
+            vectors = read_rows(vector_path, encoder.dimension, 0, passages)
+            flat = faiss.IndexFlatIP(encoder.dimension)
+            flat.add(vectors)
+            faiss.write_index(flat, str(target / "flat.faiss"))
+            del flat
+            stage.update(1)
+            hnsw = faiss.IndexHNSWFlat(encoder.dimension, settings.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = settings.hnsw_ef_construction
+            hnsw.add(vectors)
+            faiss.write_index(hnsw, str(target / "hnsw.faiss"))
+            del hnsw, vectors
+            stage.update(1)
+        vector_path.unlink()  # flat.faiss holds the same vectors
+    else:  # large: IVF-PQ trained and filled from the file; the vectors stay on disk for exact re-scoring
+        stats["default_search"] = "ivfpq"
+        stats.update(build_ivfpq(vector_path, encoder.dimension, target / IVFPQ,
+                                 IvfPqSettings(nprobe=settings.nprobe), label))
+    ann_seconds = time.perf_counter() - ann_started
+    np.save(target / "passage_doc.npy", np.concatenate(passage_docs) if passage_docs else np.zeros(0, np.int32))
     meta = {
         **asdict(settings), "model": str(encoder.folder.resolve()), "model_key": model_fingerprint(encoder.folder),
         "dimension": encoder.dimension, "window": encoder.window, "documents": documents_total,
-        "passages": len(sequences), "documents_truncated": truncated, "encode_seconds": round(encode_seconds, 1),
-        "docs_per_second": round(docs_per_second, 2), "hnsw_seconds": round(hnsw_seconds, 1),
+        "passages": passages, "documents_truncated": truncated, "encode_seconds": round(encode_seconds, 1),
+        "docs_per_second": round(docs_per_second, 2), "hnsw_seconds": round(ann_seconds, 1),
         "build_id": _new_build_id(), **stats,
     }
     (target / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    log(f"{label}: HNSW (M = {settings.hnsw_m}, efConstruction = {settings.hnsw_ef_construction}) in {hnsw_seconds:.1f} s")
+    log(f"{label}: {'Flat + HNSW (M = %d, efConstruction = %d)' % (settings.hnsw_m, settings.hnsw_ef_construction) if stats['default_search'] == 'flat' else 'IVF-PQ from disk'} "
+        f"in {ann_seconds:.1f} s")
     return _manifest_entry(meta, started) | stats
 
 
@@ -222,7 +312,7 @@ def _new_build_id() -> str:
 def _manifest_entry(meta: dict[str, Any], started: float) -> dict[str, Any]:
     """What the index manifest records of a dense component's build."""
     keys = ("model", "backend", "dimension", "documents", "passages", "max_passages", "docs_per_second",
-            "encode_seconds", "build_id", "document_vectors_from")
+            "encode_seconds", "build_id", "document_vectors_from", "default_search")
     return {k: meta[k] for k in keys if k in meta} | {"seconds": round(time.perf_counter() - started, 2)}
 
 
@@ -270,7 +360,9 @@ def reuse_document_vectors(source: Path, target: Path, settings: DenseSettings, 
     if weights_digest(meta["model"]) != weights_digest(model):
         return None
     started = time.perf_counter()
-    for name in ("flat.faiss", "hnsw.faiss", "passage_doc.npy"):
+    for name in ("flat.faiss", "hnsw.faiss", IVFPQ, VECTORS, "passage_doc.npy"):
+        if not (source / name).exists():
+            continue
         try:
             os.link(source / name, target / name)
         except OSError:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mathscout.corpus import IngestReport, read_corpus
+from mathscout.corpus import IngestReport, estimate_documents, read_corpus
 from mathscout.errors import MathScoutError
 from mathscout.index.components import component, default_components
 from mathscout.index.integrity import record_file, record_folder
@@ -29,10 +29,11 @@ from mathscout.store import DocumentStore
 _log = log
 
 
-def _ingest(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
+def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
+    """Read `inputs` into `store` (every corpus format `mathscout.corpus.read_corpus` knows); the ingest report."""
     report = IngestReport()
     started = time.perf_counter()
-    bar = tqdm(desc="ingest", unit=" docs", file=sys.stderr, mininterval=1.0)
+    bar = tqdm(total=estimate_documents(inputs), desc="ingest", unit=" docs", file=sys.stderr, mininterval=1.0)
 
     def counted(docs):
         for doc in docs:
@@ -60,7 +61,7 @@ def _ingest(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
     return report
 
 
-def _build_component(name: str, store: DocumentStore, folder: Path) -> dict:
+def build_component(name: str, store: DocumentStore, folder: Path) -> dict:
     folder.mkdir(parents=True)
     started = time.perf_counter()
     _log(f"building component '{name}' …")
@@ -140,7 +141,7 @@ def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Pa
     building = Path(tempfile.mkdtemp(dir=index_path.parent, prefix=f".{index_path.name}.building-"))
     try:
         store = DocumentStore.create(building / STORE)
-        report = _ingest(inputs, store)
+        report = ingest_inputs(inputs, store)
         if store.count() == 0:
             raise MathScoutError(f"no documents found in {', '.join(map(str, inputs))}")
         documents, formulas = store.count(), store.formula_count()
@@ -155,7 +156,7 @@ def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Pa
         )
         store = DocumentStore.open(building / STORE)
         for name in names:
-            manifest.components[name] = _build_component(name, store, building / name)
+            manifest.components[name] = build_component(name, store, building / name)
         store.close()
         for path in kept:
             copy = shutil.copytree if path.is_dir() else shutil.copy2
@@ -188,7 +189,7 @@ def _add_component(index: IndexDir, name: str) -> None:
     folder = Path(tempfile.mkdtemp(dir=index.path, prefix=f".{name}.building-"))
     try:
         shutil.rmtree(folder)
-        stats = _build_component(name, index.store, folder)
+        stats = build_component(name, index.store, folder)
         swap_in(folder, index.path / name)
     except OSError as exc:
         shutil.rmtree(folder, ignore_errors=True)

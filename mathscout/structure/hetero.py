@@ -142,7 +142,7 @@ def _doc_math_score(doc, theta_i, prune, formula_first, formulas, fpos, ix, q, p
         f = formulas[i]
         i += 1
         floor = max(theta_i, best) if prune else 0.0
-        s, m, n = _score_candidate(f, ix, q, pos, alive, prune and floor > 0.0, floor, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        s, m, n, _ = _score_candidate(f, ix, q, pos, alive, prune and floor > 0.0, floor, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
         if s > best:
             best = s
     fpos[0] = i

@@ -28,7 +28,7 @@ import sys
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,6 +260,8 @@ class PathIndex:
         else:  # indexes built before meta.json recorded it
             self.total_entries = int(self.df[~paths.wildcard_mask()].sum())
         self.wildcard_paths = bool(meta.get("wildcard_paths"))
+        # a shard of a sharded index: idf_t of a token path that only other shards hold (it still bounds a query node)
+        self.outside_weight: Callable[[str], float | None] | None = None
 
     def list_idf(self, tids: np.ndarray) -> np.ndarray:
         """idf_t = log(N / DF_t) of lists (floored just above 0: a wildcard list can be longer than all ordinary lists

@@ -15,11 +15,9 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from mathscout.structure.paths import PathPrefix
-
-Key = TypeVar("Key")  # a document key: an ordinal in the search, an id in the tuning dumps
 
 # §3.3.1 parameters
 B1 = 0.94  # Alg. 2: operand symbol matches, fingerprint differs
@@ -168,14 +166,6 @@ def initial_threshold(factor: float, query_width: float, eta: float) -> float:
 def math_text_score(math_score: float, text_score: float, lambda_m: float = LAMBDA_M) -> float:
     """S_all = λ_m · S(Q_math, D_math) + BM25⁺(Q_text, D_text), Eq. 3.18."""
     return lambda_m * math_score + text_score
-
-
-def rank_math_text(math_scores: Mapping[Key, float], text: Mapping[Key, float], lambda_m: float,
-                   k: int) -> list[tuple[Key, float]]:
-    """Eq. 3.18 over the union of a math list and a text list (a list's score counts 0 outside it): the top k
-    (key, S_all) with S_all > 0, best first, ties by key."""
-    scores = {d: math_text_score(math_scores.get(d, 0.0), text.get(d, 0.0), lambda_m) for d in set(math_scores) | set(text)}
-    return sorted(((d, s) for d, s in scores.items() if s > 0), key=lambda x: (-x[1], x[0]))[:k]
 
 
 @dataclass(frozen=True)

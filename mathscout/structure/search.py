@@ -28,7 +28,7 @@ from mathscout.structure.index import PathIndex
 from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import PathPrefix, has_wildcard, path_prefixes
-from mathscout.structure.scoring import B1, B2, ETA_ARQMATH, MAX_FORMULA_LEAVES, group_by_root, initial_threshold
+from mathscout.structure.scoring import B1, B2, ETA_ARQMATH, MAX_FORMULA_LEAVES, group_by_root, initial_threshold, length_penalty
 
 STRATEGIES = {"exhaustive": 0, "maxref": 1, "gbp-num": 2, "gbp-len": 3}
 _GIVEN = 4  # score an explicit, sorted list of candidates (no heap, no pruning)
@@ -47,6 +47,24 @@ class FormulaHit:
     doc: int  # document ordinal
     query_node: int  # pre-order ids of the matched subtrees' roots (paths.PathPrefix.root_end)
     doc_node: int
+    width: float = 0.0  # γ of the widest common subtree (Eq. 3.4/3.5), before S_sym and P(D; η)
+    tier: int = 0  # MATCH_TIERS: 2 the query occurs in the formula as written, 1 its whole structure does, 0 a part
+
+
+# How much of the query a formula holds (§3.1: the largest common subtree), for formula-only queries that rank by it
+# first: 2 = the whole query with identical symbols (γ = the query's width and S_sym = 1, Eq. 3.14: it occurs
+# verbatim, up to commutativity), 1 = the whole query's structure with other symbols (α-equivalent or substituted,
+# §3.2.1), 0 = a smaller common subtree. Eq. 3.16 orders within a tier.
+VERBATIM, WHOLE_STRUCTURE, PART = 2, 1, 0
+_EXACT = 1.0 - 1e-9  # float tolerance of "equal" (one substituted leaf of 256 lowers S_sym by 6e-8)
+
+
+def match_tier(query_width: float, width: float, score: float, doc_leaves: int, eta: float) -> int:
+    """VERBATIM, WHOLE_STRUCTURE or PART for a formula matched with γ = `width` and S(Q, D) = `score` (Eq. 3.16)."""
+    if not width >= query_width * _EXACT > 0.0:
+        return PART
+    symbol = score / (width * length_penalty(doc_leaves, eta))  # S_sym = S / (γ · P(D; η))
+    return VERBATIM if symbol >= _EXACT else WHOLE_STRUCTURE
 
 
 @dataclass
@@ -105,8 +123,11 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
     for m, by_t in group_by_root(prefixes).items():
         slots = [(index.paths[t], ps) for t, ps in by_t.items() if t in index.paths]
         upper = 0.0
-        for tid, ps in slots:
-            upper += len(ps) * weight(tid)
+        for t, ps in by_t.items():  # in path order, so the sum is the same float wherever the paths are held
+            if t in index.paths:
+                upper += len(ps) * weight(index.paths[t])
+            elif index.outside_weight is not None and (outside := index.outside_weight(t)) is not None:
+                upper += len(ps) * (outside if path_weights else 1.0)  # a shard: a path only other shards hold (mathscout/shards)
         if slots:
             nodes.append((-upper, m, by_t, slots, upper))
     nodes.sort(key=lambda n: (n[0], n[1]))
@@ -225,10 +246,12 @@ class StructureSearcher:
         return self._hits(prepared, out)
 
     def _hits(self, prepared: PreparedQuery, out) -> list[FormulaHit]:
-        fids, scores, docs, ms, ns = out
+        fids, scores, docs, ms, ns, ws = out
         order = np.lexsort((fids, -scores))
+        leaves = self.index.leaves
         return [
-            FormulaHit(int(fids[i]), float(scores[i]), int(docs[i]), int(prepared.node_ids[ms[i]]), int(ns[i]))
+            FormulaHit(int(fids[i]), float(scores[i]), int(docs[i]), int(prepared.node_ids[ms[i]]), int(ns[i]), float(ws[i]),
+                       match_tier(prepared.width, float(ws[i]), float(scores[i]), int(leaves[fids[i]]), self.eta))
             for i in order
             if scores[i] > 0
         ]
@@ -323,7 +346,7 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
     (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
     if f_leaves[cand] == 0:  # not indexed (only reachable when candidates are given)
-        return 0.0, -1, -1
+        return 0.0, -1, -1, 0.0
     penalty = _penalty(f_leaves[cand], eta)
     widest = 0.0
     best_m = -1
@@ -368,10 +391,10 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
             best_m = m
             best_n = node_best_n
     if best_m < 0:
-        return 0.0, -1, -1
+        return 0.0, -1, -1, 0.0
     similarity = _symbol_similarity(best_m, best_n, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2)
     factor = 1.0 / (1.0 + (1.0 - similarity) ** 2)  # Eq. 3.14
-    return widest * factor * penalty, best_m, best_n  # Eq. 3.16
+    return widest * factor * penalty, best_m, best_n, widest  # Eq. 3.16, and γ of the match
 
 
 @numba.njit(cache=True)
@@ -441,32 +464,41 @@ def _plan(theta_s, strategy, q, alive, active, required):
 
 
 @numba.njit(cache=True)
-def _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, fid, doc, m, n):
-    """Insert into a min-heap of capacity len(h_score), replacing the minimum when full; returns the new size."""
+def _below(score_a, fid_a, score_b, fid_b):
+    """Heap order: the lower score, and of equal scores the later formula, leaves first, so the top k is the k best by
+    (score, then lowest ordinal) whatever order the ties came in; a sharded index merges its shards' lists by the
+    same order (mathscout/shards/retriever.py)."""
+    return score_a < score_b or (score_a == score_b and fid_a > fid_b)
+
+
+@numba.njit(cache=True)
+def _heap_push(h_score, h_fid, h_doc, h_m, h_n, h_w, size, score, fid, doc, m, n, w):
+    """Insert into a min-heap (order `_below`) of capacity len(h_score), replacing the minimum when full; returns the
+    new size."""
     cap = h_score.shape[0]
     if size < cap:
         i = size
         size += 1
         while i > 0:
             parent = (i - 1) // 2
-            if h_score[parent] <= score:
+            if not _below(score, fid, h_score[parent], h_fid[parent]):
                 break
-            h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = h_score[parent], h_fid[parent], h_doc[parent], h_m[parent], h_n[parent]
+            h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = h_score[parent], h_fid[parent], h_doc[parent], h_m[parent], h_n[parent], h_w[parent]
             i = parent
-        h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = score, fid, doc, m, n
+        h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = score, fid, doc, m, n, w
         return size
     i = 0
     while True:
         child = 2 * i + 1
         if child >= size:
             break
-        if child + 1 < size and h_score[child + 1] < h_score[child]:
+        if child + 1 < size and _below(h_score[child + 1], h_fid[child + 1], h_score[child], h_fid[child]):
             child += 1
-        if h_score[child] >= score:
+        if not _below(h_score[child], h_fid[child], score, fid):
             break
-        h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = h_score[child], h_fid[child], h_doc[child], h_m[child], h_n[child]
+        h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = h_score[child], h_fid[child], h_doc[child], h_m[child], h_n[child], h_w[child]
         i = child
-    h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = score, fid, doc, m, n
+    h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = score, fid, doc, m, n, w
     return size
 
 
@@ -506,14 +538,15 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
     h_doc = np.zeros(k, dtype=np.int64)
     h_m = np.zeros(k, dtype=np.int64)
     h_n = np.zeros(k, dtype=np.int64)
+    h_w = np.zeros(k)
     size = 0
 
     if strategy == 4:
         for i in range(candidates.shape[0]):
             cand = candidates[i]
-            score, m, n = _score_candidate(cand, ix, q, pos, alive, False, 0.0, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
-            h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i] = score, cand, f_doc[cand], m, n
-        return h_fid, h_score, h_doc, h_m, h_n
+            score, m, n, w = _score_candidate(cand, ix, q, pos, alive, False, 0.0, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+            h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = score, cand, f_doc[cand], m, n, w
+        return h_fid, h_score, h_doc, h_m, h_n, h_w
 
     prune = strategy != 0
     top_penalty = 1.0 - eta + eta / math.log(2.0)  # P(D; η) at its largest (one-leaf formula): Eq. 4.15's relaxation
@@ -521,12 +554,13 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
     planned = theta0  # θ of the current plan: a plan made for a lower θ stays safe, it just prunes less
     if prune and theta > 0.0:
         if not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
-            return h_fid[:0], h_score[:0], h_doc[:0], h_m[:0], h_n[:0]
+            return h_fid[:0], h_score[:0], h_doc[:0], h_m[:0], h_n[:0], h_w[:0]
     doc_now = -1
     doc_score = 0.0
     doc_fid = -1
     doc_m = -1
     doc_n = -1
+    doc_w = 0.0
     while True:
         cand = -1
         for lst in range(n_lists):
@@ -536,7 +570,7 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                     cand = f
         if per_document and (cand < 0 or f_doc[cand] != doc_now):
             if doc_fid >= 0 and doc_score > theta:  # flush the finished document (θ = θ0 until the heap is full)
-                size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, doc_score, doc_fid, doc_now, doc_m, doc_n)
+                size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, h_w, size, doc_score, doc_fid, doc_now, doc_m, doc_n, doc_w)
                 theta, planned, live = _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required)
                 if not live:
                     break
@@ -547,18 +581,18 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
         if cand < 0:
             break
         bar = max(theta, doc_score) if per_document else theta  # per document, only a better formula matters
-        score, m, n = _score_candidate(cand, ix, q, pos, alive, prune, bar, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        score, m, n, w = _score_candidate(cand, ix, q, pos, alive, prune, bar, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
         if score > 0.0:
             if per_document:
                 if score > doc_score:
-                    doc_score, doc_fid, doc_m, doc_n = score, cand, m, n
+                    doc_score, doc_fid, doc_m, doc_n, doc_w = score, cand, m, n, w
             elif score > theta:
-                size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, size, score, cand, f_doc[cand], m, n)
+                size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, h_w, size, score, cand, f_doc[cand], m, n, w)
                 theta, planned, live = _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required)
                 if not live:
                     break
         for lst in range(n_lists):  # advance the requirement lists past the candidate (lists that just joined catch up)
             if required[lst]:
                 pos[lst] = _skip_to(e_fid, pos[lst], l_end[lst], cand + 1)
-    return h_fid[:size], h_score[:size], h_doc[:size], h_m[:size], h_n[:size]
+    return h_fid[:size], h_score[:size], h_doc[:size], h_m[:size], h_n[:size], h_w[:size]
 

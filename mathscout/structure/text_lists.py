@@ -85,6 +85,7 @@ class TextLists:
         self.norm = encode_lengths(doc_len)
         self.doc_count = int(len(doc_len))
         self.avgdl = np.float32(float(doc_len.sum()) / max(self.doc_count, 1))
+        self.global_df: np.ndarray | None = None  # a shard's collection-wide df per term (mathscout/shards/stats.py)
 
     @classmethod
     def build(cls, documents, segment_postings: int = SEGMENT_POSTINGS, folder: Path | None = None) -> TextLists:
@@ -129,7 +130,7 @@ class TextLists:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         lo, hi = self.term_start[t], self.term_start[t + 1]
         docs = self.docs[lo:hi].astype(np.int64)
-        df = hi - lo
+        df = hi - lo if self.global_df is None else int(self.global_df[t])
         idf = np.float32(np.log(1.0 + (self.doc_count - df + 0.5) / (df + 0.5)))
         weight = np.float32(boost) * idf
         k1f, bf = np.float32(k1), np.float32(b)

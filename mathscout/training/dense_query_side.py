@@ -225,7 +225,7 @@ def train_query_side(index_path: Path, topics_path: Path, qrels_path: Path, outp
                              "query-side training starts from the model the documents were encoded with")
     checkpoint = output.with_name(output.name + ".checkpoint")
     data = load_training_data(retriever, topics_path, qrels_path, checkpoint, settings.min_grade)
-    passages = retriever.faiss.reconstruct_n(0, retriever.faiss.ntotal)
+    passages = np.asarray(retriever.passage_vectors())
     scorer = PassageScorer(passages, retriever.passage_doc, len(retriever.doc_ids))
     matrix, record = fit(data, scorer, settings)
     tmp = output.with_name(output.name + ".saving")

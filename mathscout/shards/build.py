@@ -1,0 +1,155 @@
+"""`mathscout index --input … --index DIR --shards N [--ray auto|local|HOST:PORT]`: a sharded index.
+
+The documents are ingested once into DIR's store (ordinals 0…n−1), split into N contiguous ordinal ranges, and each
+shard (its own store and components) is built by a Ray task; then the collection-wide statistics are summed and
+written into every shard (stats.py). Everything is built in a hidden sibling folder and swapped in at the end, with
+the same safety rules as a single index (mathscout/index/safety.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from mathscout.errors import MathScoutError
+from mathscout.index.builder import build_component, ingest_inputs
+from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component to the builder, in Ray workers too)
+from mathscout.index.components import component, default_components
+from mathscout.index.integrity import record_file, record_folder
+from mathscout.index.layout import MANIFEST, STORE, Manifest
+from mathscout.index.safety import build_lock, check_build_target, disk_error, log, remove_leftovers, swap_in
+from mathscout.shards.cluster import BUILD_CPUS, connect, ray_module, worker_env
+from mathscout.shards.layout import ShardInfo, ShardSet
+from mathscout.shards.stats import GLOBAL, write_global_statistics
+from mathscout.store import DocumentStore
+
+MAX_SHARDS = 64
+SHARDS_FOLDER = "shards"
+
+
+def shard_ranges(documents: int, shards: int) -> list[tuple[int, int]]:
+    """N contiguous ordinal ranges of (almost) equal size."""
+    bounds = [round(i * documents / shards) for i in range(shards + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def copy_store_range(source: Path, target: Path, first: int, end: int) -> tuple[int, int]:
+    """A store holding documents [first, end) of `source` (and their formulas), renumbered from 0; returns the
+    first formula ordinal and the formula count."""
+    DocumentStore.create(target).finish()
+    db = sqlite3.connect(str(target))
+    try:
+        db.execute("ATTACH DATABASE ? AS src", (str(source),))
+        db.execute("INSERT INTO documents SELECT ordinal - ?, id, title, text, metadata FROM src.documents "
+                   "WHERE ordinal >= ? AND ordinal < ? ORDER BY ordinal", (first, first, end))
+        low, high, count = db.execute("SELECT MIN(f.ordinal), MAX(f.ordinal), COUNT(*) FROM src.formulas f "
+                                      "JOIN documents d ON d.id = f.doc_id").fetchone()
+        if count and high - low + 1 != count:
+            raise MathScoutError(f"the formulas of documents {first}–{end - 1} are not contiguous in {source}")
+        low = low or 0
+        db.execute("INSERT INTO formulas SELECT f.ordinal - ?, f.id, f.doc_id, f.latex, f.start, f.end, f.display "
+                   "FROM src.formulas f WHERE f.ordinal >= ? AND f.ordinal < ? ORDER BY f.ordinal", (low, low, low + count))
+        db.commit()
+        db.execute("DETACH DATABASE src")
+    finally:
+        db.close()
+    return low, count
+
+
+def build_shard(source: str, folder: str, first: int, end: int, components: list[str]) -> dict:
+    """One shard: its store (documents [first, end) of `source`), its components and its text lists (a Ray task)."""
+    from mathscout.structure.text_lists import build_text_lists
+
+    started = time.perf_counter()
+    folder_path = Path(folder)
+    folder_path.mkdir(parents=True)
+    first_formula, formulas = copy_store_range(Path(source), folder_path / STORE, first, end)
+    manifest = Manifest(documents=end - first, formulas=formulas, sources=[f"{source} [{first}, {end})"],
+                        components={"store": {"files": {STORE: record_file(folder_path / STORE).to_json()}}})
+    store = DocumentStore.open(folder_path / STORE)
+    for name in components:
+        manifest.components[name] = build_component(name, store, folder_path / name)
+    if "structure" not in components:  # BM25 with global statistics scores from text lists (stats.py)
+        (folder_path / "text").mkdir()
+        build_text_lists(store, folder_path / "text")
+        manifest.components["text"] = {"files": record_folder(folder_path / "text")}
+    store.close()
+    manifest.write(folder_path / MANIFEST)
+    return {"first_formula": first_formula, "formulas": formulas, "seconds": round(time.perf_counter() - started, 2),
+            "components": {n: manifest.components[n].get("seconds") for n in components}}
+
+
+def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, shards: int,
+                        components: Sequence[str] | None = None, ray_address: str | None = None) -> Manifest:
+    """Ingest `inputs`, split them into `shards` shards built as Ray tasks, write the global statistics into each."""
+    index_path, inputs = Path(index_path), [Path(p) for p in inputs]
+    if not 1 <= shards <= MAX_SHARDS:
+        raise MathScoutError(f"--shards must be 1–{MAX_SHARDS} (got {shards})")
+    for path in inputs:
+        if not path.exists():
+            raise MathScoutError(f"input not found: {path}")
+    names = list(components or default_components())
+    for name in names:
+        component(name)
+    check_build_target(index_path)
+    address = connect(ray_address)
+    try:
+        index_path.parent.mkdir(parents=True, exist_ok=True)
+        with build_lock(index_path):
+            check_build_target(index_path)
+            removed = remove_leftovers(index_path.parent, index_path.name)
+            if removed:
+                log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
+            return _build(inputs, index_path, shards, names, address)
+    except OSError as exc:
+        raise disk_error(exc, index_path) or exc
+
+
+def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], address: str) -> Manifest:
+    ray = ray_module()
+    building = Path(tempfile.mkdtemp(dir=index_path.parent, prefix=f".{index_path.name}.building-"))
+    try:
+        started = time.perf_counter()
+        store = DocumentStore.create(building / STORE)
+        report = ingest_inputs(inputs, store)
+        documents, formulas = store.count(), store.formula_count()
+        store.finish()
+        if documents < shards:
+            raise MathScoutError(f"{documents} documents cannot make {shards} shards")
+        ingested = time.perf_counter()
+        ranges = shard_ranges(documents, shards)
+        folders = [building / SHARDS_FOLDER / f"shard-{i:03d}" for i in range(shards)]
+        task = ray.remote(num_cpus=BUILD_CPUS, max_retries=1, runtime_env=worker_env())(build_shard)
+        log(f"building {shards} shards as Ray tasks ({address}) …")
+        refs = [task.remote(str(building / STORE), str(folder), lo, hi, names) for folder, (lo, hi) in zip(folders, ranges)]
+        built = ray.get(refs)
+        shards_done = time.perf_counter()
+        stats = write_global_statistics(folders)
+        for folder in folders:  # the global statistics are part of each shard: checked when it opens
+            manifest = Manifest.read(folder / MANIFEST)
+            manifest.components[GLOBAL] = {"files": record_folder(folder / GLOBAL)}
+            manifest.write(folder / MANIFEST)
+        finished = time.perf_counter()
+        infos = [ShardInfo(f"{SHARDS_FOLDER}/{folder.name}", lo, hi - lo, b["first_formula"], b["formulas"])
+                 for folder, (lo, hi), b in zip(folders, ranges, built)]
+        timings = {"ingest": round(ingested - started, 2), "shards": round(shards_done - ingested, 2),
+                   "statistics": round(finished - shards_done, 2), "total": round(finished - started, 2),
+                   "per_shard": [b["seconds"] for b in built], "ray": address}
+        ShardSet(infos, names, {"documents": stats.documents, "length_sum": stats.length_sum,
+                                "path_entries": stats.path_entries}, timings).write(building)
+        manifest = Manifest(documents=documents, formulas=formulas, sources=[str(p.resolve()) for p in inputs],
+                            components={"store": {"seconds": round(report.seconds, 2), "skipped": report.skipped,
+                                                  "files": {STORE: record_file(building / STORE).to_json()}},
+                                        **{n: {"sharded": shards} for n in names}})
+        manifest.write(building / MANIFEST)
+        swap_in(building, index_path)
+        log(f"sharded index {index_path}: {shards} shards in {timings['total']:.1f} s (ingest {timings['ingest']:.1f} s, "
+            f"shards {timings['shards']:.1f} s, global statistics {timings['statistics']:.1f} s)")
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return manifest

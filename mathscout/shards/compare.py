@@ -1,0 +1,83 @@
+"""Are two runs the same answers? `python -m mathscout.shards.compare SINGLE_RUN SHARDED_RUN [--tolerance 1e-5]`
+
+The specification of a sharded index: per topic the same ids in the same order, scores within the tolerance. Printed:
+topics compared, topics identical in ids and order, topics identical once documents with equal scores (within the
+tolerance) may swap places, and the largest score difference at the same rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class RunComparison:
+    topics: int = 0
+    identical: int = 0  # same ids, same order, every score within tolerance
+    identical_up_to_ties: int = 0  # the same once equal-score documents may swap (and the cut-off tie may differ)
+    max_score_difference: float = 0.0
+    differing: list[str] = field(default_factory=list)  # the first topics that differ beyond ties
+
+
+def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:
+    run: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6:
+                run[parts[0]].append((int(parts[3]), parts[2], float(parts[4])))
+    return {topic: [(d, s) for _, d, s in sorted(rows)] for topic, rows in run.items()}
+
+
+def _same_up_to_ties(a: list[tuple[str, float]], b: list[tuple[str, float]], tolerance: float) -> bool:
+    """Equal score groups hold the same ids (the last group, cut by k, may hold different ones)."""
+    if len(a) != len(b):
+        return False
+    if any(abs(x[1] - y[1]) > tolerance for x, y in zip(a, b)):
+        return False
+    i = 0
+    while i < len(a):
+        j = i
+        while j + 1 < len(a) and abs(a[j + 1][1] - a[i][1]) <= tolerance:
+            j += 1
+        if j + 1 < len(a) and {d for d, _ in a[i:j + 1]} != {d for d, _ in b[i:j + 1]}:
+            return False
+        i = j + 1
+    return True
+
+
+def compare_runs(single: Path, sharded: Path, tolerance: float = 1e-5) -> RunComparison:
+    a, b = read_run(single), read_run(sharded)
+    out = RunComparison()
+    for topic in sorted(set(a) | set(b)):
+        x, y = a.get(topic, []), b.get(topic, [])
+        out.topics += 1
+        diffs = [abs(p[1] - q[1]) for p, q in zip(x, y)]
+        out.max_score_difference = max([out.max_score_difference, *diffs])
+        if len(x) == len(y) and all(p[0] == q[0] for p, q in zip(x, y)) and all(d <= tolerance for d in diffs):
+            out.identical += 1
+            out.identical_up_to_ties += 1
+        elif _same_up_to_ties(x, y, tolerance):
+            out.identical_up_to_ties += 1
+        elif len(out.differing) < 10:
+            out.differing.append(topic)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("single", type=Path)
+    parser.add_argument("sharded", type=Path)
+    parser.add_argument("--tolerance", type=float, default=1e-5)
+    args = parser.parse_args(argv)
+    result = compare_runs(args.single, args.sharded, args.tolerance)
+    print(asdict(result))
+    return 0 if result.identical_up_to_ties == result.topics else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

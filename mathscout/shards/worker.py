@@ -1,0 +1,104 @@
+"""The Ray actor that holds one shard open and answers ranked lists with global document ordinals.
+
+bm25 and structure score with the global statistics (scoring.py); every other mode that ranks documents by itself
+(dense, dense-ft, colbert, splade, scm, types, …) is the shard's own retriever, whose top k merges as is (dense
+reads no collection statistics).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mathscout.errors import MathScoutError, QueryError
+from mathscout.types import Query
+
+SHARD_SCORED = ("bm25", "structure")  # modes scored here with the global statistics
+
+
+@dataclass
+class ShardHits:
+    """One query's answer from one shard: (global ordinal, doc id, score, components) best first, or structure's
+    per-formula lists before fusion, or the one-line error the query raised on this shard."""
+
+    hits: list[tuple[int, str, float, dict]] = field(default_factory=list)
+    lists: dict | None = None  # FormulaLists as plain data, global ordinals
+    error: str = ""
+
+
+class ShardWorker:
+    """One shard's retrievers, opened on first use."""
+
+    def __init__(self, folder: str, first_document: int):
+        from mathscout.index.layout import IndexDir
+
+        self.folder, self.offset = folder, first_document
+        self.index = IndexDir(folder)
+        self.retrievers: dict[tuple, object] = {}
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def _retriever(self, mode: str, options: dict):
+        key = (mode, tuple(sorted(options.items())))
+        if key not in self.retrievers:
+            if mode == "bm25":
+                from mathscout.shards.scoring import GlobalBM25
+
+                self.retrievers[key] = GlobalBM25(self.index, **options)
+            elif mode == "structure":
+                from mathscout.shards.scoring import ShardStructure
+
+                self.retrievers[key] = ShardStructure(self.index, **options)
+            else:
+                from mathscout.retrievers.registry import open_retriever
+
+                self.retrievers[key] = open_retriever(self.index, mode, **options)
+        return self.retrievers[key]
+
+    def rank(self, mode: str, queries: list[Query], k: int, options: dict | None = None) -> list[ShardHits]:
+        """Each query's ranked list on this shard (global ordinals)."""
+        from mathscout.retrievers.base import prepare_query
+
+        retriever = self._retriever(mode, dict(options or {}))
+        out = []
+        for query in queries:
+            try:
+                out.append(self._rank_one(mode, retriever, prepare_query(query), k))
+            except (QueryError, MathScoutError) as exc:
+                out.append(ShardHits(error=str(exc)))
+        return out
+
+    def _rank_one(self, mode: str, retriever, query: Query, k: int) -> ShardHits:
+        if mode == "bm25":
+            weights = retriever.query_weights(query)
+            if not weights:
+                retriever.rank(query, k)  # raises the clear error of a query without terms
+            docs, scores = retriever.top(weights, k)
+            ids = self._doc_ids()
+            return ShardHits([(self.offset + d, ids[d], s, {"bm25": s}) for d, s in zip(docs.tolist(), scores.tolist())])
+        if mode == "structure":
+            found = retriever.lists(query, k)
+            ordinals = retriever.doc_ordinals()
+            if isinstance(found, list):
+                return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, h.components) for h in found])
+            ids = self._doc_ids()
+            return ShardHits(lists={
+                "fused": found.fused, "lambda_m": found.lambda_m, "depth": found.depth,
+                "formulas": [(latex, [(self.offset + h.doc, ids[h.doc], h.score) for h in hits]) for latex, hits in found.formulas],
+                "bm25": [(self.offset + d, ids[d], s) for d, s in found.bm25.items()],
+            })
+        hits = retriever.batch_search([query], k)[query.id]
+        ordinals = self._ordinals()
+        return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, dict(h.components)) for h in hits])
+
+    def _doc_ids(self) -> list[str]:
+        if not hasattr(self, "_ids"):
+            self._ids = self.index.store.doc_ids()
+        return self._ids
+
+    def _ordinals(self) -> dict[str, int]:
+        if not hasattr(self, "_ordinal_of"):
+            self._ordinal_of = {doc_id: n for n, doc_id in enumerate(self._doc_ids())}
+        return self._ordinal_of
