@@ -87,11 +87,11 @@ class StructureRewriteRetriever(BaseRetriever):
     def variants(self, query: Query) -> list[_Variant]:
         """The original query and one variant per equivalent form of each of its formulas (bounded)."""
         formulas, words = split_query(query)
-        if not formulas and not words:
-            raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
         self.last_rewrites = []
-        if not formulas:  # nothing to rewrite (e.g. `$…\\$` reads as words): the query as written, as structure ranks it
-            return [_Variant(query, 1.0, "original", "")]
+        if not formulas and words and "$" in query.text:  # a formula it cannot read (`$…\\$` is an escaped dollar):
+            return [_Variant(query, 1.0, "original", "")]  # nothing to rewrite, the query as structure ranks it
+        if not formulas:
+            raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
         variants = [_Variant(query, 1.0, "original", formulas[0])]
         budget = self.max_forms
         for i, latex in enumerate(formulas[:MAX_REWRITTEN_FORMULAS]):

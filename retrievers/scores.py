@@ -21,8 +21,8 @@ def explain_score(hit: Hit) -> str:
         first = ", ".join(f"{name} {value:.3g}" for name, value in parts.items() if name != "rerank")
         return f"rerank {hit.score:.3g} = the reranker's score of the top hits (first stage: {first or 'none'})"
     if "tier" in parts:  # formula-only structure search (retrievers.structure._by_tier)
-        return (f"tier {parts['tier']:.0f} + relative score = {hit.score:.3g} (tier 2: holds the formula as written, 1: its "
-                f"whole structure, 0: a part; {listed})")
+        return (f"ranked by match tier, then score {hit.score:.3g} (tier 2: holds the formula as written, 1: its whole "
+                f"structure, 0: a part; {listed})")
     if len(parts) == 1:
         (name, value), = parts.items()
         if math.isclose(value, hit.score, rel_tol=1e-6, abs_tol=1e-9):

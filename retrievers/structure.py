@@ -253,7 +253,8 @@ class StructureRetriever(BaseRetriever):
         if by_tier and setting.text == "words":
             words = ""  # structure similarity alone
         if setting.text in ("full", "parts") and "bm25" in self.index.components:
-            prepared = self._prepare(formulas, setting.max_formulas, strict=False) if formulas else []
+            # a formula alone that cannot be read is an error, as with structure similarity alone
+            prepared = self._prepare(formulas, setting.max_formulas, strict=bool(by_tier)) if formulas else []
             return self.fused(prepared, self.bm25_scores(query, max(self.depth, k)), k, setting.lambda_m, bool(by_tier),
                                parts=setting.text == "parts")
         if not formulas and not (words and "bm25" in self.index.components):
