@@ -164,7 +164,10 @@ class StructureRewriteRetriever(BaseRetriever):
         for rank, doc_id in enumerate(ranked, start=1):
             entry = fused[doc_id]
             components = {self.name: entry.score, "structure": entry.parts.get("form0", 0.0), "rewrite_form": float(entry.variant)}
-            hits.append(Hit(doc_id=doc_id, score=entry.score, rank=rank, components=components))
+            if formula_only:  # the score keeps the order when runs are sorted by it: 2 · tier + written first + value
+                components["tier"] = float(entry.tier)
+            score = _tier_rank(entry) + entry.score if formula_only else entry.score
+            hits.append(Hit(doc_id=doc_id, score=score, rank=rank, components=components))
         return RankResult(hits, fused=fused, variants=variants)
 
     def _search(self, query: Query, k: int) -> list[Hit]:
