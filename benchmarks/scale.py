@@ -354,7 +354,7 @@ def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle("MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b, "
-                 "dense: ∝ passages^b; dense vectors derived from the 1× encodings)")
+                 "dense: ∝ passages^b; dense vectors DERIVED from real encodings by noisy copies, see scale.json)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 
