@@ -2,6 +2,10 @@
 
     mathscout bench scale --make --factors 1,2,4 --output DIR [--xml] [--source docs.jsonl]   # make the corpora
     mathscout bench scale --factors 1,2,4 --output DIR [--queries 100] [--safety 50]          # build, open, query
+    mathscout bench scale --factors 1,2 --stages build --keep-indexes --output DIR             # build only; then
+    mathscout bench scale --factors 1,2 --stages query --output DIR                            # query the kept index
+    mathscout bench scale --factors 1,2,4,8,16 --stages dense --dense-from INDEX --dense-passages 50636 --output DIR
+    mathscout bench scale --output DIR --merge DIR2 DIR3                                       # merge, fit, plot
 
 Corpora: mathscout/scale/corpus.py (copy 0 is the real collection, the others variants of its documents).
 Per factor the index is built the way `mathscout index` builds it, one stage per fresh process so each
@@ -10,7 +14,9 @@ structure` (path index + text lists). Then, in another fresh process: open time 
 structure, query latency p50/p95 at k = 100 and 1,000 for `bm25` and `structure` (Eq. 3.18 over the dev
 topics' words and formulas) and for formula-only structure search (GBP-LEN, per document, ARQMath Task 2
 formulas), and rank safety: GBP-LEN's top k against exhaustive search (ids and scores) on a sample of formulas.
-Each cost's growth exponent b is fitted as cost ∝ formulas^b (least squares in log-log) and written to
+Dense (`--stages dense`, benchmarks/scale_dense.py): IVF-PQ built from disk over vectors DERIVED from an encoded
+index, open time, ANN latency at k = 100 and 1,000 and recall@k against exact Flat search.
+Each cost's growth exponent b is fitted as cost ∝ formulas^b (dense costs: ∝ passages^b) (least squares in log-log) and written to
 DIR/scale.json with every figure; DIR/scale.png plots them. Extrapolations to 40× are labelled as such.
 """
 
@@ -348,7 +354,7 @@ def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle("MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b, "
-                 "dense: ∝ passages^b; dense vectors derived from the 1× encodings)")
+                 "dense: ∝ passages^b; dense vectors DERIVED from real encodings by noisy copies, see scale.json)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 

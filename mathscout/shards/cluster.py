@@ -58,7 +58,7 @@ def connect(address: str | None = None) -> str:
 
 def worker_env() -> dict:
     """What the shard workers inherit: the project's import path and settings, and a bounded JVM heap."""
-    env = {name: os.environ[name] for name in _FORWARDED if name in os.environ}
+    env = {name: value for name, value in os.environ.items() if name in _FORWARDED or name.startswith("MATHSCOUT_")}
     env["MATHSCOUT_JAVA_HEAP"] = os.environ.get("MATHSCOUT_JAVA_HEAP", SHARD_JAVA_HEAP)
     env.update(MATHSCOUT_QUIET="1", TQDM_DISABLE="1")  # workers print nothing; the coordinator reports
     return {"env_vars": env}
