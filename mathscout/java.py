@@ -129,6 +129,33 @@ def boot() -> None:
         _booted = True
 
 
+# HotSpot handles its own SIGSEGV/SIGBUS/SIGFPE/SIGILL (implicit null checks, safepoints): a library that installs
+# its own handlers after the JVM started (Ray's core worker does, in ray.init) turns those into process crashes.
+_JVM_SIGNALS = (4, 7, 8, 11)  # SIGILL, SIGBUS, SIGFPE, SIGSEGV (Linux numbering)
+
+
+@contextlib.contextmanager
+def keep_jvm_signal_handlers():
+    """Run the body (e.g. `ray.init`) and then put back the JVM's signal handlers it replaced, when a JVM is
+    running in this process; without a JVM (or off Linux) it just runs the body."""
+    if not _booted or not os.uname().sysname == "Linux":
+        yield
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    saved = {}
+    for number in _JVM_SIGNALS:
+        buffer = ctypes.create_string_buffer(512)  # larger than any libc's struct sigaction
+        if libc.sigaction(number, None, buffer) == 0:
+            saved[number] = buffer
+    try:
+        yield
+    finally:
+        for number, buffer in saved.items():
+            libc.sigaction(number, buffer, None)
+
+
 def _java_output_to_stderr() -> None:
     """Java's System.out (Anserini's log lines) goes to stderr: stdout carries results only (e.g. `--json`)."""
     from jnius import autoclass as _autoclass

@@ -12,6 +12,7 @@ import os
 
 from mathscout.errors import MathScoutError
 from mathscout.extras import missing_extra
+from mathscout.java import keep_jvm_signal_handlers
 
 ACTOR_CPUS = float(os.environ.get("MATHSCOUT_SHARD_CPUS", "0.25"))  # 4 shard actors fit on 2 cores
 BUILD_CPUS = float(os.environ.get("MATHSCOUT_SHARD_BUILD_CPUS", "1"))
@@ -40,16 +41,17 @@ def connect(address: str | None = None) -> str:
         return address
     common = dict(namespace="mathscout", log_to_driver=False, include_dashboard=False, runtime_env=worker_env())
     try:
-        if address == "local":
-            ray.init(**common)
-        elif address == "auto":
-            try:
-                ray.init(address="auto", **{k: v for k, v in common.items() if k != "include_dashboard"})
-            except ConnectionError:
+        with keep_jvm_signal_handlers():  # a JVM already running in this process keeps handling its own faults
+            if address == "local":
                 ray.init(**common)
-                address = "local"
-        else:
-            ray.init(address=address, **{k: v for k, v in common.items() if k != "include_dashboard"})
+            elif address == "auto":
+                try:
+                    ray.init(address="auto", **{k: v for k, v in common.items() if k != "include_dashboard"})
+                except ConnectionError:
+                    ray.init(**common)
+                    address = "local"
+            else:
+                ray.init(address=address, **{k: v for k, v in common.items() if k != "include_dashboard"})
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise MathScoutError(f"cannot reach Ray at {address!r} ({str(exc).splitlines()[0]}): start it with "
                              "'ray start --head' or use --ray local") from None
