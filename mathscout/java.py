@@ -24,6 +24,9 @@ from types import ModuleType
 from mathscout.errors import MathScoutError
 
 _lock = threading.Lock()
+# pyjnius is not thread-safe (concurrent class reflection and calls crash the process, kivy/pyjnius#46, #287):
+# every call into the JVM from a thread that may run beside others holds this lock.
+jni_lock = threading.RLock()
 _booted = False
 _MIN_JAVA = 21
 _quiet_loggers: list = []  # java.util.logging keeps loggers weakly: hold the ones we configured
@@ -187,7 +190,8 @@ def lucene_searcher(folder: str | Path):
     used directly because importing `pyserini.search.lucene` also imports its encoders (transformers,
     torch: about 5 s). Same calls: `set_bm25(k1, b)`, `search(query or text, k)` → hits with `.docid`,
     `.score`; `set_analyzer`, `set_rm3`."""
-    return autoclass("io.anserini.search.SimpleSearcher")(str(folder))
+    with jni_lock:
+        return autoclass("io.anserini.search.SimpleSearcher")(str(folder))
 
 
 def lucene_index() -> ModuleType:
@@ -205,4 +209,5 @@ def autoclass(name: str):
     boot()
     from jnius import autoclass as _autoclass
 
-    return _autoclass(name)
+    with jni_lock:
+        return _autoclass(name)

@@ -97,17 +97,19 @@ class BM25Retriever(BaseRetriever):
         self.store = index.store
         self.math_weight = math_weight
         try:
-            self._searcher = java.lucene_searcher(folder)
-            directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(
-                java.autoclass("java.io.File")(str(folder)).toPath()
-            )
-            self._reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+            with java.jni_lock:
+                self._searcher = java.lucene_searcher(folder)
+                directory = java.autoclass("org.apache.lucene.store.FSDirectory").open(
+                    java.autoclass("java.io.File")(str(folder)).toPath()
+                )
+                self._reader = java.autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
         except Exception as exc:  # a Java exception: the folder is not a readable Lucene index
             raise IndexMissingError(
                 f"the bm25 index in {folder} is unreadable ({str(exc).splitlines()[0]}): rebuild it with "
                 f"'mathscout index --index {index.path} --components bm25'"
             ) from exc
-        self._doc_count = max(self._reader.numDocs(), 1)
+        with java.jni_lock:
+            self._doc_count = max(self._reader.numDocs(), 1)
         self._term = java.autoclass("org.apache.lucene.index.Term")
         self._term_query = java.autoclass("org.apache.lucene.search.TermQuery")
         self._boost_query = java.autoclass("org.apache.lucene.search.BoostQuery")
@@ -122,24 +124,27 @@ class BM25Retriever(BaseRetriever):
         if k1 < 0 or not 0 <= b <= 1:
             raise MathScoutError(f"invalid BM25 parameters k1={k1}, b={b} (need k1 ≥ 0 and 0 ≤ b ≤ 1)")
         self.k1, self.b = float(k1), float(b)
-        self._searcher.set_bm25(self.k1, self.b)
+        with java.jni_lock:
+            self._searcher.set_bm25(self.k1, self.b)
 
     def set_rm3(self, fb_terms: int = 10, fb_docs: int = 10, original_query_weight: float = 0.5) -> None:
         """Expand every query with RM3 pseudo-relevance feedback (Anserini's defaults; feedback terms are
         words and numbers). Needs document vectors in the bm25 index (built since RM3 was added)."""
-        if self._reader.numDocs() == 0 or self._reader.termVectors().get(0) is None:
-            raise IndexMissingError(
-                f"RM3 needs document vectors, which the bm25 index of {self._index_path} lacks: rebuild it with "
-                f"'mathscout index --index {self._index_path} --components bm25'"
-            )
-        # Pre-analysed terms must reach Lucene as they are: split queries on whitespace only.
-        self._searcher.set_analyzer(java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
-        self._searcher.set_rm3(None, fb_terms, fb_docs, float(original_query_weight), False, True)
+        with java.jni_lock:
+            if self._reader.numDocs() == 0 or self._reader.termVectors().get(0) is None:
+                raise IndexMissingError(
+                    f"RM3 needs document vectors, which the bm25 index of {self._index_path} lacks: rebuild it with "
+                    f"'mathscout index --index {self._index_path} --components bm25'"
+                )
+            # Pre-analysed terms must reach Lucene as they are: split queries on whitespace only.
+            self._searcher.set_analyzer(java.autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
+            self._searcher.set_rm3(None, fb_terms, fb_docs, float(original_query_weight), False, True)
         self._rm3 = True
 
     def idf(self, term: str) -> float:
         """Lucene's BM25 idf of an index term (0 for terms absent from the index)."""
-        df = self._reader.docFreq(self._term(FIELD, term))
+        with java.jni_lock:
+            df = self._reader.docFreq(self._term(FIELD, term))
         return math.log(1 + (self._doc_count - df + 0.5) / (df + 0.5)) if df else 0.0
 
     def query_weights(self, query: Query) -> Counter[str]:
@@ -166,13 +171,14 @@ class BM25Retriever(BaseRetriever):
     def _rank(self, query: Query, weights: Counter[str], k: int) -> list[Hit]:
         if not weights:
             raise QueryError(f"the query {query.text[:60]!r} has no searchable words or math tokens")
-        if self._rm3:  # RM3 estimates its model from the query string: each term repeated by its weight
-            text = " ".join(" ".join([term] * max(1, round(weight))) for term, weight in weights.items())
-            results = self._searcher.search(text, k)
-        else:
-            results = self._searcher.search(self._lucene_query(weights), k)
-        return [Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
-                for n, r in enumerate(results, start=1)]
+        with java.jni_lock:
+            if self._rm3:  # RM3 estimates its model from the query string: each term repeated by its weight
+                text = " ".join(" ".join([term] * max(1, round(weight))) for term, weight in weights.items())
+                results = self._searcher.search(text, k)
+            else:
+                results = self._searcher.search(self._lucene_query(weights), k)
+            return [Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
+                    for n, r in enumerate(results, start=1)]
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         weights = self.query_weights(query)

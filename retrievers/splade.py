@@ -155,13 +155,16 @@ class SpladeRetriever(BaseRetriever):
             raise MathScoutError(f"the SPLADE checkpoint {path} has a {len(self.encoder.vocabulary):,}-term vocabulary "
                                  f"but {index.path} was built with {stats['vocab_size']:,}: use the same checkpoint")
         try:
-            self._searcher = java.lucene_search().LuceneImpactSearcher(str(folder), QueryEncoder(self.encoder))
+            searcher_class = java.lucene_search().LuceneImpactSearcher
+            with java.jni_lock:
+                self._searcher = searcher_class(str(folder), QueryEncoder(self.encoder))
         except Exception as exc:  # a Java exception: not a readable Lucene index
             raise IndexMissingError(f"the splade index in {folder} is unreadable ({str(exc).splitlines()[0]}): rebuild "
                                     f"it with 'mathscout index --index {index.path} --components splade'") from exc
 
     def rank(self, query: Query, k: int) -> RankResult:
-        results = self._searcher.search(query.text, k)
+        with java.jni_lock:
+            results = self._searcher.search(query.text, k)
         if not results and not self.encoder.encode([query.text], MAX_QUERY_TOKENS)[0]:
             raise QueryError(f"the query {query.text[:60]!r} has no SPLADE terms")
         return RankResult([Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})

@@ -141,7 +141,8 @@ class TypeIndex:
             self._searcher = java.lucene_searcher(folder)
         except Exception as exc:  # a Java exception: not a readable Lucene index
             raise IndexMissingError(f"the type index in {folder} is unreadable ({str(exc).splitlines()[0]})") from exc
-        self._searcher.set_bm25(float(k1), float(b))
+        with java.jni_lock:
+            self._searcher.set_bm25(float(k1), float(b))
         self._term = java.autoclass("org.apache.lucene.index.Term")
         self._term_query = java.autoclass("org.apache.lucene.search.TermQuery")
         self._boost_query = java.autoclass("org.apache.lucene.search.BoostQuery")
@@ -150,10 +151,11 @@ class TypeIndex:
 
     def search(self, weights: dict[str, float], k: int) -> dict[str, float]:
         """Document id → score for the top-k documents of a weighted bag of type tokens."""
-        builder = self._boolean_builder()
-        for token, weight in weights.items():
-            builder.add(self._boost_query(self._term_query(self._term(FIELD, token)), float(weight)), self._should)
-        return {r.docid: float(r.score) for r in self._searcher.search(builder.build(), k)}
+        with java.jni_lock:
+            builder = self._boolean_builder()
+            for token, weight in weights.items():
+                builder.add(self._boost_query(self._term_query(self._term(FIELD, token)), float(weight)), self._should)
+            return {r.docid: float(r.score) for r in self._searcher.search(builder.build(), k)}
 
 
 class TypesRetriever(BaseRetriever):

@@ -120,3 +120,20 @@ def test_component_stats_are_in_the_manifest(small_index):
     stats = index.manifest.components["bm25"]
     assert stats["docs"] == index.manifest.documents
     assert stats["bytes"] > 0 and stats["seconds"] >= 0
+
+
+def test_threads_opening_and_searching_at_once_get_the_sequential_answers(small_index, dev):
+    """The assistant runs tool calls in parallel threads; pyjnius is not thread-safe, so the JVM calls are serialised
+    (before, two threads opening or searching Lucene at once could crash the whole process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    questions = [query.text for query in list(dev[0].values())[:12]]
+    expected = [[(h.doc_id, h.score) for h in open_retriever(small_index, "bm25").search(q, k=20)] for q in questions]
+
+    def open_and_search(question_number: int):
+        retriever = open_retriever(small_index, "bm25")
+        return [(h.doc_id, h.score) for h in retriever.search(questions[question_number], k=20)]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(3):
+            assert list(pool.map(open_and_search, range(len(questions)))) == expected
