@@ -124,7 +124,7 @@ RETRIEVERS: tuple[RetrieverEntry, ...] = (
         modes=(ModeSpec("dense-ft", R + "dense:open_dense_ft", ("dense-ft",),
                         "dense retrieval with the fine-tuned bi-encoder",
                         "dense-ft — embeddings, fine-tuned queries", 5),),
-        trainer=Trainer("dense", "mathscout.training.dense:main",
+        trainer=Trainer("dense", "mathscout.evaluation.training.dense:main",
                         "contrastive fine-tuning of the bi-encoder on the train topics"),
         score="embedding cosine, fine-tuned queries"),
     RetrieverEntry(
@@ -204,10 +204,10 @@ def open_retriever(index: IndexDir | str, mode: str, **options) -> Retriever:
     if mode not in modes:
         raise MathScoutError(f"unknown search mode '{mode}' (available: {', '.join(sorted(modes))})")
     index = index if isinstance(index, IndexDir) else IndexDir(index)
-    from mathscout.shards.layout import is_sharded
+    from mathscout.retrievers.shards.layout import is_sharded
 
     if is_sharded(index.path):  # a sharded index (issue 18): the shards' Ray actors answer
-        from mathscout.shards.retriever import open_sharded
+        from mathscout.retrievers.shards.retriever import open_sharded
 
         return open_sharded(index, mode, **options)
     spec = modes[mode]

@@ -226,7 +226,7 @@ def test_colbert_needs_the_dense_tokens_it_was_built_from(dense_index, tmp_path)
 
 
 def test_training_triplets_never_read_dev(shared_data, tmp_path):
-    from mathscout.training.dense import load_triplets
+    from mathscout.evaluation.training.dense import load_triplets
 
     collection = shared_data / "collection"
     with pytest.raises(MathScoutError, match="train topics only"):
@@ -234,7 +234,7 @@ def test_training_triplets_never_read_dev(shared_data, tmp_path):
 
 
 def test_hard_negatives_share_a_tag_from_another_thread(shared_data):
-    from mathscout.training.dense import load_triplets
+    from mathscout.evaluation.training.dense import load_triplets
 
     collection = shared_data / "collection"
     triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
@@ -258,7 +258,7 @@ def test_hard_negatives_share_a_tag_from_another_thread(shared_data):
 
 def test_training_is_resumable(shared_data, tmp_path):
     from mathscout.dense.model import default_model_path
-    from mathscout.training.dense import load_triplets, train
+    from mathscout.evaluation.training.dense import load_triplets, train
 
     collection = shared_data / "collection"
     triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
@@ -275,7 +275,7 @@ def test_training_is_resumable(shared_data, tmp_path):
 
 def test_training_without_hard_negatives_is_recorded(shared_data, tmp_path):
     from mathscout.dense.model import default_model_path
-    from mathscout.training.dense import load_triplets, train
+    from mathscout.evaluation.training.dense import load_triplets, train
 
     collection = shared_data / "collection"
     triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
@@ -291,7 +291,7 @@ def test_training_without_hard_negatives_is_recorded(shared_data, tmp_path):
 @pytest.fixture(scope="session")
 def query_side_model(shared_data, dense_index, tmp_path_factory) -> Path:
     """A query adapter trained over the fixture index's vectors, on the train topics judged there."""
-    from mathscout.training.dense_query_side import QuerySideSettings, train_query_side
+    from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
 
     in_index = set(IndexDir(dense_index).store.doc_ids())
     folder = tmp_path_factory.mktemp("query-side")
@@ -349,7 +349,7 @@ def test_dense_ft_reuses_the_document_vectors(query_side_model, dense_index, den
 
 def test_query_side_refuses_dev_and_broken_adapters(shared_data, dense_index, query_side_model, tmp_path):
     from mathscout.dense.encoder import Encoder
-    from mathscout.training.dense_query_side import QuerySideSettings, train_query_side
+    from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
 
     collection = shared_data / "collection"
     with pytest.raises(MathScoutError, match="train topics only"):
@@ -363,7 +363,7 @@ def test_query_side_refuses_dev_and_broken_adapters(shared_data, dense_index, qu
 
 
 def test_question_cache_resumes_only_the_same_job(dense_index, dense_topics, tmp_path):
-    from mathscout.training.dense_query_side import _encode_questions
+    from mathscout.evaluation.training.dense_query_side import _encode_questions
 
     retriever = open_retriever(IndexDir(dense_index), "dense")
     first, second = [_query(t) for t in dense_topics[:2]], [_query(t) for t in dense_topics[2:4]]

@@ -23,11 +23,9 @@ LAYERS = {
     "mathscout.ui": ENTRY,
     "mathscout.benchmarks": ENTRY,  # `mathscout bench`: they drive the page, the command line and every layer
     "mathscout.evaluation": TRAINING,
-    "mathscout.training": TRAINING,
     "mathscout.agent": AGENT,
     "mathscout.tools": TOOLS,
     "mathscout.retrievers": RETRIEVERS,
-    "mathscout.shards": RETRIEVERS,  # sharded indexes: the bm25 and structure retrievers fanned out over Ray actors
     "mathscout.structure": ENGINES,
     "mathscout.dense": ENGINES,
     "mathscout.rewrite": ENGINES,

@@ -29,7 +29,7 @@ TOLERANCE = 1e-5
 @pytest.fixture(scope="session")
 def ray_local():
     """One local Ray instance for the whole session (shard actors take a quarter of a CPU each)."""
-    from mathscout.shards.cluster import connect
+    from mathscout.retrievers.shards.cluster import connect
 
     connect("local")
     yield
@@ -39,7 +39,7 @@ def ray_local():
 @pytest.fixture(scope="session")
 def sharded_small(small_collection, ray_local, tmp_path_factory) -> Path:
     """The small index's documents in 3 shards (bm25, structure)."""
-    from mathscout.shards.build import build_sharded_index
+    from mathscout.retrievers.shards.build import build_sharded_index
 
     path = tmp_path_factory.mktemp("sharded") / "small-3"
     build_sharded_index([small_collection], path, 3, ["bm25", "structure"])
@@ -60,8 +60,8 @@ def assert_same_runs(single: dict, sharded: dict) -> None:
 
 
 def test_manifest_lists_the_shards_and_every_shard_holds_the_global_statistics(sharded_small, small_index):
-    from mathscout.shards.layout import ShardSet
-    from mathscout.shards.stats import read_global_statistics
+    from mathscout.retrievers.shards.layout import ShardSet
+    from mathscout.retrievers.shards.stats import read_global_statistics
 
     shards = ShardSet.read(sharded_small)
     single = IndexDir(small_index).manifest
@@ -106,7 +106,7 @@ def test_cli_search_json_on_a_sharded_index(sharded_small, small_index, tmp_path
 
 
 def test_an_actor_killed_mid_query_is_restarted_and_the_query_retried(sharded_small, topics):
-    from mathscout.shards.retriever import ShardPool
+    from mathscout.retrievers.shards.retriever import ShardPool
 
     retriever = open_retriever(sharded_small, "structure")
     expected = retriever.batch_search(topics, K)
@@ -125,8 +125,8 @@ def test_an_actor_killed_mid_query_is_restarted_and_the_query_retried(sharded_sm
 
 
 def test_a_shard_that_stays_unreachable_gives_flagged_partial_results(sharded_small, small_index):
-    from mathscout.shards.layout import ShardSet
-    from mathscout.shards.retriever import ShardPool
+    from mathscout.retrievers.shards.layout import ShardSet
+    from mathscout.retrievers.shards.retriever import ShardPool
     from mathscout.tools.searching import SearchRequest, run_search
     from mathscout.tools.toolbox import ToolBox
 
@@ -173,7 +173,7 @@ def _fault_handler_library(signal_number: int) -> str:
 _JVM_THEN_RAY = """
 import sys
 from mathscout.retrievers import open_retriever
-from mathscout.shards.cluster import connect
+from mathscout.retrievers.shards.cluster import connect
 from tests.test_shards import _fault_handler_library
 open_retriever(sys.argv[1], "bm25").search("integral of a polynomial", k=5)  # the JVM starts first
 connect(sys.argv[2])
@@ -211,7 +211,7 @@ def dense_pair(dense_index, dense_topics, ray_local, tmp_path_factory) -> tuple[
     import os
 
     from mathscout.retrievers.indexing import build_index
-    from mathscout.shards.build import build_sharded_index
+    from mathscout.retrievers.shards.build import build_sharded_index
 
     folder = tmp_path_factory.mktemp("sharded-dense")
     corpus = dense_index.parent / "docs.jsonl"

@@ -75,7 +75,7 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
             notices.append(reranker.last_notice)
     else:
         hits = search(request.query, request.k)
-    missing = list(getattr(hits, "missing_shards", []))  # mathscout/shards/retriever.py: partial results
+    missing = list(getattr(hits, "missing_shards", []))  # retrievers/shards/retriever.py: partial results
     if missing:
         notices.append(f"partial results: {'; '.join(missing)} did not answer")
     documents = explain_hits(hits, toolbox.index.store, request.query)

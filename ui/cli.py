@@ -30,7 +30,7 @@ def _cmd_index(args: argparse.Namespace) -> None:
     if args.shards is not None:
         if not args.input:
             raise MathScoutError("--shards needs --input PATH… (a sharded index is built whole)")
-        from mathscout.shards.build import build_sharded_index
+        from mathscout.retrievers.shards.build import build_sharded_index
 
         manifest = build_sharded_index(args.input, args.index, args.shards, components, args.ray)
     elif args.input:

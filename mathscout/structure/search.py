@@ -127,7 +127,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
             if t in index.paths:
                 upper += len(ps) * weight(index.paths[t])
             elif index.outside_weight is not None and (outside := index.outside_weight(t)) is not None:
-                upper += len(ps) * (outside if path_weights else 1.0)  # a shard: a path only other shards hold (mathscout/shards)
+                upper += len(ps) * (outside if path_weights else 1.0)  # a shard: a path only other shards hold (retrievers/shards)
         if slots:
             nodes.append((-upper, m, by_t, slots, upper))
     nodes.sort(key=lambda n: (n[0], n[1]))
@@ -467,7 +467,7 @@ def _plan(theta_s, strategy, q, alive, active, required):
 def _below(score_a, fid_a, score_b, fid_b):
     """Heap order: the lower score, and of equal scores the later formula, leaves first, so the top k is the k best by
     (score, then lowest ordinal) whatever order the ties came in; a sharded index merges its shards' lists by the
-    same order (mathscout/shards/retriever.py)."""
+    same order (retrievers/shards/retriever.py)."""
     return score_a < score_b or (score_a == score_b and fid_a > fid_b)
 
 

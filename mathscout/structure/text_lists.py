@@ -85,7 +85,7 @@ class TextLists:
         self.norm = encode_lengths(doc_len)
         self.doc_count = int(len(doc_len))
         self.avgdl = np.float32(float(doc_len.sum()) / max(self.doc_count, 1))
-        self.global_df: np.ndarray | None = None  # a shard's collection-wide df per term (mathscout/shards/stats.py)
+        self.global_df: np.ndarray | None = None  # a shard's collection-wide df per term (retrievers/shards/stats.py)
 
     @classmethod
     def build(cls, documents, segment_postings: int = SEGMENT_POSTINGS, folder: Path | None = None) -> TextLists:

@@ -31,7 +31,7 @@ import numpy as np
 
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics, require_train_topics
-from mathscout.training.contrastive import SCALE, SEED, plot_losses
+from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic

@@ -1,4 +1,4 @@
-"""Are two runs the same answers? `python -m mathscout.shards.compare SINGLE_RUN SHARDED_RUN [--tolerance 1e-5]`
+"""Are two runs the same answers? `python -m mathscout.retrievers.shards.compare SINGLE_RUN SHARDED_RUN [--tolerance 1e-5]`
 
 The specification of a sharded index: per topic the same ids in the same order, scores within the tolerance. Printed:
 topics compared, topics identical in ids and order, topics identical once documents with equal scores (within the

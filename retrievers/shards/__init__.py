@@ -9,6 +9,6 @@
     retriever.py the coordinator: fan out, merge top-k (global k), partial results flagged
 """
 
-from mathscout.shards.layout import SHARDS_FILE, ShardSet, is_sharded
+from mathscout.retrievers.shards.layout import SHARDS_FILE, ShardSet, is_sharded
 
 __all__ = ["SHARDS_FILE", "ShardSet", "is_sharded"]

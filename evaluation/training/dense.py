@@ -1,7 +1,7 @@
 """`mathscout train dense`: contrastive fine-tuning of the bi-encoder on the collection's train topics.
 
 This module is `--method full` (every weight) and the command line; `--method query-side` (the default) is
-mathscout.training.dense_query_side.
+mathscout.evaluation.training.dense_query_side.
 
 Thesis §5.3 ("Fine-tuning", Eq. 5.18): each training triplet is (question, relevant answer, hard negative);
 the loss is the cross-entropy of the question's score for its positive against every positive and
@@ -23,7 +23,7 @@ make it resumable: rerun the same command. The loss curve is saved as loss.png n
 
     mathscout train dense --method full [--output DIR] [--base MODEL] [--pairs N] [--batch 32] [--max-minutes M] [--no-hard-negatives]
 
-The default method is query-side (mathscout.training.dense_query_side): it trains only a query adapter over an
+The default method is query-side (mathscout.evaluation.training.dense_query_side): it trains only a query adapter over an
 index's document vectors, with the whole collection as negatives — minutes instead of an hour, no
 re-encoding, and (unlike every full fine-tuning tried here) better than the base model on dev.
 
@@ -45,9 +45,9 @@ from pathlib import Path
 
 from mathscout.evaluation.topics import require_train_topics
 from mathscout.config import SHARED_COLLECTION, default_index_path
-from mathscout.training.contrastive import SCALE, SEED, plot_losses
+from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses
 from mathscout.dense.model import default_model_path, model_input_text
-from mathscout.training.dense_query_side import QuerySideSettings, train_query_side
+from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
 from mathscout.errors import MathScoutError
 
 DEV_MIX = {"mse": 0.5, "mo": 0.15, "math": 0.25, "proofnet": 0.05, "phys": 0.025, "stats": 0.025}  # dev's 600 topics
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--docs", type=Path, default=SHARED_COLLECTION / "docs.jsonl")
     parser.add_argument("--method", choices=("query-side", "full"), default="query-side",
                         help="query-side (default): train a query adapter over the index's document vectors, all "
-                             "documents as negatives, no re-encoding (mathscout.training.dense_query_side); full: fine-tune "
+                             "documents as negatives, no re-encoding (mathscout.evaluation.training.dense_query_side); full: fine-tune "
                              "every weight on triplets (re-encode the collection afterwards)")
     parser.add_argument("--index", type=Path, default=None, help="query-side: the index whose 'dense' vectors are "
                         "trained against (default $MATHSCOUT_INDEX or the demo index)")

@@ -17,10 +17,10 @@ from pathlib import Path
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.notices import notice
-from mathscout.shards.cluster import ACTOR_CPUS, MAX_RESTARTS, MAX_TASK_RETRIES, connect, ray_module, worker_env
-from mathscout.shards.layout import ShardSet
-from mathscout.shards.scoring import adjust_ties, query_formulas
-from mathscout.shards.worker import ShardHits, ShardWorker
+from mathscout.retrievers.shards.cluster import ACTOR_CPUS, MAX_RESTARTS, MAX_TASK_RETRIES, connect, ray_module, worker_env
+from mathscout.retrievers.shards.layout import ShardSet
+from mathscout.retrievers.shards.scoring import adjust_ties, query_formulas
+from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
 from mathscout.structure.scoring import math_text_score
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query

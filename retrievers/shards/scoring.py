@@ -19,7 +19,7 @@ import numpy as np
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.shards.stats import load_global_df, outside_weights, read_global_statistics, read_global_symbols, text_lists_folder
+from mathscout.retrievers.shards.stats import load_global_df, outside_weights, read_global_statistics, read_global_symbols, text_lists_folder
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists
 from mathscout.types import Hit, Query

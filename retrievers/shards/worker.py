@@ -44,11 +44,11 @@ class ShardWorker:
         key = (mode, tuple(sorted(options.items())))
         if key not in self.retrievers:
             if mode == "bm25":
-                from mathscout.shards.scoring import GlobalBM25
+                from mathscout.retrievers.shards.scoring import GlobalBM25
 
                 self.retrievers[key] = GlobalBM25(self.index, **options)
             elif mode == "structure":
-                from mathscout.shards.scoring import ShardStructure
+                from mathscout.retrievers.shards.scoring import ShardStructure
 
                 self.retrievers[key] = ShardStructure(self.index, **options)
             else:

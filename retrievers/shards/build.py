@@ -22,9 +22,9 @@ from mathscout.index.components import component, default_components
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, Manifest
 from mathscout.index.safety import build_lock, check_build_target, disk_error, log, remove_leftovers, swap_in
-from mathscout.shards.cluster import BUILD_CPUS, connect, ray_module, worker_env
-from mathscout.shards.layout import ShardInfo, ShardSet
-from mathscout.shards.stats import GLOBAL, write_global_statistics
+from mathscout.retrievers.shards.cluster import BUILD_CPUS, connect, ray_module, worker_env
+from mathscout.retrievers.shards.layout import ShardInfo, ShardSet
+from mathscout.retrievers.shards.stats import GLOBAL, write_global_statistics
 from mathscout.store import DocumentStore
 
 MAX_SHARDS = 64
