@@ -42,7 +42,7 @@ from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefi
 from mathscout.structure.postings import DecodedPostings, check_layout, encode_lists
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
 from mathscout.structure.lists import PATH_FILES, DamagedList, PathDictionary, PostingLists, load_npz_member, write_path_table
-from mathscout.structure.scoring import MAX_FORMULA_LEAVES
+from mathscout.structure.scoring import MAX_FORMULA_LEAVES, floored_path_idf
 
 FORMAT_VERSION = 1
 SEGMENT_BYTES = int(float(os.environ.get("MATHSCOUT_SEGMENT_MB", "96")) * 2**20)  # buffered entries per segment
@@ -264,10 +264,8 @@ class PathIndex:
         self.outside_weight: Callable[[str], float | None] | None = None
 
     def list_idf(self, tids: np.ndarray) -> np.ndarray:
-        """idf_t = log(N / DF_t) of lists (floored just above 0: a wildcard list can be longer than all ordinary lists
-        together in a tiny index)."""
-        df = self.df[np.asarray(tids, dtype=np.int64)].astype(np.float64)
-        return np.log(np.maximum(self.total_entries / df, 1.0 + 1e-9))
+        """idf_t = log(N / DF_t) of lists (Eq. 3.11, floored)."""
+        return floored_path_idf(self.total_entries, self.df[np.asarray(tids, dtype=np.int64)])
 
     def view(self, tids: np.ndarray) -> tuple[DecodedPostings, np.ndarray, np.ndarray]:
         """Lists `tids` decoded (see PostingLists.view); a damaged list raises DamagedIndexError."""

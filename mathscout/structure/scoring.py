@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mathscout.structure.paths import PathPrefix
 
 # §3.3.1 parameters
@@ -47,6 +49,12 @@ def group_by_root(prefixes: Iterable[PathPrefix]) -> NodePaths:
 def path_idf(total_paths: int, path_frequency: int) -> float:
     """Path weight idf_t = log(N / DF_t), N = all paths in the index (§3.1.2, Eq. 3.11)."""
     return math.log(total_paths / path_frequency)
+
+
+def floored_path_idf(total_paths: int, path_frequency):
+    """Eq. 3.11 as the index computes it (vectorised over DF_t), floored just above 0: a wildcard list can be longer
+    than all ordinary lists together in a tiny index."""
+    return np.log(np.maximum(total_paths / np.asarray(path_frequency, dtype=np.float64), 1.0 + 1e-9))
 
 
 def node_pair_width(query: Mapping[str, int], doc: Mapping[str, int], idf: Callable[[str], float] | None = None) -> float:

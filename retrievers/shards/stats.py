@@ -31,6 +31,7 @@ import numpy as np
 from mathscout.errors import DamagedIndexError
 from mathscout.index.layout import write_json_atomic
 from mathscout.structure.lists import path_hash
+from mathscout.structure.scoring import floored_path_idf
 from mathscout.structure.text_lists import TextLists
 
 GLOBAL = "global"
@@ -154,6 +155,6 @@ def outside_weights(shard: Path, total_entries: int):
         at = int(np.searchsorted(hashes, key))
         if at == len(hashes) or hashes[at] != key:
             return None
-        return float(np.log(np.maximum(total_entries / np.float64(df[at]), 1.0 + 1e-9)))
+        return float(floored_path_idf(total_entries, df[at]))
 
     return weight
