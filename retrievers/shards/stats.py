@@ -67,14 +67,19 @@ def _symbols(folder: Path) -> list[str]:
     return json.loads((folder / "symbols.json").read_text(encoding="utf-8"))
 
 
+def _read_global(shard: Path, what: str, *names: str) -> list:
+    """The shard's global files `names` (.npy arrays, .json values); one clear error when any is missing or damaged."""
+    try:
+        return [json.loads((shard / GLOBAL / name).read_text(encoding="utf-8")) if name.endswith(".json")
+                else np.load(shard / GLOBAL / name, allow_pickle=False) for name in names]
+    except (OSError, ValueError) as exc:
+        raise DamagedIndexError(f"the {what} of the shard {shard} is missing or damaged ({exc}); "
+                                "rebuild the sharded index") from None
+
+
 def read_global_symbols(shard: Path, local: int) -> tuple[dict[str, int], np.ndarray]:
     """The collection's symbol ids (symbol → id) and the map of the shard's symbol ids into them."""
-    try:
-        names = json.loads((shard / GLOBAL / "symbols.json").read_text(encoding="utf-8"))
-        mapping = np.load(shard / GLOBAL / "symbol_map.npy", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DamagedIndexError(f"the global symbol table of the shard {shard} is missing or damaged ({exc}); "
-                                "rebuild the sharded index") from None
+    names, mapping = _read_global(shard, "global symbol table", "symbols.json", "symbol_map.npy")
     if mapping.shape != (local,) or (local and (mapping.min() < 0 or mapping.max() >= len(names))):
         raise DamagedIndexError(f"the global symbol table of the shard {shard} does not match its structure index; "
                                 "rebuild the sharded index")
@@ -87,34 +92,35 @@ def write_global_statistics(shards: list[Path]) -> GlobalStatistics:
     path_df: Counter[str] = Counter()
     symbols: dict[str, int] = {}
     documents = length_sum = path_entries = 0
+    tables = []  # each shard's terms, and its paths and symbols when it has a structure index, in its own order
     for shard in shards:
         lists = TextLists.open(text_lists_folder(shard))
         if lists is None:
             raise DamagedIndexError(f"the shard {shard} has no text lists: rebuild the sharded index")
-        df = np.diff(lists.term_start)
-        text_df.update(dict(zip(lists.terms, df.tolist())))
+        text_df.update(dict(zip(lists.terms, np.diff(lists.term_start).tolist())))
         documents += lists.doc_count
         length_sum += int(lists.doc_len.sum())
+        paths = shard_symbols = None
         if (shard / "structure" / "meta.json").is_file():
             paths, pdf, entries = _path_table(shard / "structure")
             path_df.update(dict(zip(paths, pdf.tolist())))
             path_entries += entries
-            for symbol in _symbols(shard / "structure"):
+            shard_symbols = _symbols(shard / "structure")
+            for symbol in shard_symbols:
                 symbols.setdefault(symbol, len(symbols))
+        tables.append((list(lists.terms), paths, shard_symbols))
     stats = GlobalStatistics(documents, length_sum, path_entries, len(shards))
-    for shard in shards:
+    for shard, (terms, paths, shard_symbols) in zip(shards, tables):
         folder = shard / GLOBAL
         folder.mkdir(exist_ok=True)
-        lists = TextLists.open(text_lists_folder(shard))
-        np.save(folder / "text_df.npy", np.array([text_df[t] for t in lists.terms], dtype=np.int64))
-        if (shard / "structure" / "meta.json").is_file():
-            paths, _, _ = _path_table(shard / "structure")
+        np.save(folder / "text_df.npy", np.array([text_df[t] for t in terms], dtype=np.int64))
+        if paths is not None:
             np.save(folder / "path_df.npy", np.array([path_df[p] for p in paths], dtype=np.int64))
             held = set(paths)
             outside = sorted((path_hash(p), df) for p, df in path_df.items() if p not in held)
             np.save(folder / "outside_hash.npy", np.array([h for h, _ in outside], dtype=np.uint64))
             np.save(folder / "outside_df.npy", np.array([df for _, df in outside], dtype=np.int64))
-            np.save(folder / "symbol_map.npy", np.array([symbols[x] for x in _symbols(shard / "structure")], dtype=np.int32))
+            np.save(folder / "symbol_map.npy", np.array([symbols[x] for x in shard_symbols], dtype=np.int32))
             (folder / "symbols.json").write_text(json.dumps(list(symbols), ensure_ascii=False), encoding="utf-8")
         write_json_atomic(folder / "stats.json", asdict(stats))
     return stats
@@ -141,12 +147,7 @@ def load_global_df(shard: Path, name: str, length: int) -> np.ndarray:
 
 def outside_weights(shard: Path, total_entries: int):
     """idf_t (Eq. 3.11, as PathIndex.list_idf) of a token path only other shards hold; None for a path no shard holds."""
-    try:
-        hashes = np.load(shard / GLOBAL / "outside_hash.npy", allow_pickle=False)
-        df = np.load(shard / GLOBAL / "outside_df.npy", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DamagedIndexError(f"the global path table of the shard {shard} is missing or damaged ({exc}); "
-                                "rebuild the sharded index") from None
+    hashes, df = _read_global(shard, "global path table", "outside_hash.npy", "outside_df.npy")
     if hashes.shape != df.shape:
         raise DamagedIndexError(f"the global path table of the shard {shard} is damaged; rebuild the sharded index")
 
