@@ -19,11 +19,12 @@ from mathscout.index.layout import IndexDir
 from mathscout.notices import notice
 from mathscout.retrievers.shards.cluster import ACTOR_CPUS, MAX_RESTARTS, MAX_TASK_RETRIES, connect, ray_module, worker_env
 from mathscout.retrievers.shards.layout import ShardSet
-from mathscout.retrievers.shards.scoring import adjust_ties, query_formulas
+from mathscout.retrievers.shards.scoring import adjust_ties
 from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
 from mathscout.structure.scoring import math_text_score
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.structure import split_query
 
 CALL_TIMEOUT = float(os.environ.get("MATHSCOUT_SHARD_TIMEOUT", "300"))  # seconds for one call of ≤ BATCH queries
 EXPLAINED_HITS = 20  # hits that get a snippet in `search` (as the single-index retrievers)
@@ -179,23 +180,27 @@ class ShardedRetriever(BaseRetriever):
 
 
 def _order(entries) -> list:
-    return sorted(entries, key=lambda e: (-e[2], e[0]))  # (global ordinal, id, score): best first, ties by ordinal
+    return sorted(entries, key=lambda e: (-e[2], e[0]))  # (global ordinal, id, score, …): best first, ties by ordinal
+
+
+def _bm25_top(entries, k: int) -> list[tuple[tuple, float]]:
+    """BM25 as a single index answers it: the top k of raw Lucene scores, ties by document id, each entry with its
+    score after Anserini's rounding (adjust_ties)."""
+    top = sorted(entries, key=lambda e: (-e[2], e[1]))[:k]
+    return list(zip(top, adjust_ties([e[2] for e in top])))
 
 
 def merge_hits(answers: list[ShardHits], k: int) -> list[Hit]:
     """The global top k of the shards' top-k lists (scores as the shards gave them, ties by global ordinal)."""
-    entries = sorted((h for a in answers for h in a.hits), key=lambda h: (-h[2], h[0]))[:k]
+    entries = _order(h for a in answers for h in a.hits)[:k]
     return [Hit(doc_id=doc_id, score=score, rank=n, components=components)
             for n, (_, doc_id, score, components) in enumerate(entries, start=1)]
 
 
 def merge_bm25(answers: list[ShardHits], k: int) -> list[Hit]:
-    """BM25 as a single index answers it: the global top k of raw Lucene scores, ties by document id, then Anserini's
-    rounding (adjust_ties)."""
-    entries = sorted((h for a in answers for h in a.hits), key=lambda h: (-h[2], h[1]))[:k]
-    scores = adjust_ties([h[2] for h in entries])
+    """The global BM25 top k of the shards' lists (`_bm25_top`)."""
     return [Hit(doc_id=doc_id, score=score, rank=n, components={"bm25": score})
-            for n, ((_, doc_id, _, _), score) in enumerate(zip(entries, scores), start=1)]
+            for n, ((_, doc_id, _, _), score) in enumerate(_bm25_top((h for a in answers for h in a.hits), k), start=1)]
 
 
 def merge_structure(answers: list[ShardHits], query: Query, k: int) -> list[Hit]:
@@ -216,7 +221,7 @@ def merge_structure(answers: list[ShardHits], query: Query, k: int) -> list[Hit]
     if not any(found["fused"] for found in lists) and len(formulas) == 1:
         top = _order(formulas[order[0]])[:k]
         return [Hit(doc_id=d, score=s, rank=n, components={"structure": s}) for n, (_, d, s) in enumerate(top, start=1)]
-    formula_order = query_formulas(query)
+    formula_order = split_query(query)[0]  # the query's formulas in the order Eq. 3.18 sums them in
     order.sort(key=lambda key: _query_position(formula_order, key))
     math: dict[int, float] = defaultdict(float)
     ids: dict[int, str] = {}
@@ -225,8 +230,7 @@ def merge_structure(answers: list[ShardHits], query: Query, k: int) -> list[Hit]
             math[ordinal] += score
             ids[ordinal] = doc_id
     bm25 = {}
-    text = sorted((e for found in lists for e in found["bm25"]), key=lambda e: (-e[2], e[1]))[:depth]  # as merge_bm25
-    for (ordinal, doc_id, _), score in zip(text, adjust_ties([e[2] for e in text])):
+    for (ordinal, doc_id, _), score in _bm25_top((e for found in lists for e in found["bm25"]), depth):
         bm25[ordinal] = score
         ids[ordinal] = doc_id
     scores = {d: math_text_score(math.get(d, 0.0), bm25.get(d, 0.0), lambda_m) for d in set(math) | set(bm25)}

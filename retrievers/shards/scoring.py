@@ -24,7 +24,7 @@ from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearc
 from mathscout.structure.text_lists import TextLists
 from mathscout.types import Hit, Query
 from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, BM25Retriever
-from mathscout.retrievers.structure import StructureRetriever, split_query
+from mathscout.retrievers.structure import StructureRetriever
 
 
 def global_text_lists(shard: Path) -> TextLists:
@@ -184,7 +184,3 @@ class ShardStructure(StructureRetriever):
             return hits
         return captured
 
-
-def query_formulas(query: Query) -> list[str]:
-    """The query's formulas in order (the order Eq. 3.18 sums them in)."""
-    return split_query(query)[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from mathscout.errors import MathScoutError, QueryError
@@ -76,29 +77,28 @@ class ShardWorker:
             if not weights:
                 retriever.rank(query, k)  # raises the clear error of a query without terms
             docs, scores = retriever.top(weights, k)
-            ids = self._doc_ids()
+            ids = retriever.doc_ids()  # the retriever's own copy (it names its hits by them)
             return ShardHits([(self.offset + d, ids[d], s, {"bm25": s}) for d, s in zip(docs.tolist(), scores.tolist())])
         if mode == "structure":
             found = retriever.lists(query, k)
             ordinals = retriever.doc_ordinals()
             if isinstance(found, list):
                 return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, h.components) for h in found])
-            ids = self._doc_ids()
+            ids = self.doc_ids
             return ShardHits(lists={
                 "fused": found.fused, "lambda_m": found.lambda_m, "depth": found.depth,
                 "formulas": [(latex, [(self.offset + h.doc, ids[h.doc], h.score) for h in hits]) for latex, hits in found.formulas],
                 "bm25": [(self.offset + d, ids[d], s) for d, s in found.bm25.items()],
             })
         hits = retriever.batch_search([query], k)[query.id]
-        ordinals = self._ordinals()
+        ordinals = self.ordinals
         return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, dict(h.components)) for h in hits])
 
-    def _doc_ids(self) -> list[str]:
-        if not hasattr(self, "_ids"):
-            self._ids = self.index.store.doc_ids()
-        return self._ids
+    @cached_property
+    def doc_ids(self) -> list[str]:
+        """The shard's document ids by shard ordinal."""
+        return self.index.store.doc_ids()
 
-    def _ordinals(self) -> dict[str, int]:
-        if not hasattr(self, "_ordinal_of"):
-            self._ordinal_of = {doc_id: n for n, doc_id in enumerate(self._doc_ids())}
-        return self._ordinal_of
+    @cached_property
+    def ordinals(self) -> dict[str, int]:
+        return {doc_id: n for n, doc_id in enumerate(self.doc_ids)}
