@@ -44,7 +44,7 @@ from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.structure.scoring import LAMBDA_M, math_text_score
+from mathscout.structure.scoring import LAMBDA_M, fuse_math_text
 from mathscout.retrievers.base import prepare_query
 
 
@@ -119,16 +119,11 @@ def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "word
     formulas = record["formulas"]
     if max_formulas:
         formulas = sorted(formulas, key=lambda f: -f[0])[:max_formulas]
-    math: dict[str, float] = defaultdict(float)
-    for _, hits, *_ in formulas:
-        for doc, score in hits.items():
-            math[doc] += score
     text_scores = record["full" if text == "parts" else text] if text != "none" else {}
-    scores = {d: math_text_score(math.get(d, 0.0), text_scores.get(d, 0.0), lambda_m) for d in set(math) | set(text_scores)}
     tiers = formulas[0][2] if record.get("kind") == "formula" and formulas and len(formulas[0]) > 2 else None
-    if text == "parts" and tiers is not None:  # whole-structure matches by Eq. 3.16 alone (`StructureRetriever.fused`)
-        scores.update({d: math[d] for d, tier in tiers.items() if tier > 0})
-    scores = {d: s for d, s in scores.items() if s > 0}
+    # "parts": whole-structure matches by Eq. 3.16 alone (`StructureRetriever.fused`)
+    whole = [d for d, tier in tiers.items() if tier > 0] if text == "parts" and tiers is not None else ()
+    _, scores = fuse_math_text((hits.items() for _, hits, *_ in formulas), text_scores, lambda_m, whole)
     if tiers is not None and scores:
         top = max(scores.values())
         scores = {d: tiers.get(d, 0) + s / top for d, s in scores.items()}

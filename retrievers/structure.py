@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from mathscout.structure.scoring import (
     ETA_ARQMATH,
     LAMBDA_M,
     formula_similarity,
-    math_text_score,
+    fuse_math_text,
     multi_tree_formula_similarity,
 )
 from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, math_keyword
@@ -361,17 +360,13 @@ class StructureRetriever(BaseRetriever):
         and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it; `by_tier`:
         documents by their first formula's match tier first (`search.match_tier`; outside its list: PART); `parts`:
         BM25 is added for PART documents only (KindSetting.text "parts")."""
-        math: dict[int, float] = defaultdict(float)
+        lists = [self._formula_documents(query, max(self.depth, k)) for query in prepared]
         best: dict[int, FormulaHit] = {}
-        for query in prepared:
-            for hit in self._formula_documents(query, max(self.depth, k)):
-                math[hit.doc] += hit.score
+        for hits in lists:
+            for hit in hits:
                 best.setdefault(hit.doc, hit)
-        candidates = set(math) | set(bm25)
-        scores = {doc: math_text_score(math.get(doc, 0.0), bm25.get(doc, 0.0), lambda_m) for doc in candidates}
-        if parts:  # whole-structure matches: Eq. 3.16 alone
-            scores.update({doc: math[doc] for doc, hit in best.items() if hit.tier > PART})
-        scores = {doc: s for doc, s in scores.items() if s > 0}
+        whole = [doc for doc, hit in best.items() if hit.tier > PART] if parts else ()  # whole-structure matches: Eq. 3.16 alone
+        math, scores = fuse_math_text([[(hit.doc, hit.score) for hit in hits] for hits in lists], bm25, lambda_m, whole)
         if by_tier:
             parts = {d: {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)} for d in scores}
             return self._by_tier(scores, parts, best, k)

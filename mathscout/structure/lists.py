@@ -127,6 +127,18 @@ def load_npz_member(path: Path, name: str) -> np.ndarray:
 
 
 @numba.njit(cache=True)
+def _get_at_most(buf, at, end, maximum):
+    """`get_bounded` of a number that must be at most `maximum`: (value, next position), or (-1, -1) for a damaged
+    or too large number, or when `at` is already -1 (an earlier read failed: failures carry through)."""
+    if at < 0:
+        return -1, -1
+    value, at = get_bounded(buf, at, end)
+    if at < 0 or value > maximum:
+        return -1, -1
+    return value, at
+
+
+@numba.njit(cache=True)
 def _decode_list(buf, at, end, n_entries, n_formulas, n_symbols, max_node, max_leaves):
     """Decode one list of `n_entries` from buf[at:end] with every read and every id bounds-checked.
     Returns ok and the list's arrays (ok = False for any damage: a short or long list, an id out of range)."""
@@ -142,37 +154,21 @@ def _decode_list(buf, at, end, n_entries, n_formulas, n_symbols, max_node, max_l
     g = 0
     previous = 0
     for e in range(n_entries):
-        delta, at = get_bounded(buf, at, end)
-        if at < 0 or previous + delta >= n_formulas:
-            return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
+        # a failed read leaves at = -1 for the rest of the entry (and groups = -1: no group is read or stored)
+        delta, at = _get_at_most(buf, at, end, n_formulas - 1 - previous)
         previous += delta
         fid[e] = previous
-        value, at = get_bounded(buf, at, end)
-        if at < 0 or value > max_node:
-            return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
-        node[e] = value
-        value, at = get_bounded(buf, at, end)
-        if at < 0 or value > max_leaves:
-            return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
-        width[e] = value
-        groups, at = get_bounded(buf, at, end)
-        if at < 0 or groups > max_leaves or groups > capacity - g:
-            return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
+        node[e], at = _get_at_most(buf, at, end, max_node)
+        width[e], at = _get_at_most(buf, at, end, max_leaves)
+        groups, at = _get_at_most(buf, at, end, min(max_leaves, capacity - g))
         sym_start[e] = g
         for _ in range(groups):
-            value, at = get_bounded(buf, at, end)
-            if at < 0 or value >= n_symbols:
-                return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
-            sym[g] = value
-            value, at = get_bounded(buf, at, end)
-            if at < 0 or value > limit:
-                return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
-            fp[g] = value
-            value, at = get_bounded(buf, at, end)
-            if at < 0 or value > limit:
-                return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
-            count[g] = value
+            sym[g], at = _get_at_most(buf, at, end, n_symbols - 1)
+            fp[g], at = _get_at_most(buf, at, end, limit)
+            count[g], at = _get_at_most(buf, at, end, limit)
             g += 1
+        if at < 0:
+            return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
     sym_start[n_entries] = g
     return at == end, fid, node, width, sym_start, sym[:g].copy(), fp[:g].copy(), count[:g].copy()
 

@@ -39,7 +39,8 @@ class DecodedPostings:
 
 
 @numba.njit(cache=True)
-def _put(buf, at, value):
+def put_varbyte(buf, at, value):
+    """Write `value` (≥ 0) as LEB128 at buf[at]; returns the position after it."""
     while value >= 128:
         buf[at] = (value & 127) | 128
         value >>= 7
@@ -67,7 +68,7 @@ def encode_varbyte(values):
     buf = np.empty(values.shape[0] * 10, dtype=np.uint8)
     at = 0
     for v in values:
-        at = _put(buf, at, np.int64(v))
+        at = put_varbyte(buf, at, np.int64(v))
     return buf[:at].copy()
 
 
@@ -94,15 +95,15 @@ def encode_lists(order, list_start, fid, node, width, sym_start, sym, fp, count)
         previous = 0
         for j in range(list_start[i], list_start[i + 1]):
             e = order[j]
-            at = _put(buf, at, np.int64(fid[e]) - previous)
+            at = put_varbyte(buf, at, np.int64(fid[e]) - previous)
             previous = fid[e]
-            at = _put(buf, at, np.int64(node[e]))
-            at = _put(buf, at, np.int64(width[e]))
-            at = _put(buf, at, np.int64(sym_start[e + 1] - sym_start[e]))
+            at = put_varbyte(buf, at, np.int64(node[e]))
+            at = put_varbyte(buf, at, np.int64(width[e]))
+            at = put_varbyte(buf, at, np.int64(sym_start[e + 1] - sym_start[e]))
             for g in range(sym_start[e], sym_start[e + 1]):
-                at = _put(buf, at, np.int64(sym[g]))
-                at = _put(buf, at, np.int64(fp[g]))
-                at = _put(buf, at, np.int64(count[g]))
+                at = put_varbyte(buf, at, np.int64(sym[g]))
+                at = put_varbyte(buf, at, np.int64(fp[g]))
+                at = put_varbyte(buf, at, np.int64(count[g]))
     offsets[n_lists] = at
     return buf[:at].copy(), offsets
 

@@ -176,6 +176,21 @@ def math_text_score(math_score: float, text_score: float, lambda_m: float = LAMB
     return lambda_m * math_score + text_score
 
 
+def fuse_math_text(formula_lists: Iterable[Iterable[tuple[Any, float]]], text: Mapping[Any, float], lambda_m: float,
+                   structure_alone: Iterable[Any] = ()) -> tuple[dict[Any, float], dict[Any, float]]:
+    """Eq. 3.18 over the union of ranked lists: each formula's (document, score) list and the text part's scores,
+    a list counting 0 for a document outside it. Documents in `structure_alone` score Σ_formulas alone (Eq. 3.16;
+    KindSetting.text "parts"). Returns (Σ_formulas score of each listed document, the positive fused scores); the
+    structure mode (`StructureRetriever.fused`) and its tuning on dumped lists (`structure_tuning.fuse`) both rank by it."""
+    math: dict[Any, float] = defaultdict(float)
+    for hits in formula_lists:
+        for doc, score in hits:
+            math[doc] += score
+    scores = {doc: math_text_score(math.get(doc, 0.0), text.get(doc, 0.0), lambda_m) for doc in set(math) | set(text)}
+    scores.update({doc: math[doc] for doc in structure_alone})
+    return math, {doc: s for doc, s in scores.items() if s > 0}
+
+
 @dataclass(frozen=True)
 class FormulaMatch:
     """Single-tree similarity of two formulas (Eq. 3.16) and what matched, for explanation and highlighting."""

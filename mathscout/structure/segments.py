@@ -18,6 +18,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from mathscout.structure.postings import encode_varbyte, put_varbyte
+
 ROW = np.dtype([("tid", "<i4"), ("entries", "<i4"), ("first", "<i8"), ("last", "<i8"), ("nbytes", "<i8"), ("src", "<i8")])
 MERGE_ROWS = 1 << 20  # table rows buffered over all segments during a merge (each reads its share at a time)
 OUT_BUFFER = 64 * 2**20  # merged bytes assembled in memory before one write
@@ -66,14 +68,7 @@ def varbyte_length(values: np.ndarray) -> np.ndarray:
 def _scatter(out, src, src_at, nbytes, old_len, new_first, out_at):
     """Copy each row's list bytes from `src` to `out`, its first formula id re-coded as `new_first`."""
     for r in range(src_at.shape[0]):
-        at = out_at[r]
-        value = new_first[r]
-        while value >= 128:
-            out[at] = (value & 127) | 128
-            value >>= 7
-            at += 1
-        out[at] = value
-        at += 1
+        at = put_varbyte(out, out_at[r], new_first[r])
         start = src_at[r] + old_len[r]
         end = src_at[r] + nbytes[r]
         out[at:at + end - start] = src[start:end]
@@ -186,13 +181,7 @@ def _read(f, at: int, length: int) -> np.ndarray:
 
 def _copy_row(f, row, old_len: int, new_first: int, out) -> None:
     """One large list part: its first id re-coded, the rest copied in COPY_PIECE pieces."""
-    head = bytearray()
-    value = new_first
-    while value >= 128:
-        head.append((value & 127) | 128)
-        value >>= 7
-    head.append(value)
-    out.write(bytes(head))
+    out.write(encode_varbyte(np.array([new_first], dtype=np.int64)).tobytes())
     at, end = int(row["src"]) + old_len, int(row["src"] + row["nbytes"])
     while at < end:
         piece = _read(f, at, min(COPY_PIECE, end - at))
