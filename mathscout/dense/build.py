@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.dense.ann import ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_ivfpq, read_rows
+from mathscout.dense.ann import (ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_ivfpq, read_rows,
+                               set_build_threads)
 from mathscout.dense.encoder import DEFAULT_BACKEND, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder, log, rate
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
@@ -255,10 +256,10 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
     stats: dict[str, Any] = {}
     if sink is not None:
         stats.update(sink.save())
-    faiss.omp_set_num_threads(int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1")))  # OpenMP barriers crawl on shared CPUs
     ann_started = time.perf_counter()
     if passages <= settings.ann_above:  # small: exact Flat and HNSW in memory, the vectors in one add (as before)
         stats["default_search"] = "flat"
+        set_build_threads()
         with tqdm(total=2, desc=f"{label} Flat + HNSW (M = {settings.hnsw_m})", unit=" indexes") as stage:
             vectors = read_rows(vector_path, encoder.dimension, 0, passages)
             flat = faiss.IndexFlatIP(encoder.dimension)
