@@ -84,8 +84,6 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
-    import numpy as np
-
     from mathscout.evaluation.topics import load_topics
     from mathscout.errors import QueryError
     from mathscout.index.layout import IndexDir

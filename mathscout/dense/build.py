@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from mathscout.dense.ann import (ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_ivfpq, read_rows,
                                set_build_threads)
-from mathscout.dense.encoder import DEFAULT_BACKEND, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder, log, rate
+from mathscout.dense.encoder import DEFAULT_BACKEND, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder, log
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
 from mathscout.store import DocumentStore

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,7 +236,3 @@ class Encoder:
 
 def log(message: str) -> None:
     notice(message)
-
-
-def rate(count: int, started: float) -> float:
-    return count / max(time.perf_counter() - started, 1e-9)
