@@ -15,7 +15,6 @@ exact search (faiss Flat over the same vectors, built in that process only as th
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -96,6 +95,7 @@ def query(vectors_path: Path, dimension: int, ivfpq: Path, queries_path: Path, r
     """Open, ANN latency at k = 100 and 1,000, recall@k against exact search."""
     import faiss
 
+    from mathscout.benchmarks.scale import percentiles
     from mathscout.dense.ann import IvfPqSearch, open_vectors, read_rows, vector_rows
     from mathscout.retrievers.dense import best_documents
 
@@ -119,9 +119,7 @@ def query(vectors_path: Path, dimension: int, ivfpq: Path, queries_path: Path, r
             scores, positions = searcher.search(q[None, :], depth)
             ranked.append(best_documents(scores[0], positions[0], passage_doc, k))
             times.append(time.perf_counter() - t0)
-        a = np.array(times) * 1000
-        out["latency"][f"dense-ann@{k}"] = {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)),
-                                            "mean_ms": float(a.mean()), "n": len(a)}
+        out["latency"][f"dense-ann@{k}"] = percentiles(times)
         results[k] = ranked
     out["rss_queries"] = rss()
     flat = faiss.IndexFlatIP(dimension)  # the exact reference (this process only)
@@ -136,9 +134,7 @@ def query(vectors_path: Path, dimension: int, ivfpq: Path, queries_path: Path, r
         times.append(time.perf_counter() - t0)
         for k in exact:
             exact[k].append(best_documents(scores[0], positions[0], passage_doc, k))
-    a = np.array(times) * 1000
-    out["latency"]["dense-flat@1000"] = {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)),
-                                         "mean_ms": float(a.mean()), "n": len(a)}
+    out["latency"]["dense-flat@1000"] = percentiles(times)
     recall, score_gap = {}, 0.0
     for k in (100, 1000):
         for cut in ((10, 100) if k == 100 else (1000,)):
@@ -160,7 +156,3 @@ def summary_line(factor: int, result: dict) -> str:
             f"peak {result['build']['peak_mib']:.0f} MiB, open {q.get('open_s', float('nan')):.2f} s, "
             + ", ".join(f"{name} p50/p95 {v['p50_ms']:.1f}/{v['p95_ms']:.1f} ms" for name, v in lat.items())
             + ", " + ", ".join(f"{k} {v:.3f}" for k, v in q.get("recall", {}).items()))
-
-
-def dump(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")

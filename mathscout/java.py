@@ -31,7 +31,6 @@ _booted = False
 _MIN_JAVA = 21
 _quiet_loggers: list = []  # java.util.logging keeps loggers weakly: hold the ones we configured
 _quick_start = False
-_building = False
 # A searching JVM's maximum heap when MATHSCOUT_JAVA_HEAP is unset. Java's default is a quarter of the RAM, and a
 # searching JVM grows toward it before it collects (4.8 GiB at 1×, 9.4 GiB at 2× in `bench scale`), while Lucene's
 # search needs little heap (its index is memory-mapped): measured 91 MiB used at most, 7 MiB live after a GC, over
@@ -101,8 +100,9 @@ def prefer_quick_start() -> None:
     _quick_start = True
 
 
-def boot() -> None:
-    """Start the JVM with Anserini on the classpath (idempotent, thread-safe)."""
+def boot(building: bool = False) -> None:
+    """Start the JVM with Anserini on the classpath (idempotent, thread-safe); the first call decides its heap:
+    SEARCH_HEAP, or Java's default when `building` (an index writer)."""
     global _booted
     with _lock:
         if _booted:
@@ -118,7 +118,7 @@ def boot() -> None:
                 options.append("--sun-misc-unsafe-memory-access=allow")
             if _quick_start:
                 options.append("-XX:TieredStopAtLevel=1")
-            if heap := os.environ.get("MATHSCOUT_JAVA_HEAP") or (None if _building else SEARCH_HEAP):
+            if heap := os.environ.get("MATHSCOUT_JAVA_HEAP") or (None if building else SEARCH_HEAP):
                 options.append(f"-Xmx{heap}")
             jnius_config.set_options(*options)
         import pyserini.setup
@@ -196,9 +196,7 @@ def lucene_searcher(folder: str | Path):
 
 def lucene_index() -> ModuleType:
     """`pyserini.index.lucene`, imported with the JVM booted (for building: without the search heap cap)."""
-    global _building
-    _building = True
-    boot()
+    boot(building=True)
     import pyserini.index.lucene as module
 
     return module

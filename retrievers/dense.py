@@ -117,15 +117,11 @@ class DenseRetriever(BaseRetriever):
             self.faiss.hnsw.efSearch = int(ef_search or self.meta.get("hnsw_ef_search", 64))
         try:
             self.passage_doc = np.load(folder / "passage_doc.npy")
+            vectors = open_vectors(folder / VECTORS, self.faiss.d) if search == "ivfpq" else None
         except (OSError, ValueError) as exc:
             raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
                                     f"'mathscout index --index {index.path} --components {component}'") from exc
-        if search == "ivfpq":
-            try:
-                vectors = open_vectors(folder / VECTORS, self.faiss.d)
-            except (OSError, ValueError) as exc:
-                raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
-                                        f"'mathscout index --index {index.path} --components {component}'") from exc
+        if vectors is not None:
             self.faiss = IvfPqSearch(self.faiss, vectors, self.passage_doc,
                                      nprobe or self.meta.get("nprobe", 32),
                                      self.meta.get("refine", REFINE))

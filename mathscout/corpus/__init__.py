@@ -107,14 +107,12 @@ def read_corpus(paths: Sequence[Path | str], report: IngestReport) -> Iterator[D
 def estimate_documents(paths: Sequence[Path | str]) -> int | None:
     """About how many documents `read_corpus` will yield (for a progress bar's ETA): JSONL lines, XML rows of
     answers (`PostTypeId="2"`), files of a folder; counted in 1 MiB blocks without parsing. None if unreadable."""
-    import gzip
-
     from mathscout.corpus.folder import NOTE_SUFFIXES
+    from mathscout.corpus.jsonl import open_maybe_gzip
 
     def count(path: Path, needle: bytes) -> int:
-        opener = gzip.open if path.name.endswith(".gz") else open
         total, tail = 0, b""
-        with opener(path, "rb") as f:
+        with open_maybe_gzip(path) as f:
             while block := f.read(1 << 20):
                 data = tail + block
                 total += data.count(needle)

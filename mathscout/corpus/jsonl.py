@@ -10,10 +10,14 @@ from pathlib import Path
 from mathscout.types import Document
 
 
+def open_maybe_gzip(path: Path, mode: str = "rb", **kwargs):
+    """`path` opened for reading, through gzip when its name ends in `.gz` (`.jsonl.gz` collections)."""
+    return (gzip.open if path.name.endswith(".gz") else open)(path, mode, **kwargs)
+
+
 def _lines(path: Path, report):
     """Decoded lines; a line that is not valid UTF-8 is decoded with U+FFFD replacements and reported."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
+    with open_maybe_gzip(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
                 yield raw.decode("utf-8")

@@ -88,11 +88,18 @@ def _training_sample(path: Path, dimension: int, rows: int, wanted: int) -> np.n
     return np.ascontiguousarray(np.concatenate(parts)[:wanted])
 
 
+def set_build_threads() -> None:
+    """faiss builds on $MATHSCOUT_FAISS_THREADS threads, default 1 (OpenMP barriers crawl on shared CPUs)."""
+    import faiss
+
+    faiss.omp_set_num_threads(int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1")))
+
+
 def build_ivfpq(path: Path, dimension: int, target: Path, settings: IvfPqSettings, label: str = "dense") -> dict[str, Any]:
     """Train and fill an IVF-PQ index from the vector file at `path`; write it to `target`."""
     import faiss
 
-    faiss.omp_set_num_threads(int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1")))  # OpenMP barriers crawl on shared CPUs
+    set_build_threads()
     started = time.perf_counter()
     rows = vector_rows(path, dimension)
     nlist = settings.nlist or coarse_lists(rows)

@@ -33,14 +33,16 @@ import os
 import shutil
 import time
 from dataclasses import asdict, dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.dense.ann import ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_ivfpq, read_rows
-from mathscout.dense.encoder import DEFAULT_BACKEND, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder, log, rate
+from mathscout.dense.ann import (ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_ivfpq, read_rows,
+                               set_build_threads)
+from mathscout.dense.encoder import DEFAULT_BACKEND, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder, log
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
 from mathscout.store import DocumentStore
@@ -183,40 +185,26 @@ class PassageChunk:
 def passage_chunks(store: DocumentStore, encoder: Encoder, settings: DenseSettings):
     """The store's documents in order, tokenised TOKENIZE_BATCH at a time and split into passages, in chunks."""
     limit = (encoder.window - 2) * settings.max_passages
-    sequences: list[np.ndarray] = []
-    passage_doc: list[int] = []
-    first: list[bool] = []
-    state = {"doc": 0, "chunk_docs": 0, "truncated": 0}
-
-    def tokenise(texts: list[str]) -> None:
-        for pieces in encoder.pieces(texts):
-            state["truncated"] += len(pieces) > limit
-            for n, passage in enumerate(encoder.passages(pieces, settings.max_passages)):
-                sequences.append(np.asarray(passage, dtype=np.int32))
-                passage_doc.append(state["doc"])
-                first.append(n == 0)
-            state["doc"] += 1
-            state["chunk_docs"] += 1
-
-    def chunk() -> PassageChunk:
-        made = PassageChunk(sequences[:], np.asarray(passage_doc, dtype=np.int32), np.asarray(first, dtype=bool),
-                            state["chunk_docs"], state["truncated"])
-        sequences.clear(), passage_doc.clear(), first.clear()
-        state["chunk_docs"] = state["truncated"] = 0
-        return made
-
-    texts: list[str] = []
-    for document in store.iter_documents():
-        texts.append(document_text(document))
-        if len(texts) == TOKENIZE_BATCH or state["chunk_docs"] + len(texts) >= settings.chunk_documents:
-            tokenise(texts)
-            texts = []
-            if state["chunk_docs"] >= settings.chunk_documents:
-                yield chunk()
-    if texts:
-        tokenise(texts)
-    if state["chunk_docs"]:
-        yield chunk()
+    texts = (document_text(document) for document in store.iter_documents())
+    doc = 0
+    while True:
+        sequences: list[np.ndarray] = []
+        passage_doc: list[int] = []
+        first: list[bool] = []
+        documents = truncated = 0
+        while batch := list(islice(texts, min(TOKENIZE_BATCH, settings.chunk_documents - documents))):
+            for pieces in encoder.pieces(batch):
+                truncated += len(pieces) > limit
+                for n, passage in enumerate(encoder.passages(pieces, settings.max_passages)):
+                    sequences.append(np.asarray(passage, dtype=np.int32))
+                    passage_doc.append(doc)
+                    first.append(n == 0)
+                doc += 1
+            documents += len(batch)
+        if not documents:
+            return
+        yield PassageChunk(sequences, np.asarray(passage_doc, dtype=np.int32), np.asarray(first, dtype=bool),
+                           documents, truncated)
 
 
 def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, label: str = "dense") -> dict[str, Any]:
@@ -268,10 +256,10 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
     stats: dict[str, Any] = {}
     if sink is not None:
         stats.update(sink.save())
-    faiss.omp_set_num_threads(int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1")))  # OpenMP barriers crawl on shared CPUs
     ann_started = time.perf_counter()
     if passages <= settings.ann_above:  # small: exact Flat and HNSW in memory, the vectors in one add (as before)
         stats["default_search"] = "flat"
+        set_build_threads()
         with tqdm(total=2, desc=f"{label} Flat + HNSW (M = {settings.hnsw_m})", unit=" indexes") as stage:
             vectors = read_rows(vector_path, encoder.dimension, 0, passages)
             flat = faiss.IndexFlatIP(encoder.dimension)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,13 +214,10 @@ class Encoder:
 
     def encode_passages(self, sequences: list[list[int]], with_tokens: Callable[[int], bool] | None = None,
                         progress: Callable[[int], None] | None = None,
-                        on_batch: Callable[[np.ndarray, EncodedBatch], None] | None = None,
-                        out: np.ndarray | None = None) -> np.ndarray:
+                        on_batch: Callable[[np.ndarray, EncodedBatch], None] | None = None) -> np.ndarray:
         """Embeddings of many sequences in length-sorted batches (longest first, ≤ BATCH_TOKENS pieces each);
-        `on_batch(positions, batch)` sees each batch (with token vectors for the sequences `with_tokens` picks).
-        `out` (e.g. a memory-mapped file region of shape (len(sequences), dimension)) receives them as they come."""
-        if out is None:
-            out = np.zeros((len(sequences), self.dimension), dtype=np.float32)
+        `on_batch(positions, batch)` sees each batch (with token vectors for the sequences `with_tokens` picks)."""
+        out = np.zeros((len(sequences), self.dimension), dtype=np.float32)
         order = np.argsort([-len(s) for s in sequences], kind="stable")
         start = 0
         while start < len(order):
@@ -240,7 +236,3 @@ class Encoder:
 
 def log(message: str) -> None:
     notice(message)
-
-
-def rate(count: int, started: float) -> float:
-    return count / max(time.perf_counter() - started, 1e-9)

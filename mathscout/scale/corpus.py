@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mathscout.corpus.jsonl import open_maybe_gzip
 from mathscout.corpus.math_spans import find_math
 
 POOL_DOCS = 64  # documents kept per (source, kind, tags) group for recombination
@@ -166,8 +167,7 @@ def variant(record: dict, copy: int, ordinal: int, pools: _Pools) -> dict:
 
 
 def _records(source: Path) -> Iterator[dict]:
-    opener = gzip.open if source.name.endswith(".gz") else open
-    with opener(source, "rt", encoding="utf-8") as f:
+    with open_maybe_gzip(source, "rt", encoding="utf-8") as f:
         for line in f:
             if line.strip():
                 yield json.loads(line)
