@@ -199,19 +199,6 @@ class FusedRetriever(BaseRetriever):
         extra = other.stages if isinstance(other, FusedRetriever) else [other if isinstance(other, Stage) else Stage(other)]
         return FusedRetriever(self.stages + list(extra), self.fusion, self.depth, self.cutoff, self.parallel)
 
-    @classmethod
-    def empty(cls) -> FusedRetriever:
-        """The start of a sum of weighted retrievers (`sum(stages, start=FusedRetriever.empty())`)."""
-        fused = cls.__new__(cls)
-        fused.stages, fused.fusion, fused.depth, fused.cutoff, fused.parallel = [], "linear", DEPTH, None, True
-        fused._pool, fused.timings = None, {}
-        return fused
-
-    def configured(self, fusion: str | None = None, depth: int | None = None, parallel: bool | None = None) -> FusedRetriever:
-        """The same stages fused by another method, from another depth, or sequentially."""
-        return FusedRetriever(self.stages, fusion or self.fusion, depth or self.depth, self.cutoff,
-                              self.parallel if parallel is None else parallel)
-
     def __mod__(self, cutoff: int) -> FusedRetriever:
         return FusedRetriever(self.stages, self.fusion, self.depth, int(cutoff), self.parallel)
 
@@ -337,10 +324,9 @@ def open_hybrid(index: IndexDir, **options) -> FusedRetriever:
         config = fallback_config(index)
         notice(f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
                f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'")
-    fused = sum((weight * open_retriever(index, name) for name, weight in config.weights.items() if weight > 0),
-                start=FusedRetriever.empty())
-    return fused.configured(options.get("fusion", config.method), int(options.get("depth", config.depth)),
-                            parallel=bool(options.get("parallel", True)))
+    stages = [weight * open_retriever(index, name) for name, weight in config.weights.items() if weight > 0]
+    return FusedRetriever(stages, options.get("fusion", config.method), int(options.get("depth", config.depth)),
+                          parallel=bool(options.get("parallel", True)))
 
 
 
