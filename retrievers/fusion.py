@@ -32,7 +32,7 @@ from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
-from mathscout.retrievers.registry import available_modes, open_retriever
+from mathscout.retrievers.registry import open_retriever, servable_modes
 
 Ranking = dict[str, float]  # document id → score for one query, best first
 DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Table 5.6)
@@ -308,9 +308,7 @@ class FusionConfig:
 
 def fallback_config(index: IndexDir) -> FusionConfig:
     """Equal weights over the MABOWDOR components the index can serve."""
-    modes = available_modes()
-    usable = [name for name in FALLBACK_COMPONENTS
-              if name in modes and all(c in index.components for c in modes[name].requires)]
+    usable = servable_modes(index, FALLBACK_COMPONENTS)
     if not usable:
         raise MathScoutError(f"the index {index.path} has none of the components hybrid search fuses "
                              f"({', '.join(FALLBACK_COMPONENTS)})")
