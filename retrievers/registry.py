@@ -189,11 +189,6 @@ def servable_modes(index: IndexDir, names: Iterable[str]) -> list[str]:
     return [name for name in names if name in modes and set(modes[name].requires) <= components]
 
 
-def entry_of(name: str) -> RetrieverEntry | None:
-    """The entry of a retriever or of one of its modes."""
-    return next((e for e in RETRIEVERS if e.name == name or any(m.name == name for m in e.modes)), None)
-
-
 def trainers() -> dict[str, Trainer]:
     """`mathscout train` commands, in table order."""
     return {entry.trainer.command: entry.trainer for entry in RETRIEVERS if entry.trainer}
