@@ -21,7 +21,8 @@ from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Query
-from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates, usable_retrievers
+from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates
+from mathscout.retrievers.registry import servable_modes
 
 CHUNK = 50  # topics between two saves
 
@@ -53,7 +54,7 @@ def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, 
                       retrievers: tuple[str, ...] = RETRIEVERS, log: bool = True) -> list[Candidates]:
     """Candidates of every topic: read from `cache` where it has them, generated (and added to it) otherwise."""
     meta = {"index": str(index.path.resolve()), "depth": depth, "retrievers": list(retrievers),
-            "used": usable_retrievers(index, retrievers)}
+            "used": servable_modes(index, retrievers)}
     data = {"meta": meta, "topics": {}}
     if cache is not None and cache.is_file():
         data = _read(cache)

@@ -35,10 +35,10 @@ from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
-from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, Candidates, usable_retrievers
+from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, Candidates
 from mathscout.retrievers.features import CATEGORICAL, Vocabulary, feature_matrix, feature_names
 from mathscout.retrievers.ranked import TAIL, Ranker, RankerConfig, lightgbm_module, ranked_hits, save_model, with_tail
-from mathscout.retrievers.registry import open_retriever
+from mathscout.retrievers.registry import open_retriever, servable_modes
 
 FOLDS = 5
 SEED = 0
@@ -131,7 +131,7 @@ def train(args: argparse.Namespace) -> None:
     index = IndexDir(args.index)
     started = time.perf_counter()
     retrievers = list(RETRIEVERS)
-    used = usable_retrievers(index)
+    used = servable_modes(index, RETRIEVERS)
     if not used:
         raise MathScoutError(f"the index {index.path} has none of the retrievers a ranker uses ({', '.join(RETRIEVERS)})")
     candidates: list[Candidates] = []

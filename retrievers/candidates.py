@@ -25,7 +25,7 @@ from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
 from mathscout.question import read_question  # the planner's classifier of question kinds
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import prepare_query
-from mathscout.retrievers.registry import available_modes, open_retriever
+from mathscout.retrievers.registry import open_retriever, servable_modes
 
 # First-stage retrievers a ranker may use, in feature order (each one's features are flagged missing when the
 # index lacks it). structure-rewrite is left out: 5× the cost of structure per query (README, issue 5).
@@ -70,19 +70,13 @@ def question_stats(query: Query, perfect_structure: float | None = None) -> Quer
                       perfect_structure=perfect_structure)
 
 
-def usable_retrievers(index: IndexDir, wanted: tuple[str, ...] = RETRIEVERS) -> list[str]:
-    """The retrievers of `wanted` whose components the index holds."""
-    modes = available_modes()
-    return [name for name in wanted if name in modes and set(modes[name].requires) <= set(index.components)]
-
-
 class CandidateGenerator:
     """Runs the index's first-stage retrievers (those of `retrievers` it can serve) to `depth` hits each."""
 
     def __init__(self, index: IndexDir, retrievers: tuple[str, ...] = RETRIEVERS, depth: int = DEPTH):
         self.index = index
         self.depth = depth
-        self.names = usable_retrievers(index, retrievers)
+        self.names = servable_modes(index, retrievers)
         self.missing = tuple(name for name in retrievers if name not in self.names)
         options = {"structure": {"depth": depth}}  # Eq. 3.18 over each list's top `depth` (not 1,000)
         self.retrievers = {name: open_retriever(index, name, **options.get(name, {})) for name in self.names}

@@ -32,7 +32,7 @@ from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
-from mathscout.retrievers.registry import available_modes, open_retriever
+from mathscout.retrievers.registry import open_retriever, servable_modes
 
 Ranking = dict[str, float]  # document id → score for one query, best first
 DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Table 5.6)
@@ -199,19 +199,6 @@ class FusedRetriever(BaseRetriever):
         extra = other.stages if isinstance(other, FusedRetriever) else [other if isinstance(other, Stage) else Stage(other)]
         return FusedRetriever(self.stages + list(extra), self.fusion, self.depth, self.cutoff, self.parallel)
 
-    @classmethod
-    def empty(cls) -> FusedRetriever:
-        """The start of a sum of weighted retrievers (`sum(stages, start=FusedRetriever.empty())`)."""
-        fused = cls.__new__(cls)
-        fused.stages, fused.fusion, fused.depth, fused.cutoff, fused.parallel = [], "linear", DEPTH, None, True
-        fused._pool, fused.timings = None, {}
-        return fused
-
-    def configured(self, fusion: str | None = None, depth: int | None = None, parallel: bool | None = None) -> FusedRetriever:
-        """The same stages fused by another method, from another depth, or sequentially."""
-        return FusedRetriever(self.stages, fusion or self.fusion, depth or self.depth, self.cutoff,
-                              self.parallel if parallel is None else parallel)
-
     def __mod__(self, cutoff: int) -> FusedRetriever:
         return FusedRetriever(self.stages, self.fusion, self.depth, int(cutoff), self.parallel)
 
@@ -321,9 +308,7 @@ class FusionConfig:
 
 def fallback_config(index: IndexDir) -> FusionConfig:
     """Equal weights over the MABOWDOR components the index can serve."""
-    modes = available_modes()
-    usable = [name for name in FALLBACK_COMPONENTS
-              if name in modes and all(c in index.components for c in modes[name].requires)]
+    usable = servable_modes(index, FALLBACK_COMPONENTS)
     if not usable:
         raise MathScoutError(f"the index {index.path} has none of the components hybrid search fuses "
                              f"({', '.join(FALLBACK_COMPONENTS)})")
@@ -337,10 +322,9 @@ def open_hybrid(index: IndexDir, **options) -> FusedRetriever:
         config = fallback_config(index)
         notice(f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
                f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'")
-    fused = sum((weight * open_retriever(index, name) for name, weight in config.weights.items() if weight > 0),
-                start=FusedRetriever.empty())
-    return fused.configured(options.get("fusion", config.method), int(options.get("depth", config.depth)),
-                            parallel=bool(options.get("parallel", True)))
+    stages = [weight * open_retriever(index, name) for name, weight in config.weights.items() if weight > 0]
+    return FusedRetriever(stages, options.get("fusion", config.method), int(options.get("depth", config.depth)),
+                          parallel=bool(options.get("parallel", True)))
 
 
 

@@ -25,8 +25,9 @@ from mathscout.index.integrity import FileRecord, record_file, verify_file
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
-from mathscout.retrievers.candidates import CandidateGenerator, Candidates, usable_retrievers
+from mathscout.retrievers.candidates import CandidateGenerator, Candidates
 from mathscout.retrievers.features import Vocabulary, feature_matrix, feature_names
+from mathscout.retrievers.registry import servable_modes
 
 CONFIG_FILE = "ranker.json"
 MODEL_FILE = "ranker.lgb.txt"
@@ -171,7 +172,7 @@ class RankedRetriever(BaseRetriever):
         self.index = index
         self.ranker = Ranker.load(RankerConfig.folder(index, ranker))
         config = self.ranker.config
-        usable = usable_retrievers(index, tuple(config.retrievers))
+        usable = servable_modes(index, config.retrievers)
         if usable != config.used:
             raise MathScoutError(f"the ranker was trained with the retrievers {', '.join(config.used)} but the index "
                                  f"{index.path} serves {', '.join(usable) or 'none'}: retrain it with "

@@ -11,7 +11,7 @@ agent (the command line, the evaluation runner), never by the retrievers themsel
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,9 +183,10 @@ def available_modes(planned: bool = False) -> dict[str, ModeSpec]:
     return {spec.name: spec for entry in RETRIEVERS for spec in entry.modes if planned or not spec.planned}
 
 
-def entry_of(name: str) -> RetrieverEntry | None:
-    """The entry of a retriever or of one of its modes."""
-    return next((e for e in RETRIEVERS if e.name == name or any(m.name == name for m in e.modes)), None)
+def servable_modes(index: IndexDir, names: Iterable[str]) -> list[str]:
+    """The modes of `names` (in their order) whose index components `index` holds."""
+    modes, components = available_modes(), set(index.components)
+    return [name for name in names if name in modes and set(modes[name].requires) <= components]
 
 
 def trainers() -> dict[str, Trainer]:

@@ -92,10 +92,6 @@ class QueryEncoder:
         return self.encoder.encode([text], MAX_QUERY_TOKENS)[0]
 
 
-def _text(document: Document) -> str:
-    return document.titled()
-
-
 class SpladeComponent:
     """Encodes every document with the local checkpoint into a Lucene impact index."""
 
@@ -112,7 +108,7 @@ class SpladeComponent:
 
         def flush() -> None:
             nonlocal docs, postings
-            vectors = encoder.encode([_text(d) for d in batch])
+            vectors = encoder.encode([d.titled() for d in batch])
             lines = []
             for document, vector in zip(batch, vectors):
                 postings += len(vector)

@@ -25,7 +25,7 @@ from mathscout import java
 from mathscout.errors import IndexMissingError
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
-from mathscout.types import Document, Hit, Query
+from mathscout.types import Hit, Query
 from mathscout.types_expansion.detect import TypeDetector, read_terms
 from mathscout.types_expansion.dictionary import SHARED_PLANETMATH
 from mathscout.types_expansion.embeddings import EPOCHS, MIN_COUNT, VECTOR_SIZE, WINDOW, WORKERS, train_type_embeddings
@@ -62,10 +62,6 @@ def _planetmath_texts(path: Path, indexed_ids: set[str]) -> Iterator[str]:
                 yield f"{entry.get('title') or ''}\n{entry['body']}"
 
 
-def _document_text(document: Document) -> str:
-    return document.titled()
-
-
 class TypesComponent:
     """Type delta index + type embeddings, built from the document store."""
 
@@ -97,7 +93,7 @@ class TypesComponent:
             for document in tqdm(store.iter_documents(), total=total, desc="types", unit=" docs",
                                  file=sys.stderr, mininterval=1.0):
                 doc_ids.append(document.id)
-                yield _document_text(document)
+                yield document.titled()
             if extra is not None:
                 indexed = {d.rsplit(":", 1)[-1] for d in doc_ids if d.startswith("pm:")}
                 yield from _planetmath_texts(extra, indexed)

@@ -21,6 +21,7 @@ from mathscout.index.layout import IndexDir
 from mathscout.render import explain_hits
 from mathscout.types import Document, Hit, Query
 from mathscout.retrievers import available_modes, open_retriever
+from mathscout.retrievers.registry import servable_modes
 from mathscout.retrievers.base import Retriever
 
 MAX_DOCUMENT_CHARS = 3_000  # get_document returns at most this much text
@@ -87,8 +88,7 @@ class ToolBox:
 
     def mode_usable(self, mode: str) -> bool:
         """True when the index has what `mode` needs (hybrid: at least one component it can fuse)."""
-        spec = available_modes().get(mode)
-        if spec is None or not set(spec.requires) <= set(self.index.components):
+        if not servable_modes(self.index, [mode]):
             return False
         if mode == "ranked":
             from mathscout.retrievers.ranked import has_ranker

@@ -75,7 +75,9 @@ def _menu() -> dict:
 
 
 def mode_label(name: str) -> str:
-    spec = _menu().get(name)
+    from mathscout.retrievers.registry import available_modes
+
+    spec = available_modes(planned=True).get(name)
     return spec.label if spec is not None and spec.label else name
 
 
@@ -94,7 +96,7 @@ def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
     for name, spec in _menu().items():
         if name in modes or spec.planned:
             continue
-        label = mode_label(name).split(" — ")[0]
+        label = (spec.label or name).split(" — ")[0]
         needs = [c for c in spec.requires if c not in components]
         if needs:
             missing_modes.append(label)

@@ -203,21 +203,19 @@ def _cmd_eval(args: argparse.Namespace) -> None:
     from mathscout.evaluation.measures import compare_runs, evaluate_run
     from mathscout.evaluation.report import format_comparison, format_evaluation
 
+    scoring = dict(prime=args.prime, measure_set=args.measures, topics_with_relevant=args.topics_with_relevant)
     if args.by_family:
         from mathscout.evaluation.families import families_json, family_scores, format_families
 
-        results = [evaluate_run(run, args.qrels, prime=args.prime, measure_set=args.measures,
-                                topics_with_relevant=args.topics_with_relevant) for run in args.run]
+        results = [evaluate_run(run, args.qrels, **scoring) for run in args.run]
         families = family_scores(results)
         print(json.dumps(families_json(results, families), indent=2) if args.json else format_families(results, families), file=args.out)
     elif len(args.run) == 1:
-        result = evaluate_run(args.run[0], args.qrels, prime=args.prime, measure_set=args.measures,
-                              topics_with_relevant=args.topics_with_relevant)
+        result = evaluate_run(args.run[0], args.qrels, **scoring)
         print(json.dumps(result.to_json(), indent=2) if args.json else format_evaluation(result, per_topic=args.per_topic),
               file=args.out)
     else:
-        comparison = compare_runs(args.run, args.qrels, prime=args.prime, measure_set=args.measures,
-                                  topics_with_relevant=args.topics_with_relevant)
+        comparison = compare_runs(args.run, args.qrels, **scoring)
         print(json.dumps(comparison.to_json(), indent=2) if args.json else format_comparison(comparison), file=args.out)
 
 
