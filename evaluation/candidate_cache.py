@@ -61,17 +61,26 @@ def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, 
         if any(data["meta"].get(k) != meta[k] for k in ("depth", "retrievers", "used")):
             raise MathScoutError(f"the candidate cache {cache} was made with {data['meta']}, not {meta}: "
                                  "give another --cache file")
-    todo = [t for t in topics if t.id not in data["topics"]]
+    known = data["topics"]
+    todo = [t for t in topics if t.id not in known or _lacks_question_document(known[t.id], meta["used"])]
     if todo:
         generator = CandidateGenerator(index, retrievers, depth)
         started = time.perf_counter()
         for n, topic in enumerate(todo, 1):
-            data["topics"][topic.id] = generator.generate(topic)
+            # candidates cached before the question–document features existed keep their runs and gain the features
+            known[topic.id] = generator.add_question_document(known[topic.id]) if topic.id in known else \
+                generator.generate(topic)
             if cache is not None and (n % CHUNK == 0 or n == len(todo)):
                 _write(cache, data)
             if log and (n % CHUNK == 0 or n == len(todo)):
                 print(f"[candidates] {n}/{len(todo)} topics, {time.perf_counter() - started:.0f} s", flush=True)
-    return [data["topics"][t.id] for t in topics]
+    return [known[t.id] for t in topics]
+
+
+def _lacks_question_document(candidates: Candidates, used: list[str]) -> bool:
+    """Cached before `rewrites`/`titles` existed (unpickled without them: the class defaults, None), though the
+    index could compute them (rewrites need structure search, title BM25 needs the bm25 component)."""
+    return (candidates.rewrites is None and "structure" in used) or (candidates.titles is None and "bm25" in used)
 
 
 def main(argv: list[str] | None = None) -> None:

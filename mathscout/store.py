@@ -153,6 +153,24 @@ class DocumentStore:
                 found[doc_id] = DocumentSummary(doc_id, length, counts.get(doc_id, 0), json.loads(metadata))
         return found
 
+    def titles(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """The non-empty titles of documents by id (documents without a title are absent)."""
+        ids = list(dict.fromkeys(doc_ids))
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), 500):  # SQLite's bound on host parameters
+            chunk = ids[start:start + 500]
+            found.update(self._db.execute(f"SELECT id, title FROM documents WHERE id IN ({','.join('?' * len(chunk))}) "
+                                          "AND title != ''", chunk).fetchall())
+        return found
+
+    def title_sample(self, n: int) -> list[str]:
+        """Up to n non-empty titles spread over the collection (every k-th document by ordinal): enough to estimate
+        the average title length without reading a million titles."""
+        step = max(1, self.count() // max(n, 1))
+        spread = [r[0] for r in self._db.execute("SELECT title FROM documents WHERE title != '' AND ordinal % ? = 0 "
+                                                 "LIMIT ?", (step, n))]
+        return spread or [r[0] for r in self._db.execute("SELECT title FROM documents WHERE title != '' LIMIT ?", (n,))]
+
     def doc_id_at(self, ordinal: int) -> str:
         return self._db.execute("SELECT id FROM documents WHERE ordinal=?", (ordinal,)).fetchone()[0]
 

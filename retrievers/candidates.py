@@ -25,10 +25,13 @@ from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
 from mathscout.question import read_question  # the planner's classifier of question kinds
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import prepare_query
+from mathscout.retrievers.equivalence import EquivalenceMatcher, RewriteMatches
+from mathscout.retrievers.title_bm25 import TitleScorer
 from mathscout.retrievers.registry import open_retriever, servable_modes
 
 # First-stage retrievers a ranker may use, in feature order (each one's features are flagged missing when the
-# index lacks it). structure-rewrite is left out: 5× the cost of structure per query (README, issue 5).
+# index lacks it). structure-rewrite is not one (5× the cost of structure per query, README issue 5): a bounded
+# rewrite search gives the candidates' SymPy-equivalence features instead (`retrievers/equivalence.py`).
 RETRIEVERS = ("bm25", "structure", "dense", "dense-ft", "colbert", "types")
 DEPTH = 100  # hits taken from each retriever
 
@@ -52,7 +55,10 @@ class Candidates:
     stats: QueryStats
     runs: dict[str, list[Hit]]  # retriever name → hits, best first
     missing: tuple[str, ...] = ()  # retrievers of RETRIEVERS the index cannot serve
-    seconds: dict[str, float] = field(default_factory=dict)  # time per retriever
+    seconds: dict[str, float] = field(default_factory=dict)  # time per retriever (and "rewrite", "title-bm25")
+    # question–document signals beyond the runs (None: not computed, e.g. the index has no structure or bm25 component)
+    rewrites: RewriteMatches | None = None  # which documents a SymPy-equivalent form of a query formula matched best
+    titles: dict[str, float] | None = None  # title BM25 of the candidates that have a title
 
     @property
     def docs(self) -> list[str]:
@@ -80,6 +86,9 @@ class CandidateGenerator:
         self.missing = tuple(name for name in retrievers if name not in self.names)
         options = {"structure": {"depth": depth}}  # Eq. 3.18 over each list's top `depth` (not 1,000)
         self.retrievers = {name: open_retriever(index, name, **options.get(name, {})) for name in self.names}
+        structure, bm25 = self.retrievers.get("structure"), self.retrievers.get("bm25")
+        self.equivalence = EquivalenceMatcher(index, structure, depth) if structure is not None else None
+        self.titles = TitleScorer(index.store, bm25) if bm25 is not None else None
 
     def generate(self, query: Query, explain: bool = False) -> Candidates:
         """Each retriever's top hits (with snippets and matched formulas when `explain`)."""
@@ -100,4 +109,16 @@ class CandidateGenerator:
         structure = self.retrievers.get("structure")
         if structure is not None:
             perfect = structure.perfect_score(query)
-        return Candidates(query, question_stats(query, perfect), runs, self.missing, seconds)
+        return self.add_question_document(Candidates(query, question_stats(query, perfect), runs, self.missing, seconds))
+
+    def add_question_document(self, candidates: Candidates) -> Candidates:
+        """Compute the SymPy-equivalence matches and title BM25 of the candidates (also for candidates cached
+        before these features existed)."""
+        if self.equivalence is not None and candidates.rewrites is None:
+            candidates.rewrites = self.equivalence.match(candidates.query, candidates.docs)
+            candidates.seconds["rewrite"] = candidates.rewrites.seconds
+        if self.titles is not None and candidates.titles is None:
+            started = time.perf_counter()
+            candidates.titles = self.titles.scores(candidates.query, candidates.docs)
+            candidates.seconds["title-bm25"] = time.perf_counter() - started
+        return candidates

@@ -13,11 +13,16 @@ which side of each split missing values go), and a flag says why it is missing.
 | `structure.math` | question–document | the math part of Eq. 3.18: Σ over query formulas of the document's best formula score |
 | `structure.words` | question–document | the text part of Eq. 3.18: BM25 of the question's words without the math |
 | `structure.coverage` | question–document | structure.math / the score of a perfect match: how much of the query formulas the best matches cover |
+| `rewrite.equivalent` | question–document | 1: the document's best structure match came from a SymPy-equivalent form of a query formula, not the formula as written; 0: it did not (or no form was found); NaN: the question has no formula (`retrievers/equivalence.py`) |
+| `rewrite.tier` | question–document | that rewritten match's tier (2 verbatim, 1 whole structure, 0 part; NaN when `rewrite.equivalent` is not 1) |
+| `rewrite.score` | question–document | that rewritten match's score in structure-rewrite (NaN when `rewrite.equivalent` is not 1) |
+| `title.bm25` | question–document | BM25 (thesis Eq. 2.2) of the question against the document's title, for an ARQMath answer its thread's question title (`retrievers/title_bm25.py`; NaN: the document has no title, as in the whole shared collection) |
 | `found_by` | question–document | how many retrievers returned the document |
 | `q.formulas` | question | formulas in the question |
 | `q.math_share` | question | share of the question's index terms that are math tokens |
 | `q.terms` | question | index terms in the question (its length) |
 | `q.kind` | question | the planner's question kind (formula, text, mixed), categorical |
+| `q.rewrites` | question | SymPy-equivalent forms searched for its formulas (at most 4; NaN: no formula) |
 | `d.kind` | document | answer, encyclopedia, statement…, categorical (NaN: unknown or not in the training vocabulary) |
 | `d.source` | document | where the document comes from (its `source` metadata), categorical |
 | `d.votes` | document | vote score (NaN when the source has none) |
@@ -26,9 +31,9 @@ which side of each split missing values go), and a flag says why it is missing.
 | `d.formulas` | document | formulas in the document |
 
 R ranges over `mathscout.retrievers.candidates.RETRIEVERS` (bm25, structure, dense, dense-ft, colbert, types): the
-ColBERT score is its MaxSim, the types score its type-expanded BM25. Not features (and why): title BM25 (the
-store keeps no titles for this collection), whether a SymPy-equivalent form matched (structure-rewrite costs
-5× structure search per query), and a separate type-overlap count (the types retriever's score is one).
+ColBERT score is its MaxSim, the types score its type-expanded BM25. Not a feature: a separate type-overlap
+count (the types retriever's score is one). The rewrite features describe the candidates only: a document that
+only a rewritten form finds, outside every retriever's top hits, is not added.
 """
 
 from __future__ import annotations
@@ -50,13 +55,17 @@ CATEGORICAL = ("q.kind", "d.kind", "d.source")
 MAX_CATEGORIES = 50  # most frequent values kept per categorical document feature
 
 
+SHARED = ["structure.math", "structure.words", "structure.coverage", "rewrite.equivalent", "rewrite.tier",
+          "rewrite.score", "title.bm25", "found_by", "q.formulas", "q.math_share", "q.terms", "q.kind", "q.rewrites",
+          "d.kind", "d.source", "d.votes", "d.accepted", "d.length", "d.formulas"]  # the columns after the retrievers'
+COLUMN = {name: n for n, name in enumerate(SHARED)}
+
+
 def feature_names(retrievers: Iterable[str] = RETRIEVERS) -> list[str]:
     """Every feature, in the order of the matrix columns."""
     names = [f"{r}.{part}" for r in retrievers for part in PER_RETRIEVER]
-    names += ["structure.math", "structure.words", "structure.coverage", "found_by",
-              "q.formulas", "q.math_share", "q.terms", "q.kind",
-              "d.kind", "d.source", "d.votes", "d.accepted", "d.length", "d.formulas"]
-    return names
+    return names + SHARED
+
 
 
 FEATURES = feature_names()
@@ -115,27 +124,39 @@ def feature_matrix(candidates: Candidates, summaries: Mapping[str, DocumentSumma
     blocks = [_run_columns(candidates.runs.get(name, []), docs) for name in retrievers]
     structure = {h.doc_id: h for h in candidates.runs.get("structure", [])}
     stats = candidates.stats
-    question = [stats.formulas, stats.math_share, stats.terms,
-                float(QUESTION_KINDS.index(stats.kind)) if stats.kind in QUESTION_KINDS else NAN]
-    rows = np.full((len(docs), 14), NAN)  # the 14 features after the retrievers' blocks, in feature_names() order
+    rewrites = candidates.rewrites
+    searched = rewrites is not None and rewrites.forms is not None  # NaN without a formula (or not computed)
+    titles = candidates.titles or {}
+    rows = np.full((len(docs), len(SHARED)), NAN)
+    rows[:, [COLUMN["q.formulas"], COLUMN["q.math_share"], COLUMN["q.terms"], COLUMN["q.kind"], COLUMN["q.rewrites"]]] = \
+        (stats.formulas, stats.math_share, stats.terms,
+         float(QUESTION_KINDS.index(stats.kind)) if stats.kind in QUESTION_KINDS else NAN,
+         float(rewrites.forms) if searched else NAN)
+    document = [COLUMN[n] for n in ("d.kind", "d.source", "d.votes", "d.accepted", "d.length", "d.formulas")]
     for row, doc in enumerate(docs):
+        out = rows[row]
         hit = structure.get(doc)
         if hit is not None:
             math_part = hit.components.get("structure", NAN)
-            rows[row, 0] = math_part
-            rows[row, 1] = hit.components.get("bm25", NAN)
+            out[COLUMN["structure.math"]] = math_part
+            out[COLUMN["structure.words"]] = hit.components.get("bm25", NAN)
             if stats.perfect_structure:
-                rows[row, 2] = math_part / stats.perfect_structure
+                out[COLUMN["structure.coverage"]] = math_part / stats.perfect_structure
+        if searched:
+            match = rewrites.matches.get(doc)
+            out[COLUMN["rewrite.equivalent"]] = float(match is not None)
+            if match is not None:
+                out[COLUMN["rewrite.tier"]], out[COLUMN["rewrite.score"]] = match.tier, match.score
+        out[COLUMN["title.bm25"]] = titles.get(doc, NAN)
         summary = summaries.get(doc)
         if summary is not None:
             meta = summary.metadata
             accepted = meta.get("accepted")
-            rows[row, 8:14] = (vocabulary.code(vocabulary.kinds, str(meta.get("kind"))),
-                               vocabulary.code(vocabulary.sources, str(meta.get("source"))),
-                               _optional(meta.get("score")), NAN if accepted is None else float(bool(accepted)),
-                               float(summary.length), float(summary.formulas))
-    rows[:, 4:8] = question
+            out[document] = (vocabulary.code(vocabulary.kinds, str(meta.get("kind"))),
+                             vocabulary.code(vocabulary.sources, str(meta.get("source"))),
+                             _optional(meta.get("score")), NAN if accepted is None else float(bool(accepted)),
+                             float(summary.length), float(summary.formulas))
     matrix = np.hstack([*blocks, rows]) if blocks else rows
     found = matrix[:, [len(PER_RETRIEVER) * i + 4 for i in range(len(retrievers))]]
-    matrix[:, len(retrievers) * len(PER_RETRIEVER) + 3] = np.nansum(found, axis=1)
+    matrix[:, len(retrievers) * len(PER_RETRIEVER) + COLUMN["found_by"]] = np.nansum(found, axis=1)
     return docs, matrix

@@ -161,3 +161,86 @@ def test_clear_errors_without_a_ranker_or_with_a_damaged_one(trained, ranker_dat
     error = one_line_error(run_cli(["train", "ranker", "--index", str(copy), "--topics", str(dev_topics),
                                     "--qrels", str(dev_qrels)], home))
     assert "train topics only" in error
+
+
+# ------------------------------------------------------------------ SymPy-equivalence and title BM25 features
+
+
+def test_a_candidate_matched_only_through_a_sympy_rewrite_is_flagged(small_index):
+    """Answer 48131 writes $(x-a)^{2}$: asked for the expanded form, its best match comes from the factored form."""
+    index = IndexDir(small_index)
+    generator = CandidateGenerator(index)
+    found = generator.generate(Query(id="q", text="", formula="x^2 - 2ax + a^2"))
+    docs, matrix = feature_matrix(found, index.store.summaries(found.docs), Vocabulary())
+    assert found.rewrites is not None and found.rewrites.forms >= 1
+    row = matrix[docs.index("48131")]
+    assert row[_column("rewrite.equivalent")] == 1 and row[_column("rewrite.tier")] >= 1  # the whole structure matched
+    assert row[_column("rewrite.score")] > 0 and row[_column("q.rewrites")] == found.rewrites.forms
+    written = [docs.index(h.doc_id) for h in found.runs["structure"][:3] if h.doc_id not in found.rewrites.matches]
+    assert written and all(matrix[i, _column("rewrite.equivalent")] == 0 for i in written)  # the formula as written: 0
+    words = generator.generate(Query(id="w", text="does the harmonic series diverge"))
+    _, matrix = feature_matrix(words, index.store.summaries(words.docs), Vocabulary())
+    for name in ("rewrite.equivalent", "rewrite.tier", "rewrite.score", "q.rewrites"):
+        assert np.isnan(matrix[:, _column(name)]).all()  # no formula: missing, never a silent 0
+
+
+TITLED_THREADS = 30  # Math StackExchange train questions written as an ARQMath Posts file, with their answers
+
+
+@pytest.fixture(scope="module")
+def titled_index(shared_data, tmp_path_factory):
+    """An index of a real ARQMath-format Posts XML (train questions of the shared collection as question rows, their
+    answers from docs.jsonl as answer rows: the thread's real title) plus 100 untitled JSONL documents."""
+    from html import escape
+
+    from mathscout.retrievers.indexing import build_index
+
+    folder = tmp_path_factory.mktemp("titled")
+    collection = shared_data / "collection"
+    questions = []
+    for line in open(collection / "topics.train.jsonl", encoding="utf-8"):
+        topic = json.loads(line)
+        if topic["id"].startswith("mse:"):
+            questions.append(topic)
+        if len(questions) == TITLED_THREADS:
+            break
+    threads = {q["id"]: q for q in questions}
+    answers, untitled = [], []
+    for line in open(collection / "docs.jsonl", encoding="utf-8"):
+        doc = json.loads(line)
+        if doc.get("thread_id") in threads:
+            answers.append(doc)
+        elif len(untitled) < 100:
+            untitled.append(line)
+    rows = [f'<row Id="{n}" PostTypeId="1" Title="{escape(escape(q["title"]))}" Body="{escape(escape(q["body"]))}" />'
+            for n, q in enumerate(questions, start=1)]
+    number = {q["id"]: n for n, q in enumerate(questions, start=1)}
+    rows += [f'<row Id="{a["id"]}" PostTypeId="2" ParentId="{number[a["thread_id"]]}" Score="1" Body="{escape(escape(a["text"]))}" />'
+             for a in answers]
+    (folder / "Posts.xml").write_text("<posts>\n" + "\n".join(rows) + "\n</posts>\n", encoding="utf-8")
+    (folder / "other.jsonl").write_text("".join(untitled), encoding="utf-8")
+    build_index([folder / "Posts.xml", folder / "other.jsonl"], folder / "index", ["bm25", "structure"])
+    return folder / "index", questions, answers
+
+
+def test_title_bm25_scores_titled_answers_and_is_missing_without_a_title(titled_index):
+    path, questions, answers = titled_index
+    index = IndexDir(path)
+    question = questions[0]
+    found = CandidateGenerator(index).generate(Query(id="q", text=question["title"]))
+    docs, matrix = feature_matrix(found, index.store.summaries(found.docs), Vocabulary())
+    titles = matrix[:, _column("title.bm25")]
+    own = [docs.index(a["id"]) for a in answers if a["thread_id"] == question["id"] and a["id"] in docs]
+    assert own and all(titles[i] > 0 for i in own)  # the thread's own answers: their title is the question asked
+    best_other = np.nanmax(np.where(np.isin(np.arange(len(docs)), own), np.nan, titles), initial=0.0)
+    assert min(titles[i] for i in own) > best_other  # and it scores above any other thread's title
+    untitled = [i for i, d in enumerate(docs) if not index.store.get(d).title]
+    assert untitled and np.isnan(titles[untitled]).all()  # no title: missing (NaN), not 0
+
+
+def test_the_shared_collection_has_no_titles_so_title_bm25_is_missing(small_index):
+    index = IndexDir(small_index)
+    found = CandidateGenerator(index).generate(Query(id="q", text="does the harmonic series diverge"))
+    assert found.titles == {}
+    _, matrix = feature_matrix(found, index.store.summaries(found.docs), Vocabulary())
+    assert np.isnan(matrix[:, _column("title.bm25")]).all()
