@@ -5,7 +5,7 @@
     mathscout train ranker runs --index DIR [--ranker FOLDER] --topics T --qrels Q [--cache FILE]
                                 --out-dir OUT --set NAME       the ranked run and each retriever's run, scored
                                 (what `mathscout run --mode ranked --k 1000` gives, from cached candidates;
-                                BM25 to 1,000 hits, the other retrievers to the ranker's depth)
+                                each retriever to 1,000 hits, structure search to the ranker's depth)
 
 Training reads train topics only (dev is refused): by default a seeded sample of 2,000 of the shared train
 topics. `--topics/--qrels` may be repeated (e.g. ARQMath 2020 and the train topics). Each topic's candidates
@@ -37,7 +37,8 @@ from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
 from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, Candidates
 from mathscout.retrievers.features import CATEGORICAL, Vocabulary, feature_matrix, feature_names
-from mathscout.retrievers.ranked import TAIL, Ranker, RankerConfig, lightgbm_module, ranked_hits, save_model, with_tail
+from mathscout.retrievers.ranked import (Ranker, RankerConfig, lightgbm_module, ranked_hits, save_model, tail_retriever,
+                                         with_tail)
 from mathscout.retrievers.registry import open_retriever, servable_modes
 
 FOLDS = 5
@@ -228,18 +229,19 @@ def write_runs(args: argparse.Namespace) -> None:
     found = cached_candidates(index, topics, args.cache, ranker.config.depth, tuple(ranker.config.retrievers))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict[str, list[Hit]]] = {"ranked": {}, **{name: {} for name in ranker.config.used}}
-    tails = {}
-    if TAIL in ranker.config.used:  # BM25's top 1,000: the ranked run's tail, and the BM25 run itself
-        tails = open_retriever(index, TAIL).batch_search(topics, K)
+    tail = tail_retriever(ranker.config)
+    # each retriever's own top 1,000 (structure search, the slowest, stays at the ranker's depth); the tail's is
+    # also the ranked run's tail
+    deep = {name: open_retriever(index, name).batch_search(topics, K) for name in ranker.config.used if name != "structure"}
     kinds = {}
     for candidates in found:
         qid = candidates.query.id
         kinds[qid] = candidates.stats.kind
         hits = ranker.rank_candidates(candidates, index.store, K)
-        full = len(candidates.runs.get(TAIL, [])) >= ranker.config.depth
-        runs["ranked"][qid] = with_tail(hits, tails[qid], K) if qid in tails and full else hits
+        full = len(candidates.runs.get(tail, [])) >= ranker.config.depth
+        runs["ranked"][qid] = with_tail(hits, deep[tail][qid], K, tail) if tail in deep and full else hits
         for name in ranker.config.used:
-            runs[name][qid] = tails[qid] if name == TAIL and qid in tails else candidates.runs.get(name, [])
+            runs[name][qid] = deep[name][qid] if name in deep else candidates.runs.get(name, [])
     paths = []
     for name, run in runs.items():
         path = args.out_dir / f"{args.name}{name}.{args.set}.trec"

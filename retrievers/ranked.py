@@ -6,8 +6,8 @@ LambdaMART model (LightGBM lambdarank) trained by `mathscout train ranker` and s
 
 A query goes: each retriever of `ranker.json` → its top `depth` hits (`retrievers/candidates.py`) → one
 feature row per candidate (`retrievers/features.py`) → model score → the k best. Asked for more hits than
-there are candidates (a run of 1,000), the rest of BM25's top k follows the re-ordered candidates, in BM25's
-order. The model folder may also be given explicitly (`--set ranker=DIR`), e.g. a model trained on other topics.
+there are candidates (a run of 1,000), the rest of the top k of the best single retriever of the training CV
+(`tail_retriever`) follows the re-ordered candidates, in its order. The model folder may also be given explicitly (`--set ranker=DIR`), e.g. a model trained on other topics.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from mathscout.retrievers.registry import servable_modes
 
 CONFIG_FILE = "ranker.json"
 MODEL_FILE = "ranker.lgb.txt"
-TAIL = "bm25"  # when k exceeds the candidates: the rest of this retriever's top k follows, in its order
+TAIL = "bm25"  # the tail's fallback when the training recorded no score per retriever
 
 
 def lightgbm_module():
@@ -80,6 +80,17 @@ class RankerConfig:
     @property
     def vocab(self) -> Vocabulary:
         return Vocabulary(list(self.vocabulary.get("kinds", [])), list(self.vocabulary.get("sources", [])))
+
+
+def tail_retriever(config: RankerConfig) -> str:
+    """When k exceeds the candidates, the rest of this retriever's top k follows them, in its order: the best
+    single retriever of the training cross-validation (`ranker.json`), so that a run of 1,000 is never shallower
+    than that retriever's own."""
+    cv = config.training.get("cv", {})
+    scored = [(float(cv[name]), name) for name in config.used if isinstance(cv.get(name), (int, float))]
+    if scored:
+        return max(scored)[1]
+    return TAIL if TAIL in config.used or not config.used else config.used[0]
 
 
 def save_model(booster, config: RankerConfig, folder: Path) -> Path:
@@ -154,12 +165,13 @@ def ranked_hits(candidates: Candidates, docs: list[str], scores: np.ndarray, k: 
     return hits
 
 
-def with_tail(hits: list[Hit], tail: list[Hit], k: int) -> list[Hit]:
-    """`hits`, then the documents of `tail` they lack, in `tail`'s order and scored below them, up to k in all."""
+def with_tail(hits: list[Hit], tail: list[Hit], k: int, name: str = TAIL) -> list[Hit]:
+    """`hits`, then the documents of `tail` (retriever `name`'s hits) they lack, in `tail`'s order and scored below
+    them, up to k in all."""
     seen = {h.doc_id for h in hits}
     low = min((h.score for h in hits), default=0.0)
     extra = [h for h in tail if h.doc_id not in seen][: max(k - len(hits), 0)]
-    return hits + [Hit(doc_id=h.doc_id, score=low - n, rank=len(hits) + n, components={TAIL: h.score})
+    return hits + [Hit(doc_id=h.doc_id, score=low - n, rank=len(hits) + n, components={name: h.score})
                    for n, h in enumerate(extra, start=1)]
 
 
@@ -189,9 +201,10 @@ class RankedRetriever(BaseRetriever):
         self.timings = {**candidates.seconds, "features": scored - started, "model": time.perf_counter() - scored,
                         "candidates": float(len(docs))}
         hits = ranked_hits(candidates, docs, scores, k)
-        tail = self.generator.retrievers.get(TAIL)
-        if k > len(hits) and tail is not None and len(candidates.runs.get(TAIL, [])) >= self.generator.depth:
-            hits = with_tail(hits, tail.batch_search([candidates.query], k)[candidates.query.id], k)
+        name = tail_retriever(self.ranker.config)
+        tail = self.generator.retrievers.get(name)
+        if k > len(hits) and tail is not None and len(candidates.runs.get(name, [])) >= self.generator.depth:
+            hits = with_tail(hits, tail.batch_search([candidates.query], k)[candidates.query.id], k, name)
         return hits
 
     def _search(self, query: Query, k: int) -> list[Hit]:
