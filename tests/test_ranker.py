@@ -64,7 +64,7 @@ def trained(ranker_data, tmp_path_factory):
     index, (topics, qrels), _ = ranker_data
     home = tmp_path_factory.mktemp("home")
     result = run_cli(["train", "ranker", "--index", str(index), "--topics", str(topics), "--qrels", str(qrels),
-                      "--sample", "0", "--folds", "3", "--rounds", "100"], home, timeout=900)
+                      "--sample", "0", "--folds", "3", "--rounds", "100"], home, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     return index, result.stdout, home
 
