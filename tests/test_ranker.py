@@ -15,7 +15,7 @@ from mathscout.index.layout import IndexDir
 from mathscout.types import Query
 from mathscout.retrievers.candidates import CandidateGenerator
 from mathscout.retrievers.features import FEATURES, PER_RETRIEVER, Vocabulary, feature_matrix
-from mathscout.retrievers.ranked import CONFIG_FILE, MODEL_FILE
+from mathscout.retrievers.ranked import CONFIG_FILE, MODEL_FILE, RankerConfig, tail_retriever
 from tests.cli_helpers import one_line_error, run_cli
 
 pytest.importorskip("lightgbm")
@@ -97,6 +97,22 @@ def test_ranker_json_says_how_the_model_was_trained(trained):
     assert config["model"]["bytes"] == (index / MODEL_FILE).stat().st_size
     assert (index / "ranker-importance.png").stat().st_size > 1000
     assert "3-fold CV" in stdout and "ranker" in stdout
+
+
+def test_a_long_ranked_run_continues_with_the_best_retriever_of_the_training_cv(trained, ranker_data, tmp_path):
+    index, _, home = trained
+    config = RankerConfig.read(index)
+    best = max(config.used, key=lambda name: config.training["cv"][name])
+    assert tail_retriever(config) == best
+    _, _, (topics, _) = ranker_data
+    run = tmp_path / "ranked.trec"
+    result = run_cli(["run", "--index", str(index), "--topics", str(topics), "--mode", "ranked", "--k", "1000",
+                      "--output", str(run)], home, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    per_topic = {}
+    for line in run.read_text().splitlines():
+        per_topic[line.split()[0]] = per_topic.get(line.split()[0], 0) + 1
+    assert max(per_topic.values()) > 300  # past the ~100–300 candidates: the best retriever's own top 1,000 follows
 
 
 def test_missing_retrievers_and_documents_are_flagged_not_zero(ranker_data):
