@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.notices import notice
-from mathscout.corpus.math_spans import find_math, text_around
+from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.latex.tokens import formula_terms, query_terms
@@ -506,12 +506,12 @@ def _formula_default(index: IndexDir) -> KindSetting:
 
 
 def split_query(query: Query) -> tuple[list[str], str]:
-    """The query's formulas (the topic formula, or each `$…$` in its text) and its words without the math."""
+    """The query's formulas (the topic formula, or each formula of its text) and its words without the math
+    (`mathscout.corpus.math_spans.formulas_and_words`, as the question reader splits a question)."""
     if query.formula:
         return [query.formula], ""
-    spans = find_math(query.text)
-    words = text_around(query.text, spans)
-    return [s.latex for s in spans if s.latex.strip()], " ".join(w.strip() for w in words if w.strip())
+    formulas, words = formulas_and_words(query.text)
+    return formulas, words
 
 
 def open_structure(index: IndexDir, **options) -> StructureRetriever:
