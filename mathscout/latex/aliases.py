@@ -20,6 +20,13 @@ between lists changes the terms an index holds, so it needs a rebuild of that co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+
+LEGACY_VOCABULARY = 1  # BM25 token vocabulary of an index whose manifest records none
+VOCABULARY = 2  # the vocabulary new bm25 and structure builds use, recorded in their manifests ("vocabulary")
+# token names changed by a vocabulary, to fix a collision: in vocabulary 1 the supremum `\sup` (and `sup` written
+# without a backslash) and the superscript `^` were both the token `sup` (`m_sup`, `m2_x_sup`)
+RENAMED_TOKENS: dict[int, dict[str, str]] = {2: {"sup": "supremum"}}
 
 
 @dataclass(frozen=True)
@@ -129,12 +136,22 @@ def tree_aliases() -> dict[str, str]:
     return {"\\" + name: row.canonical for row in TABLE for name in row.spellings + row.tree_only}
 
 
-def token_aliases() -> dict[str, str]:
-    """What BM25's tokenizer unifies: command name → token name (`leq` and `le` → `le`, `rightarrow` → `to`)."""
+@lru_cache(maxsize=None)
+def token_aliases(vocabulary: int = LEGACY_VOCABULARY) -> dict[str, str]:
+    """What BM25's tokenizer unifies in `vocabulary`: command name → token name (`leq` and `le` → `le`,
+    `rightarrow` → `to`; from vocabulary 2 on `sup` → `supremum`). Not to be modified."""
     aliases = {}
     for row in TABLE:
         command = row.canonical.removeprefix("\\")
         if command.isalpha() and command != row.canonical:
             aliases[command] = row.token
         aliases.update((name, row.token) for name in row.spellings + row.tokens_only)
+    for version in range(LEGACY_VOCABULARY + 1, vocabulary + 1):
+        renamed = RENAMED_TOKENS.get(version, {})
+        aliases = {name: renamed.get(token, token) for name, token in aliases.items()} | renamed
     return aliases
+
+
+def recorded_vocabulary(component: dict) -> int:
+    """The token vocabulary an index component's manifest entry records (none: the legacy vocabulary)."""
+    return int(component.get("vocabulary", LEGACY_VOCABULARY))
