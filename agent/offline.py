@@ -27,9 +27,11 @@ from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever
 from mathscout.retrievers.compose import FormulaRewrite, QueryMap
 from mathscout.retrievers.fusion import FusedRetriever, Stage
+from mathscout.retrievers.structure import StructureRetriever
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox, ToolOutput
-from mathscout.tools.traced import TracedReranker, TracedSearch, no_rewriter, traced_form_search, traced_rewriter
+from mathscout.tools.traced import (TracedReranker, TracedSearch, no_rewriter, structure_search_arguments,
+                                    traced_form_search, traced_rewriter)
 
 # the math run's weight in the final math/text fusion (Eq. 5.20), per text retriever, tuned on dev topics 101-200 of
 # the full collection (nDCG@10). BM25 text: 0.443 text only, 0.479 at 0.3, 0.490 at 0.4, 0.467 at 0.5, 0.437 at 0.6.
@@ -114,9 +116,14 @@ class OfflinePlanner:
             session.run("structure_search", {"formula": question.formulas[0] if question.formulas else ""},
                         lambda: _raise(exc))
             return None
+        formulas = QueryMap(lambda _: _formula_query(question, words))
+        if not isinstance(structure, StructureRetriever):  # a sharded index: no rewriting (it needs one index's paths)
+            session.notices.append("Formula rewriting is not available on a sharded index: the formulas were "
+                                   "structure-searched as written.")
+            return formulas >> TracedSearch(session, "structure", "structure_search", structure_search_arguments,
+                                            lambda q, k: self.toolbox.search_output(structure, q, k, q.text or f"${q.formula}$"))
         rewriter = traced_rewriter(session) if "rewrite_formula" in self.toolbox.available() else no_rewriter
-        rewritten = FormulaRewrite(rewriter=rewriter, search_form=traced_form_search(session, structure)) >> structure
-        return QueryMap(lambda _: _formula_query(question, words)) >> rewritten
+        return formulas >> (FormulaRewrite(rewriter=rewriter, search_form=traced_form_search(session, structure)) >> structure)
 
     def _text_search(self, session: ToolSession, pending: list[AgentEvent], question: Question, mode: str) -> Events:
         """The words' retriever as the traced `search` (or `hybrid_search`) tool; type expansion is called first."""

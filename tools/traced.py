@@ -35,14 +35,18 @@ class TracedSearch(BaseRetriever):
         return output.hits if output is not None else []
 
 
+def structure_search_arguments(query: Query, k: int) -> dict[str, Any]:
+    """The `structure_search` call a formula query makes: its first formula, k, and its words when it has some."""
+    formulas, words = split_query(query)
+    arguments: dict[str, Any] = {"formula": formulas[0] if formulas else "", "k": k}
+    return arguments | ({"words": words} if words else {})
+
+
 def traced_form_search(session: ToolSession, structure: StructureRetriever) -> Callable[[Query, int], RankResult]:
     """Each form `FormulaRewrite() >> structure` searches, as a `structure_search` call (a failed one finds nothing)."""
 
     def search(query: Query, depth: int) -> RankResult:
-        formulas, words = split_query(query)
-        arguments: dict[str, Any] = {"formula": formulas[0] if formulas else "", "k": depth}
-        if words:
-            arguments["words"] = words
+        arguments = structure_search_arguments(query, depth)
         found: list[RankResult] = []
 
         def work() -> ToolOutput:
