@@ -3,9 +3,11 @@
 For a question it (1) classifies it (formula-only, text-only, mixed), (2) rewrites each formula into
 equivalent forms (SymPy, thesis ch. 6 future work: "transform an unfamiliar form of a math formula into a
 more commonly recognized identity … for structure search"), (3) structure-searches each form and fuses the
-forms by max, (4) searches the words with the index's best text retriever, (5) fuses math and text
-linearly, (6) optionally reranks, and (7) writes an extractive answer citing `[doc-id]`s. Every step goes
-through a `ToolSession`, so the trace is the same as the LLM agent's.
+forms as the `structure-rewrite` mode does, (4) searches the words with the index's best text retriever, (5) fuses
+math and text linearly, (6) optionally reranks, and (7) writes an extractive answer citing `[doc-id]`s. The search
+is built from the composition operators (`FormulaRewrite() >> structure`, `w * math + (1 - w) * text`,
+`>> reranker`; `mathscout.retrievers.compose`) whose stages are tool calls of a `ToolSession`
+(`mathscout.tools.traced`), so the trace is the same kind as the LLM agent's.
 """
 
 from __future__ import annotations
@@ -17,22 +19,26 @@ from dataclasses import replace
 
 from mathscout.agent.compose import extractive_answer
 from mathscout.events import AgentEvent, Answer
+from mathscout.errors import QueryError
 from mathscout.question import Question
 from mathscout.render import explain_hits
 from mathscout.rewrite.compute import compute
-from mathscout.types import Hit
-from mathscout.retrievers.fusion import fuse
+from mathscout.types import Hit, Query
+from mathscout.retrievers.base import BaseRetriever
+from mathscout.retrievers.compose import FormulaRewrite, QueryMap
+from mathscout.retrievers.fusion import FusedRetriever, Stage
+from mathscout.retrievers.structure import StructureRetriever
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox, ToolOutput
+from mathscout.tools.traced import (TracedReranker, TracedSearch, no_rewriter, structure_search_arguments,
+                                    traced_form_search, traced_rewriter)
 
-REWRITE_WEIGHT = 0.9  # an equivalent form's hits count slightly less than the formula as asked
 # the math run's weight in the final math/text fusion (Eq. 5.20), per text retriever, tuned on dev topics 101-200 of
 # the full collection (nDCG@10). BM25 text: 0.443 text only, 0.479 at 0.3, 0.490 at 0.4, 0.467 at 0.5, 0.437 at 0.6.
 # Hybrid text (MABOWDOR, which fuses structure search itself): 0.598 at 0, 0.593 at 0.1, 0.595 at 0.2, 0.563 at 0.4.
 # The learned ranker (`ranked`) sees structure search's scores among its features, as hybrid does: no separate math run.
 MATH_WEIGHTS = {"bm25": 0.4, "hybrid": 0.0, "ranked": 0.0}
 DEFAULT_MATH_WEIGHT = 0.4
-FORMS_PER_FORMULA = 3  # equivalent forms searched per formula (each is one structure search)
 RERANK_DEPTH = 20  # hits handed to the reranker
 _TOKEN = re.compile(r"\S+\s*|\s+")
 
@@ -42,55 +48,6 @@ Events = Generator[AgentEvent, None, "list[Hit]"]
 def _depth(k: int) -> int:
     """Hits fetched per search before fusing (more than k, within the tools' bound)."""
     return min(50, max(2 * k, 20))
-
-
-def max_fusion(runs: list[tuple[list[Hit], float]]) -> list[Hit]:
-    """Fuse runs of the same formula's forms: a document's score is its best weighted, top-normalised score."""
-    best: dict[str, Hit] = {}
-    for hits, weight in runs:
-        top = max((h.score for h in hits), default=0.0)
-        if top <= 0:
-            continue
-        for hit in hits:
-            score = weight * hit.score / top
-            kept = best.get(hit.doc_id)
-            if kept is None or score > kept.score:
-                best[hit.doc_id] = replace(hit, score=score, formulas=hit.formulas or (kept.formulas if kept else []),
-                                           snippet=hit.snippet or (kept.snippet if kept else ""))
-    return _ranked(best.values())
-
-
-def sum_fusion(runs: list[list[Hit]]) -> list[Hit]:
-    """Several formulas of one question: documents add up their per-formula scores (as Eq. 3.18 sums formulas)."""
-    total: dict[str, Hit] = {}
-    for hits in runs:
-        for hit in hits:
-            kept = total.get(hit.doc_id)
-            total[hit.doc_id] = replace(hit) if kept is None else replace(
-                kept, score=kept.score + hit.score, formulas=kept.formulas + hit.formulas[:1])
-    return _ranked(total.values())
-
-
-def linear_fusion(math: list[Hit], text: list[Hit], k: int, math_weight: float = DEFAULT_MATH_WEIGHT) -> list[Hit]:
-    """Math and text rankings fused by min-max-normalised weighted sum (thesis Eq. 5.20)."""
-    by_doc = {h.doc_id: h for h in text} | {h.doc_id: h for h in math}  # math hits keep their matched formulas
-    fused = fuse([{h.doc_id: h.score for h in math}, {h.doc_id: h.score for h in text}],
-                 [math_weight, 1.0 - math_weight], "linear", k=k)
-    text_ids = {h.doc_id: h for h in text}
-    hits = []
-    for doc_id, score in fused:
-        hit = replace(by_doc[doc_id], score=score)
-        if not hit.snippet and doc_id in text_ids:
-            hit.snippet = text_ids[doc_id].snippet
-        hits.append(hit)
-    return _ranked(hits)
-
-
-def _ranked(hits) -> list[Hit]:
-    ordered = sorted(hits, key=lambda h: (-h.score, h.doc_id))
-    for rank, hit in enumerate(ordered, start=1):
-        hit.rank = rank
-    return ordered
 
 
 class OfflinePlanner:
@@ -149,71 +106,83 @@ class OfflinePlanner:
         yield from _drain(pending)
         return output
 
-    def _formula_hits(self, question: Question, session: ToolSession, pending: list[AgentEvent], k: int,
-                      words: str) -> Events:
-        """Structure search of each formula and its equivalent forms, max-fused per formula, summed over formulas."""
-        rewrite = "rewrite_formula" in self.toolbox.available()
-        per_formula = []
-        for latex in question.formulas:
-            forms = [(latex, 1.0)]
-            if rewrite:
-                output = yield from self._call(session, pending, "rewrite_formula", latex=latex)
-                if output is not None:
-                    forms += [(r.rewritten, REWRITE_WEIGHT) for r in output.rewrites[:FORMS_PER_FORMULA]]
-            runs = []
-            for form, weight in forms:
-                arguments = {"formula": form, "k": _depth(k)}
-                if words:
-                    arguments["words"] = words
-                output = yield from self._call(session, pending, "structure_search", **arguments)
-                if output is not None:
-                    runs.append((output.hits, weight))
-            per_formula.append(max_fusion(runs))
-        return sum_fusion(per_formula) if len(per_formula) > 1 else (per_formula[0] if per_formula else [])
+    def _formula_search(self, session: ToolSession, question: Question, words: str) -> BaseRetriever | None:
+        """Structure search of the question's formulas and their equivalent forms, fused as `structure-rewrite` fuses
+        them (`FormulaRewrite() >> structure`); each rewrite and each form's search is a tool call. None when the
+        structure component cannot be opened (a failed `structure_search` call says why)."""
+        try:
+            structure = self.toolbox.retriever("structure")
+        except Exception as exc:  # noqa: BLE001 — a broken component must not end the answer
+            session.run("structure_search", {"formula": question.formulas[0] if question.formulas else ""},
+                        lambda: _raise(exc))
+            return None
+        formulas = QueryMap(lambda _: _formula_query(question, words))
+        if not isinstance(structure, StructureRetriever):  # a sharded index: no rewriting (it needs one index's paths)
+            session.notices.append("Formula rewriting is not available on a sharded index: the formulas were "
+                                   "structure-searched as written.")
+            return formulas >> TracedSearch(session, "structure", "structure_search", structure_search_arguments,
+                                            lambda q, k: self.toolbox.search_output(structure, q, k, q.text or f"${q.formula}$"))
+        rewriter = traced_rewriter(session) if "rewrite_formula" in self.toolbox.available() else no_rewriter
+        return formulas >> (FormulaRewrite(rewriter=rewriter, search_form=traced_form_search(session, structure)) >> structure)
 
-    def _text_hits(self, query: str, session: ToolSession, pending: list[AgentEvent], k: int, mode: str) -> Events:
+    def _text_search(self, session: ToolSession, pending: list[AgentEvent], question: Question, mode: str) -> Events:
+        """The words' retriever as the traced `search` (or `hybrid_search`) tool; type expansion is called first."""
         if mode in ("auto", "types") and "type_expansion" in self.toolbox.available():  # shown in the trace
-            yield from self._call(session, pending, "type_expansion", text=query)
+            yield from self._call(session, pending, "type_expansion", text=question.text)
         mode = self.toolbox.text_mode() if mode == "auto" else mode
+        box = self.toolbox
         if mode == "hybrid":
-            output = yield from self._call(session, pending, "hybrid_search", query=query, k=_depth(k))
-        else:
-            output = yield from self._call(session, pending, "search", query=query, mode=mode, k=_depth(k))
-        return output.hits if output is not None else []
+            return TracedSearch(session, mode, "hybrid_search", lambda q, k: {"query": q.text, "k": k},
+                                lambda q, k: box.hybrid_search(q.text, k))
+        return TracedSearch(session, mode, "search", lambda q, k: {"query": q.text, "mode": mode, "k": k},
+                            lambda q, k: box.search(q.text, mode, k))
+
+    def _run(self, search: BaseRetriever | None, question: Question, session: ToolSession, pending: list[AgentEvent],
+             depth: int) -> Events:
+        """The hits of a composed search (its tool calls' events yielded once it has run)."""
+        if search is None:
+            return []
+        try:
+            hits = search.search(Query(id="question", text=question.text), depth)
+        except QueryError as exc:
+            session.notices.append(str(exc))
+            hits = []
+        yield from _drain(pending)
+        return hits
 
     def retrieve(self, question: Question, session: ToolSession, pending: list[AgentEvent], *, mode: str = "auto",
                  k: int = 10, rerank: bool = False) -> Events:
         """The searches of the plan; returns the final top-k hits (events yielded as the tools run)."""
         available = set(self.toolbox.available())
-        math: list[Hit] = []
-        text: list[Hit] = []
+        depth = _depth(k)
+        reranker = TracedReranker(session, RERANK_DEPTH) if rerank and "rerank" in available else None
+        if rerank and reranker is None:
+            session.notices.append("Reranking was asked for but no reranker is installed: first-stage order kept.")
         if mode == "auto":
             text_mode, weight, structure = self._auto_plan(question, available)
-            if structure:
-                words = question.words if question.kind == "mixed" and text_mode is None else ""
-                math = yield from self._formula_hits(question, session, pending, k, words)
-            if text_mode and (question.kind != "formula" or not math):
-                text = yield from self._text_hits(question.text, session, pending, k,
-                                                  "auto" if question.kind != "formula" else text_mode)
-            hits = linear_fusion(math, text, _depth(k), weight) if math and text else (math or text)
+            math = self._formula_search(session, question, question.words if question.kind == "mixed" and text_mode is None
+                                        else "") if structure else None
+            wants_text = text_mode and question.kind != "formula"
+            text = (yield from self._text_search(session, pending, question, "auto")) if wants_text else None
+            search = FusedRetriever([Stage(math, weight), Stage(text, 1.0 - weight)], "linear", depth,
+                                    parallel=False) if math and text else (math or text)
+            hits = yield from self._run(search, question, session, pending, depth)
+            if not hits and text_mode and question.kind == "formula":  # no structure search, or nothing matched
+                text = yield from self._text_search(session, pending, question, text_mode)
+                hits = yield from self._run(text, question, session, pending, depth)
         elif mode in ("structure", "structure-rewrite"):
             if not question.formulas:
                 session.notices.append("Structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$.")
                 hits = []
             else:
-                hits = yield from self._formula_hits(question, session, pending, k, question.words)
+                search = self._formula_search(session, question, question.words)
+                hits = yield from self._run(search, question, session, pending, depth)
         else:
-            hits = yield from self._text_hits(question.text, session, pending, k, mode)
-        hits = hits[: max(k, RERANK_DEPTH if rerank else k)]
-        if rerank and hits:
-            if "rerank" in available:
-                top = hits[:RERANK_DEPTH]
-                output = yield from self._call(session, pending, "rerank", query=question.text,
-                                               hit_ids=[h.doc_id for h in top])
-                if output is not None:
-                    hits = output.hits + hits[len(top):]
-            else:
-                session.notices.append("Reranking was asked for but no reranker is installed: first-stage order kept.")
+            text = yield from self._text_search(session, pending, question, mode)
+            hits = yield from self._run(text, question, session, pending, depth)
+        hits = hits[: max(k, RERANK_DEPTH) if reranker else k]
+        if reranker is not None and hits:
+            hits = yield from self._run(_Fixed(hits) >> reranker, question, session, pending, len(hits))
         hits = [replace(h) for h in hits[:k]]
         for rank, hit in enumerate(hits, start=1):
             hit.rank = rank
@@ -241,6 +210,30 @@ class OfflinePlanner:
                         notices=list(session.notices), planner=self.name, mode=mode,
                         seconds=time.perf_counter() - started)
         yield AgentEvent("answer", text="", answer=answer)
+
+
+def _formula_query(question: Question, words: str) -> Query:
+    """What structure search is given: the question's chosen formulas (one alone as the topic formula), with `words`
+    when no text retriever searches them."""
+    if len(question.formulas) == 1 and not words:
+        return Query(id="question", text="", formula=question.formulas[0])
+    return Query(id="question", text=" ".join([words, *(f"${f}$" for f in question.formulas)]).strip())
+
+
+class _Fixed(BaseRetriever):
+    """Hits already found, as the first stage of `>> reranker`."""
+
+    name = "planned"
+
+    def __init__(self, hits: list[Hit]):
+        self.hits = hits
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        return self.hits[:k]
+
+
+def _raise(exc: Exception) -> ToolOutput:
+    raise exc
 
 
 def _drain(pending: list[AgentEvent]) -> Iterator[AgentEvent]:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mathscout.corpus.math_spans import find_math, text_around
+from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.structure.parser import parse_latex
 
 MAX_QUESTION_CHARS = 2_000  # a question, not a document (the chat page cuts at the same length)
@@ -130,13 +130,9 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
         notices.append(f"The question has {len(raw or ''):,} characters; only the first {cut:,} were searched "
                        "(ask about one formula or idea at a time).")
         text = text[:cut].rstrip()
-    spans = [s for s in find_math(text) if s.latex.strip()]
-    if not spans and _bare_formula(text):
+    formulas, words = formulas_and_words(text)
+    if not formulas and _bare_formula(text):  # undelimited LaTeX alone: the whole question is the formula
         formulas, words = [text.strip("$ ").strip()], ""
-    else:
-        formulas = [s.latex.strip() for s in spans]
-        pieces = text_around(text, spans)
-        words = " ".join(" ".join(p.split()) for p in pieces if p.strip())
     topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
     chosen = choose_formulas(formulas, bool(topical))
     if len(formulas) > MAX_FORMULAS and len(chosen) == MAX_FORMULAS:

@@ -22,6 +22,7 @@ from mathscout.notices import notice
 from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
+from mathscout.latex.aliases import LEGACY_VOCABULARY, VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import document_terms, formula_terms, is_math_term, query_terms
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
@@ -36,11 +37,11 @@ MAX_QUERY_TERMS = 1000  # distinct terms per Lucene query; below IndexSearcher's
 EXPLAINED_HITS = 20  # hits that get a snippet and matched formulas in `search`
 
 
-def query_index_terms(query: Query) -> list[str]:
+def query_index_terms(query: Query, vocabulary: int = LEGACY_VOCABULARY) -> list[str]:
     """The terms of a query, as documents are analysed: its text's words and math, and its formula's math."""
-    terms = query_terms(query.text) if query.text.strip() else []
+    terms = query_terms(query.text, vocabulary) if query.text.strip() else []
     if query.formula:
-        terms += formula_terms(query.formula)
+        terms += formula_terms(query.formula, vocabulary)
     return terms
 
 
@@ -61,7 +62,7 @@ class BM25Component:
         batch: list[str] = []
         try:
             for document in store.iter_documents():
-                doc_terms = document_terms(document)
+                doc_terms = document_terms(document, VOCABULARY)
                 terms += len(doc_terms)
                 batch.append(json.dumps({"id": document.id, FIELD: " ".join(doc_terms)}, ensure_ascii=False))
                 if len(batch) == BATCH:
@@ -84,6 +85,7 @@ class BM25Component:
             "seconds": round(seconds, 2),
             "bytes": sum(f.stat().st_size for f in target.rglob("*") if f.is_file()),
             "analysis": "mathscout.latex.tokens (math tokens m_*, Porter-stemmed words)",
+            "vocabulary": VOCABULARY,
         }
 
 
@@ -96,6 +98,7 @@ class BM25Retriever(BaseRetriever):
         folder = index.component_path("bm25")
         self.store = index.store
         self.math_weight = math_weight
+        self.vocabulary = recorded_vocabulary(index.manifest.components.get("bm25", {}))
         try:
             with java.jni_lock:
                 self._searcher = java.lucene_searcher(folder)
@@ -150,7 +153,7 @@ class BM25Retriever(BaseRetriever):
     def query_weights(self, query: Query) -> Counter[str]:
         """The weighted bag of words of a query: term counts (math tokens scaled by `math_weight`)."""
         weights: Counter[str] = Counter()
-        for term in query_index_terms(query):
+        for term in query_index_terms(query, self.vocabulary):
             weights[term] += self.math_weight if is_math_term(term) else 1.0
         if len(weights) > MAX_QUERY_TERMS:  # keep the terms that can matter most: weight × idf
             ranked = sorted(weights, key=lambda t: weights[t] * self.idf(t), reverse=True)

@@ -10,6 +10,7 @@ The operators live on `BaseRetriever`; this module holds the pieces they build.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mathscout.errors import MathScoutError
@@ -45,6 +46,8 @@ class FormulaRewrite:
     fusion: str = "max"
     max_forms: int = 8
     seconds: float = 2.0
+    rewriter: Callable | None = None  # (latex, max_forms=, seconds=) → RewriteResult; default `equivalent_forms`
+    search_form: Callable | None = None  # (variant query, depth) → RankResult; default the structure retriever's rank
 
     def __rshift__(self, structure) -> BaseRetriever:
         from mathscout.retrievers.rewrite import StructureRewriteRetriever
@@ -52,8 +55,9 @@ class FormulaRewrite:
 
         if not isinstance(structure, StructureRetriever):
             raise MathScoutError(f"a formula rewrite feeds structure search, not {structure!r}")
+        hooks = {name: value for name, value in (("rewriter", self.rewriter), ("search_form", self.search_form)) if value}
         return StructureRewriteRetriever(structure.index, fusion=self.fusion, max_forms=self.max_forms,
-                                         seconds=self.seconds, structure=structure)
+                                         seconds=self.seconds, structure=structure, **hooks)
 
 
 def then(first, second) -> BaseRetriever:
@@ -69,3 +73,32 @@ def _rerank_depth() -> int:
     from mathscout.retrievers.rerank import DEFAULT_DEPTH
 
     return DEFAULT_DEPTH
+
+
+@dataclass(frozen=True)
+class QueryMap:
+    """A query stage: `QueryMap(fn) >> retriever` searches `retriever` with `fn(query)` (PyTerrier's
+    `pt.apply.query`), e.g. a question's formulas alone for the structure side of a fusion."""
+
+    fn: Callable[[Query], Query]
+
+    def __rshift__(self, retriever: Retriever) -> BaseRetriever:
+        return Mapped(retriever, self.fn)
+
+
+class Mapped(BaseRetriever):
+    """`QueryMap(fn) >> retriever`."""
+
+    def __init__(self, retriever: Retriever, fn: Callable[[Query], Query]):
+        self.retriever, self.fn = retriever, fn
+        self.name = retriever.name
+        self.store = getattr(retriever, "store", None)
+
+    def _search(self, query: Query, k: int) -> list[Hit]:
+        return self.retriever.search(self.fn(query), k)
+
+    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
+        return {q.id: self._search(prepare_query(q), k) for q in queries}
+
+    def __repr__(self) -> str:
+        return f"QueryMap >> {self.retriever!r}"

@@ -35,6 +35,7 @@ MAX_PROMPT_PASSAGE_CHARS = 800  # text per passage in the LLM prompt
 DEFAULT_DEPTH = 10  # thesis ch. 6 reranks the top-10 with GPT-4
 DEFAULT_CHAT_MODEL = "gpt-4o-mini"
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
+RERANK_BACKEND = "torch"  # the embedding reranker's `Encoder` backend (fp32; `onnx-int8` is the dense index's)
 
 
 @runtime_checkable
@@ -90,23 +91,25 @@ class _BaseReranker:
 
 
 class EmbeddingReranker(_BaseReranker):
-    """Cosine similarity of local sentence-transformer embeddings (default all-MiniLM-L6-v2)."""
+    """Cosine similarity of local sentence-transformer embeddings (default all-MiniLM-L6-v2), encoded by the dense
+    `Encoder` with `backend` (default `torch`, fp32: the scores the reranker was measured with)."""
 
     name = "embedding"
 
-    def __init__(self, model_path: str | Path | None = None, store=None, batch_size: int = 32):
+    def __init__(self, model_path: str | Path | None = None, store=None, batch_size: int = 32,
+                 backend: str = RERANK_BACKEND):
         super().__init__(store)
-        from mathscout.dense.model import load_sentence_model
+        from mathscout.dense.encoder import Encoder
 
-        self.model = load_sentence_model(model_path)
+        self.encoder = Encoder(model_path, backend=backend)
         self.batch_size = batch_size
 
     def scores(self, query: str, hits: list[Hit]) -> list[float]:
         from mathscout.dense.model import model_input_text
 
         texts = [model_input_text(query)] + [model_input_text(t) for t in self.passages(hits)]
-        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False)
-        return [float(v) for v in np.asarray(vectors[1:]) @ np.asarray(vectors[0])]
+        vectors = self.encoder.encode_texts(texts, batch_size=self.batch_size)
+        return [float(v) for v in vectors[1:] @ vectors[0]]
 
 
 def _client(base_url: str | None, api_key: str | None, timeout: float):

@@ -40,6 +40,7 @@ MIN_FORM_LEAVES = 3  # shorter forms (`1` for sin²x + cos²x) would match too m
 WEIGHTED_DEPTH = 100  # hits per form for `weighted` fusion
 FUSIONS = ("max", "weighted")
 Rewriter = Callable[..., RewriteResult]  # (latex, max_forms=, seconds=) → RewriteResult, e.g. a cached equivalent_forms
+FormSearch = Callable[[Query, int], RankResult]  # (variant query, depth) → its structure ranking
 
 
 @dataclass
@@ -70,7 +71,8 @@ class StructureRewriteRetriever(BaseRetriever):
     name = "structure-rewrite"
 
     def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter = equivalent_forms,
-                 normalise: str = "query", structure: StructureRetriever | None = None, **structure_options):
+                 normalise: str = "query", structure: StructureRetriever | None = None, search_form: FormSearch | None = None,
+                 **structure_options):
         if fusion not in FUSIONS:
             raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
         self.structure = structure if structure is not None else StructureRetriever(index, **structure_options)
@@ -81,6 +83,7 @@ class StructureRewriteRetriever(BaseRetriever):
         self.max_forms = max_forms
         self.seconds = seconds
         self.rewriter = rewriter
+        self.search_form = search_form or self.structure.rank  # how each variant is searched (the planner traces it)
         self.last_rewrites: list[RewriteResult] = []  # what the last query was rewritten into (for tools/UI)
 
     # ------------------------------------------------------------------ variants
@@ -121,7 +124,7 @@ class StructureRewriteRetriever(BaseRetriever):
         written_order: list[str] = []
         for n, variant in enumerate(variants):
             try:
-                ranking = self.structure.rank(variant.query, depth)
+                ranking = self.search_form(variant.query, depth)
                 hits, best = ranking.hits, ranking.formulas
             except QueryError:  # a form structure search cannot use
                 continue

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from mathscout.notices import notice
-from mathscout.corpus.math_spans import find_math, text_around
+from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import formula_terms, query_terms
 from mathscout.render import make_snippet
 from mathscout.store import DocumentStore
@@ -57,10 +58,11 @@ class StructureComponent:
         report = build_path_index(store.iter_formula_latex(), store.formula_count(), target)
         stats = report.as_stats(target)
         started = time.perf_counter()
-        text = build_text_lists(store, target)  # the top level of the heterogeneous index (Alg. 5)
+        text = build_text_lists(store, target, vocabulary=VOCABULARY)  # the top level of the heterogeneous index (Alg. 5)
         stats["text_lists"] = {"terms": len(text.terms), "postings": int(len(text.docs)),
                                "seconds": round(time.perf_counter() - started, 2),
                                "bytes": sum((target / name).stat().st_size for name in ("text.npz", "text_terms.json.gz"))}
+        stats["vocabulary"] = VOCABULARY  # the text lists' BM25 token vocabulary (`mathscout.latex.aliases`)
         notice(
             f"structure: {report.indexed:,} of {report.formulas:,} formulas indexed in {report.seconds:.1f} s "
             f"({stats['formulas_per_second']:,.0f} formulas/s, {stats['bytes'] / 2**20:.1f} MiB); skipped: "
@@ -230,6 +232,12 @@ class StructureRetriever(BaseRetriever):
         self.initial_threshold_factor = initial_threshold_factor
         self.depth = depth
         self.text = TextLists.open(folder) if exact else None
+        if self.text is not None and "bm25" in index.components and (
+                recorded_vocabulary(index.manifest.components.get("structure", {}))
+                != recorded_vocabulary(index.manifest.components.get("bm25", {}))):
+            notice(f"notice: the structure and bm25 components of {index.path} were built with different token "
+                   f"vocabularies: rebuild both ('mathscout index --index {index.path} --components bm25,structure') "
+                   "for exact text scores in structure search")
         documents = self.store.count()
         if (len(self.paths.doc) and self.paths.doc.max() >= documents) or (self.text is not None and self.text.doc_count != documents):
             raise DamagedIndexError(f"the structure component of {index.path} does not belong to its document store; "
@@ -506,12 +514,12 @@ def _formula_default(index: IndexDir) -> KindSetting:
 
 
 def split_query(query: Query) -> tuple[list[str], str]:
-    """The query's formulas (the topic formula, or each `$…$` in its text) and its words without the math."""
+    """The query's formulas (the topic formula, or each formula of its text) and its words without the math
+    (`mathscout.corpus.math_spans.formulas_and_words`, as the question reader splits a question)."""
     if query.formula:
         return [query.formula], ""
-    spans = find_math(query.text)
-    words = text_around(query.text, spans)
-    return [s.latex for s in spans if s.latex.strip()], " ".join(w.strip() for w in words if w.strip())
+    formulas, words = formulas_and_words(query.text)
+    return formulas, words
 
 
 def open_structure(index: IndexDir, **options) -> StructureRetriever:

@@ -9,9 +9,7 @@ import pytest
 
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.compose import check_citations
-from mathscout.agent.offline import max_fusion
 from mathscout.question import read_question
-from mathscout.types import Hit
 from tests.agent_data import (
     DIRICHLET,
     DIRICHLET_DOCS,
@@ -101,14 +99,6 @@ def test_citations_are_checked_against_the_retrieved_ids():
     cleaned, cited, invented = check_citations(text, {"a:1", "link"})
     assert cited == ["a:1"] and invented == ["b-2", "999"]
     assert cleaned == "See [a:1] and [a:1] for $x \\in [0, 1]$, the interval [0, 1], note [x], and or [link](http://e)."
-
-
-def test_max_fusion_keeps_each_documents_best_form_and_discounts_rewrites():
-    original = [Hit("a", 10.0), Hit("b", 5.0)]
-    rewrite = [Hit("c", 8.0), Hit("b", 8.0)]
-    fused = max_fusion([(original, 1.0), (rewrite, 0.9)])
-    assert [h.doc_id for h in fused] == ["a", "b", "c"]
-    assert fused[0].score == 1.0 and fused[1].score == pytest.approx(0.9) and [h.rank for h in fused] == [1, 2, 3]
 
 
 def test_a_document_that_gives_instructions_is_quoted_as_data_and_changes_nothing(assistant):

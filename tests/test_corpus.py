@@ -140,3 +140,20 @@ def test_real_collection_formulas(shared_data):
     for doc in docs[:200]:
         for f in doc.formulas:
             assert f.latex in doc.text[f.start:f.end]
+
+
+@pytest.mark.parametrize("text", [
+    "Why is  $ x^2 + 1 $ positive\n for every real   $x$ ?",
+    "Show that $$ \\sum_{n=1}^\\infty \\frac1{n^2} = \\frac{\\pi^2}{6} $$",
+    "Is $$ empty $ ? and \\( a \\le b \\) here",
+])
+def test_structure_search_and_the_question_reader_split_a_query_alike(text):
+    from mathscout.question import read_question
+    from mathscout.retrievers.structure import split_query
+    from mathscout.types import Query
+
+    formulas, words = split_query(Query(id="q", text=text))
+    question = read_question(text)
+    assert question.words == words
+    assert set(question.formulas) <= set(formulas) and formulas
+    assert all(f == f.strip() for f in formulas) and "  " not in words

@@ -101,3 +101,51 @@ def test_wildcards_give_no_terms_and_break_pairs():
     assert not any("qvar" in t or t in ("m_a", "m_b") for t in terms)
     assert terms == ("m_sup", "2", "m2_sup_2", "m_plus", "m2_2_plus", "m_sup", "2", "m2_sup_2")
     assert formula_terms(r"u=\qvar@construct{?}") == ("m_u", "m_eq", "m2_u_eq")  # MSE's placeholder macro too
+
+
+def test_both_math_readers_unify_the_spellings_of_the_one_alias_table():
+    """A spelling the table gives both readers means the same to BM25 (one token) and to structure search
+    (one tree) as its canonical form: `x \\le y` is `x \\leq y` for both."""
+    from mathscout.latex.aliases import TABLE
+    from mathscout.structure.parser import parse_latex
+
+    checked = 0
+    for row in TABLE:
+        if not row.canonical.startswith("\\") or not row.canonical[1:].isalpha():
+            continue
+        written = rf"x {row.canonical} y"
+        for spelling in row.spellings:
+            other = rf"x \{spelling} y"
+            assert math_tokens(other) == math_tokens(written), spelling
+            assert _shape(parse_latex(other).tree) == _shape(parse_latex(written).tree), spelling
+            checked += 1
+    assert checked > 30
+
+
+def _shape(node):
+    """A tree without source positions."""
+    return None if node is None else (node.token, node.symbol, tuple(_shape(c) for c in node.children))
+
+
+def test_the_supremum_and_the_superscript_are_different_tokens_in_new_indexes():
+    """Vocabulary 2 (new builds) fixes a collision: `\\sup` and `^` were both `sup`; vocabulary 1 (indexes whose
+    manifest records none) keeps it, so they answer as they were built."""
+    from mathscout.latex.aliases import LEGACY_VOCABULARY, VOCABULARY
+
+    assert math_tokens(r"\sup_x f", VOCABULARY)[:2] == ["supremum", "sub"]
+    assert math_tokens(r"\operatorname{sup} A", VOCABULARY)[0] == math_tokens("sup A", VOCABULARY)[0] == "supremum"
+    assert math_tokens("x^2", VOCABULARY) == ["x", "sup", "2"]
+    assert math_tokens(r"\sup_x f", LEGACY_VOCABULARY)[:2] == math_tokens("sup_x f")[:2] == ["sup", "sub"]
+    assert math_tokens(r"\frac{a}{b} \le c", VOCABULARY) == math_tokens(r"\frac{a}{b} \le c", LEGACY_VOCABULARY)
+
+
+def test_a_new_index_records_its_token_vocabulary_and_searches_with_it(tiny_index):
+    from mathscout.index.layout import IndexDir
+    from mathscout.latex.aliases import VOCABULARY
+    from mathscout.retrievers.bm25 import BM25Retriever
+    from mathscout.types import Query
+
+    index = IndexDir(tiny_index)
+    assert index.manifest.components["bm25"]["vocabulary"] == VOCABULARY
+    assert index.manifest.components["structure"]["vocabulary"] == VOCABULARY
+    assert "m_supremum" in BM25Retriever(index).query_weights(Query(id="q", text=r"the least upper bound $\sup A$"))

@@ -58,12 +58,13 @@ class ToolSession:
             self.emit(AgentEvent("tool_start", text=tool, call=call))
         return call
 
-    def finish(self, call: ToolCall) -> ToolOutput | None:
-        """Validate and run a started call; None (and `call.error`) when it could not run."""
+    def finish(self, call: ToolCall, work: Callable[[], ToolOutput] | None = None) -> ToolOutput | None:
+        """Validate and run a started call (its tool's work, or `work` when a composed search does it); None (and
+        `call.error`) when it could not run."""
         started = time.perf_counter()
         output = None
         try:
-            output = self._run(call.tool, call.arguments)
+            output = self._run(call.tool, call.arguments) if work is None else self._run_work(call.tool, work)
         except ValidationError as exc:
             call.error = validation_message(exc)
         except MathScoutError as exc:
@@ -82,7 +83,13 @@ class ToolSession:
         call = self.start(tool, arguments)
         return call, self.finish(call)
 
-    def _run(self, tool: str, raw: dict[str, Any]) -> ToolOutput:
+    def run(self, tool: str, arguments: dict[str, Any], work: Callable[[], ToolOutput]) -> ToolOutput | None:
+        """A traced call whose work is done by `work` (a stage of the planner's composed search): the same trace,
+        budget, error handling and evidence as `call`."""
+        return self.finish(self.start(tool, arguments), work)
+
+    def _allowed(self, tool: str) -> None:
+        """Raise when `tool` is unknown, not offered by the index, or over the call budget."""
         if tool not in SCHEMAS:
             raise MathScoutError(f"unknown tool '{tool}'")
         offered = self.toolbox.offered()
@@ -90,6 +97,13 @@ class ToolSession:
             raise MathScoutError(f"{tool} is not available: {offered[tool]}")
         if len(self.trace) > self.max_calls:
             raise MathScoutError(f"tool budget of {self.max_calls} calls used up: answer with the evidence found")
+
+    def _run_work(self, tool: str, work: Callable[[], ToolOutput]) -> ToolOutput:
+        self._allowed(tool)
+        return work()
+
+    def _run(self, tool: str, raw: dict[str, Any]) -> ToolOutput:
+        self._allowed(tool)
         schema = SCHEMAS[tool]
         extra = {k: v for k, v in raw.items() if k == "mode"} if tool == "search" else {}
         args = schema.model_validate({k: v for k, v in raw.items() if k not in extra})

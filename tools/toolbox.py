@@ -157,13 +157,17 @@ class ToolBox:
         return list(self._open_notices.get(mode, []))
 
     def _search(self, mode: str, query: Query, k: int, explain_query: str) -> ToolOutput:
-        retriever = self.retriever(mode)
+        return self.search_output(self.retriever(mode), query, k, explain_query, self.open_notices(mode))
+
+    def search_output(self, retriever: Retriever, query: Query, k: int, explain_query: str,
+                      notices: list[str] | None = None) -> ToolOutput:
+        """A search tool's output: `retriever`'s top-k hits for `query`, explained (snippets, matched formulas)."""
         hits = [replace(h) for h in retriever.search(query, k=k)]
         documents = explain_hits(hits, self.index.store, explain_query)  # snippets/formulas the retriever left out
         for rank, hit in enumerate(hits, start=1):
             hit.rank = rank
         return ToolOutput(hit_ids_summary(hits), {"hits": [hit_payload(h, documents) for h in hits]}, hits=hits,
-                          notices=self.open_notices(mode))
+                          notices=notices or [])
 
     def structure_search(self, formula: str, k: int = 10, words: str = "") -> ToolOutput:
         """Approach Zero structure search for one formula (thesis ch. 3), plus words by Eq. 3.18 when given."""

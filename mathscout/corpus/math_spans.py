@@ -9,8 +9,8 @@ followed by a digit; an inline span never crosses a blank line.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MATH_ENVIRONMENTS = (
     "equation", "align", "gather", "multline", "eqnarray", "displaymath", "math", "alignat", "flalign",
@@ -118,12 +118,22 @@ def find_math(text: str) -> list[MathSpan]:
     return spans
 
 
-def text_around(text: str, spans: Sequence[MathSpan]) -> list[str]:
-    """The pieces of `text` before, between and after `spans` (in order, as `find_math` gives them): the one way
-    a query is split into its formulas and its words (the structure retriever and the question reader)."""
+class FormulasAndWords(NamedTuple):
+    """A query split into its formulas (LaTeX bodies, stripped) and its words (the text around them)."""
+
+    formulas: list[str]
+    words: str
+
+
+def formulas_and_words(text: str) -> FormulasAndWords:
+    """The one split of a query into formulas and words (structure search and the question reader use it): each
+    delimited formula `find_math` finds (never an empty one), stripped; the words are the text before, between and
+    after the formulas, each piece's whitespace collapsed, joined by single spaces."""
+    spans = find_math(text)
     pieces, last = [], 0
     for span in spans:
         pieces.append(text[last : span.start])
         last = span.end
     pieces.append(text[last:])
-    return pieces
+    words = " ".join(" ".join(piece.split()) for piece in pieces if piece.strip())
+    return FormulasAndWords([span.latex.strip() for span in spans], words)

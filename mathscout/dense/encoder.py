@@ -212,6 +212,15 @@ class Encoder:
             batch.pooled = self.query_adapter.apply(batch.pooled)
         return batch
 
+    def encode_texts(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Normalised embeddings of whole texts, each cut to the model's window, no query adapter (what a reranker
+        compares): the sentence-transformers pipeline itself under `torch`, each text's first window otherwise."""
+        if self.backend == "torch":
+            return np.asarray(self.model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                                                show_progress_bar=False), dtype=np.float32)
+        pooled = self.encode_ids([self.passages(p, 1)[0] for p in self.pieces(texts)]).pooled
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
     def encode_passages(self, sequences: list[list[int]], with_tokens: Callable[[int], bool] | None = None,
                         progress: Callable[[int], None] | None = None,
                         on_batch: Callable[[np.ndarray, EncodedBatch], None] | None = None) -> np.ndarray:

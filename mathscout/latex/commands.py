@@ -7,64 +7,15 @@ Canonical names are plain ASCII identifiers so they survive as index terms.
 
 from __future__ import annotations
 
+from mathscout.latex.aliases import token_aliases
+
 
 def _same(canonical: str, *names: str) -> dict[str, str]:
     return {name: canonical for name in (canonical, *names)}
 
 
-# Command (without backslash) → canonical token name.
-ALIASES: dict[str, str] = {
-    **_same("frac", "dfrac", "tfrac", "cfrac", "over"),
-    **_same("binom", "dbinom", "tbinom", "choose"),
-    **_same("le", "leq", "leqslant", "leqq"),
-    **_same("ge", "geq", "geqslant", "geqq"),
-    **_same("neq", "ne"),
-    **_same("lt"),
-    **_same("gt"),
-    **_same("to", "rightarrow", "longrightarrow"),
-    **_same("gets", "leftarrow", "longleftarrow"),
-    **_same("implies", "Rightarrow", "Longrightarrow"),
-    **_same("impliedby", "Leftarrow", "Longleftarrow"),
-    **_same("iff", "Leftrightarrow", "Longleftrightarrow"),
-    **_same("mapsto", "longmapsto"),
-    **_same("emptyset", "varnothing", "empty"),
-    **_same("epsilon", "varepsilon"),
-    **_same("phi", "varphi"),
-    **_same("theta", "vartheta"),
-    **_same("rho", "varrho"),
-    **_same("pi", "varpi"),
-    **_same("sigma", "varsigma"),
-    **_same("dots", "ldots", "cdots", "dotsc", "dotsb", "dotsm", "dotso"),
-    **_same("wedge", "land"),
-    **_same("vee", "lor"),
-    **_same("neg", "lnot"),
-    **_same("mod", "bmod", "pmod"),
-    **_same("subseteq", "subseteqq"),
-    **_same("supseteq", "supseteqq"),
-    **_same("ast", "star"),
-    **_same("cdot", "centerdot", "bullet"),
-    **_same("prime"),
-    **_same("vert", "lvert", "rvert", "abs", "size"),
-    **_same("Vert", "lVert", "rVert", "norm"),
-    **_same("floor", "lfloor", "rfloor"),
-    **_same("ceil", "lceil", "rceil"),
-    **_same("langle", "rangle"),
-    **_same("hat", "widehat"),
-    **_same("tilde", "widetilde"),
-    **_same("bar", "overline"),
-    **_same("vec", "overrightarrow"),
-    **_same("partial"),
-    **_same("nabla"),
-    **_same("divides"),
-    **_same("bbR", "R", "RR", "reals", "real", "Reals"),
-    **_same("bbZ", "Z", "ZZ", "Ints", "integers", "Integers"),
-    **_same("bbN", "N", "NN", "nat", "naturals", "Naturals"),
-    **_same("bbQ", "Q", "QQ", "Rats", "rationals", "Rationals"),
-    **_same("bbC", "C", "CC", "complexes", "Complex"),
-    **_same("exists", "exist"),
-    **_same("pm"),
-    **_same("infty", "infin"),
-}
+# Command (without backslash) → token name: the one alias table's BM25 reading (`mathscout.latex.aliases`).
+ALIASES: dict[str, str] = token_aliases()
 
 # Pure layout: dropped without a trace (their arguments, if any, stay and are tokenized).
 LAYOUT: frozenset[str] = frozenset(

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import NamedTuple, Protocol
 
+from mathscout.latex.aliases import LEGACY_VOCABULARY, token_aliases
 from mathscout.latex.commands import (
-    ALIASES,
     DROP_WITH_ARGUMENT,
     ENVIRONMENTS,
     ESCAPED,
@@ -100,8 +100,9 @@ def _closing_braces(latex: str) -> dict[int, int]:
 class _Lexer:
     """One pass over a formula; `tokens` collects the result."""
 
-    def __init__(self, latex: str):
+    def __init__(self, latex: str, aliases: dict[str, str]):
         self.latex = latex
+        self.aliases = aliases
         self.tokens: list[Token] = []
         self.negation_at = -1  # start of a pending `\not`
         self._closing: dict[int, int] | None = None
@@ -140,7 +141,7 @@ class _Lexer:
             if kind == "letters":
                 run = m.group()
                 if run in FUNCTION_NAMES:
-                    self.emit(run, start, pos)
+                    self.emit(self.aliases.get(run, run), start, pos)
                 else:
                     for i, ch in enumerate(run):
                         self.emit(ch, start + i, start + i + 1)
@@ -189,7 +190,7 @@ class _Lexer:
             elif name in TEXT_WRAPPERS:
                 self.words(arg[0], arg[1])
             elif letters := re.sub(r"[^A-Za-z]", "", content):
-                self.emit(ALIASES.get(letters, letters), start, arg[2])
+                self.emit(self.aliases.get(letters, letters), start, arg[2])
             return arg[2], 0
         if name in LETTER_STYLES:
             style = LETTER_STYLES[name]
@@ -205,19 +206,20 @@ class _Lexer:
         if name == "not":
             self.negation_at = start
             return pos, 0
-        canonical = ALIASES.get(name, name)
+        canonical = self.aliases.get(name, name)
         self.emit(canonical, start, pos)
         return pos, (2 if canonical in ("frac", "binom") else 0)
 
 
-def lex(latex: str) -> list[Token]:
-    """The tokens of one formula body (no delimiters), with spans; never raises on malformed LaTeX."""
-    return _Lexer(latex).run()
+def lex(latex: str, vocabulary: int = LEGACY_VOCABULARY) -> list[Token]:
+    """The tokens of one formula body (no delimiters), with spans, in a token `vocabulary`
+    (`mathscout.latex.aliases`); never raises on malformed LaTeX."""
+    return _Lexer(latex, token_aliases(vocabulary)).run()
 
 
-def math_tokens(latex: str) -> list[str]:
+def math_tokens(latex: str, vocabulary: int = LEGACY_VOCABULARY) -> list[str]:
     """The unified math tokens of a formula, e.g. `\\dfrac{1}{2}` and `\\frac12` → ['frac', '1', '2']."""
-    return [t.text for t in lex(latex) if not t.is_word]
+    return [t.text for t in lex(latex, vocabulary) if not t.is_word]
 
 
 @lru_cache(maxsize=1 << 18)
@@ -267,14 +269,14 @@ _WILDCARD = re.compile(r"\\qvar(?:@construct)?\s*\{[^{}]*\}")  # NTCIR-12 wildca
 
 
 @lru_cache(maxsize=1 << 17)
-def formula_terms(latex: str) -> tuple[str, ...]:
+def formula_terms(latex: str, vocabulary: int = LEGACY_VOCABULARY) -> tuple[str, ...]:
     """Index terms of one formula: its math tokens, each pair of consecutive math tokens, and the
     stemmed words of its `\\text{…}` parts. A `\\qvar{…}` wildcard stands for any subexpression: it gives
     no term and breaks the pairs around it."""
     terms: list[str] = []
     for piece in _WILDCARD.split(latex):
         previous = None
-        for token in lex(piece):
+        for token in lex(piece, vocabulary):
             if token.is_word:
                 if (term := _word_term(token.text)) is not None:
                     terms.append(term)
@@ -286,26 +288,27 @@ def formula_terms(latex: str) -> tuple[str, ...]:
     return tuple(terms)
 
 
-def analyze(text: str, formulas: Iterable[Span]) -> list[str]:
-    """The terms of a document for BM25: its words and, in place, the math tokens of its formulas."""
+def analyze(text: str, formulas: Iterable[Span], vocabulary: int = LEGACY_VOCABULARY) -> list[str]:
+    """The terms of a document for BM25: its words and, in place, the math tokens of its formulas (in a token
+    `vocabulary`: an index's is recorded in its manifest)."""
     terms: list[str] = []
     position = 0
     for formula in sorted(formulas, key=lambda f: f.start):
         if formula.start < position:  # overlapping spans: the first one wins
             continue
         terms += word_terms(text[position : formula.start])
-        terms += formula_terms(formula.latex)
+        terms += formula_terms(formula.latex, vocabulary)
         position = formula.end
     terms += word_terms(text[position:])
     return terms
 
 
-def document_terms(document) -> list[str]:
+def document_terms(document, vocabulary: int = LEGACY_VOCABULARY) -> list[str]:
     """The BM25 terms of a `mathscout.types.Document`: its missing title's terms (`Document.missing_title`),
     then its text's words and math."""
-    terms = analyze(document.text, document.formulas)
+    terms = analyze(document.text, document.formulas, vocabulary)
     title = document.missing_title()
-    return query_terms(title) + terms if title else terms
+    return query_terms(title, vocabulary) + terms if title else terms
 
 
 # ---- queries -------------------------------------------------------------------------------------
@@ -355,6 +358,6 @@ def query_formulas(query_text: str) -> Sequence[Span]:
     return found if found else bare_math_spans(query_text)
 
 
-def query_terms(query_text: str) -> list[str]:
+def query_terms(query_text: str, vocabulary: int = LEGACY_VOCABULARY) -> list[str]:
     """The terms of a query, analysed exactly like documents."""
-    return analyze(query_text, query_formulas(query_text))
+    return analyze(query_text, query_formulas(query_text), vocabulary)

@@ -21,11 +21,11 @@ import numpy as np
 from numba.typed import List
 
 from mathscout.structure.search import (
-    _SLACK,
+    SLACK,
     MAX_FORMULA_LEAVES,
     PreparedQuery,
     StructureSearcher,
-    _score_candidate,
+    score_candidate,
     bind,
 )
 
@@ -99,7 +99,7 @@ def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList
             max_rows = max(max_rows, int(kw.query.arrays[13].max()) if len(kw.query.node_ids) else 1)
     if not len(queries):  # no formula keyword matched a path: plain BM25 over the text keywords
         return _text_only(docs, scores, starts, k)
-    out_docs, out_scores = _hetero(ix, queries, cursors, alive, formulas, searcher._scratch, max_rows,
+    out_docs, out_scores = _hetero(ix, queries, cursors, alive, formulas, searcher.scratch, max_rows,
                                    formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m,
                                    searcher.eta, searcher.b1, searcher.b2, prune)
     ranked = np.lexsort((out_docs, -out_scores))
@@ -142,7 +142,7 @@ def _doc_math_score(doc, theta_i, prune, formula_first, formulas, fpos, ix, q, p
         f = formulas[i]
         i += 1
         floor = max(theta_i, best) if prune else 0.0
-        s, m, n, _ = _score_candidate(f, ix, q, pos, alive, prune and floor > 0.0, floor, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        s, m, n, _ = score_candidate(f, ix, q, pos, alive, prune and floor > 0.0, floor, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
         if s > best:
             best = s
     fpos[0] = i
@@ -225,7 +225,7 @@ def _hetero(ix, queries, cursors, alive, formulas, scratch, max_rows, formula_fi
         score = 0.0
         complete = True
         for i in range(n):
-            if prune and size == k and score + a[i] * _SLACK <= theta:  # line 14: cannot make the top k
+            if prune and size == k and score + a[i] * SLACK <= theta:  # line 14: cannot make the top k
                 complete = False
                 break
             if i > pivot:  # line 17: skip in a non-requirement iterator (binary search)

@@ -35,7 +35,7 @@ _GIVEN = 4  # score an explicit, sorted list of candidates (no heap, no pruning)
 _SAFETY = 1.0 - 1e-12  # θ_s is shrunk by this factor so float rounding never prunes a candidate that ties θ
 _REPLAN = 1.01  # re-plan the requirement set only when θ has grown 1 % since the last plan (§4.4.2: at large k
 # θ rises after nearly every candidate and re-planning would dominate)
-_SLACK = 1.0 + 1e-9  # estimates are inflated by this factor before a node is abandoned, for the same reason
+SLACK = 1.0 + 1e-9  # estimates are inflated by this factor before a node is abandoned, for the same reason
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ class StructureSearcher:
         self.index = index
         self.eta, self.b1, self.b2, self.path_weights = eta, b1, b2, path_weights
         max_node = index.lists.max_node + 1  # every decoded node id is checked to be ≤ this (lists.py)
-        self._scratch = (
+        self.scratch = (
             np.zeros(max_node, dtype=np.float64),  # accumulated width per document node
             np.zeros(max_node, dtype=np.int64),  # touched document nodes
             np.full(len(index.symbols) + 1, -1, dtype=np.int64),  # document symbol → column of Alg. 2's table
@@ -233,7 +233,7 @@ class StructureSearcher:
         if prepared.empty or k <= 0:
             return []
         theta0 = initial_threshold(initial_threshold_factor, prepared.width, self.eta)
-        out = _search(prepared.ix, prepared.arrays, self._scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
+        out = _search(prepared.ix, prepared.arrays, self.scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
         return self._hits(prepared, out)
 
     def score_formulas(self, query: str | PreparedQuery, formulas: np.ndarray) -> list[FormulaHit]:
@@ -242,7 +242,7 @@ class StructureSearcher:
         candidates = np.unique(np.asarray(formulas, dtype=np.int64))
         if prepared.empty or len(candidates) == 0:
             return []
-        out = _search(prepared.ix, prepared.arrays, self._scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
+        out = _search(prepared.ix, prepared.arrays, self.scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
         return self._hits(prepared, out)
 
     def _hits(self, prepared: PreparedQuery, out) -> list[FormulaHit]:
@@ -341,7 +341,7 @@ def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, cros
 
 
 @numba.njit(cache=True)
-def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
+def score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
     """Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
     (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
@@ -354,7 +354,7 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
     for m in range(n_upper.shape[0]):  # nodes by decreasing upper bound
         if not alive[m]:
             continue
-        if prune and (n_upper[m] * _SLACK <= widest or n_upper[m] * _SLACK * penalty <= theta):
+        if prune and (n_upper[m] * SLACK <= widest or n_upper[m] * SLACK * penalty <= theta):
             continue
         n_touched = 0
         node_best = 0.0
@@ -380,7 +380,7 @@ def _score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, to
                 p += 1
             if prune:
                 leftover -= w * weight
-                estimate = (node_best + leftover) * _SLACK
+                estimate = (node_best + leftover) * SLACK
                 if estimate <= widest or estimate * penalty <= theta:
                     abandoned = True
                     break
@@ -544,7 +544,7 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
     if strategy == 4:
         for i in range(candidates.shape[0]):
             cand = candidates[i]
-            score, m, n, w = _score_candidate(cand, ix, q, pos, alive, False, 0.0, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+            score, m, n, w = score_candidate(cand, ix, q, pos, alive, False, 0.0, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
             h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = score, cand, f_doc[cand], m, n, w
         return h_fid, h_score, h_doc, h_m, h_n, h_w
 
@@ -581,7 +581,7 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
         if cand < 0:
             break
         bar = max(theta, doc_score) if per_document else theta  # per document, only a better formula matters
-        score, m, n, w = _score_candidate(cand, ix, q, pos, alive, prune, bar, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        score, m, n, w = score_candidate(cand, ix, q, pos, alive, prune, bar, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
         if score > 0.0:
             if per_document:
                 if score > doc_score:

@@ -20,39 +20,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from mathscout.latex.aliases import tree_aliases
+
 # --- spelling unification -----------------------------------------------------------------------
-ALIASES: dict[str, str] = {
-    "\\dfrac": "\\frac", "\\tfrac": "\\frac", "\\cfrac": "\\frac", "\\nicefrac": "\\frac", "\\sfrac": "\\frac",
-    "\\dbinom": "\\binom", "\\tbinom": "\\binom",
-    "\\le": "\\leq", "\\leqslant": "\\leq", "\\leqq": "\\leq", "\\ge": "\\geq", "\\geqslant": "\\geq",
-    "\\geqq": "\\geq", "\\ne": "\\neq", "\\lt": "<", "\\gt": ">",
-    "\\to": "\\rightarrow", "\\longrightarrow": "\\rightarrow", "\\gets": "\\leftarrow",
-    "\\longleftarrow": "\\leftarrow", "\\longmapsto": "\\mapsto", "\\leftrightarrow": "\\leftrightarrow",
-    "\\longleftrightarrow": "\\leftrightarrow",
-    "\\implies": "\\Rightarrow", "\\Longrightarrow": "\\Rightarrow", "\\impliedby": "\\Leftarrow",
-    "\\Longleftarrow": "\\Leftarrow", "\\iff": "\\Leftrightarrow", "\\Longleftrightarrow": "\\Leftrightarrow",
-    "\\land": "\\wedge", "\\lor": "\\vee", "\\lnot": "\\neg",
-    "\\varnothing": "\\emptyset", "\\O": "\\emptyset",
-    "\\varepsilon": "\\epsilon", "\\vartheta": "\\theta", "\\varphi": "\\phi", "\\varrho": "\\rho",
-    "\\varsigma": "\\sigma", "\\varkappa": "\\kappa", "\\imath": "i", "\\jmath": "j",
-    "\\lbrace": "\\{", "\\rbrace": "\\}", "\\lbrack": "[", "\\rbrack": "]",
-    "\\vert": "|", "\\lvert": "|", "\\rvert": "|", "\\Vert": "\\|", "\\lVert": "\\|", "\\rVert": "\\|",
-    "\\ldots": "\\dots", "\\cdots": "\\dots", "\\dotsc": "\\dots", "\\dotsb": "\\dots", "\\dotsm": "\\dots",
-    "\\dotso": "\\dots", "\\dotsi": "\\dots", "\\vdots": "\\dots", "\\ddots": "\\dots", "\\mathellipsis": "\\dots",
-    "\\colon": ":", "\\ast": "*", "\\cdotp": "\\cdot", "\\centerdot": "\\cdot", "\\bullet": "\\cdot",
-    "\\mod": "\\bmod", "\\backslash": "\\setminus", "\\smallsetminus": "\\setminus",
-    "\\subseteqq": "\\subseteq", "\\supseteqq": "\\supseteq", "\\owns": "\\ni",
-    "\\intercal": "\\top", "\\prime": "'", "\\widehat": "\\hat", "\\widetilde": "\\tilde",
-    "\\overline": "\\bar", "\\overrightarrow": "\\vec", "\\bm": "\\mathbf", "\\boldsymbol": "\\mathbf",
-    "\\pmb": "\\mathbf", "\\Bbb": "\\mathbb", "\\mathbbm": "\\mathbb", "\\frak": "\\mathfrak",
-    "\\doteq": "\\approx", "\\thickapprox": "\\approx", "\\thicksim": "\\sim",
-    "\\triangleq": "\\coloneqq", "\\coloneq": "\\coloneqq", "\\defeq": "\\coloneqq", "\\eqqcolon": "\\coloneqq",
-    "\\lneq": "<", "\\gneq": ">",
-    "\\tg": "\\tan", "\\ctg": "\\cot", "\\cosec": "\\csc", "\\Tr": "\\tr", "\\trace": "\\tr",
-    "\\iiiint": "\\iiint", "\\idotsint": "\\iiint", "\\dashrightarrow": "\\rightarrow",
-    "\\longhookrightarrow": "\\hookrightarrow", "\\Bigcup": "\\bigcup", "\\Bigcap": "\\bigcap",
-    "\\rightarrowtail": "\\hookrightarrow", "\\rightsquigarrow": "\\rightarrow",
-}
+# the one alias table's structure reading (`mathscout.latex.aliases`): `\\le` → `\\leq`, `\\lt` → `<`
+ALIASES: dict[str, str] = tree_aliases()
 
 UNICODE: dict[str, str] = {
     "≤": "\\leq", "≥": "\\geq", "≠": "\\neq", "∈": "\\in", "∉": "\\notin", "→": "\\rightarrow",

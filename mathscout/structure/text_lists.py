@@ -140,11 +140,13 @@ class TextLists:
         return docs, scores.astype(np.float64)
 
 
-def build_text_lists(store, folder: Path, segment_postings: int = SEGMENT_POSTINGS) -> TextLists:
-    """Text lists of every document of a store (ordinal order), saved into `folder` (built in segments)."""
+def build_text_lists(store, folder: Path, segment_postings: int = SEGMENT_POSTINGS, vocabulary: int = 1) -> TextLists:
+    """Text lists of every document of a store (ordinal order) in a BM25 token `vocabulary`
+    (`mathscout.latex.aliases`), saved into `folder` (built in segments)."""
     from mathscout.latex.tokens import document_terms
 
-    return TextLists.build((document_terms(doc) for doc in store.iter_documents()), segment_postings, Path(folder))
+    return TextLists.build((document_terms(doc, vocabulary) for doc in store.iter_documents()), segment_postings,
+                           Path(folder))
 
 
 def encode_lengths(doc_len: np.ndarray) -> np.ndarray:

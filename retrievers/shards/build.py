@@ -62,6 +62,7 @@ def copy_store_range(source: Path, target: Path, first: int, end: int) -> tuple[
 
 def build_shard(source: str, folder: str, first: int, end: int, components: list[str]) -> dict:
     """One shard: its store (documents [first, end) of `source`), its components and its text lists (a Ray task)."""
+    from mathscout.latex.aliases import VOCABULARY
     from mathscout.structure.text_lists import build_text_lists
 
     started = time.perf_counter()
@@ -75,8 +76,8 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
         manifest.components[name] = build_component(name, store, folder_path / name)
     if "structure" not in components:  # BM25 with global statistics scores from text lists (stats.py)
         (folder_path / "text").mkdir()
-        build_text_lists(store, folder_path / "text")
-        manifest.components["text"] = {"files": record_folder(folder_path / "text")}
+        build_text_lists(store, folder_path / "text", vocabulary=VOCABULARY)
+        manifest.components["text"] = {"files": record_folder(folder_path / "text"), "vocabulary": VOCABULARY}
     store.close()
     manifest.write(folder_path / MANIFEST)
     return {"first_formula": first_formula, "formulas": formulas, "seconds": round(time.perf_counter() - started, 2),

@@ -23,7 +23,7 @@ from mathscout.retrievers.shards.scoring import adjust_ties
 from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
 from mathscout.structure.scoring import math_text_score
 from mathscout.types import Hit, Query
-from mathscout.retrievers.base import BaseRetriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.structure import split_query
 
 CALL_TIMEOUT = float(os.environ.get("MATHSCOUT_SHARD_TIMEOUT", "300"))  # seconds for one call of ≤ BATCH queries
@@ -135,8 +135,9 @@ class ShardedRetriever(BaseRetriever):
         explain_hits(hits[0][:EXPLAINED_HITS], self.store, query.text)  # snippets and matched formulas, from the index's store
         return ShardedHits(hits[0], missing)
 
-    def rank(self, query: Query, k: int) -> ShardedHits:
-        return self._search(prepare_query(query), k)
+    def rank(self, query: Query, k: int) -> RankResult:
+        """The top-k hits (a `ShardedHits`: it says which shards did not answer), as every retriever's `rank`."""
+        return RankResult(self._search(prepare_query(query), k))
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         runs: dict[str, list[Hit]] = {}

@@ -19,6 +19,7 @@ import numpy as np
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
+from mathscout.latex.aliases import recorded_vocabulary
 from mathscout.retrievers.shards.stats import load_global_df, outside_weights, read_global_statistics, read_global_symbols, text_lists_folder
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists
@@ -48,6 +49,10 @@ class GlobalBM25(BM25Retriever):
         self._index_path = index.path
         self._rm3 = False
         self.lists = global_text_lists(index.path)
+        # the text lists' token vocabulary (`mathscout.latex.aliases`): the structure component builds them, or the
+        # shard builder when there is none
+        components = index.manifest.components
+        self.vocabulary = recorded_vocabulary(components.get("structure") or components.get("text") or {})
         self._doc_ids: list[str] | None = None
         self.set_bm25(k1, b)
 
