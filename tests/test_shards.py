@@ -174,6 +174,21 @@ def test_ranked_on_shards_equals_the_single_index(ranker_pair, topics):
     assert hits and hits[0].snippet
 
 
+def test_modes_that_combine_others_run_at_the_coordinator(sharded_small, small_index, topics):
+    """Every mode without a component of its own (hybrid, structure-rewrite, ranked, auto) opens over the sharded
+    modes, never once per shard with the shard's own statistics; `auto` (the assistant's planned search) answers as
+    on one index."""
+    from mathscout.retrievers.registry import combining_modes
+    from mathscout.retrievers.shards.retriever import ShardedRetriever
+
+    assert combining_modes() == {"hybrid", "structure-rewrite", "ranked", "auto"}
+    auto = open_retriever(sharded_small, "auto")
+    assert not isinstance(auto, ShardedRetriever)
+    queries = [t for t in topics if "$" not in t.text][:4]  # no SymPy rewriting: its time budget varies with the load
+    single = open_retriever(small_index, "auto")
+    assert_same_runs({q.id: single.search(q, 10) for q in queries}, {q.id: auto.search(q, 10) for q in queries})
+
+
 def test_search_and_python_api_on_a_sharded_index(sharded_small, small_index):
     from mathscout.agent import MathScout
 

@@ -334,9 +334,10 @@ def merge_structure(answers: list[ShardHits], k: int) -> tuple[list[Hit], dict[i
 
 def open_sharded(index: IndexDir, mode: str, **options):
     """The retriever of `mode` over a sharded index: ranking modes fan out to the shards; modes that combine other
-    modes (hybrid, ranked, …) open as on one index, over the sharded modes they combine."""
+    modes (`registry.combining_modes`: hybrid, structure-rewrite, ranked, auto) open as on one index, over the
+    sharded modes they combine."""
     shards = ShardSet.read(index.path)
-    from mathscout.retrievers.registry import available_modes
+    from mathscout.retrievers.registry import available_modes, combining_modes
 
     spec = available_modes(planned=True)[mode]
     missing = [name for name in spec.requires if name not in shards.components]
@@ -344,13 +345,8 @@ def open_sharded(index: IndexDir, mode: str, **options):
         raise MathScoutError(f"the sharded index {index.path} has no '{missing[0]}' component: rebuild it with "
                              f"'mathscout index --input PATH --index {index.path} --shards {len(shards.shards)} "
                              f"--components {','.join(shards.components + missing)}'")
-    if mode in COMBINING_MODES:
+    if mode in combining_modes():
         return spec.open(index, **options)
     if mode == "structure":
         return ShardedStructure(index, **options)
     return ShardedRetriever(index, mode, **options)
-
-
-# modes that combine others, opened at the coordinator over the sharded modes: fusion, learned ranking, and structure
-# search over rewritten forms (it fuses structure rankings of each form)
-COMBINING_MODES = ("hybrid", "ranked", "structure-rewrite")
