@@ -140,13 +140,12 @@ def test_structure_rewrite_on_shards_equals_the_single_index(sharded_small, smal
 
 
 @pytest.fixture(scope="session")
-def ranker_pair(sharded_small, small_index, small_collection, shared_data, tmp_path_factory) -> tuple[Path, Path]:
+def ranker_pair(tuned_pair, small_collection, shared_data) -> tuple[Path, Path]:
     """A ranker trained on the single index (40 train topics with judged answers in it): the model is two files of the
-    index (ranker.json, ranker.lgb.txt), copied into the sharded index's folder."""
-    folder = tmp_path_factory.mktemp("ranked")
-    single, sharded = folder / "single", folder / "sharded"
-    shutil.copytree(small_index, single)
-    shutil.copytree(sharded_small, sharded)
+    index (ranker.json, ranker.lgb.txt), copied into the sharded index's folder. The tuned pair's copies are reused:
+    each open sharded index keeps one actor per shard (a quarter CPU each), and a local Ray here has 2 CPUs."""
+    single, sharded = tuned_pair
+    folder = single.parent
     held = {json.loads(line)["id"] for line in small_collection.read_text(encoding="utf-8").splitlines()}
     collection = shared_data / "collection"
     qrels = [line for line in (collection / "qrels.train.txt").read_text(encoding="utf-8").splitlines()
