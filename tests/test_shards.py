@@ -95,17 +95,21 @@ def test_formula_only_queries_on_shards_equal_the_single_index(sharded_small, sm
 
 
 @pytest.fixture(scope="session")
-def tuned_pair(sharded_small, small_index, tmp_path_factory) -> tuple[Path, Path]:
-    """Copies of the single and the sharded index with the same fitted Eq. 3.18 setting (structure.json) in the index
-    folder, as `mathscout train structure` stores it (not the thesis defaults: other λ_m, text parts, formula count)."""
+def tuned_pair(small_collection, small_index, ray_local, tmp_path_factory) -> tuple[Path, Path]:
+    """A copy of the single index with a fitted Eq. 3.18 setting (structure.json, as `mathscout train structure`
+    stores it; not the thesis defaults: other λ_m, text parts, widest formula), and the same documents rebuilt as 3
+    shards over another copy: the sharded build keeps the index's tuned files, as a single-index rebuild does."""
+    from mathscout.retrievers.shards.build import build_sharded_index
+
     folder = tmp_path_factory.mktemp("tuned")
     single, sharded = folder / "single", folder / "sharded"
     shutil.copytree(small_index, single)
-    shutil.copytree(sharded_small, sharded)
     setting = {"lambda_m": 0.3, "max_formulas": 1, "text": "full", "tuned_on": "a test setting",
                "kinds": {"formula": {"lambda_m": 0.1, "text": "full", "tuned_on": "a test setting"}}}
-    for index in (single, sharded):
-        (index / "structure.json").write_text(json.dumps(setting), encoding="utf-8")
+    (single / "structure.json").write_text(json.dumps(setting), encoding="utf-8")
+    shutil.copytree(single, sharded)
+    build_sharded_index([small_collection], sharded, 3, ["bm25", "structure"])
+    assert json.loads((sharded / "structure.json").read_text(encoding="utf-8")) == setting
     return single, sharded
 
 
