@@ -42,7 +42,7 @@ from pathlib import Path
 from mathscout.evaluation.measures import evaluate_run, read_qrels
 from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.config import SHARED_COLLECTION
-from mathscout.errors import QueryError
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.structure.scoring import LAMBDA_M, fuse_math_text
 from mathscout.retrievers.base import prepare_query
@@ -320,6 +320,18 @@ def report(fits: dict[str, KindFit]) -> None:
         print(f"{fit.kind:9s} {fit.queries:7d}  {fit.measure:9s}  {fit.before:.4f}  {fit.score:.4f}  {fit.best}")
 
 
+def refuse_sharded(index: Path) -> None:
+    """Fitting searches the index's structure lists directly, which a sharded index keeps in its shards: one line
+    that says how a sharded index gets a fitted setting (its shards read it from the index folder)."""
+    from mathscout.retrievers.shards.layout import is_sharded
+
+    if is_sharded(index):
+        raise MathScoutError(f"{index} is a sharded index: fit the setting on a single index of the same documents "
+                             f"('mathscout train structure --index SINGLE') and copy SINGLE/structure.json into {index} "
+                             f"(every shard scores with it), or store a tuned dump with 'mathscout train structure tune "
+                             f"--dump D --qrels Q --index {index}'")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
@@ -361,6 +373,8 @@ def main(argv: list[str] | None = None) -> None:
             p.add_argument("--index", type=Path, help="store the best setting in this index (structure.json)")
             p.add_argument("--source", default="", help="the topics the dump came from (recorded in structure.json)")
     args = parser.parse_args(argv)
+    if args.command in ("fit", "dump"):
+        refuse_sharded(args.index)
     if args.command == "dump":
         dump(args.index, args.topics, args.depth, args.out, args.sample, max_formulas=args.max_formulas, qrels=args.qrels)
         return

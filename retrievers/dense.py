@@ -79,7 +79,7 @@ def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str)
     its dimension must be the index's."""
     env = os.environ.get("MATHSCOUT_DENSE_MODEL") if component == "dense" else None
     folder = Path(model or env or meta["model"])
-    encoder = Encoder(folder, meta.get("backend", "onnx-int8"))
+    encoder = Encoder(folder, meta.get("backend", "onnx-int8"), meta.get("batching", "length"))  # as its vectors were made
     if encoder.dimension != int(meta["dimension"]):
         raise MathScoutError(f"the dense model {folder} makes {encoder.dimension}-dimensional vectors but the "
                              f"'{component}' index holds {meta['dimension']}-dimensional ones: search with the model it "

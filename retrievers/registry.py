@@ -183,6 +183,12 @@ def available_modes(planned: bool = False) -> dict[str, ModeSpec]:
     return {spec.name: spec for entry in RETRIEVERS for spec in entry.modes if planned or not spec.planned}
 
 
+def combining_modes() -> set[str]:
+    """Modes of entries without an index component of their own (hybrid, structure-rewrite, ranked, auto): they open
+    other modes and combine their answers (on a sharded index they run at the coordinator, over the sharded modes)."""
+    return {spec.name for entry in RETRIEVERS if entry.component is None for spec in entry.modes}
+
+
 def servable_modes(index: IndexDir, names: Iterable[str]) -> list[str]:
     """The modes of `names` (in their order) whose index components `index` holds."""
     modes, components = available_modes(), set(index.components)

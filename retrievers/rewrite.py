@@ -75,7 +75,11 @@ class StructureRewriteRetriever(BaseRetriever):
                  **structure_options):
         if fusion not in FUSIONS:
             raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
-        self.structure = structure if structure is not None else StructureRetriever(index, **structure_options)
+        if structure is None:  # the index's structure mode (a sharded index's answers from its shards)
+            from mathscout.retrievers.registry import open_retriever
+
+            structure = open_retriever(index, "structure", **structure_options)
+        self.structure = structure
         self.store = self.structure.store
         self.fusion = fusion
         self.rewrite_weight = rewrite_weight

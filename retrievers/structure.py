@@ -33,11 +33,11 @@ from mathscout.structure.scoring import (
     ETA_ARQMATH,
     LAMBDA_M,
     formula_similarity,
-    fuse_math_text,
     multi_tree_formula_similarity,
 )
+from mathscout.structure.fusion import fuse_formula_lists, rank_by_tier
 from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, math_keyword
-from mathscout.structure.search import PART, FormulaHit, PreparedQuery, StructureSearcher
+from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists, build_text_lists
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Formula, Hit, MatchedFormula, Query
@@ -205,7 +205,7 @@ class StructureRetriever(BaseRetriever):
         tier first (`search.match_tier`: its formula as written, its whole structure, a part of it), then by its
         setting: Eq. 3.15's length penalty otherwise ranks a shorter formula with other symbols above a longer one
         that holds the query verbatim, which is what a sub-expression query looks for."""
-        tuned = StructureSettings.read(index)
+        tuned = self.stored_settings(index)
         self.settings_source = f"tuned on {tuned.tuned_on} ({SETTINGS_FILE})" if tuned else "thesis defaults"
         defaults = tuned or StructureSettings(lambda_m=LAMBDA_M, max_formulas=0, text="words")  # thesis §3.3.1
         stored = defaults.kind_settings()
@@ -246,6 +246,10 @@ class StructureRetriever(BaseRetriever):
         self._bm25 = None
         self._ordinals: dict[str, int] | None = None
         self._doc_ids: list[str] | None = None
+
+    def stored_settings(self, index: IndexDir) -> StructureSettings | None:
+        """The Eq. 3.18 setting stored with the index (a shard of a sharded index reads its index's: shards/scoring.py)."""
+        return StructureSettings.read(index)
 
     def rank(self, query: Query, k: int) -> RankResult:
         """Top-k documents, and for each the best formula hit of the query's first formula that matched it, by the
@@ -369,30 +373,13 @@ class StructureRetriever(BaseRetriever):
         documents by their first formula's match tier first (`search.match_tier`; outside its list: PART); `parts`:
         BM25 is added for PART documents only (KindSetting.text "parts")."""
         lists = [self._formula_documents(query, max(self.depth, k)) for query in prepared]
-        best: dict[int, FormulaHit] = {}
-        for hits in lists:
-            for hit in hits:
-                best.setdefault(hit.doc, hit)
-        whole = [doc for doc, hit in best.items() if hit.tier > PART] if parts else ()  # whole-structure matches: Eq. 3.16 alone
-        math, scores = fuse_math_text([[(hit.doc, hit.score) for hit in hits] for hits in lists], bm25, lambda_m, whole)
-        if by_tier:
-            parts = {d: {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)} for d in scores}
-            return self._by_tier(scores, parts, best, k)
-        ranked = sorted(scores, key=lambda d: (-scores[d], d))[:k]
-        hits = [self._hit(d, scores[d], {self.name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}) for d in ranked]
-        return hits, best
+        ranked, best = fuse_formula_lists(lists, bm25, k, lambda_m, by_tier, parts, self.name)
+        return [self._hit(h.doc, h.score, h.components) for h in ranked], best
 
     def _by_tier(self, scores: dict[int, float], parts: dict[int, dict[str, float]], best: dict[int, FormulaHit],
                  k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
-        """A formula-only query's top k by match tier (`search.match_tier`: the query as written, its whole
-        structure, a part), then by score. A hit's score is its tier + its score / the best score (so runs sorted
-        by score keep the order); its components keep the raw scores and the tier."""
-        if not scores:
-            return [], best
-        tiers = {d: best[d].tier if d in best else PART for d in scores}
-        top = max(scores.values())
-        ranked = sorted(scores, key=lambda d: (-tiers[d], -scores[d], d))[:k]
-        return [self._hit(d, tiers[d] + scores[d] / top, {**parts[d], "tier": float(tiers[d])}) for d in ranked], best
+        """A formula-only query's top k by match tier, then by score (`fusion.rank_by_tier`)."""
+        return [self._hit(h.doc, h.score, h.components) for h in rank_by_tier(scores, parts, best, k)], best
 
     def _bm25_retriever(self):
         """The index's BM25 retriever, opened on first use (the JVM starts only when words are searched)."""

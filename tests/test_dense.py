@@ -154,11 +154,30 @@ def test_large_component_streams_vectors_and_builds_ivfpq_from_them(ivfpq_index,
     exact = open_retriever(IndexDir(dense_index), "dense")
     assert len(vectors) == meta["passages"] == exact.faiss.ntotal
     assert np.array_equal(np.load(folder / "passage_doc.npy"), exact.passage_doc)
-    # three chunks instead of one: other batches, and int8 dynamic quantisation scales activations per batch
-    # (measured here: mean cosine 0.99+, min 0.956; the default chunk of 50,000 documents is one chunk at 1×)
-    cosine = np.sum(vectors * exact.faiss.reconstruct_n(0, exact.faiss.ntotal), axis=1)
-    assert cosine.mean() > 0.99 and cosine.min() > 0.95
+    # three chunks instead of one: each passage is encoded alone (batching "passage"), so its int8 vector is the same
+    # whatever it was encoded with (under "length" batching: mean cosine 0.99+, min 0.956 here)
+    assert meta["batching"] == "passage"
+    assert np.array_equal(vectors, exact.faiss.reconstruct_n(0, exact.faiss.ntotal))
     assert np.array_equal(np.load(folder / "tokens" / "offsets.npy"), np.load(dense_index / "dense" / "tokens" / "offsets.npy"))
+
+
+def test_a_passage_vector_is_the_same_alone_or_among_others(dense_index):
+    """int8 dynamic quantisation scales activations per forward pass: under the default "passage" batching a
+    document's vector does not depend on the documents encoded with it (a shard's vectors are one index's)."""
+    from mathscout.dense.build import document_text
+    from mathscout.dense.encoder import Encoder
+
+    store = IndexDir(dense_index).store
+    documents = store.get_many(store.doc_ids()[:40])
+    encoder = Encoder()
+    sequences = [encoder.passages(p, 1)[0] for p in encoder.pieces([document_text(d) for d in documents.values()])]
+    together = encoder.encode_passages(sequences)
+    assert encoder.backend == "onnx-int8" and encoder.batching == "passage"
+    for n in (0, 7, 39):
+        assert np.array_equal(encoder.encode_passages([sequences[n]])[0], together[n])
+    assert np.array_equal(encoder.encode_passages(sequences[::-1])[::-1], together)
+    batched = Encoder(batching="length").encode_passages(sequences)  # the policy of older indexes: peers matter
+    assert not np.array_equal(batched, together)
 
 
 def test_ivfpq_search_rescores_exactly(ivfpq_index, dense_topics, dense_qrels):

@@ -80,6 +80,118 @@ def test_sharded_runs_equal_the_single_index_runs(sharded_small, small_index, to
     assert_same_runs(single, sharded)
 
 
+@pytest.fixture(scope="session")
+def task2_queries(shared_data):
+    """ARQMath-2 Task 2 formulas: formula-only queries (match tiers, Eq. 3.18 "parts" on an index with bm25)."""
+    return load_topics(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml")[:25]
+
+
+def test_formula_only_queries_on_shards_equal_the_single_index(sharded_small, small_index, task2_queries):
+    single = open_retriever(small_index, "structure").batch_search(task2_queries, K)
+    sharded = open_retriever(sharded_small, "structure").batch_search(task2_queries, K)
+    assert_same_runs(single, sharded)
+    tiers = [h.components.get("tier") for hits in sharded.values() for h in hits]
+    assert {2.0, 0.0} <= set(tiers)  # ranked by match tier (verbatim matches and partial ones), as on one index
+
+
+@pytest.fixture(scope="session")
+def tuned_pair(small_collection, small_index, ray_local, tmp_path_factory) -> tuple[Path, Path]:
+    """A copy of the single index with a fitted Eq. 3.18 setting (structure.json, as `mathscout train structure`
+    stores it; not the thesis defaults: other λ_m, text parts, widest formula), and the same documents rebuilt as 3
+    shards over another copy: the sharded build keeps the index's tuned files, as a single-index rebuild does."""
+    from mathscout.retrievers.shards.build import build_sharded_index
+
+    folder = tmp_path_factory.mktemp("tuned")
+    single, sharded = folder / "single", folder / "sharded"
+    shutil.copytree(small_index, single)
+    setting = {"lambda_m": 0.3, "max_formulas": 1, "text": "full", "tuned_on": "a test setting",
+               "kinds": {"formula": {"lambda_m": 0.1, "text": "full", "tuned_on": "a test setting"}}}
+    (single / "structure.json").write_text(json.dumps(setting), encoding="utf-8")
+    shutil.copytree(single, sharded)
+    build_sharded_index([small_collection], sharded, 3, ["bm25", "structure"])
+    assert json.loads((sharded / "structure.json").read_text(encoding="utf-8")) == setting
+    return single, sharded
+
+
+def test_a_tuned_structure_setting_reaches_every_shard(tuned_pair, sharded_small, topics, task2_queries):
+    single, sharded = tuned_pair
+    queries = topics + task2_queries
+    tuned = open_retriever(sharded, "structure").batch_search(queries, K)
+    assert_same_runs(open_retriever(single, "structure").batch_search(queries, K), tuned)
+    defaults = open_retriever(sharded_small, "structure").batch_search(queries, K)
+    changed = [q for q in tuned if [h.doc_id for h in tuned[q]] != [h.doc_id for h in defaults[q]]]
+    assert len(changed) > len(queries) // 2  # the shards score with the setting, not the thesis defaults
+
+
+def test_train_structure_refuses_a_sharded_index_in_one_line(sharded_small, tmp_path):
+    result = run_cli(["train", "structure", "--index", str(sharded_small)], tmp_path / "home")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "is a sharded index" in result.stderr and "structure.json" in result.stderr
+
+
+def test_structure_rewrite_on_shards_equals_the_single_index(sharded_small, small_index, task2_queries):
+    from functools import lru_cache
+
+    from mathscout.rewrite import equivalent_forms
+
+    rewriter = lru_cache(maxsize=None)(lambda latex, max_forms=8, seconds=2.0: equivalent_forms(latex, max_forms=max_forms,
+                                                                                                  seconds=30.0))
+    queries = task2_queries[:8]
+    single = open_retriever(small_index, "structure-rewrite", rewriter=rewriter).batch_search(queries, K)
+    sharded = open_retriever(sharded_small, "structure-rewrite", rewriter=rewriter).batch_search(queries, K)
+    assert_same_runs(single, sharded)
+    assert any(h.components.get("rewrite_form", 0.0) > 0 for hits in sharded.values() for h in hits)  # forms found some
+
+
+@pytest.fixture(scope="session")
+def ranker_pair(tuned_pair, small_collection, shared_data) -> tuple[Path, Path]:
+    """A ranker trained on the single index (40 train topics with judged answers in it): the model is two files of the
+    index (ranker.json, ranker.lgb.txt), copied into the sharded index's folder. The tuned pair's copies are reused:
+    each open sharded index keeps one actor per shard (a quarter CPU each), and a local Ray here has 2 CPUs."""
+    single, sharded = tuned_pair
+    folder = single.parent
+    held = {json.loads(line)["id"] for line in small_collection.read_text(encoding="utf-8").splitlines()}
+    collection = shared_data / "collection"
+    qrels = [line for line in (collection / "qrels.train.txt").read_text(encoding="utf-8").splitlines()
+             if line.split()[2] in held and int(line.split()[3]) > 0]
+    wanted = set(sorted({line.split()[0] for line in qrels})[:40])
+    train = folder / "topics.train.jsonl"
+    train.write_text("".join(line + "\n" for line in (collection / "topics.train.jsonl").read_text(encoding="utf-8")
+                             .splitlines() if json.loads(line)["id"] in wanted), encoding="utf-8")
+    (folder / "qrels.train.txt").write_text("".join(line + "\n" for line in qrels if line.split()[0] in wanted),
+                                            encoding="utf-8")
+    result = run_cli(["train", "ranker", "--index", str(single), "--topics", str(train), "--qrels",
+                      str(folder / "qrels.train.txt"), "--sample", "0", "--folds", "2", "--rounds", "30"],
+                     folder / "home", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("ranker.json", "ranker.lgb.txt"):
+        shutil.copy(single / name, sharded / name)
+    return single, sharded
+
+
+def test_ranked_on_shards_equals_the_single_index(ranker_pair, topics):
+    single, sharded = ranker_pair
+    assert_same_runs(open_retriever(single, "ranked").batch_search(topics, K),
+                     open_retriever(sharded, "ranked").batch_search(topics, K))
+    hits = open_retriever(sharded, "ranked").search(topics[0].text, k=5)
+    assert hits and hits[0].snippet
+
+
+def test_modes_that_combine_others_run_at_the_coordinator(sharded_small, small_index, topics):
+    """Every mode without a component of its own (hybrid, structure-rewrite, ranked, auto) opens over the sharded
+    modes, never once per shard with the shard's own statistics; `auto` (the assistant's planned search) answers as
+    on one index."""
+    from mathscout.retrievers.registry import combining_modes
+    from mathscout.retrievers.shards.retriever import ShardedRetriever
+
+    assert combining_modes() == {"hybrid", "structure-rewrite", "ranked", "auto"}
+    auto = open_retriever(sharded_small, "auto")
+    assert not isinstance(auto, ShardedRetriever)
+    queries = [t for t in topics if "$" not in t.text][:4]  # no SymPy rewriting: its time budget varies with the load
+    single = open_retriever(small_index, "auto")
+    assert_same_runs({q.id: single.search(q, 10) for q in queries}, {q.id: auto.search(q, 10) for q in queries})
+
+
 def test_search_and_python_api_on_a_sharded_index(sharded_small, small_index):
     from mathscout.agent import MathScout
 
@@ -205,26 +317,15 @@ def test_sharding_refuses_bad_requests_in_one_line(small_collection, tmp_path):
 @pytest.fixture(scope="session")
 def dense_pair(dense_index, dense_topics, ray_local, tmp_path_factory) -> tuple[Path, Path, list]:
     """The dense test collection as one index and as 2 shards, both with bm25 and dense (so that hybrid's equal-weight
-    fusion fuses the same components), and its topics. Encoded with the fp32 torch backend: the default int8 ONNX
-    encoder gives a passage a vector that depends on the other passages of its batch (63 of 127 passages of a shard
-    differed from the single index's, by up to 0.048), so only fp32 vectors are the same in a shard and in one index."""
-    import os
-
+    fusion fuses the same components), and its topics, with the default encoder (ONNX int8): each passage is encoded
+    alone (batching "passage"), so a shard's vectors are the single index's."""
     from mathscout.retrievers.indexing import build_index
     from mathscout.retrievers.shards.build import build_sharded_index
 
     folder = tmp_path_factory.mktemp("sharded-dense")
     corpus = dense_index.parent / "docs.jsonl"
-    before = os.environ.get("MATHSCOUT_DENSE_BACKEND")
-    os.environ["MATHSCOUT_DENSE_BACKEND"] = "torch"  # read when a dense component is built (here and in the Ray tasks)
-    try:
-        build_index([corpus], folder / "single", ["bm25", "dense"])
-        build_sharded_index([corpus], folder / "shards", 2, ["bm25", "dense"])
-    finally:
-        if before is None:
-            os.environ.pop("MATHSCOUT_DENSE_BACKEND")
-        else:
-            os.environ["MATHSCOUT_DENSE_BACKEND"] = before
+    build_index([corpus], folder / "single", ["bm25", "dense"])
+    build_sharded_index([corpus], folder / "shards", 2, ["bm25", "dense"])
     (folder / "topics.jsonl").write_text("".join(json.dumps(t) + "\n" for t in dense_topics), encoding="utf-8")
     return folder / "single", folder / "shards", load_topics(folder / "topics.jsonl")
 
@@ -234,3 +335,5 @@ def test_dense_and_hybrid_on_shards_equal_the_single_index(dense_pair, mode):
     single_index, sharded_index, queries = dense_pair
     assert_same_runs(open_retriever(single_index, mode).batch_search(queries, 50),
                      open_retriever(sharded_index, mode).batch_search(queries, 50))
+    shard = Path(sharded_index) / "shards" / "shard-000" / "dense" / "meta.json"
+    assert json.loads(shard.read_text(encoding="utf-8"))["batching"] == "passage"  # the policy is recorded

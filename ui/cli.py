@@ -32,7 +32,7 @@ def _cmd_index(args: argparse.Namespace) -> None:
             raise MathScoutError("--shards needs --input PATH… (a sharded index is built whole)")
         from mathscout.retrievers.shards.build import build_sharded_index
 
-        manifest = build_sharded_index(args.input, args.index, args.shards, components, args.ray)
+        manifest = build_sharded_index(args.input, args.index, args.shards, components, args.ray, fresh=args.fresh)
     elif args.input:
         manifest = build_index(args.input, args.index, components, fresh=args.fresh)
     elif components:

@@ -42,7 +42,8 @@ from tqdm import tqdm
 
 from mathscout.dense.ann import (ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_ivfpq, read_rows,
                                set_build_threads)
-from mathscout.dense.encoder import DEFAULT_BACKEND, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder, log
+from mathscout.dense.encoder import (BATCHINGS, DEFAULT_BACKEND, DEFAULT_BATCHING, DEFAULT_MAX_PASSAGES, EncodedBatch,
+                                     Encoder, log)
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
 from mathscout.store import DocumentStore
@@ -62,6 +63,7 @@ class DenseSettings:
 
     model: str | None = None  # a local sentence-transformers/HF folder; None = default_model_path()
     backend: str = DEFAULT_BACKEND
+    batching: str = DEFAULT_BATCHING  # "passage": each passage encoded alone (Encoder; recorded in meta.json)
     max_passages: int = DEFAULT_MAX_PASSAGES
     hnsw_m: int = HNSW_M
     hnsw_ef_construction: int = HNSW_EF_CONSTRUCTION
@@ -77,7 +79,7 @@ class DenseSettings:
         env = os.environ
         if (v := env.get(f"{prefix}_MODEL")) and "model" not in overrides:
             settings.model = v
-        for name, kind in (("backend", str), ("max_passages", int), ("hnsw_m", int), ("hnsw_ef_construction", int),
+        for name, kind in (("backend", str), ("batching", str), ("max_passages", int), ("hnsw_m", int), ("hnsw_ef_construction", int),
                            ("hnsw_ef_search", int), ("chunk_documents", int), ("ann_above", int),
                            ("nprobe", int)):
             if (v := env.get(f"{prefix}_{name.upper()}")) is not None:
@@ -87,6 +89,8 @@ class DenseSettings:
                     raise MathScoutError(f"{prefix}_{name.upper()}={v!r} is not a valid {kind.__name__}") from exc
         if settings.max_passages < 1:
             raise MathScoutError("the number of passages per document must be at least 1")
+        if settings.batching not in BATCHINGS:
+            raise MathScoutError(f"{prefix}_BATCHING={settings.batching!r}: choose {' or '.join(BATCHINGS)}")
         if settings.chunk_documents < 1 or settings.nprobe < 1:
             raise MathScoutError(f"{prefix}_CHUNK_DOCUMENTS and {prefix}_NPROBE must be at least 1")
         return settings
@@ -212,7 +216,7 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
     import faiss
 
     started = time.perf_counter()
-    encoder = Encoder(settings.model, settings.backend)
+    encoder = Encoder(settings.model, settings.backend, settings.batching)
     documents_total = store.count()
     sink: TokenSink | None = None
     if settings.tokens:
@@ -221,7 +225,7 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
         sink = TokenSink(documents_total, keep, target / "tokens")
     log(f"{label}: encoding {documents_total:,} documents in chunks of ≤ {settings.chunk_documents:,} (passages of "
         f"≤ {encoder.window} word pieces, ≤ {settings.max_passages} per document), model {encoder.folder}, backend "
-        f"{settings.backend}; vectors written to {target / VECTORS} as they are encoded")
+        f"{settings.backend}, batching {settings.batching}; vectors written to {target / VECTORS} as they are encoded")
     vector_path = target / VECTORS
     passage_docs: list[np.ndarray] = []
     passages = truncated = 0
@@ -299,7 +303,7 @@ def _new_build_id() -> str:
 
 def _manifest_entry(meta: dict[str, Any], started: float) -> dict[str, Any]:
     """What the index manifest records of a dense component's build."""
-    keys = ("model", "backend", "dimension", "documents", "passages", "max_passages", "docs_per_second",
+    keys = ("model", "backend", "batching", "dimension", "documents", "passages", "max_passages", "docs_per_second",
             "encode_seconds", "build_id", "document_vectors_from", "default_search")
     return {k: meta[k] for k in keys if k in meta} | {"seconds": round(time.perf_counter() - started, 2)}
 
@@ -358,7 +362,8 @@ def reuse_document_vectors(source: Path, target: Path, settings: DenseSettings, 
     encoding = ("docs_per_second", "encode_seconds", "hnsw_seconds")  # not this component's: nothing was encoded
     reused = {k: v for k, v in meta.items() if not k.startswith("token") and k not in encoding} | {
         "model": str(model.resolve()), "model_key": model_fingerprint(model), "tokens": False,
-        "hnsw_ef_search": settings.hnsw_ef_search, "document_vectors_from": source.name, "build_id": _new_build_id()}
+        "hnsw_ef_search": settings.hnsw_ef_search, "document_vectors_from": source.name, "build_id": _new_build_id(),
+        "batching": meta.get("batching", "length")}  # the vectors' policy (queries are encoded by it too)
     (target / META).write_text(json.dumps(reused, indent=2), encoding="utf-8")
     log(f"{label}: {model} encodes documents with the same weights as the '{source.name}' component: its "
         f"{meta.get('passages', 0):,} passage vectors are reused (no re-encoding)")

@@ -73,7 +73,7 @@ def build_component(name: str, store: DocumentStore, folder: Path) -> dict:
     return stats
 
 
-def _kept_files(index: Path) -> list[Path]:
+def kept_files(index: Path) -> list[Path]:
     """What a rebuild carries over besides components: tuned settings and models (not the store, the
     manifest, component folders or hidden build files)."""
     components = set(Manifest.read(index / MANIFEST).components)
@@ -95,11 +95,11 @@ def _plan(index_path: Path, requested: Sequence[str] | None, fresh: bool) -> tup
     else:
         names = old or default_components()
         _log(f"rebuilding {index_path}: keeping its components {', '.join(names)} (rebuilt over the new documents)")
-    kept = [] if fresh else _kept_files(index_path)
+    kept = [] if fresh else kept_files(index_path)
     if kept:
         _log(f"keeping tuned files {', '.join(p.name for p in kept)} (--fresh drops them; re-tune them if the "
              "new documents differ much)")
-    elif fresh and _kept_files(index_path):
+    elif fresh and kept_files(index_path):
         _log("--fresh: dropping the index's tuned files")
     return names, kept
 

@@ -80,15 +80,23 @@ class PreparedQuery:
     arrays: tuple
     tids: np.ndarray  # the index's list ids of the query's lists (kernel list i = tids[i])
     ix: tuple  # the kernel's index arrays: the query's lists decoded, then the formula table
+    widest: float = 0.0  # the largest query-node upper bound in the whole collection (a shard counts paths it lacks)
 
     @property
     def empty(self) -> bool:
-        return len(self.node_ids) == 0
+        """Whether the query shares no token path with the collection (nothing can match it anywhere)."""
+        return self.widest <= 0.0
+
+    @property
+    def searchable(self) -> bool:
+        """Whether the index searched holds one of the query's token paths (a shard may hold none of them)."""
+        return len(self.node_ids) > 0
 
     @property
     def width(self) -> float:
-        """The largest query-node upper bound: the structure score of a perfect match of the widest subtree."""
-        return float(self.arrays[11][0]) if len(self.node_ids) else 0.0
+        """The largest query-node upper bound: the structure score of a perfect match of the widest subtree. The
+        same on every shard of a sharded index as on one index (match tiers and the formula order depend on it)."""
+        return self.widest
 
     def symbol_key(self, symbol: str) -> int:
         """The order Alg. 2 breaks ties by (the kernel's), for the query's and indexed symbols alike."""
@@ -120,6 +128,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
         return weights[tid]
 
     nodes = []
+    widest = 0.0
     for m, by_t in group_by_root(prefixes).items():
         slots = [(index.paths[t], ps) for t, ps in by_t.items() if t in index.paths]
         upper = 0.0
@@ -128,6 +137,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
                 upper += len(ps) * weight(index.paths[t])
             elif index.outside_weight is not None and (outside := index.outside_weight(t)) is not None:
                 upper += len(ps) * (outside if path_weights else 1.0)  # a shard: a path only other shards hold (retrievers/shards)
+        widest = max(widest, upper)  # a node only other shards hold still bounds the query's width
         if slots:
             nodes.append((-upper, m, by_t, slots, upper))
     nodes.sort(key=lambda n: (n[0], n[1]))
@@ -179,7 +189,8 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> Pr
         w_matrix,
     )
     node_ids = np.array([n[1] for n in nodes], dtype=np.int64)
-    return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays, tids, _kernel_index(index, postings))
+    return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays, tids, _kernel_index(index, postings),
+                         widest)
 
 
 def _kernel_index(index: PathIndex, postings) -> tuple:
@@ -230,7 +241,7 @@ class StructureSearcher:
         if strategy not in STRATEGIES:
             raise QueryError(f"unknown pruning strategy '{strategy}' (choose from {', '.join(STRATEGIES)})")
         prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
-        if prepared.empty or k <= 0:
+        if not prepared.searchable or k <= 0:
             return []
         theta0 = initial_threshold(initial_threshold_factor, prepared.width, self.eta)
         out = _search(prepared.ix, prepared.arrays, self.scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
@@ -240,7 +251,7 @@ class StructureSearcher:
         """Exact scores of the given formula ordinals (hits only for those sharing structure with the query)."""
         prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
         candidates = np.unique(np.asarray(formulas, dtype=np.int64))
-        if prepared.empty or len(candidates) == 0:
+        if not prepared.searchable or len(candidates) == 0:
             return []
         out = _search(prepared.ix, prepared.arrays, self.scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
         return self._hits(prepared, out)

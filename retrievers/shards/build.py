@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mathscout.errors import MathScoutError
-from mathscout.index.builder import build_component, ingest_inputs
+from mathscout.index.builder import build_component, ingest_inputs, kept_files
 from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component to the builder, in Ray workers too)
 from mathscout.index.components import component, default_components
 from mathscout.index.integrity import record_file, record_folder
-from mathscout.index.layout import MANIFEST, STORE, Manifest
+from mathscout.index.layout import MANIFEST, STORE, Manifest, is_index
 from mathscout.index.safety import build_lock, check_build_target, disk_error, log, remove_leftovers, swap_in
 from mathscout.retrievers.shards.cluster import BUILD_CPUS, connect, ray_module, worker_env
-from mathscout.retrievers.shards.layout import ShardInfo, ShardSet
+from mathscout.retrievers.shards.layout import SHARDS_FILE, ShardInfo, ShardSet
 from mathscout.retrievers.shards.stats import GLOBAL, write_global_statistics
 from mathscout.store import DocumentStore
 
@@ -60,6 +60,16 @@ def copy_store_range(source: Path, target: Path, first: int, end: int) -> tuple[
     return low, count
 
 
+def build_cpus() -> float:
+    """CPUs each shard's build task asks Ray for: BUILD_CPUS, or what is free when this process's open shard actors
+    hold part of the cluster (a task asking for more than is free would wait for ever)."""
+    free = float(ray_module().available_resources().get("CPU", 0.0))
+    if free < 0.1:
+        raise MathScoutError("Ray has no free CPU for the shard builds (open sharded indexes' actors hold them): build "
+                             "in a new process or give Ray more CPUs")
+    return min(BUILD_CPUS, free)
+
+
 def build_shard(source: str, folder: str, first: int, end: int, components: list[str]) -> dict:
     """One shard: its store (documents [first, end) of `source`), its components and its text lists (a Ray task)."""
     from mathscout.latex.aliases import VOCABULARY
@@ -84,9 +94,19 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
             "components": {n: manifest.components[n].get("seconds") for n in components}}
 
 
+def tuned_files(index_path: Path) -> list[Path]:
+    """An existing index's tuned files (structure.json, fusion.json, the ranker …), which a rebuild keeps as a
+    single-index rebuild does (`builder.kept_files`): the shards read the Eq. 3.18 setting from the index folder."""
+    if not is_index(index_path):
+        return []
+    return [p for p in kept_files(index_path) if p.name not in (SHARDS_FOLDER, SHARDS_FILE)]
+
+
 def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, shards: int,
-                        components: Sequence[str] | None = None, ray_address: str | None = None) -> Manifest:
-    """Ingest `inputs`, split them into `shards` shards built as Ray tasks, write the global statistics into each."""
+                        components: Sequence[str] | None = None, ray_address: str | None = None,
+                        fresh: bool = False) -> Manifest:
+    """Ingest `inputs`, split them into `shards` shards built as Ray tasks, write the global statistics into each;
+    an existing index's tuned files are kept unless `fresh`."""
     index_path, inputs = Path(index_path), [Path(p) for p in inputs]
     if not 1 <= shards <= MAX_SHARDS:
         raise MathScoutError(f"--shards must be 1–{MAX_SHARDS} (got {shards})")
@@ -105,12 +125,16 @@ def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, sh
             removed = remove_leftovers(index_path.parent, index_path.name)
             if removed:
                 log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
-            return _build(inputs, index_path, shards, names, address)
+            kept = [] if fresh else tuned_files(index_path)
+            if kept:
+                log(f"keeping tuned files {', '.join(p.name for p in kept)} (--fresh drops them)")
+            return _build(inputs, index_path, shards, names, address, kept)
     except OSError as exc:
         raise disk_error(exc, index_path) or exc
 
 
-def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], address: str) -> Manifest:
+def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], address: str,
+           kept: list[Path]) -> Manifest:
     ray = ray_module()
     building = Path(tempfile.mkdtemp(dir=index_path.parent, prefix=f".{index_path.name}.building-"))
     try:
@@ -124,7 +148,7 @@ def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], 
         ingested = time.perf_counter()
         ranges = shard_ranges(documents, shards)
         folders = [building / SHARDS_FOLDER / f"shard-{i:03d}" for i in range(shards)]
-        task = ray.remote(num_cpus=BUILD_CPUS, max_retries=1, runtime_env=worker_env())(build_shard)
+        task = ray.remote(num_cpus=build_cpus(), max_retries=1, runtime_env=worker_env())(build_shard)
         log(f"building {shards} shards as Ray tasks ({address}) …")
         refs = [task.remote(str(building / STORE), str(folder), lo, hi, names) for folder, (lo, hi) in zip(folders, ranges)]
         built = ray.get(refs)
@@ -146,6 +170,8 @@ def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], 
                             components={"store": {"seconds": round(report.seconds, 2), "skipped": report.skipped,
                                                   "files": {STORE: record_file(building / STORE).to_json()}},
                                         **{n: {"sharded": shards} for n in names}})
+        for path in kept:  # the index's fitted setting and models (the coordinator sends structure.json to the shards)
+            (shutil.copytree if path.is_dir() else shutil.copy2)(path, building / path.name)
         manifest.write(building / MANIFEST)
         swap_in(building, index_path)
         log(f"sharded index {index_path}: {shards} shards in {timings['total']:.1f} s (ingest {timings['ingest']:.1f} s, "

@@ -2,7 +2,8 @@
 
 The specification of a sharded index: per topic the same ids in the same order, scores within the tolerance. Printed:
 topics compared, topics identical in ids and order, topics identical once documents with equal scores (within the
-tolerance) may swap places, and the largest score difference at the same rank.
+tolerance) may swap places, the largest score difference at the same rank, and the mean overlap of the top 10s
+(how far an approximate mode's sharded run is from the single index's).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class RunComparison:
     identical: int = 0  # same ids, same order, every score within tolerance
     identical_up_to_ties: int = 0  # the same once equal-score documents may swap (and the cut-off tie may differ)
     max_score_difference: float = 0.0
+    overlap_at_10: float = 1.0  # mean share of the single run's top 10 that the sharded run's top 10 holds
     differing: list[str] = field(default_factory=list)  # the first topics that differ beyond ties
 
 
@@ -53,9 +55,12 @@ def _same_up_to_ties(a: list[tuple[str, float]], b: list[tuple[str, float]], tol
 def compare_runs(single: Path, sharded: Path, tolerance: float = 1e-5) -> RunComparison:
     a, b = read_run(single), read_run(sharded)
     out = RunComparison()
+    overlaps = []
     for topic in sorted(set(a) | set(b)):
         x, y = a.get(topic, []), b.get(topic, [])
         out.topics += 1
+        top = {d for d, _ in x[:10]}
+        overlaps.append(len(top & {d for d, _ in y[:10]}) / len(top) if top else float(not y))
         diffs = [abs(p[1] - q[1]) for p, q in zip(x, y)]
         out.max_score_difference = max([out.max_score_difference, *diffs])
         if len(x) == len(y) and all(p[0] == q[0] for p, q in zip(x, y)) and all(d <= tolerance for d in diffs):
@@ -65,6 +70,7 @@ def compare_runs(single: Path, sharded: Path, tolerance: float = 1e-5) -> RunCom
             out.identical_up_to_ties += 1
         elif len(out.differing) < 10:
             out.differing.append(topic)
+    out.overlap_at_10 = round(sum(overlaps) / len(overlaps), 4) if overlaps else 1.0
     return out
 
 

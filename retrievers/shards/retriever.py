@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mathscout.errors import MathScoutError, QueryError
@@ -21,10 +21,15 @@ from mathscout.retrievers.shards.cluster import ACTOR_CPUS, MAX_RESTARTS, MAX_TA
 from mathscout.retrievers.shards.layout import ShardSet
 from mathscout.retrievers.shards.scoring import adjust_ties
 from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
-from mathscout.structure.scoring import math_text_score
-from mathscout.types import Hit, Query
+from mathscout.structure.fusion import fuse_formula_lists, rank_by_tier
+from mathscout.structure.parser import parse_latex
+from mathscout.structure.highlight import leaf_spans, merge_spans
+from mathscout.structure.paths import leaf_count, path_prefixes
+from mathscout.structure.scoring import ETA_ARQMATH, formula_similarity
+from mathscout.structure.search import FormulaHit
+from mathscout.types import Hit, MatchedFormula, Query
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
-from mathscout.retrievers.structure import split_query
+from mathscout.retrievers.structure import KindSetting, StructureSettings, query_kind
 
 CALL_TIMEOUT = float(os.environ.get("MATHSCOUT_SHARD_TIMEOUT", "300"))  # seconds for one call of ≤ BATCH queries
 EXPLAINED_HITS = 20  # hits that get a snippet in `search` (as the single-index retrievers)
@@ -68,7 +73,7 @@ class ShardPool:
         return ray.remote(ShardWorker).options(
             name=self.name(shard), get_if_exists=True, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES,
             num_cpus=ACTOR_CPUS, runtime_env=worker_env(),
-        ).remote(str(self.shards.folder(self.index, shard)), info.first_document)
+        ).remote(str(self.shards.folder(self.index, shard)), info.first_document, info.first_formula)
 
     def describe(self, shard: int) -> str:
         return f"shard {shard + 1} of {len(self.actors)} ({self.shards.folder(self.index, shard)})"
@@ -104,6 +109,16 @@ class ShardPool:
                 raise cause from None
             raise
 
+    def ask(self, method: str, *args):
+        """One answer of `method` from the first shard that gives one (a question every shard answers alike)."""
+        error: BaseException | None = None
+        for actor in self.actors:
+            try:
+                return self._get(getattr(actor, method).remote(*args))
+            except _unreachable() as exc:
+                error = exc
+        raise MathScoutError(f"no shard of {self.index} answered ({_first_line(error)}): is Ray running?")
+
     def ping(self) -> list[int]:
         ray = ray_module()
         return ray.get([actor.ping.remote() for actor in self.actors], timeout=CALL_TIMEOUT)
@@ -131,13 +146,16 @@ class ShardedRetriever(BaseRetriever):
     def _search(self, query: Query, k: int) -> ShardedHits:
         from mathscout.render import explain_hits
 
-        hits, missing = self._rank([query], k)
-        explain_hits(hits[0][:EXPLAINED_HITS], self.store, query.text)  # snippets and matched formulas, from the index's store
-        return ShardedHits(hits[0], missing)
+        found, missing = self._rank([query], k)
+        hits = found[0][0]
+        explain_hits(hits[:EXPLAINED_HITS], self.store, query.text)  # snippets and matched formulas, from the index's store
+        return ShardedHits(hits, missing)
 
     def rank(self, query: Query, k: int) -> RankResult:
-        """The top-k hits (a `ShardedHits`: it says which shards did not answer), as every retriever's `rank`."""
-        return RankResult(self._search(prepare_query(query), k))
+        """The merged top k (`ShardedHits`, flagged when a shard did not answer) and, for structure, each document's
+        first formula hit by global ordinal (as `StructureRetriever.rank`)."""
+        found, missing = self._rank([prepare_query(query)], k)
+        return RankResult(ShardedHits(found[0][0], missing), formulas=found[0][1])
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         runs: dict[str, list[Hit]] = {}
@@ -145,22 +163,22 @@ class ShardedRetriever(BaseRetriever):
         missing: set[int] = set()
         for start in range(0, len(queries), BATCH):
             chunk = queries[start:start + BATCH]
-            hits, gone = self._rank(chunk, k, per_query_errors=True)
+            found, gone = self._rank(chunk, k, per_query_errors=True)
             missing.update(gone)
-            for query, found in zip(chunk, hits):
-                for rank, hit in enumerate(found, start=1):
+            for query, (hits, _) in zip(chunk, found):
+                for rank, hit in enumerate(hits, start=1):
                     hit.rank = rank
-                runs[query.id] = ShardedHits(found, [self.pool.describe(s) for s in gone])
+                runs[query.id] = ShardedHits(hits, gone)
         if missing:
-            notice(f"notice: partial run: {', '.join(self.pool.describe(s) for s in sorted(missing))} did not answer "
-                   "some queries")
+            notice(f"notice: partial run: {', '.join(sorted(missing))} did not answer some queries")
         return runs
 
-    def _rank(self, queries: list[Query], k: int, per_query_errors: bool = False) -> tuple[list[list[Hit]], list[str]]:
+    def _rank(self, queries: list[Query], k: int, per_query_errors: bool = False) -> tuple[list[tuple[list[Hit], dict]], list[str]]:
+        """Each query's merged hits and formula hits (structure), and the shards that did not answer."""
         answers, missing = self.pool.rank(self.name, queries, k, self.options)
         if len(missing) == len(answers):
             raise MathScoutError(f"no shard of {self.index.path} answered: is Ray running? ({len(missing)} unreachable)")
-        out = []
+        out: list[tuple[list[Hit], dict]] = []
         for q, query in enumerate(queries):
             per_shard = [a[q] for a in answers if a is not None]
             errors = [s.error for s in per_shard if s.error]
@@ -168,16 +186,95 @@ class ShardedRetriever(BaseRetriever):
                 if not per_query_errors:
                     raise QueryError(errors[0])
                 notice(f"notice: topic {query.id}: {errors[0]}")
-                out.append([])
+                out.append(([], {}))
                 continue
             answered = [s for s in per_shard if not s.error]
             if any(s.lists is not None for s in answered):
-                out.append(merge_structure(answered, query, k))
+                out.append(merge_structure(answered, k))
             elif self.name == "bm25":
-                out.append(merge_bm25(answered, k))
+                out.append((merge_bm25(answered, k), {}))
             else:
-                out.append(merge_hits(answered, k))
+                out.append((merge_hits(answered, k), {}))
         return out, [self.pool.describe(s) for s in missing]
+
+
+class ShardedStructure(ShardedRetriever):
+    """The structure mode over a sharded index, with what the modes built on it ask of a structure retriever
+    (`ranked`'s features: `perfect_score`; `structure-rewrite`: `rank` with formula hits, `setting_for`,
+    `doc_ordinals`, `searcher.prepare(latex).width`). The index's Eq. 3.18 setting (its structure.json) is read here
+    and sent with every call, so each shard scores with it."""
+
+    def __init__(self, index: IndexDir, mode: str = "structure", **options):
+        settings = StructureSettings.read(index)  # a clear error when unusable, as on one index
+        if settings is not None:
+            options = {**options, "settings": asdict(settings)}
+        super().__init__(index, mode, **options)
+        self._facts: dict | None = None
+        self.searcher = _RemoteSearcher(self)
+        self._ordinals: dict[str, int] | None = None
+
+    def facts(self, queries: list[Query] = (), formulas: list[str] = ()) -> dict:
+        return self.pool.ask("structure_facts", self.options, list(queries), list(formulas))
+
+    @property
+    def kind_settings(self) -> dict[str, KindSetting]:
+        if self._facts is None:
+            self._facts = self.facts()
+        return {kind: KindSetting(**fields) for kind, fields in self._facts["kinds"].items()}
+
+    def setting_for(self, query: Query) -> KindSetting:
+        """The Eq. 3.18 setting of the query's kind (`structure.query_kind`), as every shard scores it."""
+        return self.kind_settings[query_kind(query)]
+
+    def perfect_score(self, query: Query) -> float | None:
+        """As `StructureRetriever.perfect_score` (every shard computes it alike: the widths are collection-wide)."""
+        return self.facts([prepare_query(query)])["perfect"][0]
+
+    def doc_ordinals(self) -> dict[str, int]:
+        """Global document ordinals (the index's store), the keys of `rank`'s formula hits."""
+        if self._ordinals is None:
+            self._ordinals = {doc_id: n for n, doc_id in enumerate(self.store.doc_ids())}
+        return self._ordinals
+
+    def matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula:
+        """The document's best formula (global formula ordinal) with the operands of its widest common subtree
+        highlighted; the subtree is found with unweighted paths (the path weights live in the shards)."""
+        formula = self.store.formula_at(hit.formula)
+        tree = parse_latex(formula.latex).tree
+        spans: list[tuple[int, int]] = []
+        if tree is not None:
+            match = formula_similarity(query_prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
+                                       eta=self.searcher.eta)
+            if match is not None:
+                spans = merge_spans(leaf_spans(tree, match.doc_leaves), formula.latex)
+        return MatchedFormula(formula_id=formula.id, latex=formula.latex, score=hit.score, highlight=spans)
+
+    @property
+    def paths(self):
+        raise MathScoutError("per-document length normalisation (normalise=document) needs a single index's structure "
+                             "lists; use normalise=query on a sharded index")
+
+
+class _RemoteSearcher:
+    """`StructureSearcher.prepare(latex).width` and `.eta` answered by a shard (structure-rewrite's perfect scores)."""
+
+    def __init__(self, retriever: ShardedStructure):
+        self.retriever = retriever
+        self.eta = float(retriever.options.get("eta", ETA_ARQMATH))
+
+    def prepare(self, latex: str) -> _PreparedFormula:
+        width = self.retriever.facts(formulas=[latex])["widths"][0]
+        result = parse_latex(latex)
+        if width is None or result.tree is None:
+            raise QueryError(f"the formula '{latex[:80]}' cannot be searched")
+        return _PreparedFormula(latex, result.tree, width)
+
+
+@dataclass(frozen=True)
+class _PreparedFormula:
+    latex: str
+    tree: object
+    width: float
 
 
 def _order(entries) -> list:
@@ -204,53 +301,43 @@ def merge_bm25(answers: list[ShardHits], k: int) -> list[Hit]:
             for n, ((_, doc_id, _, _), score) in enumerate(_bm25_top((h for a in answers for h in a.hits), k), start=1)]
 
 
-def merge_structure(answers: list[ShardHits], query: Query, k: int) -> list[Hit]:
-    """Eq. 3.18 over the merged lists: each query formula's global top `depth` documents and BM25's (thesis §3.3,
-    as `StructureRetriever.fused`), or a lone formula's global top k."""
+def merge_structure(answers: list[ShardHits], k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
+    """The single index's last step over the lists merged across the shards: each query formula's global top `depth`
+    documents and BM25's, then the step the shards took (`FormulaLists.plan`): Eq. 3.18 (`fuse_formula_lists`, with
+    match tiers and "parts" when the query's setting has them), a lone formula by match tier (`rank_by_tier`), or a
+    lone formula's top k. Every shard lists the same formulas in the same order (their widths are collection-wide)."""
     lists = [a.lists for a in answers if a.lists is not None]
-    formulas: dict[tuple[str, int], list] = defaultdict(list)
-    order: list[tuple[str, int]] = []
-    for found in lists:  # the query's formulas in query order, a repeated formula once per occurrence
-        seen: Counter[str] = Counter()
-        for latex, entries in found["formulas"]:
-            key = (latex, seen[latex])
-            seen[latex] += 1
-            if key not in formulas:
-                order.append(key)
-            formulas[key] += entries
-    depth, lambda_m = lists[0]["depth"], lists[0]["lambda_m"]
-    if not any(found["fused"] for found in lists) and len(formulas) == 1:
-        top = _order(formulas[order[0]])[:k]
-        return [Hit(doc_id=d, score=s, rank=n, components={"structure": s}) for n, (_, d, s) in enumerate(top, start=1)]
-    formula_order = split_query(query)[0]  # the query's formulas in the order Eq. 3.18 sums them in
-    order.sort(key=lambda key: _query_position(formula_order, key))
-    math: dict[int, float] = defaultdict(float)
-    ids: dict[int, str] = {}
-    for key in order:
-        for ordinal, doc_id, score in _order(formulas[key])[:depth]:
-            math[ordinal] += score
-            ids[ordinal] = doc_id
+    first = lists[0]
+    latex = [f for f, _ in first["formulas"]]
+    if any([f for f, _ in found["formulas"]] != latex or found["plan"] != first["plan"] for found in lists):
+        raise MathScoutError("the shards prepared a structure query differently: rebuild the sharded index")
+    depth, ids = first["depth"], {}
+    merged: list[list[FormulaHit]] = []
+    for n in range(len(latex)):
+        entries = _order(e for found in lists for e in found["formulas"][n][1])[:depth]
+        merged.append([FormulaHit(formula, score, ordinal, 0, 0, 0.0, tier) for ordinal, _, score, tier, formula in entries])
+        ids.update((e[0], e[1]) for e in entries)
+    if first["plan"] == "top":
+        best = {h.doc: h for h in merged[0][:k]} if merged else {}
+        return [Hit(doc_id=ids[d], score=h.score, components={"structure": h.score}) for d, h in best.items()], best
+    if first["plan"] == "tier":
+        best = {h.doc: h for h in merged[0]}
+        fused = rank_by_tier({d: h.score for d, h in best.items()}, {d: {"structure": h.score} for d, h in best.items()}, best, k)
+        return [Hit(doc_id=ids[h.doc], score=h.score, components=h.components) for h in fused], best
     bm25 = {}
     for (ordinal, doc_id, _), score in _bm25_top((e for found in lists for e in found["bm25"]), depth):
         bm25[ordinal] = score
         ids[ordinal] = doc_id
-    scores = {d: math_text_score(math.get(d, 0.0), bm25.get(d, 0.0), lambda_m) for d in set(math) | set(bm25)}
-    ranked = sorted((d for d in scores if scores[d] > 0), key=lambda d: (-scores[d], d))[:k]
-    return [Hit(doc_id=ids[d], score=scores[d], rank=n, components={"structure": math.get(d, 0.0), "bm25": bm25.get(d, 0.0)})
-            for n, d in enumerate(ranked, start=1)]
-
-
-def _query_position(formulas: list[str], key: tuple[str, int]) -> int:
-    """Where the `key[1]`-th occurrence of a formula stands among the query's formulas (the order Eq. 3.18 sums in)."""
-    positions = [n for n, latex in enumerate(formulas) if latex == key[0]]
-    return positions[key[1]] if key[1] < len(positions) else len(formulas)
+    fused, best = fuse_formula_lists(merged, bm25, k, first["lambda_m"], first["by_tier"], first["parts"])
+    return [Hit(doc_id=ids[h.doc], score=h.score, components=h.components) for h in fused], best
 
 
 def open_sharded(index: IndexDir, mode: str, **options):
     """The retriever of `mode` over a sharded index: ranking modes fan out to the shards; modes that combine other
-    modes (hybrid, ranked, …) open as on one index, over the sharded modes they combine."""
+    modes (`registry.combining_modes`: hybrid, structure-rewrite, ranked, auto) open as on one index, over the
+    sharded modes they combine."""
     shards = ShardSet.read(index.path)
-    from mathscout.retrievers.registry import available_modes
+    from mathscout.retrievers.registry import available_modes, combining_modes
 
     spec = available_modes(planned=True)[mode]
     missing = [name for name in spec.requires if name not in shards.components]
@@ -258,9 +345,8 @@ def open_sharded(index: IndexDir, mode: str, **options):
         raise MathScoutError(f"the sharded index {index.path} has no '{missing[0]}' component: rebuild it with "
                              f"'mathscout index --input PATH --index {index.path} --shards {len(shards.shards)} "
                              f"--components {','.join(shards.components + missing)}'")
-    if mode in COMBINING_MODES:
+    if mode in combining_modes():
         return spec.open(index, **options)
+    if mode == "structure":
+        return ShardedStructure(index, **options)
     return ShardedRetriever(index, mode, **options)
-
-
-COMBINING_MODES = ("hybrid", "ranked")  # fusion and learned ranking over the merged lists of other modes

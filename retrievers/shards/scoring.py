@@ -25,7 +25,7 @@ from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearc
 from mathscout.structure.text_lists import TextLists
 from mathscout.types import Hit, Query
 from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, BM25Retriever
-from mathscout.retrievers.structure import StructureRetriever
+from mathscout.retrievers.structure import StructureRetriever, StructureSettings
 
 
 def global_text_lists(shard: Path) -> TextLists:
@@ -122,19 +122,25 @@ def adjust_ties(scores: list[float]) -> list[float]:
 @dataclass
 class FormulaLists:
     """What one shard found for a structure query, before fusion: each searched formula's documents (best first,
-    shard ordinals) and the BM25 list of Eq. 3.18's text part (empty when it has none)."""
+    shard ordinals, in the order the single index fuses them), the BM25 list of Eq. 3.18's text part, and which of
+    the single index's final steps ranks them (`plan`): "fuse" (Eq. 3.18, `fusion.fuse_formula_lists`), "tier" (a
+    lone formula by match tier, `fusion.rank_by_tier`) or "top" (a lone formula's documents by score)."""
 
-    fused: bool  # the shard took Eq. 3.18's fusion path (else a lone formula's documents)
+    plan: str
     lambda_m: float
     depth: int
+    by_tier: bool = False
+    parts: bool = False
     formulas: list[tuple[str, list[FormulaHit]]] = field(default_factory=list)
     bm25: dict[int, float] = field(default_factory=dict)
 
 
 class ShardStructure(StructureRetriever):
-    """Structure search on a shard with the global path weights and BM25; `lists` returns `FormulaLists`."""
+    """Structure search on a shard with the global path weights and BM25 and the index's Eq. 3.18 setting (the
+    sharded index's structure.json, sent by the coordinator); `lists` returns `FormulaLists`."""
 
-    def __init__(self, index: IndexDir, **options):
+    def __init__(self, index: IndexDir, settings: dict | None = None, **options):
+        self._index_settings = StructureSettings(**settings) if settings else None
         super().__init__(index, **options)
         stats = read_global_statistics(index.path)
         self.paths.df = load_global_df(index.path, "path_df", len(self.paths.df))
@@ -144,6 +150,10 @@ class ShardStructure(StructureRetriever):
         if self.text is not None:
             self.text = global_text_lists(index.path)
         self._captured: FormulaLists | None = None
+
+    def stored_settings(self, index: IndexDir) -> StructureSettings | None:
+        """The sharded index's setting (its shards hold no structure.json of their own)."""
+        return self._index_settings
 
     def _use_global_symbols(self, shard: Path) -> None:
         """Symbol ids as the whole collection numbers them (Alg. 2 breaks ties by them): the query's symbols get
@@ -171,15 +181,22 @@ class ShardStructure(StructureRetriever):
         return hits
 
     def fused(self, prepared, bm25, k, lambda_m, by_tier=False, parts=False):
-        self._captured.fused = True
+        """Records Eq. 3.18's inputs instead of fusing: the coordinator fuses the lists merged over the shards."""
+        self._captured.plan, self._captured.lambda_m = "fuse", lambda_m
+        self._captured.by_tier, self._captured.parts = bool(by_tier), bool(parts)
         self._captured.bm25 = dict(bm25)
         for query in prepared:
             self._formula_documents(query, k)
         return [], {}
 
+    def _by_tier(self, scores, parts, best, k):
+        """Records that a lone formula's list is ranked by match tier (the coordinator ranks the merged list)."""
+        self._captured.plan = "tier"
+        return [], best
+
     def lists(self, query: Query, k: int) -> FormulaLists | list[Hit]:
         """The shard's lists for `query` (or final hits on the exact heterogeneous path, whose top k merges as is)."""
-        self._captured = FormulaLists(False, self.setting_for(query).lambda_m, max(self.depth, k))
+        self._captured = FormulaLists("top", self.setting_for(query).lambda_m, max(self.depth, k))
         try:
             hits = self.rank(query, k).hits
             captured = self._captured
@@ -188,4 +205,3 @@ class ShardStructure(StructureRetriever):
         if self.text is not None and hits:
             return hits
         return captured
-

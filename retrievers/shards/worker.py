@@ -7,6 +7,7 @@ reads no collection statistics).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,10 +32,10 @@ class ShardHits:
 class ShardWorker:
     """One shard's retrievers, opened on first use."""
 
-    def __init__(self, folder: str, first_document: int):
+    def __init__(self, folder: str, first_document: int, first_formula: int = 0):
         from mathscout.index.layout import IndexDir
 
-        self.folder, self.offset = folder, first_document
+        self.folder, self.offset, self.formula_offset = folder, first_document, first_formula
         self.index = IndexDir(folder)
         self.retrievers: dict[tuple, object] = {}
 
@@ -42,7 +43,7 @@ class ShardWorker:
         return os.getpid()
 
     def _retriever(self, mode: str, options: dict):
-        key = (mode, tuple(sorted(options.items())))
+        key = (mode, json.dumps(options, sort_keys=True, default=str))  # options hold the index's structure setting
         if key not in self.retrievers:
             if mode == "bm25":
                 from mathscout.retrievers.shards.scoring import GlobalBM25
@@ -86,13 +87,32 @@ class ShardWorker:
                 return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, h.components) for h in found])
             ids = self.doc_ids
             return ShardHits(lists={
-                "fused": found.fused, "lambda_m": found.lambda_m, "depth": found.depth,
-                "formulas": [(latex, [(self.offset + h.doc, ids[h.doc], h.score) for h in hits]) for latex, hits in found.formulas],
+                "plan": found.plan, "lambda_m": found.lambda_m, "depth": found.depth, "by_tier": found.by_tier,
+                "parts": found.parts,
+                "formulas": [(latex, [(self.offset + h.doc, ids[h.doc], h.score, h.tier, self.formula_offset + h.formula)
+                                      for h in hits]) for latex, hits in found.formulas],
                 "bm25": [(self.offset + d, ids[d], s) for d, s in found.bm25.items()],
             })
         hits = retriever.batch_search([query], k)[query.id]
         ordinals = self.ordinals
         return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, dict(h.components)) for h in hits])
+
+    def structure_facts(self, options: dict, queries: list[Query] = (), formulas: list[str] = ()) -> dict:
+        """What the coordinator's structure retriever asks of one shard (the same on every shard: global weights):
+        the Eq. 3.18 setting of each query kind, each query's perfect score (`perfect_score`) and each formula's
+        width (None when unreadable or matching nothing)."""
+        from dataclasses import asdict
+
+        retriever = self._retriever("structure", dict(options or {}))
+        widths = []
+        for latex in formulas:
+            try:
+                prepared = retriever.searcher.prepare(latex)
+                widths.append(None if prepared.empty else prepared.width)
+            except QueryError:
+                widths.append(None)
+        return {"kinds": {kind: asdict(setting) for kind, setting in retriever.kind_settings.items()},
+                "perfect": [retriever.perfect_score(q) for q in queries], "widths": widths}
 
     @cached_property
     def doc_ids(self) -> list[str]:
