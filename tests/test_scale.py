@@ -23,7 +23,8 @@ from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import path_prefixes
 from mathscout.structure.search import StructureSearcher
-from mathscout.structure.text_lists import TextLists
+from mathscout.store import DocumentStore
+from mathscout.structure.text_lists import TextLists, build_text_lists
 from tests.conftest import first_records, formula_triples
 
 N_DOCS = 600
@@ -106,6 +107,26 @@ def test_text_lists_built_in_segments_equal_the_one_segment_lists(shared_data, t
     for name in ("term_start", "docs", "tf", "doc_len", "norm"):
         assert np.array_equal(getattr(merged, name), getattr(whole, name)), name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text.npz", "text_terms.json.gz"]
+
+
+def _last_rendering(stderr: str, desc: str) -> str:
+    """The last state a tqdm bar `desc` printed (bars redraw on one line with carriage returns)."""
+    shown = [part for line in stderr.split("\r") for part in line.splitlines() if part.strip().startswith(desc)]
+    assert shown, f"no progress bar '{desc}' in: {stderr[-500:]!r}"
+    return shown[-1]
+
+
+def test_the_structure_build_shows_every_stage_with_its_eta(formulas, shared_data, tmp_path, capsys):
+    build_path_index(formulas, len(formulas), tmp_path / "paths", segment_bytes=64 * 1024)
+    store = DocumentStore.create(tmp_path / "store.sqlite")
+    store.add(make_document(r["id"], r["text"]) for r in first_records(shared_data, N_DOCS))
+    build_text_lists(store, tmp_path, segment_postings=5000)
+    err = capsys.readouterr().err
+    segments = json.loads((tmp_path / "paths" / "meta.json").read_text())["segments"]
+    for desc in ("path index:", f"path index merge ({segments} segments):", "text lists:", "text lists merge ("):
+        final = _last_rendering(err, desc)
+        assert "100%" in final and "<00:00" in final, final  # done, and the ETA (elapsed<remaining) was shown
+    assert _last_rendering(err, "text lists:").count(f"{N_DOCS}/{N_DOCS}")
 
 
 def test_renaming_is_consistent_and_keeps_structure():
