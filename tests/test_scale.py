@@ -67,9 +67,32 @@ def test_same_ranked_ids_and_scores_and_pruning_stays_rank_safe(two_builds, shar
     assert compared >= 15
 
 
+def test_a_small_arena_of_decoded_lists_gives_the_same_ranking(two_builds, shared_data):
+    from mathscout.structure.lists import PostingLists
+
+    index, small = PathIndex.open(two_builds[0]), PathIndex.open(two_builds[0])
+    was = small.lists  # 64 KiB of decoded lists: arenas roll over, and the longest queries get one-off arenas
+    small.lists = PostingLists(was.buf, was.byte_offsets, was.list_start, was.n_formulas, was.n_symbols, was.max_node, was.max_leaves,
+                               cache_bytes=64 * 1024, groups_per_entry=1.0)
+    queries = [t.formula for t in load_topics(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml")][:25]
+    full, tiny = StructureSearcher(index), StructureSearcher(small)
+    arenas, compared = set(), 0
+    for latex in queries * 2:  # twice: the second round reads lists decoded by the first (in place, no copy)
+        try:
+            prepared = full.prepare(latex)
+        except Exception:
+            continue
+        a = [(h.formula, h.score) for h in full.search(prepared, k=50, per_document=True)]
+        q = tiny.prepare(latex)
+        arenas.add(id(q.ix[0]))
+        assert [(h.formula, h.score) for h in tiny.search(q, k=50, per_document=True)] == a
+        compared += bool(a)
+    assert compared >= 30 and len(arenas) > 2 and 0 < index.lists.cached_bytes <= 512 * 2**20
+
+
 def test_open_decodes_nothing_and_a_damaged_list_is_a_clear_error_when_read(two_builds, tmp_path):
     index = PathIndex.open(two_builds[0])
-    assert isinstance(index.lists.buf, np.memmap) and not index.lists._cache
+    assert isinstance(index.lists.buf, np.memmap) and index.lists.cached_bytes == 0
     copy = tmp_path / "structure"
     shutil.copytree(two_builds[0], copy)
     damaged = PathIndex.open(copy)

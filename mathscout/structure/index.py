@@ -296,8 +296,10 @@ class PathIndex:
             buf = np.memmap(folder / "postings.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
             byte_offsets = np.ascontiguousarray(byte_offsets, dtype=np.int64) if np.issubdtype(byte_offsets.dtype, np.integer) else byte_offsets
             list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
-            check_layout(buf, byte_offsets, list_start, int(lists["n_groups"]))
-            postings = PostingLists(buf, byte_offsets, list_start, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES)
+            n_groups = int(lists["n_groups"])
+            check_layout(buf, byte_offsets, list_start, n_groups)
+            postings = PostingLists(buf, byte_offsets, list_start, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES,
+                                    groups_per_entry=n_groups / max(int(list_start[-1]), 1) if n_groups else 2.0)
             _check_tables(postings, paths, leaves, doc)
             return cls(folder, meta, paths, symbols, postings, leaves, doc)
         except MathScoutError:
