@@ -153,7 +153,7 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
             safety[str(k)]["violations"] += pruned != exact
     out["rank_safety"] = safety
     out["rss_end"] = _rss()
-    out["cache_mib"] = structure.paths.lists._cached / 2**20
+    out["cache_mib"] = structure.paths.lists.cached_bytes / 2**20
     return out
 
 

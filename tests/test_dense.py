@@ -88,6 +88,24 @@ def test_hnsw_agrees_with_flat(dense_index, dense_topics):
     assert [h.doc_id for h in hnsw.search(query, k=5)] == [h.doc_id for h in flat.search(query, k=5)]
 
 
+def test_hnsw_is_built_in_blocks_under_a_progress_bar(dense_index, monkeypatch, capsys):
+    import faiss
+
+    from mathscout.dense import ann
+
+    flat = faiss.read_index(str(dense_index / "dense" / "flat.faiss"))
+    vectors = flat.reconstruct_n(0, flat.ntotal)
+    monkeypatch.setattr(ann, "HNSW_BLOCK_ROWS", 40)
+    hnsw = ann.build_hnsw(vectors, 32, 40, label="test")
+    final = [p for p in capsys.readouterr().err.replace("\r", "\n").splitlines() if p.startswith("test HNSW (M = 32)")][-1]
+    assert "100%" in final and f"{len(vectors)}/{len(vectors)}" in final and "<00:00" in final
+    assert hnsw.ntotal == len(vectors) and len(vectors) > 3 * 40  # several blocks
+    hnsw.hnsw.efSearch = 64
+    _, exact = flat.search(vectors[:60], 5)
+    _, found = hnsw.search(vectors[:60], 5)
+    assert np.mean([len(set(a) & set(b)) / 5 for a, b in zip(exact, found)]) >= 0.95  # blocks keep the graph searchable
+
+
 def test_bad_queries(dense_index):
     dense = open_retriever(IndexDir(dense_index), "dense")
     with pytest.raises(QueryError, match="empty"):

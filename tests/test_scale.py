@@ -23,7 +23,8 @@ from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import path_prefixes
 from mathscout.structure.search import StructureSearcher
-from mathscout.structure.text_lists import TextLists
+from mathscout.store import DocumentStore
+from mathscout.structure.text_lists import TextLists, build_text_lists
 from tests.conftest import first_records, formula_triples
 
 N_DOCS = 600
@@ -66,9 +67,32 @@ def test_same_ranked_ids_and_scores_and_pruning_stays_rank_safe(two_builds, shar
     assert compared >= 15
 
 
+def test_a_small_arena_of_decoded_lists_gives_the_same_ranking(two_builds, shared_data):
+    from mathscout.structure.lists import PostingLists
+
+    index, small = PathIndex.open(two_builds[0]), PathIndex.open(two_builds[0])
+    was = small.lists  # 64 KiB of decoded lists: arenas roll over, and the longest queries get one-off arenas
+    small.lists = PostingLists(was.buf, was.byte_offsets, was.list_start, was.n_formulas, was.n_symbols, was.max_node, was.max_leaves,
+                               cache_bytes=64 * 1024, groups_per_entry=1.0)
+    queries = [t.formula for t in load_topics(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml")][:25]
+    full, tiny = StructureSearcher(index), StructureSearcher(small)
+    arenas, compared = set(), 0
+    for latex in queries * 2:  # twice: the second round reads lists decoded by the first (in place, no copy)
+        try:
+            prepared = full.prepare(latex)
+        except Exception:
+            continue
+        a = [(h.formula, h.score) for h in full.search(prepared, k=50, per_document=True)]
+        q = tiny.prepare(latex)
+        arenas.add(id(q.ix[0]))
+        assert [(h.formula, h.score) for h in tiny.search(q, k=50, per_document=True)] == a
+        compared += bool(a)
+    assert compared >= 30 and len(arenas) > 2 and 0 < index.lists.cached_bytes <= 512 * 2**20
+
+
 def test_open_decodes_nothing_and_a_damaged_list_is_a_clear_error_when_read(two_builds, tmp_path):
     index = PathIndex.open(two_builds[0])
-    assert isinstance(index.lists.buf, np.memmap) and not index.lists._cache
+    assert isinstance(index.lists.buf, np.memmap) and index.lists.cached_bytes == 0
     copy = tmp_path / "structure"
     shutil.copytree(two_builds[0], copy)
     damaged = PathIndex.open(copy)
@@ -106,6 +130,26 @@ def test_text_lists_built_in_segments_equal_the_one_segment_lists(shared_data, t
     for name in ("term_start", "docs", "tf", "doc_len", "norm"):
         assert np.array_equal(getattr(merged, name), getattr(whole, name)), name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text.npz", "text_terms.json.gz"]
+
+
+def _last_rendering(stderr: str, desc: str) -> str:
+    """The last state a tqdm bar `desc` printed (bars redraw on one line with carriage returns)."""
+    shown = [part for line in stderr.split("\r") for part in line.splitlines() if part.strip().startswith(desc)]
+    assert shown, f"no progress bar '{desc}' in: {stderr[-500:]!r}"
+    return shown[-1]
+
+
+def test_the_structure_build_shows_every_stage_with_its_eta(formulas, shared_data, tmp_path, capsys):
+    build_path_index(formulas, len(formulas), tmp_path / "paths", segment_bytes=64 * 1024)
+    store = DocumentStore.create(tmp_path / "store.sqlite")
+    store.add(make_document(r["id"], r["text"]) for r in first_records(shared_data, N_DOCS))
+    build_text_lists(store, tmp_path, segment_postings=5000)
+    err = capsys.readouterr().err
+    segments = json.loads((tmp_path / "paths" / "meta.json").read_text())["segments"]
+    for desc in ("path index:", f"path index merge ({segments} segments):", "text lists:", "text lists merge ("):
+        final = _last_rendering(err, desc)
+        assert "100%" in final and "<00:00" in final, final  # done, and the ETA (elapsed<remaining) was shown
+    assert _last_rendering(err, "text lists:").count(f"{N_DOCS}/{N_DOCS}")
 
 
 def test_renaming_is_consistent_and_keeps_structure():

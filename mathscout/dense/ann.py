@@ -38,6 +38,7 @@ PQ_M, PQ_BITS = 48, 8  # 48 sub-vectors of 8 dimensions for 384-d MiniLM vectors
 NPROBE, REFINE, SCAN = 32, 4, 4
 TRAIN_SAMPLE = 50_000
 BLOCK_ROWS = 65_536
+HNSW_BLOCK_ROWS = 8_192  # vectors per HNSW add: a progress step (the graph is then built block by block)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,22 @@ def build_ivfpq(path: Path, dimension: int, target: Path, settings: IvfPqSetting
     return {"ann": "ivfpq", "ivf_lists": nlist, "pq_m": settings.m, "pq_bits": nbits,
             "nprobe": settings.nprobe, "refine": settings.refine, "ivf_train_seconds": round(train_seconds, 1),
             "ann_seconds": round(time.perf_counter() - started, 1)}
+
+
+def build_hnsw(vectors: np.ndarray, m: int, ef_construction: int, label: str = "dense"):
+    """faiss HNSW (Malkov & Yashunin 2018; the thesis's single-vector ANN, §5.3.2) over `vectors`, inner product,
+    added HNSW_BLOCK_ROWS at a time under a progress bar with its ETA. faiss inserts each add's vectors level by level
+    in a seeded order, so a block-by-block graph differs from a one-add graph (the README gives its recall)."""
+    import faiss
+
+    index = faiss.IndexHNSWFlat(vectors.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = ef_construction
+    with tqdm(total=len(vectors), desc=f"{label} HNSW (M = {m})", unit=" passages", file=sys.stderr, mininterval=2.0) as bar:
+        for start in range(0, len(vectors), HNSW_BLOCK_ROWS):
+            block = vectors[start:start + HNSW_BLOCK_ROWS]
+            index.add(block)
+            bar.update(len(block))
+    return index
 
 
 class IvfPqSearch:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.dense.ann import (ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_ivfpq, read_rows,
+from mathscout.dense.ann import (ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_hnsw, build_ivfpq, read_rows,
                                set_build_threads)
 from mathscout.dense.encoder import (BATCHINGS, DEFAULT_BACKEND, DEFAULT_BATCHING, DEFAULT_MAX_PASSAGES, EncodedBatch,
                                      Encoder, log)
@@ -261,22 +261,17 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
     if sink is not None:
         stats.update(sink.save())
     ann_started = time.perf_counter()
-    if passages <= settings.ann_above:  # small: exact Flat and HNSW in memory, the vectors in one add (as before)
+    if passages <= settings.ann_above:  # small: exact Flat and HNSW in memory, from one read of the vectors
         stats["default_search"] = "flat"
         set_build_threads()
-        with tqdm(total=2, desc=f"{label} Flat + HNSW (M = {settings.hnsw_m})", unit=" indexes") as stage:
-            vectors = read_rows(vector_path, encoder.dimension, 0, passages)
-            flat = faiss.IndexFlatIP(encoder.dimension)
-            flat.add(vectors)
-            faiss.write_index(flat, str(target / "flat.faiss"))
-            del flat
-            stage.update(1)
-            hnsw = faiss.IndexHNSWFlat(encoder.dimension, settings.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            hnsw.hnsw.efConstruction = settings.hnsw_ef_construction
-            hnsw.add(vectors)
-            faiss.write_index(hnsw, str(target / "hnsw.faiss"))
-            del hnsw, vectors
-            stage.update(1)
+        vectors = read_rows(vector_path, encoder.dimension, 0, passages)
+        flat = faiss.IndexFlatIP(encoder.dimension)  # one copy of the vectors: seconds
+        flat.add(vectors)
+        faiss.write_index(flat, str(target / "flat.faiss"))
+        del flat
+        hnsw = build_hnsw(vectors, settings.hnsw_m, settings.hnsw_ef_construction, label)
+        faiss.write_index(hnsw, str(target / "hnsw.faiss"))
+        del hnsw, vectors
         vector_path.unlink()  # flat.faiss holds the same vectors
     else:  # large: IVF-PQ trained and filled from the file; the vectors stay on disk for exact re-scoring
         stats["default_search"] = "ivfpq"

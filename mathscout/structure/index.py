@@ -77,8 +77,9 @@ class BuildReport:
 class PathIndexWriter:
     """Accumulates posting entries formula by formula (in ordinal order), then writes the index folder."""
 
-    def __init__(self, n_formulas: int, target: Path, segment_bytes: int = SEGMENT_BYTES):
+    def __init__(self, n_formulas: int, target: Path, segment_bytes: int = SEGMENT_BYTES, progress: bool = True):
         self.report = BuildReport()
+        self.progress = progress
         self.target = Path(target)
         self.segment_bytes = segment_bytes
         self._segments: list[Segment] = []
@@ -180,7 +181,8 @@ class PathIndexWriter:
         if self._segments:
             if len(self._tid):
                 self._flush_segment()
-            byte_offsets, list_start, n_groups = merge_segments(self._segments, len(self._paths), target / "postings.bin")
+            byte_offsets, list_start, n_groups = merge_segments(self._segments, len(self._paths), target / "postings.bin",
+                                                                   self.progress)
             remove_segments(self._segments)
             (self.target / ".segments").rmdir()
         else:
@@ -216,7 +218,7 @@ def build_path_index(formulas: Iterable[tuple[int, int, str]], n_formulas: int, 
     """Index (formula ordinal, document ordinal, LaTeX) triples into `target`; ordinals are < n_formulas.
     Entries are flushed as a segment whenever they pass `segment_bytes` and the segments merged at the end."""
     started = time.perf_counter()
-    writer = PathIndexWriter(n_formulas, Path(target), segment_bytes)
+    writer = PathIndexWriter(n_formulas, Path(target), segment_bytes, progress)
     for fid, doc, latex in tqdm(formulas, total=n_formulas, desc="path index", unit=" formulas", file=sys.stderr, mininterval=2.0, disable=not progress):
         writer.add(fid, doc, latex)
     writer.write(Path(target))
@@ -294,8 +296,10 @@ class PathIndex:
             buf = np.memmap(folder / "postings.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
             byte_offsets = np.ascontiguousarray(byte_offsets, dtype=np.int64) if np.issubdtype(byte_offsets.dtype, np.integer) else byte_offsets
             list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
-            check_layout(buf, byte_offsets, list_start, int(lists["n_groups"]))
-            postings = PostingLists(buf, byte_offsets, list_start, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES)
+            n_groups = int(lists["n_groups"])
+            check_layout(buf, byte_offsets, list_start, n_groups)
+            postings = PostingLists(buf, byte_offsets, list_start, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES,
+                                    groups_per_entry=n_groups / max(int(list_start[-1]), 1) if n_groups else 2.0)
             _check_tables(postings, paths, leaves, doc)
             return cls(folder, meta, paths, symbols, postings, leaves, doc)
         except MathScoutError:

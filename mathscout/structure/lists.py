@@ -5,8 +5,8 @@
   Indexes built before these files existed fall back to the dict read from `paths.json.gz`.
 - `PostingLists` (thesis §4.4.1's compressed lists, read on demand): postings.bin memory-mapped; a query's lists
   are decoded when it asks for them (bounds-checked decoder, postings.py), each list checked against the index's
-  tables before a kernel reads it, and kept in an LRU cache of decoded lists bounded in bytes
-  (MATHSCOUT_POSTINGS_CACHE_MB, default 512).
+  tables before a kernel reads it, into an arena of decoded lists bounded in bytes (MATHSCOUT_POSTINGS_CACHE_MB,
+  default 512) that the kernels read in place: a query whose lists are decoded already costs no copy.
 - `load_npz_member`: an array of an uncompressed .npz memory-mapped in place (np.savez stores members as is).
 """
 
@@ -16,7 +16,6 @@ import hashlib
 import os
 import threading
 import zipfile
-from collections import OrderedDict
 from pathlib import Path
 
 import numba
@@ -177,59 +176,111 @@ class DamagedList(ValueError):
     """A posting list that does not decode within its bounds."""
 
 
+ENTRY_BYTES, GROUP_BYTES = 20, 12  # decoded: fid, node, width (int32) and sym_start (int64); sym, fp, count (int32)
+
+
+class _Arena:
+    """Decoded lists laid end to end in one set of arrays, so the kernels read a query's lists where they lie
+    (no copy into a per-query view). Lists are only appended; `where` maps a list id to its first entry."""
+
+    def __init__(self, entries: int, groups: int):
+        self.fid, self.node, self.width = (np.empty(entries, dtype=np.int32) for _ in range(3))
+        self.sym_start = np.empty(entries + 1, dtype=np.int64)
+        self.sym, self.fp, self.count = (np.empty(groups, dtype=np.int32) for _ in range(3))
+        self.sym_start[0] = 0
+        self.entries = self.groups = 0
+        self.where: dict[int, int] = {}
+
+    def room(self, entries: int, groups: int) -> bool:
+        return self.entries + entries <= len(self.fid) and self.groups + groups <= len(self.sym)
+
+    def put(self, tid: int, fid, node, width, sym_start, sym, fp, count) -> None:
+        """Append one list (arrays as `_decode_list` gives them: sym_start local, one more than the entries)."""
+        e, g, n, m = self.entries, self.groups, len(fid), len(sym)
+        self.fid[e:e + n], self.node[e:e + n], self.width[e:e + n] = fid, node, width
+        self.sym_start[e:e + n + 1] = sym_start + g  # sym_start[e + n] is then where the next list's groups start
+        self.sym[g:g + m], self.fp[g:g + m], self.count[g:g + m] = sym, fp, count
+        self.entries, self.groups = e + n, g + m
+        self.where[tid] = e
+
+    def get(self, tid: int, df: int) -> tuple:
+        """List `tid` (df entries) as `_decode_list`'s arrays: views into this arena."""
+        e = self.where[tid]
+        g, h = int(self.sym_start[e]), int(self.sym_start[e + df])
+        return (self.fid[e:e + df], self.node[e:e + df], self.width[e:e + df], self.sym_start[e:e + df + 1] - g,
+                self.sym[g:h], self.fp[g:h], self.count[g:h])
+
+    def postings(self) -> DecodedPostings:
+        return DecodedPostings(self.fid, self.node, self.width, self.sym_start, self.sym, self.fp, self.count)
+
+
 class PostingLists:
-    """Lists of a memory-mapped postings.bin, decoded on demand (bounds-checked) and cached."""
+    """Lists of a memory-mapped postings.bin, decoded on demand (bounds-checked) into an arena of decoded lists.
+
+    The arena is the cache: about `cache_bytes` of decoded lists; when a query's lists do not fit beside the others,
+    a new arena takes over (its lists copied from the old one, which is freed once no prepared query holds it)."""
 
     def __init__(self, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_formulas: int, n_symbols: int,
-                 max_node: int, max_leaves: int, cache_bytes: int = CACHE_BYTES):
+                 max_node: int, max_leaves: int, cache_bytes: int = CACHE_BYTES, groups_per_entry: float = 2.0):
         self.buf, self.byte_offsets, self.list_start = buf, byte_offsets, list_start
         self.n_formulas, self.n_symbols, self.max_node, self.max_leaves = n_formulas, n_symbols, max_node, max_leaves
         self.cache_bytes = cache_bytes
-        self._cache: OrderedDict[int, tuple] = OrderedDict()
-        self._cached = 0
+        # arena capacity: cache_bytes of decoded lists with the index's own groups per entry (+25 % room for groups)
+        self._capacity = max(1, int(cache_bytes / (ENTRY_BYTES + GROUP_BYTES * groups_per_entry)))
+        self._group_capacity = max(1, int(self._capacity * groups_per_entry * 1.25))
+        self._arena: _Arena | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.list_start) - 1
 
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of decoded lists the current arena holds."""
+        a = self._arena
+        return 0 if a is None else a.entries * ENTRY_BYTES + a.groups * GROUP_BYTES
+
     def df(self, tid: int) -> int:
         return int(self.list_start[tid + 1] - self.list_start[tid])
 
-    def decode(self, tid: int) -> tuple:
-        """(fid, node, width, sym_start, sym, fp, count) of list `tid`."""
-        with self._lock:  # searches may run in several threads (the chat page)
-            hit = self._cache.get(tid)
-            if hit is not None:
-                self._cache.move_to_end(tid)
-                return hit
+    def _decode(self, tid: int) -> tuple:
         at, end = int(self.byte_offsets[tid]), int(self.byte_offsets[tid + 1])
         ok, *arrays = _decode_list(self.buf, np.int64(at), np.int64(end), np.int64(self.df(tid)), np.int64(self.n_formulas),
                                    np.int64(self.n_symbols), np.int64(self.max_node), np.int64(self.max_leaves))
         if not ok:
             raise DamagedList(f"posting list {tid} does not decode")
-        arrays = tuple(arrays)
-        size = sum(a.nbytes for a in arrays)
-        with self._lock:
-            if size <= self.cache_bytes and tid not in self._cache:
-                self._cache[tid] = arrays
-                self._cached += size
-                while self._cached > self.cache_bytes:
-                    _, old = self._cache.popitem(last=False)
-                    self._cached -= sum(a.nbytes for a in old)
-        return arrays
+        return tuple(arrays)
 
     def view(self, tids: np.ndarray) -> tuple[DecodedPostings, np.ndarray, np.ndarray]:
-        """The given lists decoded and concatenated: (postings, start and end of each given list in them)."""
-        parts = [self.decode(int(t)) for t in tids]
-        sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
-        start = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=start[1:])
-        if not parts:
-            z32, z64 = np.zeros(0, np.int32), np.zeros(1, np.int64)
-            return DecodedPostings(z64, z32, z32, z32, z64, z32, z32, z32), start[:-1], start[1:]
-        group_base = np.cumsum([0] + [len(p[4]) for p in parts[:-1]])
-        sym_start = np.concatenate([p[3][:-1] + base for p, base in zip(parts, group_base)] + [np.array([group_base[-1] + len(parts[-1][4])])])
-        postings = DecodedPostings(
-            start, *(np.concatenate([p[i] for p in parts]) for i in range(3)), sym_start.astype(np.int64),
-            *(np.concatenate([p[i] for p in parts]) for i in range(4, 7)))
-        return postings, start[:-1], start[1:]
+        """The given lists in one arena, without copying lists already there: (its arrays, start and end of each
+        given list in them). Lists not yet decoded are decoded (outside the lock: searches run in threads)."""
+        tids = [int(t) for t in tids]
+        seen = self._arena
+        missing = {t: self._decode(t) for t in dict.fromkeys(tids) if seen is None or t not in seen.where}
+        with self._lock:
+            arena = self._arena
+            parts = {}  # every list of the query not in the current arena: decoded now, or copied from the arena seen
+            for t in dict.fromkeys(tids):
+                if arena is None or t not in arena.where:
+                    parts[t] = missing[t] if t in missing else (seen.get(t, self.df(t)) if seen is not None and t in seen.where else self._decode(t))
+            entries = sum(len(p[0]) for p in parts.values())
+            groups = sum(len(p[4]) for p in parts.values())
+            if arena is None or not arena.room(entries, groups):
+                # a new arena with the whole query (the lists the old one had copied over); a query too large for the
+                # cache gets a one-off arena of its own size, not kept
+                old = arena
+                if old is not None:
+                    for t in dict.fromkeys(tids):
+                        if t not in parts:
+                            parts[t] = old.get(t, self.df(t))
+                entries = sum(len(p[0]) for p in parts.values())
+                groups = sum(len(p[4]) for p in parts.values())
+                if entries <= self._capacity and groups <= self._group_capacity:
+                    arena = self._arena = _Arena(self._capacity, self._group_capacity)
+                else:
+                    arena = _Arena(entries, groups)
+            for t, p in parts.items():
+                arena.put(t, *p)
+            start = np.array([arena.where[t] for t in tids], dtype=np.int64)
+        end = start + np.array([self.df(t) for t in tids], dtype=np.int64)
+        return arena.postings(), start, end

@@ -7,7 +7,7 @@ One posting list per token path; its entries are sorted by (formula id, root-end
 
 where a *symbol group* counts the paths of the entry that share leaf symbol and fingerprint. All
 integers are unsigned LEB128 (7 bits a byte). A query's lists are decoded when it needs them (lists.py, every
-read bounds-checked) into flat numpy arrays (`DecodedPostings`) that the search kernel reads directly.
+read bounds-checked) into flat numpy arrays (`DecodedPostings`) that the search kernel reads in place.
 """
 
 from __future__ import annotations
@@ -22,13 +22,11 @@ from mathscout.structure import compile_notice  # noqa: F401  (says so when the 
 
 @dataclass(frozen=True)
 class DecodedPostings:
-    """Posting lists, decoded and concatenated in list order.
+    """Decoded posting lists laid end to end (lists.py's arena; where each list starts is kept beside them).
 
-    List i occupies entries `list_start[i]:list_start[i + 1]`; entry e's symbol groups are
-    `sym_start[e]:sym_start[e + 1]` of the `sym_*` arrays.
+    Entry e's symbol groups are `sym_start[e]:sym_start[e + 1]` of the `sym_*` arrays.
     """
 
-    list_start: np.ndarray  # int64, one more than the number of lists
     fid: np.ndarray  # int32 formula ordinal
     node: np.ndarray  # int32 root-end node (pre-order id in the formula's tree)
     width: np.ndarray  # int32 paths of this token path under the node

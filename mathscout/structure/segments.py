@@ -12,11 +12,13 @@ build would (§4.4.1's layout; one k-way pass over all segments, as Lucene's mer
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numba
 import numpy as np
+from tqdm import tqdm
 
 from mathscout.structure.postings import encode_varbyte, put_varbyte
 
@@ -103,15 +105,18 @@ class _TableReader:
         return taken
 
 
-def merge_segments(segments: list[Segment], n_lists: int, target: Path) -> tuple[np.ndarray, np.ndarray, int]:
-    """Merge segments (in formula order) into `target` (postings.bin); returns (byte offsets, list starts, groups)."""
+def merge_segments(segments: list[Segment], n_lists: int, target: Path, progress: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
+    """Merge segments (in formula order) into `target` (postings.bin); returns (byte offsets, list starts, groups).
+    A progress bar counts the segments' bytes merged (with its ETA)."""
     per_read = max(1024, MERGE_ROWS // max(len(segments), 1))  # the merge's buffers do not grow with the segment count
     readers = [_TableReader(s, per_read) for s in segments]
     sources = [open(s.postings, "rb") for s in segments]
     out_bytes = np.zeros(n_lists, dtype=np.int64)
     out_entries = np.zeros(n_lists, dtype=np.int64)
+    bar = tqdm(total=sum(s.postings.stat().st_size for s in segments), desc=f"path index merge ({len(segments)} segments)",
+               unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr, mininterval=2.0, disable=not progress)
     try:
-        with open(target, "wb") as out:
+        with bar, open(target, "wb") as out:
             while not all(r.exhausted for r in readers):
                 # every row with tid < tid_end is in the readers' buffers: each buffer reaches past it or holds the rest
                 tid_end = min(int(r.rows["tid"][-1]) + 1 if r.read < r.total else n_lists for r in readers if not r.exhausted)
@@ -121,6 +126,8 @@ def merge_segments(segments: list[Segment], n_lists: int, target: Path) -> tuple
                     if len(rows):
                         parts.append((number, rows))
                 _merge_chunk(parts, sources, out, out_bytes, out_entries)
+                bar.update(min(out.tell(), bar.total) - bar.n)  # re-coded first ids: the output is a few bytes shorter
+            bar.update(bar.total - bar.n)
     finally:
         for f in sources:
             f.close()

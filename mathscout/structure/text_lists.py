@@ -15,12 +15,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 import zipfile
 from array import array
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, MathScoutError
 from mathscout.structure.lists import load_npz_member
@@ -142,11 +144,13 @@ class TextLists:
 
 def build_text_lists(store, folder: Path, segment_postings: int = SEGMENT_POSTINGS, vocabulary: int = 1) -> TextLists:
     """Text lists of every document of a store (ordinal order) in a BM25 token `vocabulary`
-    (`mathscout.latex.aliases`), saved into `folder` (built in segments)."""
+    (`mathscout.latex.aliases`), saved into `folder` (built in segments); progress bars for the documents and for
+    the merge of the segments, each with its ETA."""
     from mathscout.latex.tokens import document_terms
 
-    return TextLists.build((document_terms(doc, vocabulary) for doc in store.iter_documents()), segment_postings,
-                           Path(folder))
+    documents = tqdm(store.iter_documents(), total=store.count(), desc="text lists", unit=" docs", file=sys.stderr,
+                     mininterval=2.0)  # closes itself when the documents run out, before the merge's bar
+    return TextLists.build((document_terms(doc, vocabulary) for doc in documents), segment_postings, Path(folder))
 
 
 def encode_lengths(doc_len: np.ndarray) -> np.ndarray:
@@ -238,7 +242,9 @@ def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: n
         end = min(max(end, t + 1), n_terms)
         chunks.append((t, end))
         t = end
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+    bar = tqdm(total=2 * total, desc=f"text lists merge ({len(segments)} segments)", unit=" values", unit_scale=True,
+               file=sys.stderr, mininterval=2.0)
+    with bar, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, array_ in (("term_start", term_start), ("doc_len", doc_len)):
             with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, array_, allow_pickle=False)
@@ -261,3 +267,4 @@ def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: n
                         out[dest] = part
                         placed += sizes
                     f.write(out.tobytes())
+                    bar.update(len(out))
