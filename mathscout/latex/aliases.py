@@ -7,7 +7,7 @@ their index format stores:
 
 - the structure parser (`mathscout.structure.symbols.ALIASES`): `\\spelling` → the canonical spelling, for the
   row's `spellings` and `tree_only`;
-- BM25's tokenizer (`mathscout.latex.commands.ALIASES`): spelling (no backslash) → the row's `token`, the name BM25
+- BM25's tokenizer (`mathscout.latex.tokens`, through `token_aliases(vocabulary)`): spelling (no backslash) → the row's `token`, the name BM25
   indexes store (`m_le`), for the canonical command, the row's `spellings` and `tokens_only`.
 
 `tree_only` spellings are unified by the parser but stay their own token in BM25 indexes; `tokens_only` ones are

@@ -1,21 +1,17 @@
 """Tables that reduce LaTeX math to a small vocabulary of meaningful tokens.
 
-Thesis §5.3.1 (pre-tokenization with the PyA0 lexer): semantically identical math tokens are unified
-(`\\emptyset`, `\\varnothing`, `\\empty` → one token), and each math token then counts as one word.
+Thesis §5.3.1 (pre-tokenization with the PyA0 lexer): each math token counts as one word; semantically identical
+spellings (`\\emptyset`, `\\varnothing`, `\\empty` → one token) are unified by the one alias table,
+`mathscout.latex.aliases`.
 Canonical names are plain ASCII identifiers so they survive as index terms.
 """
 
 from __future__ import annotations
 
-from mathscout.latex.aliases import token_aliases
-
 
 def _same(canonical: str, *names: str) -> dict[str, str]:
     return {name: canonical for name in (canonical, *names)}
 
-
-# Command (without backslash) → token name: the one alias table's BM25 reading (`mathscout.latex.aliases`).
-ALIASES: dict[str, str] = token_aliases()
 
 # Pure layout: dropped without a trace (their arguments, if any, stay and are tokenized).
 LAYOUT: frozenset[str] = frozenset(
