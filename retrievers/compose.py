@@ -97,8 +97,5 @@ class Mapped(BaseRetriever):
     def _search(self, query: Query, k: int) -> list[Hit]:
         return self.retriever.search(self.fn(query), k)
 
-    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
-        return {q.id: self._search(prepare_query(q), k) for q in queries}
-
     def __repr__(self) -> str:
         return f"QueryMap >> {self.retriever!r}"
