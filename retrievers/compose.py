@@ -55,9 +55,9 @@ class FormulaRewrite:
 
         if not isinstance(structure, StructureRetriever):
             raise MathScoutError(f"a formula rewrite feeds structure search, not {structure!r}")
-        hooks = {name: value for name, value in (("rewriter", self.rewriter), ("search_form", self.search_form)) if value}
         return StructureRewriteRetriever(structure.index, fusion=self.fusion, max_forms=self.max_forms,
-                                         seconds=self.seconds, structure=structure, **hooks)
+                                         seconds=self.seconds, structure=structure, rewriter=self.rewriter,
+                                         search_form=self.search_form)
 
 
 def then(first, second) -> BaseRetriever:
