@@ -55,9 +55,9 @@ class FormulaRewrite:
 
         if not isinstance(structure, StructureRetriever):
             raise MathScoutError(f"a formula rewrite feeds structure search, not {structure!r}")
-        hooks = {name: value for name, value in (("rewriter", self.rewriter), ("search_form", self.search_form)) if value}
         return StructureRewriteRetriever(structure.index, fusion=self.fusion, max_forms=self.max_forms,
-                                         seconds=self.seconds, structure=structure, **hooks)
+                                         seconds=self.seconds, structure=structure, rewriter=self.rewriter,
+                                         search_form=self.search_form)
 
 
 def then(first, second) -> BaseRetriever:
@@ -96,9 +96,6 @@ class Mapped(BaseRetriever):
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         return self.retriever.search(self.fn(query), k)
-
-    def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
-        return {q.id: self._search(prepare_query(q), k) for q in queries}
 
     def __repr__(self) -> str:
         return f"QueryMap >> {self.retriever!r}"

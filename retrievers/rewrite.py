@@ -70,7 +70,7 @@ class StructureRewriteRetriever(BaseRetriever):
 
     name = "structure-rewrite"
 
-    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter = equivalent_forms,
+    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter | None = None,
                  normalise: str = "query", structure: StructureRetriever | None = None, search_form: FormSearch | None = None,
                  **structure_options):
         if fusion not in FUSIONS:
@@ -86,7 +86,7 @@ class StructureRewriteRetriever(BaseRetriever):
         self.normalise = normalise
         self.max_forms = max_forms
         self.seconds = seconds
-        self.rewriter = rewriter
+        self.rewriter = rewriter or equivalent_forms  # how each formula's forms are found (the planner traces it)
         self.search_form = search_form or self.structure.rank  # how each variant is searched (the planner traces it)
         self.last_rewrites: list[RewriteResult] = []  # what the last query was rewritten into (for tools/UI)
 

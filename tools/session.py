@@ -64,7 +64,8 @@ class ToolSession:
         started = time.perf_counter()
         output = None
         try:
-            output = self._run(call.tool, call.arguments) if work is None else self._run_work(call.tool, work)
+            self._allowed(call.tool)
+            output = self._run(call.tool, call.arguments) if work is None else work()
         except ValidationError as exc:
             call.error = validation_message(exc)
         except MathScoutError as exc:
@@ -98,12 +99,7 @@ class ToolSession:
         if len(self.trace) > self.max_calls:
             raise MathScoutError(f"tool budget of {self.max_calls} calls used up: answer with the evidence found")
 
-    def _run_work(self, tool: str, work: Callable[[], ToolOutput]) -> ToolOutput:
-        self._allowed(tool)
-        return work()
-
     def _run(self, tool: str, raw: dict[str, Any]) -> ToolOutput:
-        self._allowed(tool)
         schema = SCHEMAS[tool]
         extra = {k: v for k, v in raw.items() if k == "mode"} if tool == "search" else {}
         args = schema.model_validate({k: v for k, v in raw.items() if k not in extra})
