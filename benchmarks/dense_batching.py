@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mathscout.dense.build import document_text
+from mathscout.dense.build import DenseSettings, passage_chunks
 from mathscout.dense.encoder import Encoder
 from mathscout.index.layout import IndexDir
 
@@ -28,19 +28,19 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=500)
     args = parser.parse_args()
     store = IndexDir(args.index).store
-    ids = store.doc_ids()[: args.documents]
-    documents = store.get_many(ids)
     encoders = {name: Encoder(batching=name) for name in ("length", "passage")}
     first = encoders["length"]
-    sequences = [s for pieces in first.pieces([document_text(documents[i]) for i in ids]) for s in first.passages(pieces, 2)]
-    print(f"{len(ids)} documents, {len(sequences)} passages, backend {first.backend}", flush=True)
+    # the first chunk of the build's own splitting: the first N documents' passages (≤ DEFAULT_MAX_PASSAGES each)
+    chunk = next(passage_chunks(store, first, DenseSettings(chunk_documents=args.documents)))
+    documents, sequences = chunk.documents, chunk.sequences
+    print(f"{documents} documents, {len(sequences)} passages, backend {first.backend}", flush=True)
     first.encode_passages(sequences[:20])  # warm
     vectors = {}
     for name in ("length", "passage", "length", "passage"):
         started = time.perf_counter()
         vectors[name] = encoders[name].encode_passages(sequences)
         seconds = time.perf_counter() - started
-        print(f"{name}: {seconds:.1f} s, {len(ids) / seconds:.2f} docs/s, load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"{name}: {seconds:.1f} s, {documents / seconds:.2f} docs/s, load {os.getloadavg()[0]:.1f}", flush=True)
     cosine = (vectors["length"] * vectors["passage"]).sum(axis=1)
     print(f"length vs passage cosine: mean {cosine.mean():.4f}, min {cosine.min():.4f}")
     reversed_order = encoders["passage"].encode_passages(sequences[::-1])[::-1]

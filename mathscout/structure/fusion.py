@@ -33,11 +33,14 @@ def fuse_formula_lists(lists: Sequence[Sequence[FormulaHit]], bm25: Mapping[int,
             best.setdefault(hit.doc, hit)
     whole = [doc for doc, hit in best.items() if hit.tier > PART] if parts else ()  # whole-structure matches: Eq. 3.16 alone
     math, scores = fuse_math_text([[(hit.doc, hit.score) for hit in hits] for hits in lists], bm25, lambda_m, whole)
-    components = {d: {name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)} for d in scores}
+
+    def components(d: int) -> dict[str, float]:
+        return {name: math.get(d, 0.0), "bm25": bm25.get(d, 0.0)}
+
     if by_tier:
-        return rank_by_tier(scores, components, best, k), best
-    ranked = sorted(scores, key=lambda d: (-scores[d], d))[:k]
-    return [FusedHit(d, scores[d], components[d]) for d in ranked], best
+        return rank_by_tier(scores, {d: components(d) for d in scores}, best, k), best
+    ranked = sorted(scores, key=lambda d: (-scores[d], d))[:k]  # components of the k kept only, not of every candidate
+    return [FusedHit(d, scores[d], components(d)) for d in ranked], best
 
 
 def rank_by_tier(scores: Mapping[int, float], components: Mapping[int, dict[str, float]],

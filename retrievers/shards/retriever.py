@@ -80,7 +80,6 @@ class ShardPool:
 
     def rank(self, mode: str, queries: list[Query], k: int, options: dict) -> tuple[list[list[ShardHits] | None], list[int]]:
         """Every shard's answers (None for a shard that stayed unreachable) and the unreachable shards."""
-        ray = ray_module()
         refs = [actor.rank.remote(mode, queries, k, options) for actor in self.actors]
         answers: list[list[ShardHits] | None] = []
         missing = []

@@ -11,12 +11,9 @@ import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.types import Query
-
-SHARD_SCORED = ("bm25", "structure")  # modes scored here with the global statistics
 
 
 @dataclass
