@@ -46,6 +46,14 @@ class DocumentSummary:
     metadata: dict[str, Any]
 
 
+def _id_chunks(doc_ids: Iterable[str], size: int = 500) -> Iterator[tuple[list[str], str]]:
+    """The distinct ids in chunks of at most `size` (SQLite's bound on host parameters), each with its `?,?,…`."""
+    ids = list(dict.fromkeys(doc_ids))
+    for start in range(0, len(ids), size):
+        chunk = ids[start:start + size]
+        yield chunk, ",".join("?" * len(chunk))
+
+
 class DocumentStore:
     """Documents and their formulas in one SQLite file.
 
@@ -141,11 +149,8 @@ class DocumentStore:
 
     def summaries(self, doc_ids: Iterable[str]) -> dict[str, DocumentSummary]:
         """Length, formula count and metadata of documents by id, in two queries (no text is read back)."""
-        ids = list(dict.fromkeys(doc_ids))
         found: dict[str, DocumentSummary] = {}
-        for start in range(0, len(ids), 500):  # SQLite's bound on host parameters
-            chunk = ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _id_chunks(doc_ids):
             counts = dict(self._db.execute(f"SELECT doc_id, COUNT(*) FROM formulas WHERE doc_id IN ({marks}) "
                                            "GROUP BY doc_id", chunk).fetchall())
             for doc_id, length, metadata in self._db.execute(
@@ -155,12 +160,10 @@ class DocumentStore:
 
     def titles(self, doc_ids: Iterable[str]) -> dict[str, str]:
         """The non-empty titles of documents by id (documents without a title are absent)."""
-        ids = list(dict.fromkeys(doc_ids))
         found: dict[str, str] = {}
-        for start in range(0, len(ids), 500):  # SQLite's bound on host parameters
-            chunk = ids[start:start + 500]
-            found.update(self._db.execute(f"SELECT id, title FROM documents WHERE id IN ({','.join('?' * len(chunk))}) "
-                                          "AND title != ''", chunk).fetchall())
+        for chunk, marks in _id_chunks(doc_ids):
+            found.update(self._db.execute(f"SELECT id, title FROM documents WHERE id IN ({marks}) AND title != ''",
+                                          chunk).fetchall())
         return found
 
     def title_sample(self, n: int) -> list[str]:

@@ -190,6 +190,7 @@ class RankedRetriever(BaseRetriever):
                                  f"{index.path} serves {', '.join(usable) or 'none'}: retrain it with "
                                  f"'mathscout train ranker --index {index.path}'")
         self.generator = CandidateGenerator(index, tuple(config.retrievers), config.depth)
+        self.tail = tail_retriever(config)  # fixed by ranker.json: the retriever whose top k follows the candidates
         self.timings: dict[str, float] = {}  # seconds of the last query: each retriever, "features", "model"
 
     def _ranked(self, query: Query, k: int, explain: bool) -> list[Hit]:
@@ -201,10 +202,9 @@ class RankedRetriever(BaseRetriever):
         self.timings = {**candidates.seconds, "features": scored - started, "model": time.perf_counter() - scored,
                         "candidates": float(len(docs))}
         hits = ranked_hits(candidates, docs, scores, k)
-        name = tail_retriever(self.ranker.config)
-        tail = self.generator.retrievers.get(name)
-        if k > len(hits) and tail is not None and len(candidates.runs.get(name, [])) >= self.generator.depth:
-            hits = with_tail(hits, tail.batch_search([candidates.query], k)[candidates.query.id], k, name)
+        tail = self.generator.retrievers.get(self.tail)
+        if k > len(hits) and tail is not None and len(candidates.runs.get(self.tail, [])) >= self.generator.depth:
+            hits = with_tail(hits, tail.batch_search([candidates.query], k)[candidates.query.id], k, self.tail)
         return hits
 
     def _search(self, query: Query, k: int) -> list[Hit]:
