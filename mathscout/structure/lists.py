@@ -214,6 +214,11 @@ class _Arena:
         return DecodedPostings(self.fid, self.node, self.width, self.sym_start, self.sym, self.fp, self.count)
 
 
+def _sizes(parts: dict[int, tuple]) -> tuple[int, int]:
+    """Entries and symbol groups of decoded lists (`_decode_list`'s arrays)."""
+    return sum(len(p[0]) for p in parts.values()), sum(len(p[4]) for p in parts.values())
+
+
 class PostingLists:
     """Lists of a memory-mapped postings.bin, decoded on demand (bounds-checked) into an arena of decoded lists.
 
@@ -255,26 +260,20 @@ class PostingLists:
         """The given lists in one arena, without copying lists already there: (its arrays, start and end of each
         given list in them). Lists not yet decoded are decoded (outside the lock: searches run in threads)."""
         tids = [int(t) for t in tids]
+        unique = list(dict.fromkeys(tids))
         seen = self._arena
-        missing = {t: self._decode(t) for t in dict.fromkeys(tids) if seen is None or t not in seen.where}
+        missing = {t: self._decode(t) for t in unique if seen is None or t not in seen.where}
         with self._lock:
             arena = self._arena
-            parts = {}  # every list of the query not in the current arena: decoded now, or copied from the arena seen
-            for t in dict.fromkeys(tids):
-                if arena is None or t not in arena.where:
-                    parts[t] = missing[t] if t in missing else (seen.get(t, self.df(t)) if seen is not None and t in seen.where else self._decode(t))
-            entries = sum(len(p[0]) for p in parts.values())
-            groups = sum(len(p[4]) for p in parts.values())
-            if arena is None or not arena.room(entries, groups):
+            # every list of the query not in the current arena: decoded now, or (not missing) copied from the arena seen
+            parts = {t: missing[t] if t in missing else seen.get(t, self.df(t))
+                     for t in unique if arena is None or t not in arena.where}
+            if arena is None or not arena.room(*_sizes(parts)):
                 # a new arena with the whole query (the lists the old one had copied over); a query too large for the
                 # cache gets a one-off arena of its own size, not kept
-                old = arena
-                if old is not None:
-                    for t in dict.fromkeys(tids):
-                        if t not in parts:
-                            parts[t] = old.get(t, self.df(t))
-                entries = sum(len(p[0]) for p in parts.values())
-                groups = sum(len(p[4]) for p in parts.values())
+                if arena is not None:
+                    parts.update({t: arena.get(t, self.df(t)) for t in unique if t not in parts})
+                entries, groups = _sizes(parts)
                 if entries <= self._capacity and groups <= self._group_capacity:
                     arena = self._arena = _Arena(self._capacity, self._group_capacity)
                 else:

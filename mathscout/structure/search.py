@@ -80,23 +80,20 @@ class PreparedQuery:
     arrays: tuple
     tids: np.ndarray  # the index's list ids of the query's lists (kernel list i = tids[i])
     ix: tuple  # the kernel's index arrays: the query's lists decoded, then the formula table
-    widest: float = 0.0  # the largest query-node upper bound in the whole collection (a shard counts paths it lacks)
+    # the largest query-node upper bound: the structure score of a perfect match of the widest subtree, in the whole
+    # collection (a shard counts paths it lacks), so the same on every shard as on one index (match tiers and the
+    # formula order depend on it)
+    width: float = 0.0
 
     @property
     def empty(self) -> bool:
         """Whether the query shares no token path with the collection (nothing can match it anywhere)."""
-        return self.widest <= 0.0
+        return self.width <= 0.0
 
     @property
     def searchable(self) -> bool:
         """Whether the index searched holds one of the query's token paths (a shard may hold none of them)."""
         return len(self.node_ids) > 0
-
-    @property
-    def width(self) -> float:
-        """The largest query-node upper bound: the structure score of a perfect match of the widest subtree. The
-        same on every shard of a sharded index as on one index (match tiers and the formula order depend on it)."""
-        return self.widest
 
     def symbol_key(self, symbol: str) -> int:
         """The order Alg. 2 breaks ties by (the kernel's), for the query's and indexed symbols alike."""
