@@ -2,9 +2,11 @@
 and the `scm` search mode, a sparse retriever whose terms can match similar terms.
 
 The vector space is BM25's (Lucene BM25 document weights, binary query weights, the paper's "Lucene BM25 as the
-vector space") over the math-aware BM25 terms (stemmed words, unified LaTeX tokens and token pairs). A term
-similarity matrix S changes the basis: score(x, y) = xᵀ S y with each vector keeping its L2 norm
-('maintain', Novotný 2018). S = (1 − α)·I + α·S_sem:
+vector space") over the math-aware BM25 terms (stemmed words, unified LaTeX tokens and token pairs, in the token
+vocabulary of `mathscout.latex.aliases` that the component's manifest entry records: new builds use the current one,
+a component recording none was built in vocabulary 1, and queries are analysed in the recorded one). A term similarity
+matrix S changes the basis: score(x, y) = xᵀ S y with each vector keeping its L2 norm ('maintain', Novotný 2018).
+S = (1 − α)·I + α·S_sem:
 
 - S_sem comes from word2vec trained on the collection's terms, input and output vectors averaged ("Token
   Similarity"), the 100 most similar terms per term, symmetric and strictly diagonally dominant (the greedy
@@ -32,6 +34,7 @@ from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
+from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import document_terms
 from mathscout.types_expansion.embeddings import train_word2vec
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
@@ -107,7 +110,7 @@ class SoftCosineComponent:
         with open(sentences, "w", encoding="utf-8") as out:
             for document in tqdm(store.iter_documents(), total=store.count(), desc="scm terms", unit=" docs",
                                  file=sys.stderr, mininterval=1.0):
-                terms = document_terms(document)
+                terms = document_terms(document, VOCABULARY)
                 texts.append(terms)
                 out.write(" ".join(terms) + "\n")
         if not any(texts):
@@ -155,6 +158,7 @@ class SoftCosineComponent:
             "similarities": int(similarity.nnz), "word2vec_seconds": round(train_seconds, 2),
             "matrix_seconds": round(matrix_seconds, 2), "seconds": round(seconds, 2),
             "bytes": sum(f.stat().st_size for f in target.iterdir() if f.is_file()),
+            "vocabulary": VOCABULARY,  # the terms' BM25 token vocabulary (`mathscout.latex.aliases`)
             "settings": {"min_documents": MIN_DOCUMENTS, "max_terms": MAX_TERMS, "neighbours": NEIGHBOURS,
                          "vector_size": VECTOR_SIZE, "epochs": EPOCHS, "k1": DEFAULT_K1, "b": DEFAULT_B},
         }
@@ -171,6 +175,7 @@ class SoftCosineRetriever(BaseRetriever):
             raise MathScoutError(f"alpha must be between 0 and 1, got {alpha}")
         self.alpha = alpha
         self.space = SoftSpace.load(index.component_path("scm"))
+        self.vocabulary = recorded_vocabulary(index.manifest.components.get("scm", {}))  # as its terms were analysed
         self.store = index.store
         self.doc_ids = self.store.doc_ids()
         if len(self.doc_ids) != self.space.documents.shape[0]:
@@ -180,7 +185,7 @@ class SoftCosineRetriever(BaseRetriever):
 
     def known_terms(self, query: Query) -> dict[str, int]:
         """The query's distinct terms that the component knows (term → id), analysed as BM25 analyses them."""
-        known = {t: self.space.term_ids[t] for t in query_index_terms(query) if t in self.space.term_ids}
+        known = {t: self.space.term_ids[t] for t in query_index_terms(query, self.vocabulary) if t in self.space.term_ids}
         if not known:
             raise QueryError(f"none of the terms of {query.text[:60]!r} occurs in two documents of this index")
         return known

@@ -104,3 +104,28 @@ def test_bad_input_is_a_clear_error(scm_index, tmp_path, capsys):
     (broken / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(IndexMissingError, match="unreadable .*--components scm"):
         open_retriever(IndexDir(broken), "scm")
+
+
+def test_scm_records_its_token_vocabulary_and_an_old_component_answers_in_vocabulary_1(scm_index, tmp_path):
+    """New builds analyse in the current token vocabulary (`\\sup` is `m_supremum`, `^` stays `m_sup`) and record it;
+    a component whose manifest records none (built before the field) analyses queries in vocabulary 1, as it was built."""
+    from mathscout.latex.aliases import LEGACY_VOCABULARY, VOCABULARY
+    from mathscout.types import Query
+
+    query = Query(id="q", text=r"the least upper bound $\sup_{x} f(x)$ of $x^2$")
+    index = IndexDir(scm_index)
+    assert index.manifest.components["scm"]["vocabulary"] == VOCABULARY
+    retriever = open_retriever(index, "scm")
+    assert retriever.vocabulary == VOCABULARY and "m_supremum" in retriever.space.term_ids
+    assert {"m_supremum", "m_sup"} <= set(retriever.known_terms(query))
+
+    old = shutil.copytree(scm_index, tmp_path / "old")
+    manifest = json.loads((old / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["components"]["scm"]["vocabulary"]
+    (old / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    legacy = open_retriever(IndexDir(old), "scm")
+    assert legacy.vocabulary == LEGACY_VOCABULARY
+    known = set(legacy.known_terms(query))
+    assert "m_sup" in known and "m_supremum" not in known  # `\sup` read as vocabulary 1 reads it
+    hits = legacy.search(query, k=10)
+    assert hits and hits[0].score > 0
