@@ -27,11 +27,9 @@ from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever
 from mathscout.retrievers.compose import FormulaRewrite, QueryMap
 from mathscout.retrievers.fusion import FusedRetriever, Stage
-from mathscout.retrievers.structure import StructureRetriever
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox, ToolOutput
-from mathscout.tools.traced import (TracedReranker, TracedSearch, no_rewriter, structure_search_arguments,
-                                    traced_form_search, traced_rewriter)
+from mathscout.tools.traced import TracedReranker, TracedSearch, no_rewriter, traced_form_search, traced_rewriter
 
 # the math run's weight in the final math/text fusion (thesis Eq. 5.20) for a BM25 text run, tuned on train topics
 # (200 mixed train topics of the full collection, seeded sample; nDCG@10 of `auto`): 0.588 at 0.1, 0.596 at 0.2,
@@ -117,11 +115,6 @@ class OfflinePlanner:
                         lambda: _raise(exc))
             return None
         formulas = QueryMap(lambda _: _formula_query(question, words))
-        if not isinstance(structure, StructureRetriever):  # a sharded index: no rewriting (it needs one index's paths)
-            session.notices.append("Formula rewriting is not available on a sharded index: the formulas were "
-                                   "structure-searched as written.")
-            return formulas >> TracedSearch(session, "structure", "structure_search", structure_search_arguments,
-                                            lambda q, k: self.toolbox.search_output(structure, q, k, q.text or f"${q.formula}$"))
         rewriter = traced_rewriter(session) if "rewrite_formula" in self.toolbox.available() else no_rewriter
         return formulas >> (FormulaRewrite(rewriter=rewriter, search_form=traced_form_search(session, structure)) >> structure)
 

@@ -51,9 +51,11 @@ class FormulaRewrite:
 
     def __rshift__(self, structure) -> BaseRetriever:
         from mathscout.retrievers.rewrite import StructureRewriteRetriever
+        from mathscout.retrievers.shards.retriever import ShardedStructure
         from mathscout.retrievers.structure import StructureRetriever
 
-        if not isinstance(structure, StructureRetriever):
+        # one index's structure retriever, or a sharded index's (its forms fan out to the shards like any query)
+        if not isinstance(structure, (StructureRetriever, ShardedStructure)):
             raise MathScoutError(f"a formula rewrite feeds structure search, not {structure!r}")
         return StructureRewriteRetriever(structure.index, fusion=self.fusion, max_forms=self.max_forms,
                                          seconds=self.seconds, structure=structure, rewriter=self.rewriter,

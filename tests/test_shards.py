@@ -192,6 +192,41 @@ def test_modes_that_combine_others_run_at_the_coordinator(sharded_small, small_i
     assert_same_runs({q.id: single.search(q, 10) for q in queries}, {q.id: auto.search(q, 10) for q in queries})
 
 
+@pytest.fixture()
+def two_shards(small_collection, ray_local, tmp_path_factory):
+    """The small index's documents in 2 shards (bm25, structure); its actors are let go afterwards (a local Ray here has
+    2 CPUs, and the other sharded indexes of the session hold most of them)."""
+    from mathscout.retrievers.shards.build import build_sharded_index
+    from mathscout.retrievers.shards.retriever import ShardPool
+
+    path = tmp_path_factory.mktemp("sharded-2") / "small-2"
+    build_sharded_index([small_collection], path, 2, ["bm25", "structure"])
+    yield path
+    pool = ShardPool._pools.pop(str(path.resolve()), None)
+    for actor in pool.actors if pool else []:
+        ray.kill(actor, no_restart=True)
+
+
+def test_auto_rewrites_formulas_on_shards_as_on_the_single_index(two_shards, small_index, topics, monkeypatch):
+    """The assistant's search (`auto`) on a sharded index rewrites each formula (SymPy) and structure-searches every
+    form over the shards, fused at the coordinator as on one index: the same ranked ids and scores. SymPy's forms
+    are computed once per formula (a time budget that no load reaches), so both indexes search the same forms."""
+    from functools import lru_cache
+
+    from mathscout import MathScout, rewrite
+
+    sympy_forms = rewrite.equivalent_forms
+    forms = lru_cache(maxsize=None)(lambda latex, max_forms=8, seconds=2.0: sympy_forms(latex, max_forms=max_forms, seconds=30.0))
+    monkeypatch.setattr(rewrite, "equivalent_forms", forms)  # what the assistant's rewrite_formula tool calls
+    queries = [t for t in topics if "$" in t.text][:6]
+    single, sharded = open_retriever(small_index, "auto"), open_retriever(two_shards, "auto")
+    assert_same_runs({q.id: single.search(q, 10) for q in queries}, {q.id: sharded.search(q, 10) for q in queries})
+    answers = [MathScout(two_shards, use_llm=False).ask(q.text) for q in queries]
+    assert any(answer.rewrites for answer in answers)  # SymPy found forms, and they were searched on the shards
+    assert any(sum(call.tool == "structure_search" for call in answer.trace) > 1 for answer in answers)
+    assert not any("sharded" in notice for answer in answers for notice in answer.notices)
+
+
 def test_search_and_python_api_on_a_sharded_index(sharded_small, small_index):
     from mathscout.agent import MathScout
 

@@ -76,11 +76,16 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
     else:
         hits = search(request.query, request.k)
     missing = list(getattr(hits, "missing_shards", []))  # retrievers/shards/retriever.py: partial results
-    if missing:
-        notices.append(f"partial results: {'; '.join(missing)} did not answer")
+    notices += partial_results(hits)
     documents = explain_hits(hits, toolbox.index.store, request.query)
     return SearchResult(request.query, request.mode, request.k, request.rerank, hits_as_json(hits, documents),
                         notices, round(time.perf_counter() - started, 3), missing)
+
+
+def partial_results(hits: list[Hit]) -> list[str]:
+    """The notice of hits a sharded index gave without some of its shards (`ShardedHits.missing_shards`), if any."""
+    missing = list(getattr(hits, "missing_shards", []))
+    return [f"partial results: {'; '.join(missing)} did not answer"] if missing else []
 
 
 class _FirstStage:

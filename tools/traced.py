@@ -15,6 +15,7 @@ from mathscout.rewrite import EquivalentForm, RewriteResult
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, RankResult
 from mathscout.retrievers.structure import StructureRetriever, split_query
+from mathscout.tools.searching import partial_results
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolOutput, hit_ids_summary
 
@@ -43,7 +44,8 @@ def structure_search_arguments(query: Query, k: int) -> dict[str, Any]:
 
 
 def traced_form_search(session: ToolSession, structure: StructureRetriever) -> Callable[[Query, int], RankResult]:
-    """Each form `FormulaRewrite() >> structure` searches, as a `structure_search` call (a failed one finds nothing)."""
+    """Each form `FormulaRewrite() >> structure` searches, as a `structure_search` call (a failed one finds nothing);
+    `structure` is one index's structure retriever or a sharded index's, whose partial results are noticed."""
 
     def search(query: Query, depth: int) -> RankResult:
         arguments = structure_search_arguments(query, depth)
@@ -52,7 +54,8 @@ def traced_form_search(session: ToolSession, structure: StructureRetriever) -> C
         def work() -> ToolOutput:
             found.append(structure.rank(query, depth))
             hits = found[0].hits
-            return ToolOutput(hit_ids_summary(hits), {"hits": [{"id": h.doc_id, "score": h.score} for h in hits]}, hits=hits)
+            return ToolOutput(hit_ids_summary(hits), {"hits": [{"id": h.doc_id, "score": h.score} for h in hits]}, hits=hits,
+                              notices=partial_results(hits))
 
         session.run("structure_search", arguments, work)
         return found[0] if found else RankResult([])
