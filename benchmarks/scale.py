@@ -111,7 +111,7 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     topics = load_topics(DATA / "collection" / "topics.dev.jsonl")[:n_queries]
     formulas = [t.formula for year in (2020, 2021, 2022)
                 for t in load_topics(DATA / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")]
-    searcher = StructureSearcher(structure.paths)
+    searcher = StructureSearcher(structure.paths, lexer=structure.searcher.lexer)
     valid = []  # the formulas that parse; prepared one at a time (a prepared query holds its decoded lists: holding
     for latex in formulas:  # all 285 at once took 3.9 GiB at 1×, which no real query process does)
         try:

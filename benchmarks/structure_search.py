@@ -31,6 +31,7 @@ from mathscout.evaluation.topics import load_topics
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.structure.index import PathIndex
+from mathscout.structure.lexer import recorded_lexer
 from mathscout.structure.scoring import ETA_NTCIR
 from mathscout.structure.search import STRATEGIES, StructureSearcher
 
@@ -84,8 +85,10 @@ def run(args) -> dict:
     index_dir = IndexDir(args.index)
     started = time.perf_counter()
     paths = PathIndex.open(index_dir.component_path("structure"))
-    searcher = StructureSearcher(paths)  # η = 0.3 (ARQMath setting, §3.3.1)
-    searchers = {name: StructureSearcher(paths, eta=ETA_NTCIR) if name == "NTCIR-12" else searcher for name in QUERY_SETS}
+    lexer = recorded_lexer(index_dir.manifest.components.get("structure", {}))  # queries parsed as the index's formulas
+    searcher = StructureSearcher(paths, lexer=lexer)  # η = 0.3 (ARQMath setting, §3.3.1)
+    searchers = {name: StructureSearcher(paths, eta=ETA_NTCIR, lexer=lexer) if name == "NTCIR-12" else searcher
+                 for name in QUERY_SETS}
     print(f"structure index opened in {time.perf_counter() - started:.2f} s")
     peer = _open_pya0(args, Path(args.index))
     per_document = not args.per_formula

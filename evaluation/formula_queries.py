@@ -18,10 +18,12 @@ import re
 import zlib
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import partial
 
 from mathscout.index.layout import IndexDir
 from mathscout.rewrite import equivalent_forms
 from mathscout.rewrite.canonical import tree_key
+from mathscout.structure.lexer import LEXER, recorded_lexer
 from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Formula
@@ -55,10 +57,11 @@ def rerendered(latex: str) -> str | None:
     return out if out != latex else None
 
 
-def subexpression(latex: str) -> str | None:
+def subexpression(latex: str, lexer: int = LEXER) -> str | None:
     """The widest balanced `{…}` argument with at least MIN_LEAVES - 1 leaves that is a sub-tree of the formula's
-    operator tree (`\\begin{pmatrix}`, `\\text{such that}` or `x^{n+1}` inside a flattened chain are not)."""
-    source = parse_latex(latex).tree
+    operator tree (`\\begin{pmatrix}`, `\\text{such that}` or `x^{n+1}` inside a flattened chain are not), both
+    parsed with lexer version `lexer`."""
+    source = parse_latex(latex, lexer).tree
     subtrees = {tree_key(node) for node in source.walk()} if source is not None else set()
     best, stack = None, []
     for i, ch in enumerate(latex):
@@ -67,20 +70,26 @@ def subexpression(latex: str) -> str | None:
         elif ch == "}" and stack and latex[i - 1] != "\\":
             start = stack.pop()
             body = latex[start + 1:i]
-            tree = parse_latex(body).tree
+            tree = parse_latex(body, lexer).tree
             if (tree is not None and leaf_count(tree) >= MIN_LEAVES - 1 and (best is None or len(body) > len(best))
                     and tree_key(tree) in subtrees):
                 best = body
     return best
 
 
+def index_lexer(index: IndexDir) -> int:
+    """The lexer version that parsed the index's structure component (formulas are keyed as it parsed them)."""
+    return recorded_lexer(index.manifest.components.get("structure", {}))
+
+
 def keyed_formulas(index: IndexDir, max_chars: int) -> Iterator[tuple[int, Formula, Node, str]]:
     """(ordinal, formula, operator tree, tree key) of every formula of the index of at most `max_chars` characters
-    that parses completely."""
+    that parses completely (with the index's lexer version)."""
+    lexer = index_lexer(index)
     for ordinal, formula in index.store.iter_formulas():
         if len(formula.latex) > max_chars:
             continue
-        parsed = parse_latex(formula.latex)
+        parsed = parse_latex(formula.latex, lexer)
         if parsed.tree is None or not parsed.complete:
             continue
         yield ordinal, formula, parsed.tree, tree_key(parsed.tree)
@@ -90,6 +99,7 @@ def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reportin
     """Up to `sample` queries per kind from source formulas of one half of the documents ("reporting" for
     figures, "fitting" for `mathscout train structure`); relevant documents come from the whole collection."""
     in_half = HALVES[half]
+    lexer = index_lexer(index)
     docs_by_key: dict[str, set[str]] = defaultdict(set)
     candidates = []
     for _, formula, tree, key in keyed_formulas(index, MAX_CHARS):
@@ -99,7 +109,7 @@ def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reportin
     rng = random.Random(seed)
     rng.shuffle(candidates)
     queries, counts, seen = [], defaultdict(int), set()
-    makers = {"renamed": renamed, "rerendered": rerendered, "subexpression": subexpression}
+    makers = {"renamed": renamed, "rerendered": rerendered, "subexpression": partial(subexpression, lexer=lexer)}
     for doc_id, latex, key in candidates:
         if key in seen or len(docs_by_key[key]) > MAX_DOCS:
             continue
@@ -110,12 +120,12 @@ def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reportin
                 continue
             if kind == "transformed":
                 forms = equivalent_forms(latex, max_forms=4, seconds=2.0).forms
-                forms = [f for f in forms if (t := parse_latex(f.latex).tree) is not None and leaf_count(t) >= 3]
+                forms = [f for f in forms if (t := parse_latex(f.latex, lexer).tree) is not None and leaf_count(t) >= 3]
                 made = forms[0].latex if forms else None
             else:
                 made = makers[kind](latex)
             made = made.strip() if made else None  # as a user types it: `$ x $` is not inline math (pandoc's rule)
-            if made and parse_latex(made).tree is not None:
+            if made and parse_latex(made, lexer).tree is not None:
                 queries.append({"kind": kind, "latex": made, "source": latex, "relevant": relevant})
                 counts[kind] += 1
         if all(counts[k] >= sample for k in KINDS):

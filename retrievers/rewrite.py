@@ -107,7 +107,7 @@ class StructureRewriteRetriever(BaseRetriever):
             result = self.rewriter(latex, max_forms=budget, seconds=self.seconds)
             self.last_rewrites.append(result)
             for form in result.forms:
-                tree = parse_latex(form.latex).tree
+                tree = parse_latex(form.latex, self.structure.searcher.lexer).tree
                 if tree is None or leaf_count(tree) < MIN_FORM_LEAVES:
                     continue
                 if query.formula or (len(formulas) == 1 and not words):
@@ -198,7 +198,7 @@ class StructureRewriteRetriever(BaseRetriever):
             entry = fused[hit.doc_id]
             if entry.formula_hit is not None:
                 if entry.variant not in prefixes:
-                    tree = parse_latex(variants[entry.variant].formula).tree
+                    tree = parse_latex(variants[entry.variant].formula, self.structure.searcher.lexer).tree
                     prefixes[entry.variant] = path_prefixes(tree) if tree is not None else []
                 hit.formulas = [self.structure.matched_formula(entry.formula_hit, prefixes[entry.variant])]
         return hits
@@ -249,7 +249,7 @@ def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit
 
 def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) -> float:
     """P(L_D; η) / P(L_Q; η) (Eq. 3.15): the perfect score at the document formula's length instead of the query's."""
-    tree = parse_latex(latex).tree
+    tree = parse_latex(latex, structure.searcher.lexer).tree
     if tree is None or doc_leaves <= 0:
         return 1.0
     eta = structure.searcher.eta

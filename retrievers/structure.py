@@ -27,6 +27,7 @@ from mathscout.render import make_snippet
 from mathscout.store import DocumentStore
 from mathscout.structure.highlight import leaf_spans, merge_spans
 from mathscout.structure.index import PathIndex, build_path_index
+from mathscout.structure.lexer import LEXER, recorded_lexer
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import (
     BETAS,
@@ -63,6 +64,7 @@ class StructureComponent:
                                "seconds": round(time.perf_counter() - started, 2),
                                "bytes": sum((target / name).stat().st_size for name in ("text.npz", "text_terms.json.gz"))}
         stats["vocabulary"] = VOCABULARY  # the text lists' BM25 token vocabulary (`mathscout.latex.aliases`)
+        stats["lexer"] = LEXER  # the lexer version that parsed the formulas (`mathscout.structure.lexer`)
         notice(
             f"structure: {report.indexed:,} of {report.formulas:,} formulas indexed in {report.seconds:.1f} s "
             f"({stats['formulas_per_second']:,.0f} formulas/s, {stats['bytes'] / 2**20:.1f} MiB); skipped: "
@@ -227,7 +229,8 @@ class StructureRetriever(BaseRetriever):
         self.store = index.store
         folder = index.component_path("structure")
         self.paths = PathIndex.open(folder)
-        self.searcher = StructureSearcher(self.paths, eta=eta)
+        # queries are parsed with the lexer that parsed the index's formulas (an index recording none: the legacy one)
+        self.searcher = StructureSearcher(self.paths, eta=eta, lexer=recorded_lexer(index.manifest.components.get("structure", {})))
         self.strategy = strategy
         self.initial_threshold_factor = initial_threshold_factor
         self.depth = depth
@@ -304,7 +307,7 @@ class StructureRetriever(BaseRetriever):
         betas = BETAS[: self.trees] if self.trees < 3 else BETAS
         best: dict[int, FormulaHit] = {}
         for hit in self.searcher.search(query, max(self.depth, k), self.strategy, per_document=False):
-            tree = parse_latex(self.store.formula_at(hit.formula).latex).tree
+            tree = parse_latex(self.store.formula_at(hit.formula).latex, self.searcher.lexer).tree
             if tree is None:
                 continue
             score = multi_tree_formula_similarity(query.prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
@@ -419,7 +422,7 @@ class StructureRetriever(BaseRetriever):
         explained = hits[:EXPLAINED_HITS]
         documents = self.store.get_many(h.doc_id for h in explained)
         ordinals = self.doc_ordinals()
-        first_tree = parse_latex(formulas[0]).tree if formulas else None
+        first_tree = parse_latex(formulas[0], self.searcher.lexer).tree if formulas else None
         query_prefixes = path_prefixes(first_tree) if first_tree is not None else []
         for rank, hit in enumerate(hits, start=1):
             hit.rank = rank
@@ -451,7 +454,7 @@ class StructureRetriever(BaseRetriever):
     def matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula:
         """The document's best formula with the operands of its widest common subtree highlighted."""
         formula = self.store.formula_at(hit.formula)
-        tree = parse_latex(formula.latex).tree
+        tree = parse_latex(formula.latex, self.searcher.lexer).tree
         spans: list[tuple[int, int]] = []
         if tree is not None:
             match = formula_similarity(query_prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree), idf=self.paths.path_idf, eta=self.searcher.eta)

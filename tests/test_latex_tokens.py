@@ -149,3 +149,30 @@ def test_a_new_index_records_its_token_vocabulary_and_searches_with_it(tiny_inde
     assert index.manifest.components["bm25"]["vocabulary"] == VOCABULARY
     assert index.manifest.components["structure"]["vocabulary"] == VOCABULARY
     assert "m_supremum" in BM25Retriever(index).query_weights(Query(id="q", text=r"the least upper bound $\sup A$"))
+
+
+def test_a_new_structure_index_records_its_lexer_and_an_old_one_parses_queries_as_it_was_built(tiny_index, tmp_path):
+    """New structure builds parse with lexer 2 (whitespace is never a leaf) and record it; an index whose manifest
+    records no lexer was built with lexer 1, so its queries keep lexer 1's trees (a trailing space is a leaf `' '`)."""
+    import json
+    import shutil
+
+    from mathscout.index.layout import IndexDir
+    from mathscout.retrievers import open_retriever
+    from mathscout.structure.lexer import LEGACY_LEXER, LEXER
+
+    def whitespace_leaves(prepared) -> list[str]:
+        return [leaf.symbol for leaf in prepared.tree.leaves() if leaf.symbol and not leaf.symbol.strip()]
+
+    formula = "x^2 + 1 "  # a topic formula as a file may hold it (the query splitter strips those it finds in text)
+    assert IndexDir(tiny_index).manifest.components["structure"]["lexer"] == LEXER
+    new = open_retriever(tiny_index, "structure")
+    assert new.searcher.lexer == LEXER and whitespace_leaves(new.searcher.prepare(formula)) == []
+
+    old = shutil.copytree(tiny_index, tmp_path / "old")
+    manifest = json.loads((old / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["components"]["structure"]["lexer"]
+    (old / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    legacy = open_retriever(old, "structure")
+    assert legacy.searcher.lexer == LEGACY_LEXER and whitespace_leaves(legacy.searcher.prepare(formula)) == [" "]
+    assert legacy.searcher.prepare("x^2 + 1").tree == new.searcher.prepare("x^2 + 1").tree  # no space: the same tree

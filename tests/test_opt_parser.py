@@ -284,6 +284,31 @@ def test_real_collection_formulas_parse_completely(shared_data):
     assert all(r.tree is not None for r in results if r.complete)
 
 
+def _whitespace_leaves(tree: Node | None) -> list[str]:
+    return [leaf.symbol for leaf in (tree.leaves() if tree is not None else []) if leaf.symbol and not leaf.symbol.strip()]
+
+
+def test_document_formulas_written_with_spaces_get_no_whitespace_leaf(shared_data):
+    """A post's `$ x^2 $` keeps its spaces in the store; the lexer new builds use (version 2) drops them, so the tree is
+    the one of `x^2`. Version 1 (indexes whose manifest records no lexer) read trailing whitespace as a leaf `' '`:
+    old indexes keep parsing queries as their formulas were parsed."""
+    from mathscout.benchmarks.parse_rate import collection_formulas
+    from mathscout.structure.lexer import LEGACY_LEXER
+
+    for latex in (" x^2 ", "x + y \n", "\\frac{a}{b}\t", "a = b \\quad "):
+        assert _whitespace_leaves(parse_latex(latex).tree) == []
+        assert sexpr(parse_latex(latex).tree) == sexpr(parse_latex(latex.strip()).tree)
+    assert _whitespace_leaves(parse_latex(" x^2 ", LEGACY_LEXER).tree) == [" "]
+    assert sexpr(parse_latex(" x^2 ", LEGACY_LEXER).tree) == "MUL(SUBSUP(BASE(x) SUP(2))  )"
+
+    formulas = list(collection_formulas(shared_data / "collection" / "docs.jsonl", limit=1000))
+    spaced = [f for f in formulas if f != f.rstrip() and not f.rstrip().endswith("\\")]
+    assert len(spaced) > 50  # real posts write `$ … $`
+    assert all(_whitespace_leaves(parse_latex(f, LEGACY_LEXER).tree) for f in spaced)  # what old indexes hold
+    assert not any(_whitespace_leaves(parse_latex(f).tree) for f in formulas)
+    assert all(parse_latex(f).tree == parse_latex(f.rstrip(), LEGACY_LEXER).tree for f in spaced)
+
+
 def test_the_same_latex_always_gives_the_same_tree():
     # Regression: grouping decisions once depended on reused object ids of freed nodes.
     latex = r"d(x,A)\leqslant d(x,y)+d(y,A)"

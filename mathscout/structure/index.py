@@ -37,6 +37,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
+from mathscout.structure.lexer import LEXER
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
 from mathscout.structure.postings import DecodedPostings, check_layout, encode_lists
@@ -96,7 +97,7 @@ class PathIndexWriter:
         """Index one formula; returns why it was skipped, or None."""
         self.report.formulas += 1
         self._doc[fid] = doc
-        tree = parse_latex(latex).tree
+        tree = parse_latex(latex, LEXER).tree  # the lexer new builds use (recorded in the component's manifest entry)
         if tree is None:
             return self._skip("does not parse")
         leaves = leaf_count(tree)

@@ -14,6 +14,11 @@ input. Kinds:
 
 Spacing, sizing and style commands are dropped; so are commands with bookkeeping arguments (`\\label{…}`,
 `\\color{…}`). The lexer stops after `max_tokens` tokens and reports it.
+
+Lexer versions: a structure index is searched with the lexer that parsed its formulas, recorded as `"lexer"` in the
+component's manifest entry (`recorded_lexer`). Version 1 (a component recording none) read a formula's trailing
+whitespace as a token `' '` (`x^2 ` gave a symbol leaf `' '`); version 2, which new builds use, drops whitespace
+wherever it stands.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from mathscout.structure.symbols import (
 )
 
 MAX_TOKENS = 4000  # formulas longer than this are truncated (partial parse)
+LEGACY_LEXER = 1  # the lexer of a structure component whose manifest records none: trailing whitespace is a token
+LEXER = 2  # the lexer new structure builds use and record in their manifest entry ("lexer"): whitespace is no token
 _CLASS_MARKERS = frozenset({"\\mathop", "\\mathrel", "\\mathbin", "\\mathord"})
 
 Token = tuple[str, str, int, int]
@@ -82,8 +89,13 @@ def _bracketed(text: str, pos: int) -> int:
     return pos
 
 
-def tokenize(latex: str, max_tokens: int = MAX_TOKENS) -> LexResult:
-    """Tokenize LaTeX math; never raises. See the module docstring for token kinds."""
+def recorded_lexer(component: dict) -> int:
+    """The lexer version a structure component's manifest entry records (none: the legacy lexer)."""
+    return int(component.get("lexer", LEGACY_LEXER))
+
+
+def tokenize(latex: str, max_tokens: int = MAX_TOKENS, lexer: int = LEXER) -> LexResult:
+    """Tokenize LaTeX math with lexer version `lexer`; never raises. See the module docstring for token kinds."""
     tokens: list[Token] = []
     errors: list[str] = []
     append = tokens.append
@@ -140,6 +152,8 @@ def tokenize(latex: str, max_tokens: int = MAX_TOKENS) -> LexResult:
             else:
                 append(("c", value, start, pos))
         elif kind == "s":
+            if lexer >= 2 and value.isspace():  # trailing whitespace: `\s*` before a token takes every other space
+                continue
             mapped = unicode.get(value)
             if mapped is not None:
                 if mapped == " ":

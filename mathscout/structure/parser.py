@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from mathscout.structure.lexer import Token, tokenize
+from mathscout.structure.lexer import LEXER, Token, tokenize
 from mathscout.structure.opt import Node, ParseResult
 from mathscout.structure.symbols import (
     ACCENTS,
@@ -101,12 +101,13 @@ _LINE_CONTINUATIONS = frozenset({*RELATION_LIKE, "+", "-", "\\pm", "\\mp", "\\cd
 _NOT_SYMBOL_OPS = frozenset({",", ";", "&", "\\\\", "\\quad", "\\qquad", ".", ":"})
 
 
-def parse_latex(latex: str) -> ParseResult:
-    """Parse one formula's LaTeX (without `$` delimiters) into an OPT; never raises."""
+def parse_latex(latex: str, lexer: int = LEXER) -> ParseResult:
+    """Parse one formula's LaTeX (without `$` delimiters) into an OPT with lexer version `lexer` (a structure index's
+    formulas and queries: the version its manifest records, `lexer.recorded_lexer`); never raises."""
     if not isinstance(latex, str):
         return ParseResult(None, False, "not a string")
     try:
-        return _Parser(latex).parse()
+        return _Parser(latex, lexer).parse()
     except RecursionError:  # a safety net: MAX_DEPTH keeps recursion well below the interpreter limit
         return ParseResult(None, False, "nesting too deep")
 
@@ -267,8 +268,8 @@ def _connector_text(text: str) -> str | None:
 
 
 class _Parser:
-    def __init__(self, latex: str) -> None:
-        lexed = tokenize(latex)
+    def __init__(self, latex: str, lexer: int = LEXER) -> None:
+        lexed = tokenize(latex, lexer=lexer)
         self.errors: list[str] = list(lexed.errors)
         self.toks = _normalize(lexed.tokens)
         self.n = len(self.toks)

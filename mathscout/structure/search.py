@@ -25,6 +25,7 @@ import numpy as np
 
 from mathscout.errors import QueryError
 from mathscout.structure.index import PathIndex
+from mathscout.structure.lexer import LEXER
 from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import PathPrefix, has_wildcard, path_prefixes
@@ -101,9 +102,10 @@ class PreparedQuery:
         return key if key is not None else self.index_symbols[symbol]
 
 
-def prepare_query(index: PathIndex, latex: str, path_weights: bool = True) -> PreparedQuery:
-    """Parse the query and lay out, for each query node m (root end), its lists t with w_{m,t} and symbol groups."""
-    result = parse_latex(latex)
+def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer: int = LEXER) -> PreparedQuery:
+    """Parse the query (with the lexer version that parsed the index's formulas) and lay out, for each query node m
+    (root end), its lists t with w_{m,t} and symbol groups."""
+    result = parse_latex(latex, lexer)
     if result.tree is None:
         raise QueryError(f"could not read the formula '{latex[:80]}' ({result.error or 'no math content'})")
     prefixes = path_prefixes(result.tree)
@@ -213,12 +215,14 @@ class StructureSearcher:
     """Formula search over an opened `PathIndex`.
 
     eta: length penalty η of Eq. 3.15 (0.3 ARQMath, 0.05 NTCIR-12); b1, b2: Alg. 2 base scores;
-    path_weights: idf-weighted widths (Eq. 3.5) or plain leaf counts (Eq. 3.4).
+    path_weights: idf-weighted widths (Eq. 3.5) or plain leaf counts (Eq. 3.4); lexer: the lexer version queries are
+    parsed with, the one that parsed the index's formulas (`lexer.recorded_lexer` of its manifest entry).
     """
 
-    def __init__(self, index: PathIndex, eta: float = ETA_ARQMATH, b1: float = B1, b2: float = B2, path_weights: bool = True):
+    def __init__(self, index: PathIndex, eta: float = ETA_ARQMATH, b1: float = B1, b2: float = B2, path_weights: bool = True,
+                 lexer: int = LEXER):
         self.index = index
-        self.eta, self.b1, self.b2, self.path_weights = eta, b1, b2, path_weights
+        self.eta, self.b1, self.b2, self.path_weights, self.lexer = eta, b1, b2, path_weights, lexer
         max_node = index.lists.max_node + 1  # every decoded node id is checked to be ≤ this (lists.py)
         self.scratch = (
             np.zeros(max_node, dtype=np.float64),  # accumulated width per document node
@@ -227,7 +231,7 @@ class StructureSearcher:
         )
 
     def prepare(self, latex: str) -> PreparedQuery:
-        return prepare_query(self.index, latex, self.path_weights)
+        return prepare_query(self.index, latex, self.path_weights, self.lexer)
 
     def search(self, query: str | PreparedQuery, k: int = 100, strategy: str = "gbp-len", per_document: bool = False, initial_threshold_factor: float = 0.0) -> list[FormulaHit]:
         """Top-k formulas (or documents, by their best formula) for a query formula, best first.

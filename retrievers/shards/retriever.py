@@ -22,6 +22,7 @@ from mathscout.retrievers.shards.layout import ShardSet
 from mathscout.retrievers.shards.scoring import adjust_ties
 from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
 from mathscout.structure.fusion import fuse_formula_lists, rank_by_tier
+from mathscout.structure.lexer import LEGACY_LEXER
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.highlight import leaf_spans, merge_spans
 from mathscout.structure.paths import leaf_count, path_prefixes
@@ -216,10 +217,15 @@ class ShardedStructure(ShardedRetriever):
         return self.pool.ask("structure_facts", self.options, list(queries), list(formulas))
 
     @property
-    def kind_settings(self) -> dict[str, KindSetting]:
+    def shard_facts(self) -> dict:
+        """What every shard answers alike, asked once: the Eq. 3.18 settings and the lexer version."""
         if self._facts is None:
             self._facts = self.facts()
-        return {kind: KindSetting(**fields) for kind, fields in self._facts["kinds"].items()}
+        return self._facts
+
+    @property
+    def kind_settings(self) -> dict[str, KindSetting]:
+        return {kind: KindSetting(**fields) for kind, fields in self.shard_facts["kinds"].items()}
 
     def setting_for(self, query: Query) -> KindSetting:
         """The Eq. 3.18 setting of the query's kind (`structure.query_kind`), as every shard scores it."""
@@ -239,7 +245,7 @@ class ShardedStructure(ShardedRetriever):
         """The document's best formula (global formula ordinal) with the operands of its widest common subtree
         highlighted; the subtree is found with unweighted paths (the path weights live in the shards)."""
         formula = self.store.formula_at(hit.formula)
-        tree = parse_latex(formula.latex).tree
+        tree = parse_latex(formula.latex, self.searcher.lexer).tree
         spans: list[tuple[int, int]] = []
         if tree is not None:
             match = formula_similarity(query_prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
@@ -255,15 +261,21 @@ class ShardedStructure(ShardedRetriever):
 
 
 class _RemoteSearcher:
-    """`StructureSearcher.prepare(latex).width` and `.eta` answered by a shard (structure-rewrite's perfect scores)."""
+    """`StructureSearcher.prepare(latex).width`, `.eta` and `.lexer` answered by the shards (structure-rewrite's perfect
+    scores)."""
 
     def __init__(self, retriever: ShardedStructure):
         self.retriever = retriever
         self.eta = float(retriever.options.get("eta", ETA_ARQMATH))
 
+    @property
+    def lexer(self) -> int:
+        """The lexer version the shards parse formulas with (`mathscout.structure.lexer.recorded_lexer`)."""
+        return int(self.retriever.shard_facts.get("lexer", LEGACY_LEXER))
+
     def prepare(self, latex: str) -> _PreparedFormula:
         width = self.retriever.facts(formulas=[latex])["widths"][0]
-        result = parse_latex(latex)
+        result = parse_latex(latex, self.lexer)
         if width is None or result.tree is None:
             raise QueryError(f"the formula '{latex[:80]}' cannot be searched")
         return _PreparedFormula(latex, result.tree, width)

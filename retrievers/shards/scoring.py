@@ -167,7 +167,8 @@ class ShardStructure(StructureRetriever):
 
         self.paths.view = view
         self.paths.symbols = symbols
-        self.searcher = StructureSearcher(self.paths, eta=self.searcher.eta)  # scratch tables sized by the global symbols
+        # scratch tables sized by the global symbols; queries parsed with the shard's recorded lexer
+        self.searcher = StructureSearcher(self.paths, eta=self.searcher.eta, lexer=self.searcher.lexer)
 
     def _bm25_retriever(self):
         if self._bm25 is None:

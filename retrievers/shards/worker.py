@@ -96,8 +96,8 @@ class ShardWorker:
 
     def structure_facts(self, options: dict, queries: list[Query] = (), formulas: list[str] = ()) -> dict:
         """What the coordinator's structure retriever asks of one shard (the same on every shard: global weights):
-        the Eq. 3.18 setting of each query kind, each query's perfect score (`perfect_score`) and each formula's
-        width (None when unreadable or matching nothing)."""
+        the Eq. 3.18 setting of each query kind, each query's perfect score (`perfect_score`), each formula's
+        width (None when unreadable or matching nothing) and the lexer version the shard parses formulas with."""
         from dataclasses import asdict
 
         retriever = self._retriever("structure", dict(options or {}))
@@ -109,7 +109,8 @@ class ShardWorker:
             except QueryError:
                 widths.append(None)
         return {"kinds": {kind: asdict(setting) for kind, setting in retriever.kind_settings.items()},
-                "perfect": [retriever.perfect_score(q) for q in queries], "widths": widths}
+                "perfect": [retriever.perfect_score(q) for q in queries], "widths": widths,
+                "lexer": retriever.searcher.lexer}
 
     @cached_property
     def doc_ids(self) -> list[str]:
