@@ -33,7 +33,7 @@ from mathscout.tools.toolbox import ToolBox, ToolOutput
 from mathscout.tools.traced import (TracedReranker, TracedSearch, no_rewriter, structure_search_arguments,
                                     traced_form_search, traced_rewriter)
 
-# the math run's weight in the final math/text fusion (thesis Eq. 5.20) for a BM25 text run, tuned on train topics
+# the math run's weight in the final math/text fusion (Zhong 2023 thesis Eq. 5.20) for a BM25 text run, tuned on train topics
 # (200 mixed train topics of the full collection, seeded sample; nDCG@10 of `auto`): 0.588 at 0.1, 0.596 at 0.2,
 # 0.600 at 0.3, 0.596 at 0.4. Hybrid (MABOWDOR) and the learned ranker (`ranked`) fuse structure search's scores
 # themselves: no separate math run.

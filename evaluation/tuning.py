@@ -1,6 +1,6 @@
 """Fusion weights by k-fold cross-validation over topics, and `mathscout train fusion`.
 
-Thesis §5.3: hybrid scores use "linear interpolation parameters tuned on 5-fold cross validations"; the
+Zhong 2023 thesis §5.3: hybrid scores use "linear interpolation parameters tuned on 5-fold cross validations"; the
 weights form a grid on the simplex, step 0.05 for two runs and 0.25 for three (Table 5.6). Each fold's
 weights are chosen on the other folds and scored on it; the CV score is the mean over the held-out
 topics. The weights stored with an index are tuned on all topics of the tuning set.

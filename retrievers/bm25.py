@@ -1,7 +1,7 @@
 """Math-aware BM25: the `bm25` index component and the `bm25` search mode.
 
 Documents are analysed in Python (mathscout.latex.tokens: unified math tokens + Porter-stemmed words,
-thesis §5.3.1) and indexed pre-tokenized with Anserini, so Lucene's analyzer never touches math tokens.
+Zhong 2023 thesis §5.3.1) and indexed pre-tokenized with Anserini, so Lucene's analyzer never touches math tokens.
 Queries are analysed the same way and sent as a weighted bag of words (one boosted clause per distinct
 term, like Anserini's BagOfWordsQueryGenerator), capped below Lucene's clause limit.
 """

@@ -84,7 +84,7 @@ class CandidateGenerator:
         self.depth = depth
         self.names = servable_modes(index, retrievers)
         self.missing = tuple(name for name in retrievers if name not in self.names)
-        options = {"structure": {"depth": depth}}  # Eq. 3.18 over each list's top `depth` (not 1,000)
+        options = {"structure": {"depth": depth}}  # Zhong 2023 thesis, Eq. 3.18 over each list's top `depth` (not 1,000)
         self.retrievers = {name: open_retriever(index, name, **options.get(name, {})) for name in self.names}
         structure, bm25 = self.retrievers.get("structure"), self.retrievers.get("bm25")
         self.equivalence = EquivalenceMatcher(index, structure, depth) if structure is not None else None

@@ -1,6 +1,6 @@
 """Texts → normalised passage embeddings (and, in the same pass, token embeddings for late interaction).
 
-Dense paper §3 / thesis §5.2.2: a bi-encoder maps a query and a passage to vectors compared by inner
+Zhong et al. 2022 §3 / Zhong 2023 thesis §5.2.2: a bi-encoder maps a query and a passage to vectors compared by inner
 product. Documents longer than the model's window (256 word pieces for all-MiniLM-L6-v2) are split
 into consecutive windows; only the first `max_passages` windows of a document are encoded (default
 2: 100 % of the words of 74 % of the collection's documents, 254 × 2 word pieces of the rest; every

@@ -1,4 +1,4 @@
-"""Tolerant LaTeX → operator tree (OPT) parser (thesis §3.1, Figures 3.1–3.2).
+"""Tolerant LaTeX → operator tree (OPT) parser (Zhong 2023 thesis §3.1, Figures 3.1–3.2).
 
 `parse_latex` never raises. Operators become internal nodes, operands leaves (typed by
 `symbols.leaf_token`). Commutative operators (ADD, MUL, EQ, …) keep unordered children and flatten

@@ -1,10 +1,10 @@
-"""Text posting lists beside the path index: the top level of the heterogeneous index (thesis §4.2.2, Fig. 4.3).
+"""Text posting lists beside the path index: the top level of the heterogeneous index (Zhong 2023 thesis §4.2.2, Fig. 4.3).
 
-Algorithm 5 merges text and math inverted lists document-at-a-time, so it needs every text term's
+Zhong 2023 thesis, Algorithm 5 merges text and math inverted lists document-at-a-time, so it needs every text term's
 postings (document ordinal, term frequency) and document lengths. They are the same terms the `bm25`
 component gives Lucene (`mathscout.retrievers.bm25.document_terms`), and `term_scores` reproduces Lucene 9's
 BM25Similarity exactly (float32, lengths quantised by SmallFloat.intToByte4), so a document's text score
-here equals its BM25 score from the foundation index (Eq. 3.18's BM25 term).
+here equals its BM25 score from the foundation index (Zhong 2023 thesis, Eq. 3.18's BM25 term).
 
 Files (in the structure component folder): `text.npz` (term_start, docs, tf, doc_len) and
 `text_terms.json.gz` (the terms, in list order).
@@ -167,7 +167,7 @@ def encode_lengths(doc_len: np.ndarray) -> np.ndarray:
 
 
 class _TextListsBuilder:
-    """Postings buffered in arrays, flushed as term-sorted segments, merged term by term into text.npz (§4.2.2's
+    """Postings buffered in arrays, flushed as term-sorted segments, merged term by term into text.npz (Zhong 2023 thesis §4.2.2's
     text level built like the path index: memory bounded by `segment_postings`, not by the collection)."""
 
     def __init__(self, segment_postings: int, folder: Path | None):
