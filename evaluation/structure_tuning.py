@@ -101,7 +101,7 @@ def _read_dump(path: Path) -> dict:
 
 
 def _with_kinds(records: dict, topics_path: Path) -> dict:
-    """Records of dumps written before query kinds were recorded get them from their topics."""
+    """Records of dumps that hold no query kinds get them from their topics."""
     from mathscout.retrievers.structure import query_kind
 
     missing = {tid for tid, r in records.items() if "kind" not in r}

@@ -132,7 +132,7 @@ class BM25Retriever(BaseRetriever):
 
     def set_rm3(self, fb_terms: int = 10, fb_docs: int = 10, original_query_weight: float = 0.5) -> None:
         """Expand every query with RM3 pseudo-relevance feedback (Anserini's defaults; feedback terms are
-        words and numbers). Needs document vectors in the bm25 index (built since RM3 was added)."""
+        words and numbers). Needs document vectors in the bm25 index (an index without them is refused with a rebuild hint)."""
         with java.jni_lock:
             if self._reader.numDocs() == 0 or self._reader.termVectors().get(0) is None:
                 raise IndexMissingError(

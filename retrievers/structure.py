@@ -105,7 +105,7 @@ class KindSetting:
 class StructureSettings:
     """`<index>/structure.json`: Zhong 2023 thesis Eq. 3.18's settings fitted by `mathscout train structure` (evaluation/structure_tuning.py)
     with how each was obtained. The top-level fields are the setting of questions with words and formulas (the
-    only one files written before issue 21 hold); `kinds` holds one `KindSetting` per query kind (QUERY_KINDS)."""
+    only one a file without `kinds` holds); `kinds` holds one `KindSetting` per query kind (QUERY_KINDS)."""
 
     lambda_m: float
     max_formulas: int
