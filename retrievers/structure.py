@@ -467,19 +467,23 @@ class StructureRetriever(BaseRetriever):
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         """Ranked ids and scores for many queries (no snippets); a query without a formula gets no hits."""
-        runs: dict[str, list[Hit]] = {}
+        return {qid: ranking.hits for qid, ranking in self.batch_rank(queries, k).items()}
+
+    def batch_rank(self, queries: list[Query], k: int = 1000) -> dict[str, RankResult]:
+        """`rank` of many queries, hits numbered (no snippets); a query without a formula gets an empty ranking."""
+        rankings: dict[str, RankResult] = {}
         started = time.perf_counter()
         for query in queries:
             try:
-                hits = self.rank(prepare_query(query), k).hits
+                ranking = self.rank(prepare_query(query), k)
             except QueryError as exc:
                 notice(f"notice: topic {query.id}: {exc}")
-                hits = []
-            for rank, hit in enumerate(hits, start=1):
+                ranking = RankResult([])
+            for rank, hit in enumerate(ranking.hits, start=1):
                 hit.rank = rank
-            runs[query.id] = hits
+            rankings[query.id] = ranking
         notice(f"structure: {len(queries)} queries in {time.perf_counter() - started:.1f} s")
-        return runs
+        return rankings
 
 
 def highlight_weights(formulas: list[str], words: str) -> dict[str, float]:
