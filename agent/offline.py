@@ -1,7 +1,7 @@
 """The deterministic offline planner: what the assistant does without an LLM.
 
 For a question it (1) classifies it (formula-only, text-only, mixed), (2) rewrites each formula into
-equivalent forms (SymPy, thesis ch. 6 future work: "transform an unfamiliar form of a math formula into a
+equivalent forms (SymPy, Zhong 2023 thesis ch. 6 future work: "transform an unfamiliar form of a math formula into a
 more commonly recognized identity … for structure search"), (3) structure-searches each form and fuses the
 forms as the `structure-rewrite` mode does, (4) searches the words with the index's best text retriever, (5) fuses
 math and text linearly, (6) optionally reranks, and (7) writes an extractive answer citing `[doc-id]`s. The search

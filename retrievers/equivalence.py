@@ -1,5 +1,5 @@
 """Which candidates a question's formulas reach through a SymPy-equivalent form: a ranking feature, computed once
-per question with `structure-rewrite`'s own machinery (`retrievers/rewrite.py`, issue 5; thesis ch. 6 names query
+per question with `structure-rewrite`'s own machinery (`retrievers/rewrite.py`, issue 5; Zhong 2023 thesis ch. 6 names query
 rewriting as future work for structure search).
 
     matcher = EquivalenceMatcher(index, structure_retriever, depth=100)

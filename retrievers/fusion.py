@@ -35,7 +35,7 @@ from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
 from mathscout.retrievers.registry import open_retriever, servable_modes
 
 Ranking = dict[str, float]  # document id → score for one query, best first
-DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Table 5.6)
+DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Zhong 2023 thesis Table 5.6)
 RRF_K = 60
 WEIGHTS_FILE = "fusion.json"
 FALLBACK_COMPONENTS = ("structure", "dense", "bm25")  # MABOWDOR's components (Zhong 2023 thesis §5.2.3), when nothing is tuned

@@ -1,6 +1,6 @@
 """`structure-rewrite`: structure search over the query formula and its SymPy-equivalent forms, fused.
 
-Thesis ch. 6 lists query rewriting as future work for structure search; this mode makes `1 + \\frac{1}{x}`
+Zhong 2023 thesis ch. 6 lists query rewriting as future work for structure search; this mode makes `1 + \\frac{1}{x}`
 also find documents that wrote `\\frac{x+1}{x}`. Each form (the original with weight 1, every rewritten
 form with `rewrite_weight`, never above a symbol-substituted match of the written form) is searched by structure
 search; a formula-only query's scores are first divided by the best score the form can reach under the setting

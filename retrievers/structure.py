@@ -1,4 +1,4 @@
-"""Approach Zero structure search: the `structure` index component and search mode (thesis ch. 3–4).
+"""Approach Zero structure search: the `structure` index component and search mode (Zhong 2023 thesis ch. 3–4).
 
 Formula hits become document hits: a document scores its best formula (Zhong 2023 thesis §4.2.2), summed over the
 query's formulas. A query that also has words adds BM25 over them (Zhong 2023 thesis, Eq. 3.18: λ_m · math + BM25). With

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.test_layers import PACKAGE, package_modules
 
-CITATION = re.compile(r"\b[Ee]qs?\.|\bAlg\.|\bAlgorithm \d|§")
+CITATION = re.compile(r"\b[Ee]qs?\.|\bAlg\.|\bAlgorithm \d|§|\b[Cc]h\. \d|\bFig(?:ure)?s?\.? \d|\bTables? \d")
 # an author (optionally "et al." or "& Second-author") followed by a year: "Zhong 2023", "Lee et al. 2021"
 PAPER = re.compile(r"\b[A-Z][\w-]+(?: et al\.| & [A-Z][\w-]+)? (?:19|20)\d\d\b")
 
@@ -44,5 +44,6 @@ def test_the_check_tells_a_named_citation_from_a_bare_one(tmp_path):
                       "z = 3  # Zhong et al. 2022, Eq. 3\n"
                       "w = 4  # Alg. 2 line 4\n"
                       "v = 5  # Stathopoulos & Teufel 2016 §4.1\n"
-                      "u = 6  # an equation nobody cites\n", encoding="utf-8")
-    assert [n for n, _ in unnamed_citations(source)] == [1, 3, 5]
+                      "u = 6  # an equation nobody cites\n"
+                      "t = 7  # thesis ch. 6, Table 5.6\n", encoding="utf-8")
+    assert [n for n, _ in unnamed_citations(source)] == [1, 3, 5, 8]

@@ -1,7 +1,7 @@
 """Leaf-root paths of an operator tree and their prefixes: the search unit of structure search (Zhong 2023 thesis §3.1.3).
 
 Every leaf (operand) has one leaf-root path. Each *prefix* of it — from the leaf up to one of its
-ancestors, the prefix's *root end* — represents the subexpression rooted at that ancestor (Figure 3.1):
+ancestors, the prefix's *root end* — represents the subexpression rooted at that ancestor (Zhong 2023 thesis, Figure 3.1):
 two subtrees are taken as structurally equal when their prefixes pair up (Assumption 2). Paths match
 by their *token path* (node tokens from the leaf upwards, `VAR/MUL/ADD`), so symbols may be
 substituted; the leaf symbol and a *fingerprint* of the operator symbols above the leaf are kept for

@@ -1,4 +1,4 @@
-"""Formula search over the path index: exhaustive, and rank-safe dynamic pruning (thesis ch. 4).
+"""Formula search over the path index: exhaustive, and rank-safe dynamic pruning (Zhong 2023 thesis ch. 4).
 
 The kernel is document-at-a-time over the query's posting lists (Zhong 2023 thesis, Alg. 4), compiled with numba:
 - candidates come from the *requirement set* of lists; the others are only skipped to (`_skip_to`);
