@@ -129,7 +129,7 @@ class Assistant:
             notices.append(refusal)
             yield AgentEvent("notice", text=refusal)
         pending: list[AgentEvent] = []
-        if llm:  # the listwise LLM reranker on the same endpoint (thesis ch. 6 prompt, prompts/rerank_listwise.md)
+        if llm:  # the listwise LLM reranker on the same endpoint (Zhong 2023 thesis ch. 6 prompt, prompts/rerank_listwise.md)
             endpoint = dict(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,
                             timeout=self.config.timeout)
             chosen = "llm" if kind in (None, "auto") else kind

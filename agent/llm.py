@@ -1,5 +1,5 @@
 """The LLM agent: a LangChain tool-calling agent (`create_agent` over `ChatOpenAI`) that plans the searches,
-calls the tools and writes a cited answer (thesis ch. 6: the LLM as "central processing unit" over
+calls the tools and writes a cited answer (Zhong 2023 thesis ch. 6: the LLM as "central processing unit" over
 first-stage retrieval results).
 
 Anything that goes wrong on the LLM side (HTTP errors, time-outs, rate limits, malformed tool calls, an

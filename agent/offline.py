@@ -1,7 +1,7 @@
 """The deterministic offline planner: what the assistant does without an LLM.
 
 For a question it (1) classifies it (formula-only, text-only, mixed), (2) rewrites each formula into
-equivalent forms (SymPy, thesis ch. 6 future work: "transform an unfamiliar form of a math formula into a
+equivalent forms (SymPy, Zhong 2023 thesis ch. 6 future work: "transform an unfamiliar form of a math formula into a
 more commonly recognized identity … for structure search"), (3) structure-searches each form and fuses the
 forms as the `structure-rewrite` mode does, (4) searches the words with the index's best text retriever, (5) fuses
 math and text linearly, (6) optionally reranks, and (7) writes an extractive answer citing `[doc-id]`s. The search
@@ -31,7 +31,7 @@ from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox, ToolOutput
 from mathscout.tools.traced import TracedReranker, TracedSearch, no_rewriter, traced_form_search, traced_rewriter
 
-# the math run's weight in the final math/text fusion (thesis Eq. 5.20) for a BM25 text run, tuned on train topics
+# the math run's weight in the final math/text fusion (Zhong 2023 thesis Eq. 5.20) for a BM25 text run, tuned on train topics
 # (200 mixed train topics of the full collection, seeded sample; nDCG@10 of `auto`): 0.588 at 0.1, 0.596 at 0.2,
 # 0.600 at 0.3, 0.596 at 0.4. Hybrid (MABOWDOR) and the learned ranker (`ranked`) fuse structure search's scores
 # themselves: no separate math run.

@@ -11,7 +11,7 @@ fitting half is for `mathscout train structure`, which fits the formula-only set
 way from it. nDCG@10 (binary) per kind for BM25 over math tokens and for structure search with and without
 rewriting, each by the index's own settings (run it on an untuned index and on a tuned copy), and for reference
 structure search with the question setting of the full index (λ_m = 0.1, BM25 over the whole query) applied to
-formula-only queries, as it was before issue 21.
+formula-only queries.
 
     mathscout bench formulas --index DIR [--sample 150] [--seed 7] [--json OUT] [--queries JSON]
 """

@@ -11,7 +11,7 @@ Corpora: mathscout/scale/corpus.py (copy 0 is the real collection, the others va
 Per factor the index is built the way `mathscout index` builds it, one stage per fresh process so each
 stage's peak RSS is its own (ru_maxrss): the store (ingest), then `--components bm25`, then `--components
 structure` (path index + text lists). Then, in another fresh process: open time and RSS of bm25 and
-structure, query latency p50/p95 at k = 100 and 1,000 for `bm25` and `structure` (Eq. 3.18 over the dev
+structure, query latency p50/p95 at k = 100 and 1,000 for `bm25` and `structure` (Zhong 2023 thesis, Eq. 3.18 over the dev
 topics' words and formulas) and for formula-only structure search (GBP-LEN, per document, ARQMath Task 2
 formulas), and rank safety: GBP-LEN's top k against exhaustive search (ids and scores) on a sample of formulas.
 Dense (`--stages dense`, benchmarks/scale_dense.py): IVF-PQ built from disk over vectors DERIVED from an encoded

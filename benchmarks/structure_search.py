@@ -1,10 +1,10 @@
-"""Structure search latency per pruning strategy vs pya0, with a rank-safety check (thesis §4.4 discipline).
+"""Structure search latency per pruning strategy vs pya0, with a rank-safety check (Zhong 2023 thesis §4.4 discipline).
 
     mathscout bench structure --index INDEX_DIR [--ks 100,1000] [--pya0-index DIR | --no-pya0]
                               [--per-formula] [--json OUT.json]
 
 Queries: every ARQMath Task 2 topic formula 2020–2022 (285) and the 40 NTCIR-12 formula-browsing topics
-(20 with `\\qvar` wildcards; η = 0.05 for them, 0.3 for ARQMath, §3.3.1). One process, one thread, warm: every query is run once per system and k
+(20 with `\\qvar` wildcards; η = 0.05 for them, 0.3 for ARQMath, Zhong 2023 thesis §3.3.1). One process, one thread, warm: every query is run once per system and k
 before timing (the thesis drops the first run too), then timed once per system, queries interleaved so
 both systems see the same cache state. Our latency includes parsing the query; pya0's includes its own.
 
@@ -86,7 +86,7 @@ def run(args) -> dict:
     started = time.perf_counter()
     paths = PathIndex.open(index_dir.component_path("structure"))
     lexer = recorded_lexer(index_dir.manifest.components.get("structure", {}))  # queries parsed as the index's formulas
-    searcher = StructureSearcher(paths, lexer=lexer)  # η = 0.3 (ARQMath setting, §3.3.1)
+    searcher = StructureSearcher(paths, lexer=lexer)  # η = 0.3 (ARQMath setting, Zhong 2023 thesis §3.3.1)
     searchers = {name: StructureSearcher(paths, eta=ETA_NTCIR, lexer=lexer) if name == "NTCIR-12" else searcher
                  for name in QUERY_SETS}
     print(f"structure index opened in {time.perf_counter() - started:.2f} s")

@@ -1,4 +1,4 @@
-"""Type detection speed (Stathopoulos & Teufel §4.1: longest match over normalised words, formulas as "@@@").
+"""Type detection speed (Stathopoulos & Teufel 2016 §4.1: longest match over normalised words, formulas as "@@@").
 
     mathscout bench types [--docs N] [--collection docs.jsonl]
 

@@ -51,8 +51,10 @@ def _write(path: Path, data: dict) -> None:
 
 
 def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, depth: int = DEPTH,
-                      retrievers: tuple[str, ...] = RETRIEVERS, log: bool = True) -> list[Candidates]:
-    """Candidates of every topic: read from `cache` where it has them, generated (and added to it) otherwise."""
+                      retrievers: tuple[str, ...] = RETRIEVERS, log: bool = True,
+                      generator: CandidateGenerator | None = None) -> list[Candidates]:
+    """Candidates of every topic: read from `cache` where it has them, generated (and added to it) otherwise, by
+    `generator` when the caller has opened one (of the same index, retrievers and depth)."""
     meta = {"index": str(index.path.resolve()), "depth": depth, "retrievers": list(retrievers),
             "used": servable_modes(index, retrievers)}
     data = {"meta": meta, "topics": {}}
@@ -64,7 +66,7 @@ def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, 
     known = data["topics"]
     todo = [t for t in topics if t.id not in known or _lacks_question_document(known[t.id], meta["used"])]
     if todo:
-        generator = CandidateGenerator(index, retrievers, depth)
+        generator = generator or CandidateGenerator(index, retrievers, depth)
         started = time.perf_counter()
         for n, topic in enumerate(todo, 1):
             # candidates cached before the question–document features existed keep their runs and gain the features

@@ -1,7 +1,7 @@
 """Scoring runs against qrels with ir-measures (pytrec_eval; msmarco for RR@10), and comparing runs.
 
 Two measure sets:
-- `arqmath` (thesis §2.5; the ARQMath Task 1 official measures): nDCG (all grades), MAP and P@10 with
+- `arqmath` (Zhong 2023 thesis §2.5; the ARQMath Task 1 official measures): nDCG (all grades), MAP and P@10 with
   High+Medium (grade ≥ 2) as relevant, and bpref (grade ≥ 2); runs are cut at 1000 hits. With `prime`
   unjudged documents are removed from the run first, which gives nDCG′, MAP′ and P′@10.
 - `collection` (the shipped collection qrels, every grade ≥ 1 relevant): nDCG@10, RR@10, R@100, MAP.
@@ -60,8 +60,8 @@ class MeasureSet:
 
 
 MEASURE_SETS = {
-    # Thesis §2.5: nDCG (eq. 2.8) over all grades — computed by trec_eval as ARQMath does, i.e. with
-    # gain = grade rather than 2^grade − 1; MAP (eq. 2.9), P@10 and bpref (eq. 2.10) with H+M binarisation.
+    # Zhong 2023 thesis §2.5: nDCG (eq. 2.8) over all grades — computed by trec_eval as ARQMath does, i.e. with
+    # gain = grade rather than 2^grade − 1; MAP (Zhong 2023 thesis, eq. 2.9), P@10 and bpref (eq. 2.10) with H+M binarisation.
     "arqmath": MeasureSet(
         name="arqmath",
         measures=(

@@ -35,7 +35,7 @@ from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
-from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, Candidates
+from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates
 from mathscout.retrievers.features import CATEGORICAL, Vocabulary, feature_matrix, feature_names
 from mathscout.retrievers.ranked import (Ranker, RankerConfig, lightgbm_module, ranked_hits, save_model, tail_retriever,
                                          with_tail)
@@ -226,13 +226,17 @@ def write_runs(args: argparse.Namespace) -> None:
     index = IndexDir(args.index)
     ranker = Ranker.load(RankerConfig.folder(index, args.ranker))
     topics = choose_topics(args.topics, args.qrels)
-    found = cached_candidates(index, topics, args.cache, ranker.config.depth, tuple(ranker.config.retrievers))
+    # the retrievers are opened once: the candidate generator's serve the deep runs too
+    generator = CandidateGenerator(index, tuple(ranker.config.retrievers), ranker.config.depth)
+    found = cached_candidates(index, topics, args.cache, ranker.config.depth, tuple(ranker.config.retrievers),
+                              generator=generator)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict[str, list[Hit]]] = {"ranked": {}, **{name: {} for name in ranker.config.used}}
     tail = tail_retriever(ranker.config)
     # each retriever's own top 1,000 (structure search, the slowest, stays at the ranker's depth); the tail's is
     # also the ranked run's tail
-    deep = {name: open_retriever(index, name).batch_search(topics, K) for name in ranker.config.used if name != "structure"}
+    deep = {name: (generator.retrievers.get(name) or open_retriever(index, name)).batch_search(topics, K)
+            for name in ranker.config.used if name != "structure"}
     kinds = {}
     for candidates in found:
         qid = candidates.query.id

@@ -1,8 +1,8 @@
-"""`mathscout train structure`: Eq. 3.18's λ_m, formula selection and text part tuned on train topics and stored
+"""`mathscout train structure`: Zhong 2023 thesis Eq. 3.18's λ_m, formula selection and text part tuned on train topics and stored
 with an index (`structure.json`), which the structure mode then uses instead of the thesis defaults.
 
 Dump each topic's per-formula and BM25 document scores once, then write TREC runs for any λ_m / formula
-selection / text part without searching again (thesis §3.2.3, §3.3.3 Fig. 3.10):
+selection / text part without searching again (Zhong 2023 thesis §3.2.3, §3.3.3 Fig. 3.10):
 
     mathscout train structure --index DIR [--sample 1000]     dump the train topics, tune, write DIR/structure.json
     mathscout train structure dump --index DIR --topics T --depth 100 --out DUMP.pkl [--sample N]
@@ -11,7 +11,7 @@ selection / text part without searching again (thesis §3.2.3, §3.3.3 Fig. 3.10
 
 The dump holds, per topic: each readable query formula's width (its widest node's upper bound) and its
 per-document top `depth` (the structure mode's per-document pruned search, GBP-LEN), BM25 over the words
-without the math (Eq. 3.18's BM25(Q_text, D_text)) and BM25 over the whole query (the bm25 mode's math-aware
+without the math (Zhong 2023 thesis, Eq. 3.18's BM25(Q_text, D_text)) and BM25 over the whole query (the bm25 mode's math-aware
 terms). A run from the dump is the same arithmetic as `StructureRetriever.fused` (λ_m · Σ_f S_f + text; 0
 outside a list), so `mathscout run --mode structure --set lambda_m=… --set max_formulas=… --set depth=…`
 reproduces it. Tuning picks the best setting on a topic set (use train topics, never dev).
@@ -20,7 +20,7 @@ reproduces it. Tuning picks the best setting on a topic set (use train topics, n
 questions with words and formulas, and for questions with words only, on the train topics of that kind; for
 formula-only queries on formula queries made from the collection's formulas (`mathscout bench formulas`' four
 kinds, source formulas drawn only from the *fitting* half of the documents; the reporting half stays unseen),
-choosing between structure similarity alone (Eq. 3.16) and Eq. 3.18 with BM25 over the query's math tokens, for
+choosing between structure similarity alone (Zhong 2023 thesis, Eq. 3.16) and Eq. 3.18 with BM25 over the query's math tokens, for
 every document ("full") or only for those holding part of the query ("parts", `mathscout.retrievers.structure.KindSetting`): the
 best mean among the settings that keep every transformation kind at least at structure alone's level (BM25 over
 renamed variable letters must not buy sub-expressions with renamed queries). Formula-only queries rank by match
@@ -101,7 +101,7 @@ def _read_dump(path: Path) -> dict:
 
 
 def _with_kinds(records: dict, topics_path: Path) -> dict:
-    """Records of dumps written before query kinds were recorded get them from their topics."""
+    """Records of dumps that hold no query kinds get them from their topics."""
     from mathscout.retrievers.structure import query_kind
 
     missing = {tid for tid, r in records.items() if "kind" not in r}
@@ -113,7 +113,7 @@ def _with_kinds(records: dict, topics_path: Path) -> dict:
 
 
 def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "words", k: int = 1000) -> list[tuple[str, float]]:
-    """Eq. 3.18 for one topic: λ_m · Σ over the (widest `max_formulas`) formulas + the text part, top k. A formula
+    """Zhong 2023 thesis, Eq. 3.18 for one topic: λ_m · Σ over the (widest `max_formulas`) formulas + the text part, top k. A formula
     query (kind "formula") ranks by its formula's match tier first, as the structure mode does (`_by_tier`); the
     score is then tier + score / the best score."""
     formulas = record["formulas"]
@@ -121,7 +121,7 @@ def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "word
         formulas = sorted(formulas, key=lambda f: -f[0])[:max_formulas]
     text_scores = record["full" if text == "parts" else text] if text != "none" else {}
     tiers = formulas[0][2] if record.get("kind") == "formula" and formulas and len(formulas[0]) > 2 else None
-    # "parts": whole-structure matches by Eq. 3.16 alone (`StructureRetriever.fused`)
+    # "parts": whole-structure matches by Zhong 2023 thesis Eq. 3.16 alone (`StructureRetriever.fused`)
     whole = [d for d, tier in tiers.items() if tier > 0] if text == "parts" and tiers is not None else ()
     _, scores = fuse_math_text((hits.items() for _, hits, *_ in formulas), text_scores, lambda_m, whole)
     if tiers is not None and scores:
@@ -217,7 +217,7 @@ def _current(index: Path) -> dict[str, dict]:
 
 def fit_kinds(index: Path, records: dict, qrels: Path, grid: list[dict], out_dir: Path, source: str,
               formula_records: dict, formula_qrels: list[str]) -> dict[str, KindFit]:
-    """One setting per query kind (thesis Eq. 3.18 λ_m, formulas, text part): questions of each kind on their
+    """One setting per query kind (Zhong 2023 thesis Eq. 3.18 λ_m, formulas, text part): questions of each kind on their
     train topics, formula-only queries on formula queries from the fitting half. Each with its score before."""
     current = _current(index)
     fits: dict[str, KindFit] = {}
@@ -239,7 +239,7 @@ def fit_kinds(index: Path, records: dict, qrels: Path, grid: list[dict], out_dir
     return fits
 
 
-STRUCTURE_ALONE = {"lambda_m": LAMBDA_M, "max_formulas": 0, "text": "words"}  # Eq. 3.16 alone (the thesis default)
+STRUCTURE_ALONE = {"lambda_m": LAMBDA_M, "max_formulas": 0, "text": "words"}  # Zhong 2023 thesis, Eq. 3.16 alone (the thesis default)
 FORMULA_LAMBDAS = (5.0, 10.0, 25.0, 100.0)  # large λ_m: structure first, BM25 over the math tokens breaking near-ties
 # nDCG@10 differences below this count as equal when a kind is compared with structure alone: on 100 queries per kind
 # it is under a third of one query's first hit moving down one rank (1 − 1/log2(3) = 0.37 → 0.0037)

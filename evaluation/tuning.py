@@ -1,7 +1,7 @@
 """Fusion weights by k-fold cross-validation over topics, and `mathscout train fusion`.
 
-Thesis §5.3: hybrid scores use "linear interpolation parameters tuned on 5-fold cross validations"; the
-weights form a grid on the simplex, step 0.05 for two runs and 0.25 for three (Table 5.6). Each fold's
+Zhong 2023 thesis §5.3: hybrid scores use "linear interpolation parameters tuned on 5-fold cross validations"; the
+weights form a grid on the simplex, step 0.05 for two runs and 0.25 for three (Zhong 2023 thesis, Table 5.6). Each fold's
 weights are chosen on the other folds and scored on it; the CV score is the mean over the held-out
 topics. The weights stored with an index are tuned on all topics of the tuning set.
 
@@ -37,7 +37,7 @@ Runs = dict[str, dict[str, Ranking]]  # run name → topic → ranking
 
 
 def default_step(runs: int) -> float:
-    """Table 5.6's grids: 0.05 for two runs, 0.25 for three or more."""
+    """Zhong 2023 thesis, Table 5.6's grids: 0.05 for two runs, 0.25 for three or more."""
     return 0.05 if runs <= 2 else 0.25
 
 

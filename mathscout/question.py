@@ -71,7 +71,7 @@ def _size(latex: str) -> int:
 
 
 def choose_formulas(formulas: list[str], has_words: bool, limit: int = MAX_FORMULAS) -> list[str]:
-    """The formulas worth a structure search (thesis ch. 6: "automatically select best formula(s) for structure
+    """The formulas worth a structure search (Zhong 2023 thesis ch. 6: "automatically select best formula(s) for structure
     search"): lone symbols like `$n$` are dropped when there is anything else to search; of the rest, the
     `limit` largest, in question order."""
     sizes = [_size(f) for f in formulas]

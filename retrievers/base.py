@@ -55,7 +55,7 @@ class Retriever(Protocol):
 
 class BaseRetriever:
     """Shared behaviour: query validation, a simple batch loop, and PyTerrier's composition operators
-    (`mathscout.retrievers.compose`): `0.3 * structure + 0.7 * dense` (weighted linear fusion, thesis Eq. 5.20),
+    (`mathscout.retrievers.compose`): `0.3 * structure + 0.7 * dense` (weighted linear fusion, Zhong 2023 thesis Eq. 5.20),
     `first >> reranker` and `rewrite >> structure` (pipelines), `retriever % 100` (rank cut-off)."""
 
     name = "base"

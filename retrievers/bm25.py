@@ -1,7 +1,7 @@
 """Math-aware BM25: the `bm25` index component and the `bm25` search mode.
 
 Documents are analysed in Python (mathscout.latex.tokens: unified math tokens + Porter-stemmed words,
-thesis §5.3.1) and indexed pre-tokenized with Anserini, so Lucene's analyzer never touches math tokens.
+Zhong 2023 thesis §5.3.1) and indexed pre-tokenized with Anserini, so Lucene's analyzer never touches math tokens.
 Queries are analysed the same way and sent as a weighted bag of words (one boosted clause per distinct
 term, like Anserini's BagOfWordsQueryGenerator), capped below Lucene's clause limit.
 """
@@ -132,7 +132,7 @@ class BM25Retriever(BaseRetriever):
 
     def set_rm3(self, fb_terms: int = 10, fb_docs: int = 10, original_query_weight: float = 0.5) -> None:
         """Expand every query with RM3 pseudo-relevance feedback (Anserini's defaults; feedback terms are
-        words and numbers). Needs document vectors in the bm25 index (built since RM3 was added)."""
+        words and numbers). Needs document vectors in the bm25 index (an index without them is refused with a rebuild hint)."""
         with java.jni_lock:
             if self._reader.numDocs() == 0 or self._reader.termVectors().get(0) is None:
                 raise IndexMissingError(

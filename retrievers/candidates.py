@@ -24,10 +24,11 @@ from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
 from mathscout.question import read_question  # the planner's classifier of question kinds
 from mathscout.types import Hit, Query
-from mathscout.retrievers.base import prepare_query
+from mathscout.retrievers.base import RankResult, prepare_query
 from mathscout.retrievers.equivalence import EquivalenceMatcher, RewriteMatches
 from mathscout.retrievers.title_bm25 import TitleScorer
 from mathscout.retrievers.registry import open_retriever, servable_modes
+from mathscout.retrievers.structure import StructureRetriever
 
 # First-stage retrievers a ranker may use, in feature order (each one's features are flagged missing when the
 # index lacks it). structure-rewrite is not one (5× the cost of structure per query, README issue 5): a bounded
@@ -84,7 +85,7 @@ class CandidateGenerator:
         self.depth = depth
         self.names = servable_modes(index, retrievers)
         self.missing = tuple(name for name in retrievers if name not in self.names)
-        options = {"structure": {"depth": depth}}  # Eq. 3.18 over each list's top `depth` (not 1,000)
+        options = {"structure": {"depth": depth}}  # Zhong 2023 thesis, Eq. 3.18 over each list's top `depth` (not 1,000)
         self.retrievers = {name: open_retriever(index, name, **options.get(name, {})) for name in self.names}
         structure, bm25 = self.retrievers.get("structure"), self.retrievers.get("bm25")
         self.equivalence = EquivalenceMatcher(index, structure, depth) if structure is not None else None
@@ -95,11 +96,17 @@ class CandidateGenerator:
         query = prepare_query(query)
         runs: dict[str, list[Hit]] = {}
         seconds: dict[str, float] = {}
+        written = None  # the structure ranking, which the rewrite search reuses for the formulas as written
         for name, retriever in self.retrievers.items():
             started = time.perf_counter()
             try:
-                runs[name] = retriever.search(query, self.depth) if explain else \
-                    retriever.batch_search([query], self.depth)[query.id]
+                if explain:
+                    runs[name] = retriever.search(query, self.depth)
+                elif isinstance(retriever, StructureRetriever):
+                    written = retriever.batch_rank([query], self.depth)[query.id]
+                    runs[name] = written.hits
+                else:
+                    runs[name] = retriever.batch_search([query], self.depth)[query.id]
             except QueryError as exc:
                 if explain:
                     print(f"notice: {name}: {exc}", file=sys.stderr)
@@ -109,13 +116,14 @@ class CandidateGenerator:
         structure = self.retrievers.get("structure")
         if structure is not None:
             perfect = structure.perfect_score(query)
-        return self.add_question_document(Candidates(query, question_stats(query, perfect), runs, self.missing, seconds))
+        return self.add_question_document(Candidates(query, question_stats(query, perfect), runs, self.missing, seconds),
+                                          written)
 
-    def add_question_document(self, candidates: Candidates) -> Candidates:
+    def add_question_document(self, candidates: Candidates, written: RankResult | None = None) -> Candidates:
         """Compute the SymPy-equivalence matches and title BM25 of the candidates (also for candidates cached
-        before these features existed)."""
+        before these features existed); `written`: the query's structure ranking, when `generate` has it."""
         if self.equivalence is not None and candidates.rewrites is None:
-            candidates.rewrites = self.equivalence.match(candidates.query, candidates.docs)
+            candidates.rewrites = self.equivalence.match(candidates.query, candidates.docs, written)
             candidates.seconds["rewrite"] = candidates.rewrites.seconds
         if self.titles is not None and candidates.titles is None:
             started = time.perf_counter()

@@ -1,16 +1,16 @@
-"""Token-level late interaction (ColBERT-style, dense paper §3.2): the `colbert` component and search mode.
+"""Token-level late interaction (ColBERT-style, Zhong et al. 2022 §3.2): the `colbert` component and search mode.
 
-Score (dense paper Eq. 3):  S(q, d) = Σ_{i ∈ q} max_{j ∈ d} E_q[i] · E_d[j]
+Score (Zhong et al. 2022 Eq. 3):  S(q, d) = Σ_{i ∈ q} max_{j ∈ d} E_q[i] · E_d[j]
 
 Token vectors are the encoder's last-layer token states of each document's first passage (punctuation
 pieces dropped, as ColBERT does for documents), PCA-projected to 128 dimensions and L2-normalised, stored
 as float16 by the `dense` component (`dense/tokens/`, written in the same encoding pass as the passage
 vectors: no second pass over the collection). This component adds the candidate stage: an IVF-PQ faiss
-index over every token vector (thesis §5.3.2: "quantized and clustered for efficient ANN search").
+index over every token vector (Zhong 2023 thesis §5.3.2: "quantized and clustered for efficient ANN search").
 
 Search: each query token retrieves its `token_depth` nearest document tokens (IVF-PQ, `nprobe` lists);
 the union of their documents, ordered by an approximate MaxSim from those hits, gives `candidates`
-documents, which are re-scored exactly with Eq. 3 over their stored float16 vectors. The model is the
+documents, which are re-scored exactly with Zhong et al. 2022 Eq. 3 over their stored float16 vectors. The model is the
 off-the-shelf bi-encoder's (no ColBERT training here), so this measures late interaction over its tokens.
 """
 
@@ -102,7 +102,7 @@ class ColbertComponent:
 
 
 class ColbertRetriever(BaseRetriever):
-    """Per-token IVF-PQ candidates, exact MaxSim (Eq. 3) re-scoring over float16 token vectors."""
+    """Per-token IVF-PQ candidates, exact MaxSim (Zhong et al. 2022, Eq. 3) re-scoring over float16 token vectors."""
 
     name = "colbert"
 
@@ -154,7 +154,7 @@ class ColbertRetriever(BaseRetriever):
         return (projected / np.maximum(np.linalg.norm(projected, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
     def maxsim(self, q: np.ndarray, docs: np.ndarray) -> np.ndarray:
-        """Eq. 3 for each document: Σ over query tokens of the max over the document's tokens."""
+        """Zhong et al. 2022, Eq. 3 for each document: Σ over query tokens of the max over the document's tokens."""
         starts, ends = self.offsets[docs], self.offsets[docs + 1]
         vectors = np.concatenate([self.vectors[s:e] for s, e in zip(starts, ends)]).astype(np.float32)
         sims = q @ vectors.T  # (query tokens, candidate tokens)

@@ -1,6 +1,6 @@
 """Retrievers composed like values (PyTerrier's pipeline algebra, see ../shared/STYLE.md):
 
-    0.3 * structure + 0.7 * dense      weighted linear fusion (thesis Eq. 5.20; `mathscout.retrievers.fusion`)
+    0.3 * structure + 0.7 * dense      weighted linear fusion (Zhong 2023 thesis Eq. 5.20; `mathscout.retrievers.fusion`)
     first >> reranker                  the first stage's top hits reordered (`mathscout.retrievers.rerank.Reranked`)
     FormulaRewrite() >> structure      structure search over the query and its SymPy-equivalent forms
     retriever % 100                    a rank cut-off

@@ -1,9 +1,9 @@
-"""Dense passage retrieval (DPR-style bi-encoder, dense paper §3.1, thesis §5.2.2): the `dense` and
+"""Dense passage retrieval (DPR-style bi-encoder, Zhong et al. 2022 §3.1, Zhong 2023 thesis §5.2.2): the `dense` and
 `dense-ft` index components and search modes.
 
 A query is encoded by the model the index was built with (or `model=` / $MATHSCOUT_DENSE_MODEL, which
 must have the same dimension), its nearest passages are found by inner product in faiss (exact `flat`
-by default, or `hnsw` with efSearch = 64, thesis §5.3.2; above ANN_ABOVE passages the component has instead
+by default, or `hnsw` with efSearch = 64, Zhong 2023 thesis §5.3.2; above ANN_ABOVE passages the component has instead
 `ivfpq`, IVF-PQ over the vectors on disk with exact re-scoring: mathscout/dense/ann.py), and each document
 scores the max over its passages. `dense-ft` is the same over a second component encoded by a fine-tuned model
 (`mathscout train dense`; folder $MATHSCOUT_DENSE_FT_MODEL, default MATHSCOUT_HOME/models/dense-ft).

@@ -1,5 +1,5 @@
 """Which candidates a question's formulas reach through a SymPy-equivalent form: a ranking feature, computed once
-per question with `structure-rewrite`'s own machinery (`retrievers/rewrite.py`, issue 5; thesis ch. 6 names query
+per question with `structure-rewrite`'s own machinery (`retrievers/rewrite.py`, issue 5; Zhong 2023 thesis ch. 6 names query
 rewriting as future work for structure search).
 
     matcher = EquivalenceMatcher(index, structure_retriever, depth=100)
@@ -20,6 +20,7 @@ from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.types import Query
+from mathscout.retrievers.base import RankResult
 from mathscout.retrievers.rewrite import StructureRewriteRetriever
 from mathscout.retrievers.structure import StructureRetriever, split_query
 
@@ -50,9 +51,11 @@ class EquivalenceMatcher:
     def __init__(self, index: IndexDir, structure: StructureRetriever, depth: int,
                  max_forms: int = REWRITE_FORMS, seconds: float = REWRITE_SECONDS):
         self.depth = depth
+        self.structure = structure
         self._rewrites: dict[tuple, RewriteResult] = {}
+        self._written: tuple[Query, RankResult] | None = None  # the question and its structure ranking, when known
         self.retriever = StructureRewriteRetriever(index, structure=structure, max_forms=max_forms, seconds=seconds,
-                                                   rewriter=self._rewrite)
+                                                   rewriter=self._rewrite, search_form=self._search_form)
 
     def _rewrite(self, latex: str, max_forms: int = REWRITE_FORMS, seconds: float = REWRITE_SECONDS) -> RewriteResult:
         """SymPy once per formula and question (`variants` is asked twice: to decide, then to search)."""
@@ -61,10 +64,18 @@ class EquivalenceMatcher:
             self._rewrites[key] = equivalent_forms(latex, max_forms=max_forms, seconds=seconds)
         return self._rewrites[key]
 
-    def match(self, query: Query, docs: list[str]) -> RewriteMatches:
-        """The rewrite search of `query`, and which of `docs` (its candidates) a rewritten form matched best."""
+    def _search_form(self, query: Query, depth: int) -> RankResult:
+        """One form's structure ranking: the question as written reuses the candidates' structure ranking."""
+        if self._written is not None and query is self._written[0] and depth == self.depth:
+            return self._written[1]
+        return self.structure.rank(query, depth)
+
+    def match(self, query: Query, docs: list[str], written: RankResult | None = None) -> RewriteMatches:
+        """The rewrite search of `query`, and which of `docs` (its candidates) a rewritten form matched best;
+        `written`: the structure ranking of `query` at this matcher's depth, when the candidates hold it."""
         started = time.perf_counter()
         self._rewrites.clear()
+        self._written = (query, written) if written is not None else None
         formulas, _ = split_query(query)
         if not formulas:
             return RewriteMatches(None, seconds=time.perf_counter() - started)

@@ -10,13 +10,13 @@ which side of each split missing values go), and a flag says why it is missing.
 | `R.score_max` | retriever R | score / the best score R gave for this query |
 | `R.zscore` | retriever R | (score − mean) / standard deviation of R's scores for this query |
 | `R.found` | retriever R | 1: R returned the document; 0: R answered the query without it; NaN: R is not in the index or could not search the query |
-| `structure.math` | question–document | the math part of Eq. 3.18: Σ over query formulas of the document's best formula score |
-| `structure.words` | question–document | the text part of Eq. 3.18: BM25 of the question's words without the math |
+| `structure.math` | question–document | the math part of Zhong 2023 thesis Eq. 3.18: Σ over query formulas of the document's best formula score |
+| `structure.words` | question–document | the text part of Zhong 2023 thesis Eq. 3.18: BM25 of the question's words without the math |
 | `structure.coverage` | question–document | structure.math / the score of a perfect match: how much of the query formulas the best matches cover |
 | `rewrite.equivalent` | question–document | 1: the document's best structure match came from a SymPy-equivalent form of a query formula, not the formula as written; 0: it did not (or no form was found); NaN: the question has no formula (`retrievers/equivalence.py`) |
 | `rewrite.tier` | question–document | that rewritten match's tier (2 verbatim, 1 whole structure, 0 part; NaN when `rewrite.equivalent` is not 1) |
 | `rewrite.score` | question–document | that rewritten match's score in structure-rewrite (NaN when `rewrite.equivalent` is not 1) |
-| `title.bm25` | question–document | BM25 (thesis Eq. 2.2) of the question against the document's title, for an ARQMath answer its thread's question title (`retrievers/title_bm25.py`; NaN: the document has no title, as in the whole shared collection) |
+| `title.bm25` | question–document | BM25 (Zhong 2023 thesis Eq. 2.2) of the question against the document's title, for an ARQMath answer its thread's question title (`retrievers/title_bm25.py`; NaN: the document has no title, as in the whole shared collection) |
 | `found_by` | question–document | how many retrievers returned the document |
 | `q.formulas` | question | formulas in the question |
 | `q.math_share` | question | share of the question's index terms that are math tokens |

@@ -1,9 +1,9 @@
-"""MABOWDOR hybrid search (thesis §5.2.3–5.2.4): fusing the rankings of several retrievers, and the `hybrid` mode.
+"""MABOWDOR hybrid search (Zhong 2023 thesis §5.2.3–5.2.4): fusing the rankings of several retrievers, and the `hybrid` mode.
 
 A fusion method turns each component's ranking of one query into per-document contributions and adds
-them up, weighted (dense paper §3.4 and Table 4; definitions as in polyfuse):
+them up, weighted (Zhong et al. 2022 §3.4 and Table 4; definitions as in polyfuse):
 
-- `linear`  Σ w·minmax(s)        per-query min-max normalised scores, a missing document scores 0 (Eq. 5.20)
+- `linear`  Σ w·minmax(s)        per-query min-max normalised scores, a missing document scores 0 (Zhong 2023 thesis, Eq. 5.20)
 - `combsum` Σ w·s                raw scores, unnormalised (the widest score range dominates)
 - `rrf`     Σ w/(60 + rank)      reciprocal rank fusion, k = 60
 - `borda`   Σ w·(n − rank + 1)/n Borda count over each run's n hits
@@ -35,10 +35,10 @@ from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
 from mathscout.retrievers.registry import open_retriever, servable_modes
 
 Ranking = dict[str, float]  # document id → score for one query, best first
-DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Table 5.6)
+DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Zhong 2023 thesis Table 5.6)
 RRF_K = 60
 WEIGHTS_FILE = "fusion.json"
-FALLBACK_COMPONENTS = ("structure", "dense", "bm25")  # MABOWDOR's components (§5.2.3), when nothing is tuned
+FALLBACK_COMPONENTS = ("structure", "dense", "bm25")  # MABOWDOR's components (Zhong 2023 thesis §5.2.3), when nothing is tuned
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class FusionMethod:
 
 
 def _min_max(scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Min-max normalisation per query (dense paper §3.4); a run whose hits all score the same gives them 1."""
+    """Min-max normalisation per query (Zhong et al. 2022 §3.4); a run whose hits all score the same gives them 1."""
     low, high = scores.min(), scores.max()
     return np.ones_like(scores) if high == low else (scores - low) / (high - low)
 
@@ -60,7 +60,7 @@ def _min_max(scores: np.ndarray, ranks: np.ndarray) -> np.ndarray:
 METHODS = {
     m.name: m
     for m in (
-        FusionMethod("linear", _min_max, None, "Σ w·minmax(score): thesis Eq. 5.20"),
+        FusionMethod("linear", _min_max, None, "Σ w·minmax(score): Zhong 2023 thesis Eq. 5.20"),
         FusionMethod("combsum", lambda s, r: s, None, "Σ w·raw score (CombSUM, unnormalised)"),
         FusionMethod("rrf", lambda s, r: 1.0 / (RRF_K + r), None, f"Σ w/({RRF_K} + rank): reciprocal rank fusion"),
         FusionMethod("borda", lambda s, r: (len(r) - r + 1) / len(r), None, "Σ w·(n − rank + 1)/n: Borda count"),

@@ -80,12 +80,12 @@ RETRIEVERS: tuple[RetrieverEntry, ...] = (
         "structure", R + "structure:StructureComponent", "Approach Zero path index of formula operator trees",
         default=True,
         modes=(ModeSpec("structure", R + "structure:open_structure", ("structure",),
-                        "Approach Zero structure search (formulas; + BM25 for words, Eq. 3.18)",
+                        "Approach Zero structure search (formulas; + BM25 for words, Zhong 2023 thesis Eq. 3.18)",
                         "structure — formula trees (Approach Zero)", 1),),
         trainer=Trainer("structure", "mathscout.evaluation.structure_tuning:main",
-                        "Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index "
+                        "Zhong 2023 thesis Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index "
                         "(structure.json)"),
-        score="matched-subtree similarity × path idf (thesis Eqs. 3.5, 3.15)"),
+        score="matched-subtree similarity × path idf (Zhong 2023 thesis Eqs. 3.5, 3.15)"),
     RetrieverEntry(
         "types", R + "types:TypesComponent", "mathematical types: type delta index + type embeddings (word2vec)",
         modes=(ModeSpec("types", R + "types:open_types", ("bm25", "types"),
@@ -131,7 +131,7 @@ RETRIEVERS: tuple[RetrieverEntry, ...] = (
         "colbert", R + "colbert:ColbertComponent",
         "late interaction: IVF-PQ over the dense component's token vectors (build after 'dense')",
         modes=(ModeSpec("colbert", R + "colbert:open_colbert", ("dense", "colbert"),
-                        "ColBERT-style late interaction: per-token candidates, exact MaxSim (dense paper Eq. 3)",
+                        "ColBERT-style late interaction: per-token candidates, exact MaxSim (Zhong et al. 2022 Eq. 3)",
                         "colbert — late interaction over token vectors", 6),),
         score="late interaction, sum of token maxima"),
     RetrieverEntry(

@@ -3,8 +3,8 @@
 - `EmbeddingReranker`: cosine of all-MiniLM-L6-v2 embeddings of the query and each passage (the
   unsupervised embedding reranking of Rohatgi et al. 2020, §2.2: "rank the candidates using their
   cosine distance to the topic embedding"; local model via `mathscout.dense.model`).
-- `OpenAIEmbeddingReranker`: the same with an OpenAI-compatible embeddings API (thesis ch. 6, Ada-002).
-- `LLMListwiseReranker`: a chat model sorts the passages (thesis ch. 6 prompt, `prompts/rerank_listwise.md`).
+- `OpenAIEmbeddingReranker`: the same with an OpenAI-compatible embeddings API (Zhong 2023 thesis ch. 6, Ada-002).
+- `LLMListwiseReranker`: a chat model sorts the passages (Zhong 2023 thesis ch. 6 prompt, `prompts/rerank_listwise.md`).
   Malformed replies are repaired: ids it names are taken in its order (unknown and repeated ones
   ignored), the ones it leaves out follow in first-stage order; an empty reply, an API error or a
   time-out keeps the first-stage order, with a notice.
@@ -32,7 +32,7 @@ from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
 PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
 MAX_PASSAGE_CHARS = 2000  # text embedded per hit (MiniLM reads 256 word pieces; the rest is ignored anyway)
 MAX_PROMPT_PASSAGE_CHARS = 800  # text per passage in the LLM prompt
-DEFAULT_DEPTH = 10  # thesis ch. 6 reranks the top-10 with GPT-4
+DEFAULT_DEPTH = 10  # Zhong 2023 thesis ch. 6 reranks the top-10 with GPT-4
 DEFAULT_CHAT_MODEL = "gpt-4o-mini"
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 RERANK_BACKEND = "torch"  # the embedding reranker's `Encoder` backend (fp32; `onnx-int8` is the dense index's)
@@ -172,7 +172,7 @@ def parse_listwise_reply(reply: str, count: int) -> list[int]:
 
 
 def listwise_prompt(question: str, passages: list[str]) -> str:
-    """The thesis ch. 6 prompt (`prompts/rerank_listwise.md`) filled in: plain replacement, texts may hold braces."""
+    """The Zhong 2023 thesis ch. 6 prompt (`prompts/rerank_listwise.md`) filled in: plain replacement, texts may hold braces."""
     try:
         template = PROMPT_FILE.read_text(encoding="utf-8").strip()
     except OSError as exc:

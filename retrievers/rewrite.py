@@ -1,15 +1,15 @@
 """`structure-rewrite`: structure search over the query formula and its SymPy-equivalent forms, fused.
 
-Thesis ch. 6 lists query rewriting as future work for structure search; this mode makes `1 + \\frac{1}{x}`
+Zhong 2023 thesis ch. 6 lists query rewriting as future work for structure search; this mode makes `1 + \\frac{1}{x}`
 also find documents that wrote `\\frac{x+1}{x}`. Each form (the original with weight 1, every rewritten
 form with `rewrite_weight`, never above a symbol-substituted match of the written form) is searched by structure
 search; a formula-only query's scores are first divided by the best score the form can reach under the setting
-its kind is scored by (its perfect-match score, width × P(L_Q; η), Eqs. 3.15–3.16, times λ_m plus the form's best
-BM25 when the setting adds BM25, Eq. 3.18), so forms of different sizes and settings of any scale are comparable;
+its kind is scored by (its perfect-match score, width × P(L_Q; η), Zhong 2023 thesis Eqs. 3.15–3.16, times λ_m plus the form's best
+BM25 when the setting adds BM25, Zhong 2023 thesis Eq. 3.18), so forms of different sizes and settings of any scale are comparable;
 documents then rank by the best match tier any form reaches (`mathscout.structure.search.match_tier`), the formula
 as written first within a tier, so a rewritten form never passes what the written form holds as well. Fusion: `max` (a document keeps its best weighted form score, ties broken by
 the score of the formula as written; the fused top-k is exact from each form's top-k) or `weighted` (the weighted sum, CombSUM). Queries with words keep
-structure search's Eq. 3.18 BM25 term; their variants (one formula replaced by one form) fuse raw scores.
+structure search's Zhong 2023 thesis Eq. 3.18 BM25 term; their variants (one formula replaced by one form) fuse raw scores.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.structure import EXPLAINED_HITS, StructureRetriever, split_query, highlight_weights, query_kind
 
 # A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
-# (Eq. 3.14 at S'_sym = b2, §3.2.1 α-equivalence), never more: renamed-variable matches of what the user wrote stay
+# (Zhong 2023 thesis, Eq. 3.14 at S'_sym = b2, §3.2.1 α-equivalence), never more: renamed-variable matches of what the user wrote stay
 # first, and ties go to the written form (`mathscout bench rewrite` compares other weights)
 REWRITE_WEIGHT = symbol_factor(B2)
 MAX_REWRITTEN_FORMULAS = 3  # a query's first formulas that get rewritten (each rewrite may take `seconds`)
@@ -139,13 +139,13 @@ class StructureRewriteRetriever(BaseRetriever):
             ordinals = self.structure.doc_ordinals()
             if n == 0:
                 written_order = [hit.doc_id for hit in hits]
-            # "parts": whole-structure matches are scored by Eq. 3.16 alone, so they are normalised by its perfect score
+            # "parts": whole-structure matches are scored by Zhong 2023 thesis Eq. 3.16 alone, so they are normalised by its perfect score
             whole_scale = _perfect_score(self.structure, variant.formula) if formula_only and setting.text == "parts" else scale
             for hit in hits:
                 hit_scale = whole_scale if hit.components.get("tier", PART) > PART else scale
                 if formula_only and self.normalise == "document" and (fh := best.get(ordinals[hit.doc_id])) is not None:
                     hit_scale = hit_scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
-                # capped: a document formula shorter than the query can pass the "perfect" score (Eq. 3.15)
+                # capped: a document formula shorter than the query can pass the "perfect" score (Zhong 2023 thesis, Eq. 3.15)
                 value = variant.weight * min(_eq_score(hit, setting) / hit_scale, 1.0) if formula_only else variant.weight * hit.score
                 entry = fused.setdefault(hit.doc_id, _Fused())
                 tier = int(hit.components.get("tier", 0))
@@ -228,7 +228,7 @@ def _tier_rank(entry: _Fused) -> int:
 
 
 def _eq_score(hit: Hit, setting) -> float:
-    """A structure hit's Eq. 3.18 score under its kind's setting (its score, unless ranked by match tier: then the
+    """A structure hit's Zhong 2023 thesis Eq. 3.18 score under its kind's setting (its score, unless ranked by match tier: then the
     components hold the raw parts)."""
     if "tier" not in hit.components:
         return hit.score
@@ -239,8 +239,8 @@ def _eq_score(hit: Hit, setting) -> float:
 
 def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit]) -> float:
     """The best score a document can reach for one form under the setting its kind is scored by: λ_m × its perfect
-    structure score + the best BM25 score among its hits when the setting adds BM25 (Eq. 3.18), else the perfect
-    structure score (Eq. 3.16). Dividing by it puts every form on [0, 1] whatever the stored setting's scale."""
+    structure score + the best BM25 score among its hits when the setting adds BM25 (Zhong 2023 thesis, Eq. 3.18), else the perfect
+    structure score (Zhong 2023 thesis, Eq. 3.16). Dividing by it puts every form on [0, 1] whatever the stored setting's scale."""
     perfect = _perfect_score(structure, variant.formula)
     setting = structure.setting_for(variant.query)
     bm25 = max((h.components.get("bm25", 0.0) for h in hits), default=0.0)
@@ -248,7 +248,7 @@ def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit
 
 
 def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) -> float:
-    """P(L_D; η) / P(L_Q; η) (Eq. 3.15): the perfect score at the document formula's length instead of the query's."""
+    """P(L_D; η) / P(L_Q; η) (Zhong 2023 thesis, Eq. 3.15): the perfect score at the document formula's length instead of the query's."""
     tree = parse_latex(latex, structure.searcher.lexer).tree
     if tree is None or doc_leaves <= 0:
         return 1.0
@@ -257,7 +257,7 @@ def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) ->
 
 
 def _perfect_score(structure: StructureRetriever, latex: str) -> float:
-    """The score of a document formula identical to `latex`: widest width × S_sym = 1 × P(L; η) (Eq. 3.16)."""
+    """The score of a document formula identical to `latex`: widest width × S_sym = 1 × P(L; η) (Zhong 2023 thesis, Eq. 3.16)."""
     try:
         prepared = structure.searcher.prepare(latex)
     except QueryError:

@@ -12,7 +12,7 @@ from mathscout.types import Document, Hit
 
 
 def explain_score(hit: Hit) -> str:
-    """What the hit's number is: a retriever's raw score, Eq. 3.18's structure + BM25, or a normalised fusion."""
+    """What the hit's number is: a retriever's raw score, Zhong 2023 thesis Eq. 3.18's structure + BM25, or a normalised fusion."""
     parts = dict(hit.components)
     if not parts:
         return f"score {hit.score:.3g}"
@@ -29,8 +29,8 @@ def explain_score(hit: Hit) -> str:
             return f"{name} {hit.score:.3g} = {score_meanings().get(name, name + ' score')}"
         return f"normalised {hit.score:.3g} (1 = the best hit) of {listed}"
     if set(parts) == {"structure", "bm25"} and hit.score > 1.0:  # fusions below are normalised to [0, 1]
-        return f"math + text {hit.score:.3g} = λ_m × structure + BM25 (thesis Eq. 3.18; {listed})"
-    return f"fused {hit.score:.3g} = weighted sum of normalised scores (1 = best; Eq. 5.20) of {listed}"
+        return f"math + text {hit.score:.3g} = λ_m × structure + BM25 (Zhong 2023 thesis Eq. 3.18; {listed})"
+    return f"fused {hit.score:.3g} = weighted sum of normalised scores (1 = best; Zhong 2023 thesis Eq. 5.20) of {listed}"
 
 
 def hits_as_json(hits: list[Hit], documents: Mapping[str, Document]) -> list[dict]:

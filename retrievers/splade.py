@@ -1,4 +1,4 @@
-"""Learned sparse retrieval (SPLADE-max, thesis Eq. 5.17; text-only, Eq. 5.19): the `splade` component and mode,
+"""Learned sparse retrieval (SPLADE-max, Zhong 2023 thesis Eq. 5.17; text-only, Eq. 5.19): the `splade` component and mode,
 MABOWDOR-full's sparse text run.
 
 No SPLADE checkpoint ships with MathScout and none can be downloaded offline: the component encodes with a
@@ -45,8 +45,8 @@ def model_path(configured: str | Path | None = None) -> Path:
 
 
 class SpladeEncoder:
-    """Text → quantised term weights: max over tokens of log(1 + ReLU(MLM logits)) (Eq. 5.17); with
-    `text_only`, the tokenizer's added (math) vocabulary is masked out of the output (Eq. 5.19)."""
+    """Text → quantised term weights: max over tokens of log(1 + ReLU(MLM logits)) (Zhong 2023 thesis, Eq. 5.17); with
+    `text_only`, the tokenizer's added (math) vocabulary is masked out of the output (Zhong 2023 thesis, Eq. 5.19)."""
 
     def __init__(self, path: Path, text_only: bool = True):
         import torch
@@ -73,7 +73,7 @@ class SpladeEncoder:
         with self.torch.inference_mode():
             logits = self.model(**inputs).logits
             weights = self.torch.log1p(self.torch.relu(logits)) * inputs["attention_mask"].unsqueeze(-1)
-            pooled = weights.max(dim=1).values * self.mask  # Eq. 5.17 (and 5.19's mask)
+            pooled = weights.max(dim=1).values * self.mask  # Zhong 2023 thesis, Eq. 5.17 (and 5.19's mask)
         quantised = self.torch.round(pooled / WEIGHT_RANGE * QUANT_RANGE).to(self.torch.int64)
         result = []
         for row in quantised:

@@ -1,9 +1,9 @@
-"""Approach Zero structure search: the `structure` index component and search mode (thesis ch. 3–4).
+"""Approach Zero structure search: the `structure` index component and search mode (Zhong 2023 thesis ch. 3–4).
 
-Formula hits become document hits: a document scores its best formula (§4.2.2), summed over the
-query's formulas. A query that also has words adds BM25 over them (Eq. 3.18: λ_m · math + BM25). With
-the component's text lists (`text_lists.py`, built with the component) the top k of Eq. 3.18 is exact,
-by heterogeneous MaxScore (Alg. 5, `hetero.py`); a query without any formula is then plain BM25 over
+Formula hits become document hits: a document scores its best formula (Zhong 2023 thesis §4.2.2), summed over the
+query's formulas. A query that also has words adds BM25 over them (Zhong 2023 thesis, Eq. 3.18: λ_m · math + BM25). With
+the component's text lists (`text_lists.py`, built with the component) the top k of Zhong 2023 thesis Eq. 3.18 is exact,
+by heterogeneous MaxScore (Zhong 2023 thesis, Alg. 5, `hetero.py`); a query without any formula is then plain BM25 over
 its words. Older components without text lists fall back to the union of both rankings' top documents.
 """
 
@@ -46,7 +46,7 @@ from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
 SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout train structure`
-MIXED_CANDIDATES = 1000  # per ranking, for Eq. 3.18 fusion of math and words
+MIXED_CANDIDATES = 1000  # per ranking, for Zhong 2023 thesis Eq. 3.18 fusion of math and words
 MAX_QUERY_FORMULAS = 100  # a query keeps at most its 100 widest formulas (bounded time for pasted documents)
 
 
@@ -59,7 +59,7 @@ class StructureComponent:
         report = build_path_index(store.iter_formula_latex(), store.formula_count(), target)
         stats = report.as_stats(target)
         started = time.perf_counter()
-        text = build_text_lists(store, target, vocabulary=VOCABULARY)  # the top level of the heterogeneous index (Alg. 5)
+        text = build_text_lists(store, target, vocabulary=VOCABULARY)  # the top level of the heterogeneous index (Zhong 2023 thesis, Alg. 5)
         stats["text_lists"] = {"terms": len(text.terms), "postings": int(len(text.docs)),
                                "seconds": round(time.perf_counter() - started, 2),
                                "bytes": sum((target / name).stat().st_size for name in ("text.npz", "text_terms.json.gz"))}
@@ -73,18 +73,18 @@ class StructureComponent:
         return stats
 
 
-TEXT_PARTS = ("words", "full", "parts")  # Eq. 3.18's text part (KindSetting.text); "parts" for formula-only queries
+TEXT_PARTS = ("words", "full", "parts")  # Zhong 2023 thesis, Eq. 3.18's text part (KindSetting.text); "parts" for formula-only queries
 QUERY_KINDS = ("formula", "mixed", "text")  # the planner's classification (mathscout.question): formula-only, words and
-# formulas, words only (lone symbols do not count as formulas); each kind gets its own Eq. 3.18 setting
+# formulas, words only (lone symbols do not count as formulas); each kind gets its own Zhong 2023 thesis Eq. 3.18 setting
 
 
 @dataclass
 class KindSetting:
-    """Eq. 3.18's setting for one kind of query and how it was fitted (`mathscout train structure`).
+    """Zhong 2023 thesis, Eq. 3.18's setting for one kind of query and how it was fitted (`mathscout train structure`).
 
     text: "words" (BM25 over the words without the math; for a formula-only query: structure similarity alone,
-    Eq. 3.16), "full" (the bm25 mode's BM25 over the whole query, math tokens included) or, for formula-only
-    queries, "parts" (Eq. 3.18 with BM25 over the whole query for documents holding only part of the query, match
+    Zhong 2023 thesis, Eq. 3.16), "full" (the bm25 mode's BM25 over the whole query, math tokens included) or, for formula-only
+    queries, "parts" (Zhong 2023 thesis, Eq. 3.18 with BM25 over the whole query for documents holding only part of the query, match
     tier PART; structure similarity alone orders those holding its whole structure, where BM25 over renamed
     variable letters would only mislead)."""
 
@@ -105,9 +105,9 @@ class KindSetting:
 
 @dataclass
 class StructureSettings:
-    """`<index>/structure.json`: Eq. 3.18's settings fitted by `mathscout train structure` (evaluation/structure_tuning.py)
+    """`<index>/structure.json`: Zhong 2023 thesis Eq. 3.18's settings fitted by `mathscout train structure` (evaluation/structure_tuning.py)
     with how each was obtained. The top-level fields are the setting of questions with words and formulas (the
-    only one files written before issue 21 hold); `kinds` holds one `KindSetting` per query kind (QUERY_KINDS)."""
+    only one a file without `kinds` holds); `kinds` holds one `KindSetting` per query kind (QUERY_KINDS)."""
 
     lambda_m: float
     max_formulas: int
@@ -187,29 +187,29 @@ class StructureRetriever(BaseRetriever):
                  initial_threshold_factor: float = 0.0, max_formulas: int | None = None, exact: bool = False,
                  depth: int = MIXED_CANDIDATES, text: str | None = None, trees: int = 1, formula_text: str | None = None,
                  formula_lambda_m: float | None = None):
-        """strategy: formula pruning (exhaustive, maxref, gbp-num, gbp-len); eta: η of Eq. 3.15 (0.3 ARQMath,
-        0.05 NTCIR-12); lambda_m: λ_m of Eq. 3.18; initial_threshold_factor: λ0 of Eq. 4.17 (unsafe when > 0);
-        max_formulas: keep only the query's N widest formulas (0 = all); exact: the exact top k of Eq. 3.18 by
-        Alg. 5 over the text lists (as slow as exhaustive search when formulas are many and common); otherwise
-        Eq. 3.18 over the union of each formula's and BM25's top `depth` documents (0 outside a list);
-        text: Eq. 3.18's text part, "words" (BM25 over the words without the math, as the thesis) or "full" (the
+        """strategy: formula pruning (exhaustive, maxref, gbp-num, gbp-len); eta: η of Zhong 2023 thesis Eq. 3.15 (0.3 ARQMath,
+        0.05 NTCIR-12); lambda_m: λ_m of Zhong 2023 thesis Eq. 3.18; initial_threshold_factor: λ0 of Eq. 4.17 (unsafe when > 0);
+        max_formulas: keep only the query's N widest formulas (0 = all); exact: the exact top k of Zhong 2023 thesis Eq. 3.18 by
+        Zhong 2023 thesis, Alg. 5 over the text lists (as slow as exhaustive search when formulas are many and common); otherwise
+        Zhong 2023 thesis, Eq. 3.18 over the union of each formula's and BM25's top `depth` documents (0 outside a list);
+        text: Zhong 2023 thesis Eq. 3.18's text part, "words" (BM25 over the words without the math, as the thesis) or "full" (the
         bm25 mode's math-aware BM25 over the whole query, the better text part here: see the README figures);
-        trees: 1 = single-tree matching (Eq. 3.4/3.5, pruned search); 2–3 = multi-tree matching (Alg. 1, Eq. 3.3,
-        α = 0.4, β = 0.9/0.06/0.04) re-scoring each formula's single-tree top `depth` formulas (§3.3.1: the
+        trees: 1 = single-tree matching (Zhong 2023 thesis, Eq. 3.4/3.5, pruned search); 2–3 = multi-tree matching (Alg. 1, Eq. 3.3,
+        α = 0.4, β = 0.9/0.06/0.04) re-scoring each formula's single-tree top `depth` formulas (Zhong 2023 thesis §3.3.1: the
         thesis used it on NTCIR-12 only, for its cost).
         lambda_m, max_formulas and text left unset come from the index's structure.json when `mathscout train
         structure` wrote one, else the thesis defaults (λ_m = 2.5, all formulas, words); they apply to questions
         with words. Each query is scored by the setting of its kind (QUERY_KINDS, the planner's classification):
         structure.json holds one per kind, fitted on train topics of that kind, and for formula-only queries on
         formula queries made from the collection. A formula-only query without a fitted setting is ranked by
-        structure similarity alone (Eq. 3.16: its math tokens as BM25 "text" outweigh renamed-variable matches);
+        structure similarity alone (Zhong 2023 thesis, Eq. 3.16: its math tokens as BM25 "text" outweigh renamed-variable matches);
         formula_text / formula_lambda_m set its setting explicitly. A formula-only query ranks documents by match
         tier first (`search.match_tier`: its formula as written, its whole structure, a part of it), then by its
-        setting: Eq. 3.15's length penalty otherwise ranks a shorter formula with other symbols above a longer one
+        setting: Zhong 2023 thesis Eq. 3.15's length penalty otherwise ranks a shorter formula with other symbols above a longer one
         that holds the query verbatim, which is what a sub-expression query looks for."""
         tuned = self.stored_settings(index)
         self.settings_source = f"tuned on {tuned.tuned_on} ({SETTINGS_FILE})" if tuned else "thesis defaults"
-        defaults = tuned or StructureSettings(lambda_m=LAMBDA_M, max_formulas=0, text="words")  # thesis §3.3.1
+        defaults = tuned or StructureSettings(lambda_m=LAMBDA_M, max_formulas=0, text="words")  # Zhong 2023 thesis §3.3.1
         stored = defaults.kind_settings()
         stored.setdefault("formula", _formula_default(index))
         if trees not in (1, 2, 3):
@@ -251,7 +251,7 @@ class StructureRetriever(BaseRetriever):
         self._doc_ids: list[str] | None = None
 
     def stored_settings(self, index: IndexDir) -> StructureSettings | None:
-        """The Eq. 3.18 setting stored with the index (a shard of a sharded index reads its index's: shards/scoring.py)."""
+        """The Zhong 2023 thesis Eq. 3.18 setting stored with the index (a shard of a sharded index reads its index's: shards/scoring.py)."""
         return StructureSettings.read(index)
 
     def rank(self, query: Query, k: int) -> RankResult:
@@ -277,7 +277,7 @@ class StructureRetriever(BaseRetriever):
         if self.text is not None and (words or len(prepared) != 1):
             return self._heterogeneous(prepared, words, k, setting.lambda_m), {}
         if len(prepared) == 1 and not words:  # a lone formula: per-document pruned search is exact
-            if by_tier:  # its top `depth` by Eq. 3.16 (the candidates a tier can lift), ranked by match tier first
+            if by_tier:  # its top `depth` by Zhong 2023 thesis Eq. 3.16 (the candidates a tier can lift), ranked by match tier first
                 hits = self._formula_documents(prepared[0], max(self.depth, k))
                 scores = {h.doc: h.score for h in hits}
                 return self._by_tier(scores, {h.doc: {self.name: h.score} for h in hits}, {h.doc: h for h in hits}, k)
@@ -287,7 +287,7 @@ class StructureRetriever(BaseRetriever):
                            bool(by_tier))
 
     def setting_for(self, query: Query) -> KindSetting:
-        """The Eq. 3.18 setting of the query's kind (`query_kind`)."""
+        """The Zhong 2023 thesis Eq. 3.18 setting of the query's kind (`query_kind`)."""
         return self.kind_settings[query_kind(query)]
 
     def perfect_score(self, query: Query) -> float | None:
@@ -301,7 +301,7 @@ class StructureRetriever(BaseRetriever):
 
     def _formula_documents(self, query: PreparedQuery, k: int) -> list[FormulaHit]:
         """Documents by their best formula: pruned single-tree search, or its top formulas re-scored by multi-tree
-        matching (Eq. 3.3) when `trees` > 1."""
+        matching (Zhong 2023 thesis, Eq. 3.3) when `trees` > 1."""
         if self.trees == 1:
             return self.searcher.search(query, k, self.strategy, per_document=True, initial_threshold_factor=self.initial_threshold_factor)
         betas = BETAS[: self.trees] if self.trees < 3 else BETAS
@@ -344,7 +344,7 @@ class StructureRetriever(BaseRetriever):
         return prepared
 
     def _heterogeneous(self, prepared: list[PreparedQuery], words: str, k: int, lambda_m: float) -> list[Hit]:
-        """Exact top k of Eq. 3.18 by Alg. 5: one iterator per text term (Lucene-exact BM25) and per formula."""
+        """Exact top k of Zhong 2023 thesis Eq. 3.18 by Alg. 5: one iterator per text term (Lucene-exact BM25) and per formula."""
         keywords: list[KeywordList] = []
         for term, boost in self._text_weights(words).items():
             docs, scores = self.text.term_scores(term, boost)
@@ -371,7 +371,7 @@ class StructureRetriever(BaseRetriever):
 
     def fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int,
                lambda_m: float, by_tier: bool = False, parts: bool = False) -> tuple[list[Hit], dict[int, FormulaHit]]:
-        """Eq. 3.18 over the union of each formula's top `depth` documents (per-document pruned search, §4.2.2)
+        """Zhong 2023 thesis, Eq. 3.18 over the union of each formula's top `depth` documents (per-document pruned search, §4.2.2)
         and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it; `by_tier`:
         documents by their first formula's match tier first (`search.match_tier`; outside its list: PART); `parts`:
         BM25 is added for PART documents only (KindSetting.text "parts")."""
@@ -463,26 +463,30 @@ class StructureRetriever(BaseRetriever):
         return MatchedFormula(formula_id=formula.id, latex=formula.latex, score=hit.score, highlight=spans)
 
     def formula_hits(self, latex: str, k: int = 1000) -> list[tuple[Formula, float]]:
-        """Top-k formulas (not documents) for one query formula by structure similarity, best first (thesis §3.1:
+        """Top-k formulas (not documents) for one query formula by structure similarity, best first (Zhong 2023 thesis §3.1:
         the formula scores that documents are then ranked by; ARQMath Task 2). QueryError when unreadable."""
         hits = self.searcher.search(self.searcher.prepare(latex), k, self.strategy, per_document=False)
         return [(self.store.formula_at(h.formula), h.score) for h in sorted(hits, key=lambda h: (-h.score, h.formula))]
 
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         """Ranked ids and scores for many queries (no snippets); a query without a formula gets no hits."""
-        runs: dict[str, list[Hit]] = {}
+        return {qid: ranking.hits for qid, ranking in self.batch_rank(queries, k).items()}
+
+    def batch_rank(self, queries: list[Query], k: int = 1000) -> dict[str, RankResult]:
+        """`rank` of many queries, hits numbered (no snippets); a query without a formula gets an empty ranking."""
+        rankings: dict[str, RankResult] = {}
         started = time.perf_counter()
         for query in queries:
             try:
-                hits = self.rank(prepare_query(query), k).hits
+                ranking = self.rank(prepare_query(query), k)
             except QueryError as exc:
                 notice(f"notice: topic {query.id}: {exc}")
-                hits = []
-            for rank, hit in enumerate(hits, start=1):
+                ranking = RankResult([])
+            for rank, hit in enumerate(ranking.hits, start=1):
                 hit.rank = rank
-            runs[query.id] = hits
+            rankings[query.id] = ranking
         notice(f"structure: {len(queries)} queries in {time.perf_counter() - started:.1f} s")
-        return runs
+        return rankings
 
 
 def highlight_weights(formulas: list[str], words: str) -> dict[str, float]:
@@ -494,7 +498,7 @@ def highlight_weights(formulas: list[str], words: str) -> dict[str, float]:
 
 
 def _formula_default(index: IndexDir) -> KindSetting:
-    """Formula-only queries on an index without a fitted setting: the thesis' λ_m = 2.5 (Eq. 3.18) with BM25 over the
+    """Formula-only queries on an index without a fitted setting: the thesis' λ_m = 2.5 (Zhong 2023 thesis, Eq. 3.18) with BM25 over the
     whole query for partial matches only ("parts"), structure similarity alone without a bm25 component. On the
     fitting half's formula queries (`mathscout train structure`) it keeps every transformation kind at structure
     alone's level (renamed 0.9277 vs 0.9280, sub-expression 0.819 both) and lifts transformed queries 0.290 → 0.423."""

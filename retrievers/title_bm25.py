@@ -1,7 +1,7 @@
 """Title BM25: how well the question matches a document's title (for an ARQMath answer, its thread's question
 title, which `mathscout.corpus.arqmath` stores as the answer's title). A ranking feature (issue 19).
 
-Okapi BM25 as in thesis Eq. 2.2 over the title alone: the idf of each query term is the index's own BM25 idf
+Okapi BM25 as in Zhong 2023 thesis Eq. 2.2 over the title alone: the idf of each query term is the index's own BM25 idf
 (Lucene's, over whole documents, `BM25Retriever.idf`), tf and the length L_d are the title's, and L_avg is the mean
 title length over a sample of the index's titled documents. A document without a title has no score (NaN in
 `retrievers/features.py`, never 0); an index whose store holds no title at all (the shared collection) costs nothing.
@@ -20,7 +20,7 @@ LENGTH_SAMPLE = 5000  # titled documents whose mean length is L_avg
 
 
 class TitleScorer:
-    """BM25 (Eq. 2.2) of a question against the titles of documents of one index."""
+    """BM25 (Zhong 2023 thesis, Eq. 2.2) of a question against the titles of documents of one index."""
 
     def __init__(self, store: DocumentStore, bm25: BM25Retriever, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
         self.store = store

@@ -2,8 +2,8 @@
 `types` (TypesExp), `types2x` (Types2X) and `rm3` (the RM3 query-expansion baseline), all over BM25.
 
 The component detects the dictionary's types in every document, indexes each document's types as
-atomic tokens in a small Lucene "delta index" (§4.3.1: a type-aware delta index beside the word index)
-and trains the type embeddings (§4.1) over the same rewritten text, plus PlanetMath bodies when present.
+atomic tokens in a small Lucene "delta index" (Stathopoulos & Teufel 2016 §4.3.1: a type-aware delta index beside the word index)
+and trains the type embeddings (Stathopoulos & Teufel 2016 §4.1) over the same rewritten text, plus PlanetMath bodies when present.
 A query's score for a document is its math-aware BM25 score plus the BM25 score of the query's types
 (×2, and for TypesExp the fresh neighbour types, ×2) in the delta index.
 """
@@ -202,7 +202,7 @@ def open_types2x(index: IndexDir, **options) -> TypesRetriever:
 
 
 def open_rm3(index: IndexDir, **options) -> BM25Retriever:
-    """§4.3.2: RM3 pseudo-relevance feedback, the classic query-expansion baseline (pyserini defaults: 10 terms, 10 docs, 0.5)."""
+    """Stathopoulos & Teufel 2016 §4.3.2: RM3 pseudo-relevance feedback, the classic query-expansion baseline (pyserini defaults: 10 terms, 10 docs, 0.5)."""
     retriever = BM25Retriever(index, **options)
     retriever.name = "rm3"
     retriever.set_rm3()
@@ -210,7 +210,7 @@ def open_rm3(index: IndexDir, **options) -> BM25Retriever:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Detect types, train the type embeddings (§4.1) and (re)build an index's `types` component.
+    """Detect types, train the type embeddings (Stathopoulos & Teufel 2016 §4.1) and (re)build an index's `types` component.
 
     `mathscout train types --index DIR` is the same as `mathscout index --index DIR --components types`."""
     from mathscout.retrievers.indexing import add_components

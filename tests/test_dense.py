@@ -198,6 +198,20 @@ def test_a_passage_vector_is_the_same_alone_or_among_others(dense_index):
     assert not np.array_equal(batched, together)
 
 
+def test_a_text_vector_is_the_same_alone_or_among_others(dense_topics):
+    """`encode_texts` (what the embedding reranker compares) on the int8 ONNX backend batches as passages do: under
+    the default "passage" batching a text's vector does not depend on the texts encoded with it."""
+    from mathscout.dense.encoder import Encoder
+
+    encoder = Encoder()
+    texts = [f"{t['title']} {t['body']}" for t in dense_topics]
+    together = encoder.encode_texts(texts)
+    assert encoder.backend == "onnx-int8" and encoder.batching == "passage"
+    for n in (0, 3, len(texts) - 1):
+        assert np.array_equal(encoder.encode_texts([texts[n]])[0], together[n])
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+
+
 def test_ivfpq_search_rescores_exactly(ivfpq_index, dense_topics, dense_qrels):
     from mathscout.retrievers.dense import best_documents
 

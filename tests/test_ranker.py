@@ -200,6 +200,22 @@ def test_a_candidate_matched_only_through_a_sympy_rewrite_is_flagged(small_index
         assert np.isnan(matrix[:, _column(name)]).all()  # no formula: missing, never a silent 0
 
 
+def test_the_rewrite_search_reuses_the_candidates_structure_ranking(small_index, monkeypatch):
+    """The formula as written is structure-searched once per question: the rewrite search takes the candidates'
+    ranking for it (and finds what a search of its own finds), searching only the rewritten forms."""
+    index = IndexDir(small_index)
+    generator = CandidateGenerator(index)
+    structure = generator.retrievers["structure"]
+    searched = []
+    real_rank = structure.rank
+    monkeypatch.setattr(structure, "rank", lambda query, k: searched.append(query.formula) or real_rank(query, k))
+    found = generator.generate(Query(id="q", text="", formula="x^2 - 2ax + a^2"))
+    assert searched.count("x^2 - 2ax + a^2") == 1 and len(searched) == 1 + found.rewrites.forms
+    again = generator.equivalence.match(found.query, found.docs)  # no ranking given: it searches the written form
+    assert searched.count("x^2 - 2ax + a^2") == 2
+    assert again.forms == found.rewrites.forms and again.matches == found.rewrites.matches
+
+
 TITLED_THREADS = 30  # Math StackExchange train questions written as an ARQMath Posts file, with their answers
 
 

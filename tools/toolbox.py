@@ -170,13 +170,13 @@ class ToolBox:
                           notices=notices or [])
 
     def structure_search(self, formula: str, k: int = 10, words: str = "") -> ToolOutput:
-        """Approach Zero structure search for one formula (thesis ch. 3), plus words by Eq. 3.18 when given."""
+        """Approach Zero structure search for one formula (Zhong 2023 thesis ch. 3), plus words by Eq. 3.18 when given."""
         text = f"{words} ${formula}$".strip() if words else ""
         query = Query(id="tool", text=text) if words else Query(id="tool", text="", formula=formula)
         return self._search("structure", query, k, f"{words} ${formula}$".strip())
 
     def hybrid_search(self, query: str, k: int = 10) -> ToolOutput:
-        """MABOWDOR hybrid search (thesis §5.2.3): the index's tuned fusion, else equal weights."""
+        """MABOWDOR hybrid search (Zhong 2023 thesis §5.2.3): the index's tuned fusion, else equal weights."""
         return self._search("hybrid", Query(id="tool", text=query), k, query)
 
     def search(self, query: str, mode: str, k: int = 10) -> ToolOutput:
@@ -186,7 +186,7 @@ class ToolBox:
         return self._search(mode, Query(id="tool", text=query), k, query)
 
     def type_expansion(self, text: str) -> ToolOutput:
-        """Mathematical types in the text and their nearest types (Stathopoulos & Teufel §4.3.1)."""
+        """Mathematical types in the text and their nearest types (Stathopoulos & Teufel 2016 §4.3.1)."""
         expand = _type_expansion_function()
         if expand is None:
             raise MathScoutError("type expansion is not installed")

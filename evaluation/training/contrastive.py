@@ -1,5 +1,5 @@
 """What the two dense trainers share (`train.py`: every weight; `query_side.py`: the query adapter): the score
-scale of thesis Eq. 5.18's softmax, the seed, and the loss-curve plot."""
+scale of Zhong 2023 thesis Eq. 5.18's softmax, the seed, and the loss-curve plot."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def plot_losses(losses: list[float], path: Path, title: str, held_out: list[floa
                   for i in range(len(losses))]
         ax.plot(range(1, len(losses) + 1), smooth, lw=1.8, label=f"mean of {window}")
     ax.set_xlabel("step")
-    ax.set_ylabel("contrastive loss (Eq. 5.18)")
+    ax.set_ylabel("contrastive loss (Zhong 2023 thesis, Eq. 5.18)")
     ax.set_title(title, fontsize=9)
     if held_out:
         right = ax.twinx()

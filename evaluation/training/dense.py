@@ -3,7 +3,7 @@
 This module is `--method full` (every weight) and the command line; `--method query-side` (the default) is
 mathscout.evaluation.training.dense_query_side.
 
-Thesis §5.3 ("Fine-tuning", Eq. 5.18): each training triplet is (question, relevant answer, hard negative);
+Zhong 2023 thesis §5.3 ("Fine-tuning", Eq. 5.18): each training triplet is (question, relevant answer, hard negative);
 the loss is the cross-entropy of the question's score for its positive against every positive and
 every hard negative in the batch (in-batch negatives):
 
@@ -182,7 +182,7 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
         q = torch.nn.functional.normalize(encode([t.query for t in chunk], query_len), dim=-1)
         documents = [t.positive for t in chunk] + ([t.negative for t in chunk] if hard_negatives else [])
         d = torch.nn.functional.normalize(encode(documents, doc_len), dim=-1)
-        scores = SCALE * q @ d.T  # (B, 2B): positives then hard negatives (B, B without), Eq. 5.18's denominator
+        scores = SCALE * q @ d.T  # (B, 2B): positives then hard negatives (B, B without), Zhong 2023 thesis Eq. 5.18's denominator
         loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(chunk)))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -209,7 +209,7 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
     plot_losses(losses, tmp / "loss.png", f"{output.name}: {steps} steps of {batch}, lr {lr:g}")
     (tmp / "training.json").write_text(json.dumps({
         "base": str(base), "triplets": len(triplets), "batch": batch, "steps": steps, "lr": lr, "warmup": warmup,
-        "query_len": query_len, "doc_len": doc_len, "hard_negatives": hard_negatives, "losses": losses, "loss": "thesis Eq. 5.18, cosine x 20",
+        "query_len": query_len, "doc_len": doc_len, "hard_negatives": hard_negatives, "losses": losses, "loss": "Zhong 2023 thesis Eq. 5.18, cosine x 20",
         "sources": {s: sum(1 for t in triplets if t.source == s) for s in DEV_MIX},
     }, indent=1), encoding="utf-8")
     shutil.rmtree(output, ignore_errors=True)
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=QuerySideSettings.epochs, help="query-side: epochs (the best "
                         "held-out one is kept)")
     parser.add_argument("--negatives", choices=("collection", "batch"), default=QuerySideSettings.negatives,
-                        help="query-side: every document of the index (default) or Eq. 5.18's in-batch positives")
+                        help="query-side: every document of the index (default) or Zhong 2023 thesis Eq. 5.18's in-batch positives")
     parser.add_argument("--held-out", type=int, default=QuerySideSettings.held_out,
                         help="query-side: train questions held out to pick the epoch")
     parser.add_argument("--pairs", type=int, default=2400, help="full: triplets sampled")

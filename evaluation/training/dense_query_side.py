@@ -1,14 +1,14 @@
 """`mathscout train dense --method query-side`: fine-tune the bi-encoder's query tower over an index's vectors.
 
-The documents' passage vectors of an index's `dense` component stay fixed (query-side fine-tuning, Lee et
-al. 2021 §4.3), which makes two things cheap on a CPU: no re-encoding of the collection (its vectors are
-reused as they are), and a contrastive loss whose negatives are *every* document of the index — thesis
-Eq. 5.18 with its denominator (in-batch positives + hard negatives) widened to the whole collection:
+The documents' passage vectors of an index's `dense` component stay fixed (query-side fine-tuning,
+Lee et al. 2021 §4.3), which makes two things cheap on a CPU: no re-encoding of the collection (its vectors are
+reused as they are), and a contrastive loss whose negatives are *every* document of the index —
+Zhong 2023 thesis, Eq. 5.18 with its denominator (in-batch positives + hard negatives) widened to the whole collection:
 
     L = −1/|B| Σ_i log exp(S(q_i, d_i⁺)) / Σ_{d ∈ collection, d ∉ R(q_i) \\ {d_i⁺}} exp(S(q_i, d))
 
 S = 20 · cos(normalise(q + q·A), d) with d's score the max over its passages (as in search); R(q) are the
-question's other relevant answers, left out of the denominator. `--negatives batch` keeps Eq. 5.18's
+question's other relevant answers, left out of the denominator. `--negatives batch` keeps Zhong 2023 thesis Eq. 5.18's
 in-batch denominator instead. The trainable part is the residual map A (mathscout.dense.query_adapter).
 
 Steps: encode the train questions with the index's query encoder (cached in the checkpoint folder, so an
@@ -46,7 +46,7 @@ class QuerySideSettings:
     epochs: int = 4
     batch: int = 256
     lr: float = 1e-3
-    negatives: str = "collection"  # or "batch" (Eq. 5.18's in-batch denominator)
+    negatives: str = "collection"  # or "batch" (Zhong 2023 thesis, Eq. 5.18's in-batch denominator)
     held_out: int = 1000
     min_grade: int = 2  # pairs: (question, answer graded ≥ this)
 
@@ -194,7 +194,7 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
                     if others:
                         logits[r, others] = -1e4
                 loss = torch.nn.functional.cross_entropy(logits, targets)
-            else:  # Eq. 5.18 in-batch: the batch's positives (max over their passages)
+            else:  # Zhong 2023 thesis, Eq. 5.18 in-batch: the batch's positives (max over their passages)
                 in_batch = torch.stack([(q @ slot[targets].T) for slot in scorer.slots]).amax(dim=0)
                 loss = torch.nn.functional.cross_entropy(SCALE * in_batch, torch.arange(len(chunk)))
             optimizer.zero_grad()

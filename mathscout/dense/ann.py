@@ -6,7 +6,7 @@ Small components keep exact faiss Flat (and HNSW) in memory (mathscout/dense/bui
     passage_vectors.f32   the passage vectors, raw float32 rows (shape in meta.json), written as encoded
     ivfpq.faiss           faiss IVF-PQ (inverted file over a coarse k-means quantiser + product-quantised
                           codes; Jégou et al. 2011: the "quantized and clustered" ANN of the thesis's ColBERT
-                          candidate filter, §5.3.2 Inference, whose single-vector runs use Flat and HNSW), trained
+                          candidate filter, Zhong 2023 thesis §5.3.2 Inference, whose single-vector runs use Flat and HNSW), trained
                           on a sample read from disk and filled block by block from the file
 
 A search probes `nprobe` lists (more when the depth asks for it: enough lists to hold `SCAN` × the candidates on

@@ -5,7 +5,7 @@ for `colbert`.
       meta.json        model folder and key, backend, dimension, passages per document, counts, HNSW settings,
                        default_search (flat, or ivfpq above ANN_ABOVE passages)
       flat.faiss       IndexFlatIP over the passage vectors (exact search)         } up to ANN_ABOVE passages
-      hnsw.faiss       IndexHNSWFlat, inner product; thesis §5.3.2: M = 256, efConstruction = 16 (efSearch = 64 at search)
+      hnsw.faiss       IndexHNSWFlat, inner product; Zhong 2023 thesis §5.3.2: M = 256, efConstruction = 16 (efSearch = 64 at search)
       passage_vectors.f32, ivfpq.faiss   above ANN_ABOVE passages (mathscout/dense/ann.py)
       passage_doc.npy  document ordinal of each passage (int32)
       tokens/          (when built with tokens) first-passage token vectors for late interaction:
@@ -49,8 +49,8 @@ from mathscout.errors import MathScoutError
 from mathscout.store import DocumentStore
 from mathscout.types import Document
 
-HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 256, 16, 64  # thesis §5.3.2
-TOKEN_DIM = 128  # ColBERT's token dimension (dense paper §3.2)
+HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 256, 16, 64  # Zhong 2023 thesis §5.3.2
+TOKEN_DIM = 128  # ColBERT's token dimension (Zhong et al. 2022 §3.2)
 PCA_SAMPLE = 50_000
 META = "meta.json"
 CHUNK_DOCUMENTS = 50_000  # documents encoded per chunk (≥ the shared collection's 37,651: one chunk there)

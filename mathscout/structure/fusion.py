@@ -1,4 +1,4 @@
-"""Eq. 3.18 over the formulas' and the text part's ranked lists, and the match-tier order of formula-only queries:
+"""Zhong 2023 thesis, Eq. 3.18 over the formulas' and the text part's ranked lists, and the match-tier order of formula-only queries:
 one function for the structure mode on one index (`StructureRetriever.fused`) and for the coordinator of a sharded
 index (`retrievers/shards/retriever.py`), which fuses the lists it merged over the shards."""
 
@@ -23,7 +23,7 @@ class FusedHit:
 def fuse_formula_lists(lists: Sequence[Sequence[FormulaHit]], bm25: Mapping[int, float], k: int, lambda_m: float,
                        by_tier: bool = False, parts: bool = False,
                        name: str = "structure") -> tuple[list[FusedHit], dict[int, FormulaHit]]:
-    """Eq. 3.18 (thesis §3.3) over the union of each formula's list (its top `depth` documents, best first) and BM25's:
+    """Eq. 3.18 (Zhong 2023 thesis §3.3) over the union of each formula's list (its top `depth` documents, best first) and BM25's:
     λ_m · Σ_formulas best formula score + BM25, a list counting 0 outside it; `by_tier`: documents by their first
     listed formula's match tier first (`search.match_tier`; outside every list: PART); `parts`: BM25 is added for
     PART documents only (KindSetting.text "parts"). Returns the top k and each document's first formula hit."""
@@ -31,7 +31,7 @@ def fuse_formula_lists(lists: Sequence[Sequence[FormulaHit]], bm25: Mapping[int,
     for hits in lists:
         for hit in hits:
             best.setdefault(hit.doc, hit)
-    whole = [doc for doc, hit in best.items() if hit.tier > PART] if parts else ()  # whole-structure matches: Eq. 3.16 alone
+    whole = [doc for doc, hit in best.items() if hit.tier > PART] if parts else ()  # whole-structure matches: Zhong 2023 thesis Eq. 3.16 alone
     math, scores = fuse_math_text([[(hit.doc, hit.score) for hit in hits] for hits in lists], bm25, lambda_m, whole)
 
     def components(d: int) -> dict[str, float]:

@@ -1,13 +1,13 @@
-"""Heterogeneous math + text search with MaxScore pruning: Algorithm 5 of the thesis (§4.2.2, §4.3.2).
+"""Heterogeneous math + text search with MaxScore pruning: Zhong 2023 thesis, Algorithm 5 (§4.2.2, §4.3.2).
 
 Document-level iterators, one per query keyword: a text term (its postings with BM25 partial scores,
 `text_lists.TextLists`) or a query formula (the documents owning a formula on any of its path lists; a
-document's score is λ_m × its best formula's Eq. 3.16 score, computed by the formula kernel of
-`search.py` as Alg. 5 line 28's subroutine). Iterators are sorted by upper bound u (text: the list's
-largest partial score; math: λ_m · u(w) of Eq. 4.15 with w the widest query node and P at its largest),
+document's score is λ_m × its best formula's Zhong 2023 thesis Eq. 3.16 score, computed by the formula kernel of
+`search.py` as Zhong 2023 thesis Alg. 5 line 28's subroutine). Iterators are sorted by upper bound u (text: the list's
+largest partial score; math: λ_m · u(w) of Zhong 2023 thesis Eq. 4.15 with w the widest query node and P at its largest),
 a[i] = Σ_{j ≥ i} u[j], and the requirement set is the iterators before the pivot (a[i] > θ). A math
 keyword's formula threshold is θ_i = (θ − score − (a[i] − u[i])) / λ_m (line 27), passed to the kernel,
-which abandons formulas that cannot reach it. The result is the exact top k of Eq. 3.18,
+which abandons formulas that cannot reach it. The result is the exact top k of Zhong 2023 thesis Eq. 3.18,
 S_all = λ_m · Σ_formulas S(Q_f, D) + BM25(Q_text, D), ties broken by the lower document ordinal.
 """
 
@@ -60,13 +60,13 @@ def math_keyword(searcher: StructureSearcher, query: PreparedQuery) -> KeywordLi
 
 
 def math_upper_bound(query: PreparedQuery, eta: float, lambda_m: float) -> float:
-    """λ_m · u(w) (Eq. 4.15 relaxed to S_sym ≤ 1 and the largest P(D; η), at a one-leaf formula)."""
+    """λ_m · u(w) (Zhong 2023 thesis, Eq. 4.15 relaxed to S_sym ≤ 1 and the largest P(D; η), at a one-leaf formula)."""
     return lambda_m * query.width * (1.0 - eta + eta / math.log(2.0))
 
 
 def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList], k: int, lambda_m: float,
                          formula_first: np.ndarray, prune: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k (document ordinals, scores) of Eq. 3.18 by Alg. 5; `prune=False` scores every candidate fully."""
+    """Top-k (document ordinals, scores) of Zhong 2023 thesis Eq. 3.18 by Alg. 5; `prune=False` scores every candidate fully."""
     keywords = [kw for kw in keywords if len(kw.docs)]
     if not keywords or k <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -116,7 +116,7 @@ def _text_only(docs: np.ndarray, scores: np.ndarray, starts: np.ndarray, k: int)
 
 
 def exhaustive_scores(searcher: StructureSearcher, keywords: list[KeywordList], lambda_m: float, n_docs: int) -> np.ndarray:
-    """Eq. 3.18 for every document, without any pruning (the reference for rank-safety tests)."""
+    """Zhong 2023 thesis, Eq. 3.18 for every document, without any pruning (the reference for rank-safety tests)."""
     total = np.zeros(n_docs)
     for kw in keywords:
         if kw.kind == TEXT:
@@ -132,7 +132,7 @@ def exhaustive_scores(searcher: StructureSearcher, keywords: list[KeywordList], 
 
 @numba.njit(cache=True)
 def _doc_math_score(doc, theta_i, prune, formula_first, formulas, fpos, ix, q, pos, alive, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
-    """Line 28: the highest formula score of a document (Alg. 4 as a subroutine, pruned by θ_i when prune) over
+    """Line 28: the highest formula score of a document (Zhong 2023 thesis, Alg. 4 as a subroutine, pruned by θ_i when prune) over
     the document's formulas that share a token path with the query (`formulas`, read from cursor fpos[0])."""
     best = 0.0
     i = fpos[0]
@@ -197,7 +197,7 @@ def _pivot(a, theta):
 
 @numba.njit(cache=True)
 def _hetero(ix, queries, cursors, alive, formulas, scratch, max_rows, formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m, eta, b1, b2, prune):
-    """HETEROGENEOUSMAXSCORE (Alg. 5) over document-level iterators sorted by decreasing upper bound."""
+    """HETEROGENEOUSMAXSCORE (Zhong 2023 thesis, Alg. 5) over document-level iterators sorted by decreasing upper bound."""
     acc, touched, sym2col = scratch
     table = np.zeros((max_rows, MAX_FORMULA_LEAVES + 1))
     col_sym = np.zeros(MAX_FORMULA_LEAVES + 1, dtype=np.int64)

@@ -1,7 +1,7 @@
 """Character spans to highlight in a formula's LaTeX, given which of its OPT leaves matched.
 
 Leaves are identified by their position in left-to-right order (`Node.leaves()`), the order in which a
-path index enumerates a formula's leaf-root paths (thesis §3.1.3). The parser records each leaf's
+path index enumerates a formula's leaf-root paths (Zhong 2023 thesis §3.1.3). The parser records each leaf's
 character span, so a match maps back onto the source text.
 """
 

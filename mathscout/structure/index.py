@@ -1,8 +1,8 @@
-"""The path index (thesis §4.2, Figure 4.2): one posting list per token path, keyed by formula ordinal.
+"""The path index (Zhong 2023 thesis §4.2, Figure 4.2): one posting list per token path, keyed by formula ordinal.
 
 An entry of list t for formula f and root-end node n holds n, the width |D_t^(n)| (how many of f's
 paths with token path t end at n), and the leaf symbols and fingerprints of those paths grouped
-(postings.py). Path weights idf_t = log(N / DF_t) (§3.1.2) take DF_t = entries of list t and N = the
+(postings.py). Path weights idf_t = log(N / DF_t) (Zhong 2023 thesis §3.1.2) take DF_t = entries of list t and N = the
 entries of the ordinary lists: the wildcard paths (`*/…`, paths.py) every formula adds for `\\qvar`
 queries leave the weights of ordinary paths as they would be without them. Files in the index folder:
 
@@ -267,7 +267,7 @@ class PathIndex:
         self.outside_weight: Callable[[str], float | None] | None = None
 
     def list_idf(self, tids: np.ndarray) -> np.ndarray:
-        """idf_t = log(N / DF_t) of lists (Eq. 3.11, floored)."""
+        """idf_t = log(N / DF_t) of lists (Zhong 2023 thesis, Eq. 3.11, floored)."""
         return floored_path_idf(self.total_entries, self.df[np.asarray(tids, dtype=np.int64)])
 
     def view(self, tids: np.ndarray) -> tuple[DecodedPostings, np.ndarray, np.ndarray]:

@@ -3,7 +3,7 @@
 - `PathDictionary`: token path → list id through a sorted table of 64-bit path hashes (`path_hash.npy`,
   `path_tid.npy`, written at build time); no Python dict of every path is built when the index opens.
   Indexes built before these files existed fall back to the dict read from `paths.json.gz`.
-- `PostingLists` (thesis §4.4.1's compressed lists, read on demand): postings.bin memory-mapped; a query's lists
+- `PostingLists` (Zhong 2023 thesis §4.4.1's compressed lists, read on demand): postings.bin memory-mapped; a query's lists
   are decoded when it asks for them (bounds-checked decoder, postings.py), each list checked against the index's
   tables before a kernel reads it, into an arena of decoded lists bounded in bytes (MATHSCOUT_POSTINGS_CACHE_MB,
   default 512) that the kernels read in place: a query whose lists are decoded already costs no copy.

@@ -1,9 +1,9 @@
-"""Operator trees (OPT), thesis §3.1: internal nodes are operators, leaves are operands.
+"""Operator trees (OPT), Zhong 2023 thesis §3.1: internal nodes are operators, leaves are operands.
 
 Shared contract between the LaTeX parser (which builds trees) and the path index / scorer (which
-reads them). Labels follow Figure 3.1: operators like ADD, MUL, FRAC, SUBSUP (with BASE/SUB/SUP
+reads them). Labels follow Zhong 2023 thesis Figure 3.1: operators like ADD, MUL, FRAC, SUBSUP (with BASE/SUB/SUP
 children), EQ; rank nodes `rank1`, `rank2`, … under non-commutative operators; leaves tokenized to
-their type (VAR, NUM, …) while `symbol` keeps the original symbol for symbol similarity (§3.2.1).
+their type (VAR, NUM, …) while `symbol` keeps the original symbol for symbol similarity (Zhong 2023 thesis §3.2.1).
 """
 
 from __future__ import annotations

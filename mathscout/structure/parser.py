@@ -1,10 +1,10 @@
-"""Tolerant LaTeX → operator tree (OPT) parser (thesis §3.1, Figures 3.1–3.2).
+"""Tolerant LaTeX → operator tree (OPT) parser (Zhong 2023 thesis §3.1, Figures 3.1–3.2).
 
 `parse_latex` never raises. Operators become internal nodes, operands leaves (typed by
 `symbols.leaf_token`). Commutative operators (ADD, MUL, EQ, …) keep unordered children and flatten
 associative chains (`a+b+c` → one ADD); non-commutative ones (FRAC, LT, APPLY, …) get `rank1`, `rank2`, …
-children; scripts give SUBSUP with BASE/SUB/SUP children (Fig. 3.1). Subtraction is ADD with a NEG
-child; `a/b` is FRAC. Parenthesised sub-expressions stay separate subtrees (Fig. 3.2: `(a+bc)+xy`).
+children; scripts give SUBSUP with BASE/SUB/SUP children (Zhong 2023 thesis, Fig. 3.1). Subtraction is ADD with a NEG
+child; `a/b` is FRAC. Parenthesised sub-expressions stay separate subtrees (Zhong 2023 thesis, Fig. 3.2: `(a+bc)+xy`).
 
 Robustness bounds: at most `lexer.MAX_TOKENS` tokens are parsed; recursion is counted and nesting
 deeper than `MAX_DEPTH` is collapsed (skipped to the end of its group). Every recovery — truncation,
@@ -1060,7 +1060,7 @@ class _Parser:
 
 
 def _subsup(base: Node | None, sub: Node | None, sup: Node | None, primes: Node | None) -> Node | None:
-    """SUBSUP(BASE, SUB, SUP) (Fig. 3.1); primes are a superscript (`f'` → SUP PRIME)."""
+    """SUBSUP(BASE, SUB, SUP) (Zhong 2023 thesis, Fig. 3.1); primes are a superscript (`f'` → SUP PRIME)."""
     if primes is not None:
         sup = primes if sup is None else Node("MUL", "\\cdot", [primes, sup], True)
     if sub is None and sup is None:

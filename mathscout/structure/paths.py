@@ -1,16 +1,16 @@
-"""Leaf-root paths of an operator tree and their prefixes: the search unit of structure search (thesis §3.1.3).
+"""Leaf-root paths of an operator tree and their prefixes: the search unit of structure search (Zhong 2023 thesis §3.1.3).
 
 Every leaf (operand) has one leaf-root path. Each *prefix* of it — from the leaf up to one of its
-ancestors, the prefix's *root end* — represents the subexpression rooted at that ancestor (Figure 3.1):
+ancestors, the prefix's *root end* — represents the subexpression rooted at that ancestor (Zhong 2023 thesis, Figure 3.1):
 two subtrees are taken as structurally equal when their prefixes pair up (Assumption 2). Paths match
 by their *token path* (node tokens from the leaf upwards, `VAR/MUL/ADD`), so symbols may be
 substituted; the leaf symbol and a *fingerprint* of the operator symbols above the leaf are kept for
-symbol similarity (§3.2.1).
+symbol similarity (Zhong 2023 thesis §3.2.1).
 
 Abstract nodes — rank nodes and the BASE/SUB/SUP slots of scripts — are never root ends: they are not
-operators (Alg. 1 counts only visible operators) and the subtree under one equals its child's.
+operators (Zhong 2023 thesis, Alg. 1 counts only visible operators) and the subtree under one equals its child's.
 
-Wildcards (thesis §4.4.1, NTCIR-12 `\\qvar{…}`): a document's every non-root, non-abstract node — operator
+Wildcards (Zhong 2023 thesis §4.4.1, NTCIR-12 `\\qvar{…}`): a document's every non-root, non-abstract node — operator
 or operand — is also indexed as an extra "leaf" `*` with its descendants ignored (*wildcard paths*,
 `*/BASE/SUBSUP/ADD`), and a query's wildcard leaf is a normal leaf `*`, so `\\qvar{a}^2` matches the
 `(y+1)^2` of a document through the path `*/BASE/SUBSUP`. Every wildcard path carries the symbol `*`
@@ -32,7 +32,7 @@ _FNV_PRIME = 0x01000193
 
 
 def is_abstract(token: str) -> bool:
-    """Rank nodes and script slots: structural markers, not operators a reader sees (Alg. 1's VISIBLE)."""
+    """Rank nodes and script slots: structural markers, not operators a reader sees (Zhong 2023 thesis, Alg. 1's VISIBLE)."""
     return token in _SCRIPT_SLOTS or (token.startswith("rank") and token[4:].isdigit())
 
 
@@ -44,7 +44,7 @@ class PathPrefix:
     root_end: pre-order id of the ancestor where the prefix ends (0 = the tree's root).
     leaf: left-to-right position of the leaf (as in `Node.leaves()` and `highlight.leaf_spans`).
     symbol: the leaf's original symbol (`x`, `2`, `\\alpha`); `*` on wildcard paths.
-    fingerprint: 16-bit FNV-1a hash of the operator symbols just above the leaf (§3.2.1).
+    fingerprint: 16-bit FNV-1a hash of the operator symbols just above the leaf (Zhong 2023 thesis §3.2.1).
     leaves: operands covered, positions `leaf … leaf + leaves − 1` (more than one only on a wildcard path).
     """
 
@@ -62,7 +62,7 @@ class PathPrefix:
 
 
 def fnv1a16(parts: list[str]) -> int:
-    """FNV-1a (32-bit) of the parts, each followed by a separator byte, folded to 16 bits (§3.2.1)."""
+    """FNV-1a (32-bit) of the parts, each followed by a separator byte, folded to 16 bits (Zhong 2023 thesis §3.2.1)."""
     h = _FNV_OFFSET
     for part in parts:
         for byte in part.encode("utf-8") + b"\x00":
@@ -73,7 +73,7 @@ def fnv1a16(parts: list[str]) -> int:
 def path_prefixes(tree: Node, max_operators: int = MAX_PATH_OPERATORS, wildcard_paths: bool = False) -> list[PathPrefix]:
     """All prefixes of all leaf-root paths of `tree`; a query's wildcard leaves give `*` paths.
 
-    `wildcard_paths` (documents): also the `*` paths of every non-root, non-abstract node (§4.4.1).
+    `wildcard_paths` (documents): also the `*` paths of every non-root, non-abstract node (Zhong 2023 thesis §4.4.1).
     A tree that is a single leaf has no operator and so no prefix.
     """
     prefixes: list[PathPrefix] = []
@@ -145,5 +145,5 @@ def has_wildcard(prefixes: list[PathPrefix]) -> bool:
 
 
 def leaf_count(tree: Node) -> int:
-    """Number of leaves (the formula length L_D of Eq. 3.15)."""
+    """Number of leaves (the formula length L_D of Zhong 2023 thesis Eq. 3.15)."""
     return sum(1 for _ in tree.leaves())

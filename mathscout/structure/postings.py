@@ -1,4 +1,4 @@
-"""Compact posting lists for the path index: delta-coded formula ids, variable-byte integers (§4.4.1).
+"""Compact posting lists for the path index: delta-coded formula ids, variable-byte integers (Zhong 2023 thesis §4.4.1).
 
 One posting list per token path; its entries are sorted by (formula id, root-end node) and each is
 

@@ -1,17 +1,17 @@
-"""Formula search over the path index: exhaustive, and rank-safe dynamic pruning (thesis ch. 4).
+"""Formula search over the path index: exhaustive, and rank-safe dynamic pruning (Zhong 2023 thesis ch. 4).
 
-The kernel is document-at-a-time over the query's posting lists (Alg. 4), compiled with numba:
+The kernel is document-at-a-time over the query's posting lists (Zhong 2023 thesis, Alg. 4), compiled with numba:
 - candidates come from the *requirement set* of lists; the others are only skipped to (`_skip_to`);
 - a candidate's structure score is the widest (path-weighted) match over query/document node pairs
-  (Eq. 4.9, QRYNODEMATCH), its final score Eq. 3.16 with Alg. 2's symbol similarity;
-- when the top-k threshold θ rises, query nodes whose upper bound (Eq. 4.15) is ≤ θ are dropped,
+  (Zhong 2023 thesis, Eq. 4.9, QRYNODEMATCH), its final score Eq. 3.16 with Alg. 2's symbol similarity;
+- when the top-k threshold θ rises, query nodes whose upper bound (Zhong 2023 thesis, Eq. 4.15) is ≤ θ are dropped,
   lists no live node refers to are dropped, and the requirement set is re-chosen by the strategy:
-  MaxRef (§4.1.3), GBP-NUM or GBP-LEN (§4.1.4, Alg. 3 greedy solver).
+  MaxRef (Zhong 2023 thesis §4.1.3), GBP-NUM or GBP-LEN (§4.1.4, Alg. 3 greedy solver).
 Pruning never changes the top k (ids and scores) unless an initial threshold θ0 > 0 is asked for
-(§4.3.1, Eq. 4.17), which trades safety for speed.
+(Zhong 2023 thesis §4.3.1, Eq. 4.17), which trades safety for speed.
 
 In per-document mode formulas are aggregated as they stream by (a document's formulas have
-consecutive ordinals): a document scores its best formula (§4.2.2) and θ is the document-level one.
+consecutive ordinals): a document scores its best formula (Zhong 2023 thesis §4.2.2) and θ is the document-level one.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from mathscout.structure.scoring import B1, B2, ETA_ARQMATH, MAX_FORMULA_LEAVES,
 STRATEGIES = {"exhaustive": 0, "maxref": 1, "gbp-num": 2, "gbp-len": 3}
 _GIVEN = 4  # score an explicit, sorted list of candidates (no heap, no pruning)
 _SAFETY = 1.0 - 1e-12  # θ_s is shrunk by this factor so float rounding never prunes a candidate that ties θ
-_REPLAN = 1.01  # re-plan the requirement set only when θ has grown 1 % since the last plan (§4.4.2: at large k
+_REPLAN = 1.01  # re-plan the requirement set only when θ has grown 1 % since the last plan (Zhong 2023 thesis §4.4.2: at large k
 # θ rises after nearly every candidate and re-planning would dominate)
 SLACK = 1.0 + 1e-9  # estimates are inflated by this factor before a node is abandoned, for the same reason
 
@@ -48,20 +48,20 @@ class FormulaHit:
     doc: int  # document ordinal
     query_node: int  # pre-order ids of the matched subtrees' roots (paths.PathPrefix.root_end)
     doc_node: int
-    width: float = 0.0  # γ of the widest common subtree (Eq. 3.4/3.5), before S_sym and P(D; η)
+    width: float = 0.0  # γ of the widest common subtree (Zhong 2023 thesis, Eq. 3.4/3.5), before S_sym and P(D; η)
     tier: int = 0  # MATCH_TIERS: 2 the query occurs in the formula as written, 1 its whole structure does, 0 a part
 
 
-# How much of the query a formula holds (§3.1: the largest common subtree), for formula-only queries that rank by it
-# first: 2 = the whole query with identical symbols (γ = the query's width and S_sym = 1, Eq. 3.14: it occurs
+# How much of the query a formula holds (Zhong 2023 thesis §3.1: the largest common subtree), for formula-only queries that rank by it
+# first: 2 = the whole query with identical symbols (γ = the query's width and S_sym = 1, Zhong 2023 thesis Eq. 3.14: it occurs
 # verbatim, up to commutativity), 1 = the whole query's structure with other symbols (α-equivalent or substituted,
-# §3.2.1), 0 = a smaller common subtree. Eq. 3.16 orders within a tier.
+# Zhong 2023 thesis §3.2.1), 0 = a smaller common subtree. Eq. 3.16 orders within a tier.
 VERBATIM, WHOLE_STRUCTURE, PART = 2, 1, 0
 _EXACT = 1.0 - 1e-9  # float tolerance of "equal" (one substituted leaf of 256 lowers S_sym by 6e-8)
 
 
 def match_tier(query_width: float, width: float, score: float, doc_leaves: int, eta: float) -> int:
-    """VERBATIM, WHOLE_STRUCTURE or PART for a formula matched with γ = `width` and S(Q, D) = `score` (Eq. 3.16)."""
+    """VERBATIM, WHOLE_STRUCTURE or PART for a formula matched with γ = `width` and S(Q, D) = `score` (Zhong 2023 thesis, Eq. 3.16)."""
     if not width >= query_width * _EXACT > 0.0:
         return PART
     symbol = score / (width * length_penalty(doc_leaves, eta))  # S_sym = S / (γ · P(D; η))
@@ -75,7 +75,7 @@ class PreparedQuery:
     latex: str
     tree: Node
     prefixes: list[PathPrefix]
-    symbol_keys: dict[str, int]  # the query's symbols → Alg. 2 tie-breaking order (index ids, unseen symbols after them)
+    symbol_keys: dict[str, int]  # the query's symbols → Zhong 2023 thesis Alg. 2 tie-breaking order (index ids, unseen symbols after them)
     index_symbols: dict[str, int]
     node_ids: np.ndarray  # query node (root-end id) of each kernel node, by decreasing upper bound
     arrays: tuple
@@ -97,7 +97,7 @@ class PreparedQuery:
         return len(self.node_ids) > 0
 
     def symbol_key(self, symbol: str) -> int:
-        """The order Alg. 2 breaks ties by (the kernel's), for the query's and indexed symbols alike."""
+        """The order Zhong 2023 thesis Alg. 2 breaks ties by (the kernel's), for the query's and indexed symbols alike."""
         key = self.symbol_keys.get(symbol)
         return key if key is not None else self.index_symbols[symbol]
 
@@ -166,7 +166,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
     postings, list_start, list_end = index.view(tids)  # the query's lists, decoded on demand (lists.py)
     list_weight = np.array([weight(t) for t in tids], dtype=np.float64)
     n_nodes, n_lists = len(nodes), len(tids)
-    w_matrix = np.zeros((n_nodes, n_lists), dtype=np.float64)  # W of §4.1.4: w_{m,t} · idf_t
+    w_matrix = np.zeros((n_nodes, n_lists), dtype=np.float64)  # W of Zhong 2023 thesis §4.1.4: w_{m,t} · idf_t
     for i in range(n_nodes):
         for s in range(node_slot_start[i], node_slot_start[i + 1]):
             w_matrix[i, slot_list[s]] += slot_w[s] * list_weight[slot_list[s]]
@@ -214,8 +214,8 @@ def bind(index: PathIndex, queries: list[PreparedQuery]) -> tuple[tuple, list[tu
 class StructureSearcher:
     """Formula search over an opened `PathIndex`.
 
-    eta: length penalty η of Eq. 3.15 (0.3 ARQMath, 0.05 NTCIR-12); b1, b2: Alg. 2 base scores;
-    path_weights: idf-weighted widths (Eq. 3.5) or plain leaf counts (Eq. 3.4); lexer: the lexer version queries are
+    eta: length penalty η of Zhong 2023 thesis Eq. 3.15 (0.3 ARQMath, 0.05 NTCIR-12); b1, b2: Alg. 2 base scores;
+    path_weights: idf-weighted widths (Zhong 2023 thesis, Eq. 3.5) or plain leaf counts (Eq. 3.4); lexer: the lexer version queries are
     parsed with, the one that parsed the index's formulas (`lexer.recorded_lexer` of its manifest entry).
     """
 
@@ -227,7 +227,7 @@ class StructureSearcher:
         self.scratch = (
             np.zeros(max_node, dtype=np.float64),  # accumulated width per document node
             np.zeros(max_node, dtype=np.int64),  # touched document nodes
-            np.full(len(index.symbols) + 1, -1, dtype=np.int64),  # document symbol → column of Alg. 2's table
+            np.full(len(index.symbols) + 1, -1, dtype=np.int64),  # document symbol → column of Zhong 2023 thesis Alg. 2's table
         )
 
     def prepare(self, latex: str) -> PreparedQuery:
@@ -237,7 +237,7 @@ class StructureSearcher:
         """Top-k formulas (or documents, by their best formula) for a query formula, best first.
 
         strategy: "exhaustive" (score every formula sharing a path with the query) or a pruning strategy
-        "maxref" / "gbp-num" / "gbp-len". initial_threshold_factor λ0 > 0 sets θ0 of Eq. 4.17 (unsafe).
+        "maxref" / "gbp-num" / "gbp-len". initial_threshold_factor λ0 > 0 sets θ0 of Zhong 2023 thesis Eq. 4.17 (unsafe).
         """
         if strategy not in STRATEGIES:
             raise QueryError(f"unknown pruning strategy '{strategy}' (choose from {', '.join(STRATEGIES)})")
@@ -274,7 +274,7 @@ class StructureSearcher:
 
 @numba.njit(cache=True, inline="always")
 def _penalty(leaves, eta):
-    """P(D; η), Eq. 3.15."""
+    """P(D; η), Zhong 2023 thesis Eq. 3.15."""
     return 1.0 - eta + eta / math.log(1.0 + leaves)
 
 
@@ -303,7 +303,7 @@ def _skip_to(fid, pos, end, target):
 
 @numba.njit(cache=True)
 def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2):
-    """Alg. 2 (MARK then CROSS) for query node m against document node n_doc; returns S'_sym (normalised)."""
+    """Zhong 2023 thesis, Alg. 2 (MARK then CROSS) for query node m against document node n_doc; returns S'_sym (normalised)."""
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
     (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
     rows = n_rows[m]
@@ -354,7 +354,7 @@ def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, cros
 
 @numba.njit(cache=True)
 def score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
-    """Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
+    """Zhong 2023 thesis, Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
     e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
     (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
     if f_leaves[cand] == 0:  # not indexed (only reachable when candidates are given)
@@ -405,8 +405,8 @@ def score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, tou
     if best_m < 0:
         return 0.0, -1, -1, 0.0
     similarity = _symbol_similarity(best_m, best_n, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2)
-    factor = 1.0 / (1.0 + (1.0 - similarity) ** 2)  # Eq. 3.14
-    return widest * factor * penalty, best_m, best_n, widest  # Eq. 3.16, and γ of the match
+    factor = 1.0 / (1.0 + (1.0 - similarity) ** 2)  # Zhong 2023 thesis, Eq. 3.14
+    return widest * factor * penalty, best_m, best_n, widest  # Zhong 2023 thesis, Eq. 3.16, and γ of the match
 
 
 @numba.njit(cache=True)
@@ -428,7 +428,7 @@ def _plan(theta_s, strategy, q, alive, active, required):
         for m in range(n_nodes):
             if alive[m] and w_matrix[m, lst] > column_max[lst]:
                 column_max[lst] = w_matrix[m, lst]
-    if strategy == 1:  # MaxRef (§4.1.3): skip the lists of smallest MaxRef while their sum stays ≤ θ
+    if strategy == 1:  # MaxRef (Zhong 2023 thesis §4.1.3): skip the lists of smallest MaxRef while their sum stays ≤ θ
         order = np.argsort(column_max, kind="mergesort")
         total = 0.0
         for lst in order:
@@ -438,7 +438,7 @@ def _plan(theta_s, strategy, q, alive, active, required):
                 total += column_max[lst]
             else:
                 required[lst] = True
-    else:  # GBP (§4.1.4, Alg. 3): greedily keep W·x ≤ θ for the skip set x
+    else:  # GBP (Zhong 2023 thesis §4.1.4, Alg. 3): greedily keep W·x ≤ θ for the skip set x
         for lst in range(n_lists):
             if active[lst] and column_max[lst] > theta_s:
                 required[lst] = True
@@ -528,7 +528,7 @@ def _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy
 
 @numba.njit(cache=True)
 def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, theta0):
-    """Alg. 4 (FORMULASEARCH) with MaxScore-style pruning; strategy 0 = exhaustive, 4 = score `candidates`."""
+    """Zhong 2023 thesis, Alg. 4 (FORMULASEARCH) with MaxScore-style pruning; strategy 0 = exhaustive, 4 = score `candidates`."""
     e_fid = ix[0]
     f_doc = ix[8]
     acc, touched, sym2col = scratch
@@ -561,7 +561,7 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
         return h_fid, h_score, h_doc, h_m, h_n, h_w
 
     prune = strategy != 0
-    top_penalty = 1.0 - eta + eta / math.log(2.0)  # P(D; η) at its largest (one-leaf formula): Eq. 4.15's relaxation
+    top_penalty = 1.0 - eta + eta / math.log(2.0)  # P(D; η) at its largest (one-leaf formula): Zhong 2023 thesis Eq. 4.15's relaxation
     theta = theta0
     planned = theta0  # θ of the current plan: a plan made for a lower θ stays safe, it just prunes less
     if prune and theta > 0.0:

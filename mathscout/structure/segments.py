@@ -6,7 +6,7 @@ row per non-empty list. Segments hold increasing formula ordinals, so list t of 
 concatenation of list t of every segment in order; only the first formula-id delta of each segment's part
 changes (it was coded from 0, it becomes the gap to the previous segment's last id of that list). The
 merge streams every segment once, in list order, and writes postings.bin byte for byte as a one-segment
-build would (§4.4.1's layout; one k-way pass over all segments, as Lucene's merge of sorted segments).
+build would (Zhong 2023 thesis §4.4.1's layout; one k-way pass over all segments, as Lucene's merge of sorted segments).
 """
 
 from __future__ import annotations

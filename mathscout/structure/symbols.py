@@ -1,9 +1,9 @@
 """Symbol tables for the LaTeX → OPT parser: command unification, operator classes and leaf typing.
 
 Equivalent spellings are unified to one canonical command (`\\dfrac` → `\\frac`, `\\le` → `\\leq`, …) so
-that the same mathematics gives the same tree and the same leaf symbols (thesis §3.2.1 compares leaf
+that the same mathematics gives the same tree and the same leaf symbols (Zhong 2023 thesis §3.2.1 compares leaf
 symbols after a structure match). Leaves are tokenized to a small set of types, as Approach Zero does
-(§3.1: "two paths can match if they are identical after applying tokenization"):
+(Zhong 2023 thesis §3.1: "two paths can match if they are identical after applying tokenization"):
 
     VAR    letters, Greek letters, font-decorated letters (`\\mathbb{R}`), unknown symbol macros
     NUM    numbers

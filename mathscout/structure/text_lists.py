@@ -1,10 +1,10 @@
-"""Text posting lists beside the path index: the top level of the heterogeneous index (thesis §4.2.2, Fig. 4.3).
+"""Text posting lists beside the path index: the top level of the heterogeneous index (Zhong 2023 thesis §4.2.2, Fig. 4.3).
 
-Algorithm 5 merges text and math inverted lists document-at-a-time, so it needs every text term's
+Zhong 2023 thesis, Algorithm 5 merges text and math inverted lists document-at-a-time, so it needs every text term's
 postings (document ordinal, term frequency) and document lengths. They are the same terms the `bm25`
 component gives Lucene (`mathscout.retrievers.bm25.document_terms`), and `term_scores` reproduces Lucene 9's
 BM25Similarity exactly (float32, lengths quantised by SmallFloat.intToByte4), so a document's text score
-here equals its BM25 score from the foundation index (Eq. 3.18's BM25 term).
+here equals its BM25 score from the foundation index (Zhong 2023 thesis, Eq. 3.18's BM25 term).
 
 Files (in the structure component folder): `text.npz` (term_start, docs, tf, doc_len) and
 `text_terms.json.gz` (the terms, in list order).
@@ -167,7 +167,7 @@ def encode_lengths(doc_len: np.ndarray) -> np.ndarray:
 
 
 class _TextListsBuilder:
-    """Postings buffered in arrays, flushed as term-sorted segments, merged term by term into text.npz (§4.2.2's
+    """Postings buffered in arrays, flushed as term-sorted segments, merged term by term into text.npz (Zhong 2023 thesis §4.2.2's
     text level built like the path index: memory bounded by `segment_postings`, not by the collection)."""
 
     def __init__(self, segment_postings: int, folder: Path | None):
@@ -231,7 +231,8 @@ class _TextListsBuilder:
 
 def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: np.ndarray, term_start: np.ndarray, doc_len: np.ndarray) -> None:
     """text.npz with `docs` and `tf` merged from the segments a chunk of terms at a time (np.savez's layout: one
-    uncompressed .npy member per array), so neither array is ever whole in memory."""
+    uncompressed .npy member per array), so neither array is ever whole in memory. Each segment is read once: a
+    chunk's `docs` go to their member, its `tf` to a spool file copied into the `tf` member after it."""
     n_terms = counts.shape[1]
     seg_start = np.zeros((len(segments), n_terms + 1), dtype=np.int64)
     np.cumsum(counts, axis=1, out=seg_start[:, 1:])
@@ -242,29 +243,45 @@ def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: n
         end = min(max(end, t + 1), n_terms)
         chunks.append((t, end))
         t = end
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int32)), "fortran_order": False, "shape": (total,)}
+    spool = path.parent / ".text-tf-merge"
     bar = tqdm(total=2 * total, desc=f"text lists merge ({len(segments)} segments)", unit=" values", unit_scale=True,
                file=sys.stderr, mininterval=2.0)
-    with bar, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, array_ in (("term_start", term_start), ("doc_len", doc_len)):
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, array_, allow_pickle=False)
-        for column, name in ((0, "docs"), (1, "tf")):
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int32)),
-                                                          "fortran_order": False, "shape": (total,)})
+    try:
+        with bar, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for name, array_ in (("term_start", term_start), ("doc_len", doc_len)):
+                with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, array_, allow_pickle=False)
+            with archive.open("docs.npy", "w", force_zip64=True) as docs_file, open(spool, "wb") as tf_file:
+                np.lib.format.write_array_header_1_0(docs_file, header)
                 for a, b in chunks:
-                    out = np.empty(int(term_start[b] - term_start[a]), dtype=np.int32)
-                    base = term_start[a]
-                    placed = np.zeros(b - a, dtype=np.int64)  # postings of each term already placed (earlier segments)
-                    for s, (seg_path, _) in enumerate(segments):
-                        lo, hi = int(seg_start[s, a]), int(seg_start[s, b])
-                        if hi == lo:
-                            continue
-                        part = np.fromfile(seg_path, dtype=np.int32, count=2 * (hi - lo), offset=8 * lo).reshape(-1, 2)[:, column]
-                        sizes = counts[s, a:b]
-                        dest_term = term_start[a:b] - base + placed
-                        dest = np.repeat(dest_term, sizes) + (np.arange(hi - lo) - np.repeat(seg_start[s, a:b] - lo, sizes))
-                        out[dest] = part
-                        placed += sizes
-                    f.write(out.tobytes())
-                    bar.update(len(out))
+                    pairs = _merged_chunk(segments, counts, seg_start, term_start, a, b)
+                    docs_file.write(np.ascontiguousarray(pairs[:, 0]).tobytes())
+                    tf_file.write(np.ascontiguousarray(pairs[:, 1]).tobytes())
+                    bar.update(len(pairs))
+            with archive.open("tf.npy", "w", force_zip64=True) as tf_member, open(spool, "rb") as tf_file:
+                np.lib.format.write_array_header_1_0(tf_member, header)
+                while block := tf_file.read(1 << 24):
+                    tf_member.write(block)
+                    bar.update(len(block) // 4)
+    finally:
+        spool.unlink(missing_ok=True)
+
+
+def _merged_chunk(segments: list[tuple[Path, np.ndarray]], counts: np.ndarray, seg_start: np.ndarray,
+                  term_start: np.ndarray, a: int, b: int) -> np.ndarray:
+    """The (doc, tf) postings of terms [a, b) in term order, each term's list in segment (= document) order."""
+    out = np.empty((int(term_start[b] - term_start[a]), 2), dtype=np.int32)
+    base = term_start[a]
+    placed = np.zeros(b - a, dtype=np.int64)  # postings of each term already placed (earlier segments)
+    for s, (seg_path, _) in enumerate(segments):
+        lo, hi = int(seg_start[s, a]), int(seg_start[s, b])
+        if hi == lo:
+            continue
+        part = np.fromfile(seg_path, dtype=np.int32, count=2 * (hi - lo), offset=8 * lo).reshape(-1, 2)
+        sizes = counts[s, a:b]
+        dest_term = term_start[a:b] - base + placed
+        dest = np.repeat(dest_term, sizes) + (np.arange(hi - lo) - np.repeat(seg_start[s, a:b] - lo, sizes))
+        out[dest] = part
+        placed += sizes
+    return out

@@ -1,6 +1,6 @@
 """Detecting mathematical types in text: longest match of dictionary terms over normalised words.
 
-Stathopoulos & Teufel (2016) §4.1: types are found by longest sequence matching over the words of a
+Stathopoulos & Teufel 2016 §4.1: types are found by longest sequence matching over the words of a
 sentence, with every formula replaced by one placeholder token ("@@@"). Here words are lower-cased,
 accent-folded, hyphens read as spaces, possessives dropped and plurals reduced to the singular, so
 "Abelian groups", "abelian-group" and "Stokes' theorem" match the dictionary's "abelian group" and
@@ -20,7 +20,7 @@ from mathscout.corpus import find_math
 from mathscout.errors import MathScoutError
 
 TERMS_FILE = Path(__file__).resolve().parents[1] / "data" / "types_terms.tsv"
-FORMULA_TOKEN = "@@@"  # §4.1: a formula becomes one placeholder token
+FORMULA_TOKEN = "@@@"  # Stathopoulos & Teufel 2016 §4.1: a formula becomes one placeholder token
 MAX_SENTENCE_TOKENS = 10_000  # gensim ignores tokens past this many in one sentence
 
 _TOKEN = re.compile(
@@ -139,7 +139,7 @@ def term_display(term: str) -> str:
 
 
 def type_token(term: str) -> str:
-    """A type as one token for word2vec and the type index (§4.1): `abelian group` → `abelian_group`."""
+    """A type as one token for word2vec and the type index (Stathopoulos & Teufel 2016 §4.1): `abelian group` → `abelian_group`."""
     return term.replace(" ", "_")
 
 
@@ -194,7 +194,7 @@ class TypeDetector:
         return [term for _, _, term in self._matches(scan(text).keys)]
 
     def sentences(self, text: str) -> list[list[str]]:
-        """Training sentences for word2vec (§4.1): words, each type as one token, formulas as "@@@"."""
+        """Training sentences for word2vec (Stathopoulos & Teufel 2016 §4.1): words, each type as one token, formulas as "@@@"."""
         s = scan(text)
         matches = {i: (j, term) for i, j, term in self._matches(s.keys)}
         bounds = s.sentence_starts + [len(s.keys)]

@@ -1,6 +1,6 @@
 """The type dictionary: PlanetMath titles, defined terms and synonyms, normalised and filtered.
 
-Stathopoulos & Teufel (2016) §3.1 take as types the technical terms of a corpus (C-Value, Frantzi et
+Stathopoulos & Teufel 2016 §3.1 take as types the technical terms of a corpus (C-Value, Frantzi et
 al. 1998) that entirely match an encyclopedia title (Encyclopedia of Mathematics, Wikipedia). Here
 PlanetMath (../shared/data/planetmath/types.tsv) plays the encyclopedia's part. Entries are
 normalised (accents, parenthetical glosses), and those that cannot be a single type are dropped:
@@ -61,7 +61,7 @@ CLAUSE_WORDS = frozenset(
     "contain contains diverge diverges converge converges divide divides belong belongs exist exists "
     "satisfy satisfies hold holds".split()
 )
-# Discourse labels and procedures, not types (§3: "theorem 4.1", "proof by contradiction").
+# Discourse labels and procedures, not types (Stathopoulos & Teufel 2016 §3: "theorem 4.1", "proof by contradiction").
 DISCOURSE_WORDS = frozenset(
     "definition lemma theorem corollary proposition proof example remark conjecture hypothesis notation "
     "exercise problem question answer solution introduction note observation fact claim case "
@@ -213,9 +213,9 @@ def c_values(terms: list[str], texts: Iterable[str]) -> tuple[dict[str, float], 
 
 def modifier_rates(words: Iterable[str], texts: Iterable[str]) -> dict[str, tuple[int, float]]:
     """(occurrences, share of them directly followed by a content word) of each word over `texts`.
-    §3.1's C-Value candidates pass a part-of-speech filter, (Adj|Noun)+ Noun: a term ends in a noun. Without
+    Stathopoulos & Teufel 2016 §3.1's C-Value candidates pass a part-of-speech filter, (Adj|Noun)+ Noun: a term ends in a noun. Without
     a tagger, a word that mostly modifies the next word ("finite group", "abelian variety") is taken as an
-    adjective, i.e. a property rather than a type (§3.2: properties are not types)."""
+    adjective, i.e. a property rather than a type (Stathopoulos & Teufel 2016 §3.2: properties are not types)."""
     wanted = set(words)
     seen: Counter[str] = Counter()
     modifying: Counter[str] = Counter()

@@ -1,8 +1,8 @@
-"""Type embeddings: word2vec over text in which every type is one token (Stathopoulos & Teufel §4.1).
+"""Type embeddings: word2vec over text in which every type is one token (Stathopoulos & Teufel 2016 §4.1).
 
 Sentences are rewritten by the detector (types joined, `abelian_group`; formulas → "@@@") and passed to
-gensim's word2vec in skip-gram mode with negative sampling and a window of 10, as in §4.1. Nearest
-neighbours are looked up among types only, by cosine similarity (§4.3.1).
+gensim's word2vec in skip-gram mode with negative sampling and a window of 10, as in Stathopoulos & Teufel 2016 §4.1. Nearest
+neighbours are looked up among types only, by cosine similarity (Stathopoulos & Teufel 2016 §4.3.1).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mathscout.types_expansion.detect import TypeDetector, read_terms, type_toke
 
 VECTORS = "vectors.kv"
 TERMS = "terms.tsv"
-SKIP_GRAM, NEGATIVE, WINDOW = 1, 5, 10  # §4.1: skip-gram, negative sampling, window size 10
+SKIP_GRAM, NEGATIVE, WINDOW = 1, 5, 10  # Stathopoulos & Teufel 2016 §4.1: skip-gram, negative sampling, window size 10
 VECTOR_SIZE = 100
 MIN_COUNT = 5
 EPOCHS = 5
@@ -98,7 +98,7 @@ class TypeEmbeddings:
         return term in self._row
 
     def neighbours(self, term: str, n: int = 5, exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
-        """The `n` types nearest to `term` by cosine (§4.3.1), best first, skipping `exclude`; [] when
+        """The `n` types nearest to `term` by cosine (Stathopoulos & Teufel 2016 §4.3.1), best first, skipping `exclude`; [] when
         `term` has no vector."""
         row = self._row.get(term)
         if row is None or n <= 0:

@@ -1,4 +1,4 @@
-"""Type-aware query expansion (Stathopoulos & Teufel §4.3.1, models Types2X and TypesExp).
+"""Type-aware query expansion (Stathopoulos & Teufel 2016 §4.3.1, models Types2X and TypesExp).
 
 Types2X: the types found in the query are up-weighted ×2. TypesExp: in addition, each query type adds
 its n = 5 nearest types in the type embedding space (cosine), and the fresh types join the query with
@@ -23,8 +23,8 @@ from mathscout.types_expansion.detect import type_token
 from mathscout.types_expansion.embeddings import VECTORS, TypeEmbeddings
 
 
-TYPE_BOOST = 2.0  # §4.3.1 (Types2X, TypesExp): types up-weighted ×2
-NEIGHBOURS = 5  # §4.3.1 (TypesExp): n = 5 fresh related types per query type
+TYPE_BOOST = 2.0  # Stathopoulos & Teufel 2016 §4.3.1 (Types2X, TypesExp): types up-weighted ×2
+NEIGHBOURS = 5  # Stathopoulos & Teufel 2016 §4.3.1 (TypesExp): n = 5 fresh related types per query type
 NO_TYPES = "no mathematical types detected in the query: searched without type expansion"
 NO_TYPES_TOOL = "no mathematical types detected: type expansion is a no-op"
 
@@ -70,7 +70,7 @@ def query_types(text: str, model: TypeEmbeddings) -> Counter[str]:
 
 
 def expand_query(text: str, model: TypeEmbeddings, n: int = NEIGHBOURS) -> ExpandedQuery:
-    """TypesExp expansion of `text` (§4.3.1): its types and, for each, its `n` nearest fresh types by cosine."""
+    """TypesExp expansion of `text` (Stathopoulos & Teufel 2016 §4.3.1): its types and, for each, its `n` nearest fresh types by cosine."""
     counts = query_types(text, model)
     types = list(counts)
     expansions = [
@@ -122,7 +122,7 @@ class TypeExpansionResult:
 
 
 def type_expansion(text: str, index: IndexDir | Path | str, n: int = NEIGHBOURS) -> TypeExpansionResult:
-    """The types of `text` and, for each, its `n` nearest types in the index's type embeddings (TypesExp, §4.3.1).
+    """The types of `text` and, for each, its `n` nearest types in the index's type embeddings (TypesExp, Stathopoulos & Teufel 2016 §4.3.1).
     A QueryError for empty text; an IndexMissingError naming the build command when the index has no types."""
     if not text or not text.strip():
         raise QueryError("type expansion needs some text: the query is empty")

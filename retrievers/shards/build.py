@@ -96,7 +96,7 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
 
 def tuned_files(index_path: Path) -> list[Path]:
     """An existing index's tuned files (structure.json, fusion.json, the ranker …), which a rebuild keeps as a
-    single-index rebuild does (`builder.kept_files`): the shards read the Eq. 3.18 setting from the index folder."""
+    single-index rebuild does (`builder.kept_files`): the shards read the Zhong 2023 thesis Eq. 3.18 setting from the index folder."""
     if not is_index(index_path):
         return []
     return [p for p in kept_files(index_path) if p.name not in (SHARDS_FOLDER, SHARDS_FILE)]

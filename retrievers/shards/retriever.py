@@ -136,7 +136,7 @@ def _first_line(exc: BaseException) -> str:
 
 class ShardedRetriever(BaseRetriever):
     """A search mode over a sharded index: fan out, merge with the global k (structure: merge each formula's and the
-    text part's list over the shards, then Eq. 3.18 as `StructureRetriever.fused` does on one index)."""
+    text part's list over the shards, then Zhong 2023 thesis Eq. 3.18 as `StructureRetriever.fused` does on one index)."""
 
     def __init__(self, index: IndexDir, mode: str, **options):
         self.index, self.name, self.options = index, mode, options
@@ -201,7 +201,7 @@ class ShardedRetriever(BaseRetriever):
 class ShardedStructure(ShardedRetriever):
     """The structure mode over a sharded index, with what the modes built on it ask of a structure retriever
     (`ranked`'s features: `perfect_score`; `structure-rewrite`: `rank` with formula hits, `setting_for`,
-    `doc_ordinals`, `searcher.prepare(latex).width`). The index's Eq. 3.18 setting (its structure.json) is read here
+    `doc_ordinals`, `searcher.prepare(latex).width`). The index's Zhong 2023 thesis Eq. 3.18 setting (its structure.json) is read here
     and sent with every call, so each shard scores with it."""
 
     def __init__(self, index: IndexDir, mode: str = "structure", **options):
@@ -218,7 +218,7 @@ class ShardedStructure(ShardedRetriever):
 
     @property
     def shard_facts(self) -> dict:
-        """What every shard answers alike, asked once: the Eq. 3.18 settings and the lexer version."""
+        """What every shard answers alike, asked once: the Zhong 2023 thesis Eq. 3.18 settings and the lexer version."""
         if self._facts is None:
             self._facts = self.facts()
         return self._facts
@@ -228,7 +228,7 @@ class ShardedStructure(ShardedRetriever):
         return {kind: KindSetting(**fields) for kind, fields in self.shard_facts["kinds"].items()}
 
     def setting_for(self, query: Query) -> KindSetting:
-        """The Eq. 3.18 setting of the query's kind (`structure.query_kind`), as every shard scores it."""
+        """The Zhong 2023 thesis Eq. 3.18 setting of the query's kind (`structure.query_kind`), as every shard scores it."""
         return self.kind_settings[query_kind(query)]
 
     def perfect_score(self, query: Query) -> float | None:
@@ -314,7 +314,7 @@ def merge_bm25(answers: list[ShardHits], k: int) -> list[Hit]:
 
 def merge_structure(answers: list[ShardHits], k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
     """The single index's last step over the lists merged across the shards: each query formula's global top `depth`
-    documents and BM25's, then the step the shards took (`FormulaLists.plan`): Eq. 3.18 (`fuse_formula_lists`, with
+    documents and BM25's, then the step the shards took (`FormulaLists.plan`): Zhong 2023 thesis Eq. 3.18 (`fuse_formula_lists`, with
     match tiers and "parts" when the query's setting has them), a lone formula by match tier (`rank_by_tier`), or a
     lone formula's top k. Every shard lists the same formulas in the same order (their widths are collection-wide)."""
     lists = [a.lists for a in answers if a.lists is not None]

@@ -2,7 +2,7 @@
 
 - `GlobalBM25`: Lucene 9 BM25 (float32, one-byte length norms) from the shard's text lists with the global N, df and
   avgdl, exhaustively over the query terms' postings, so a shard's top k is exact (rank-safe with the global k).
-- `ShardStructure`: the structure retriever with the global path weights (Eq. 3.11) and `GlobalBM25` as Eq. 3.18's
+- `ShardStructure`: the structure retriever with the global path weights (Zhong 2023 thesis, Eq. 3.11) and `GlobalBM25` as Eq. 3.18's
   text part. It hands back each query formula's document list and the BM25 list instead of fusing them, because the
   single index fuses the *global* top `depth` of each list (`StructureRetriever.fused`): the coordinator merges
   each list over the shards first and fuses after (retriever.py).
@@ -122,8 +122,8 @@ def adjust_ties(scores: list[float]) -> list[float]:
 @dataclass
 class FormulaLists:
     """What one shard found for a structure query, before fusion: each searched formula's documents (best first,
-    shard ordinals, in the order the single index fuses them), the BM25 list of Eq. 3.18's text part, and which of
-    the single index's final steps ranks them (`plan`): "fuse" (Eq. 3.18, `fusion.fuse_formula_lists`), "tier" (a
+    shard ordinals, in the order the single index fuses them), the BM25 list of Zhong 2023 thesis Eq. 3.18's text part, and which of
+    the single index's final steps ranks them (`plan`): "fuse" (Zhong 2023 thesis, Eq. 3.18, `fusion.fuse_formula_lists`), "tier" (a
     lone formula by match tier, `fusion.rank_by_tier`) or "top" (a lone formula's documents by score)."""
 
     plan: str
@@ -136,7 +136,7 @@ class FormulaLists:
 
 
 class ShardStructure(StructureRetriever):
-    """Structure search on a shard with the global path weights and BM25 and the index's Eq. 3.18 setting (the
+    """Structure search on a shard with the global path weights and BM25 and the index's Zhong 2023 thesis Eq. 3.18 setting (the
     sharded index's structure.json, sent by the coordinator); `lists` returns `FormulaLists`."""
 
     def __init__(self, index: IndexDir, settings: dict | None = None, **options):
@@ -156,7 +156,7 @@ class ShardStructure(StructureRetriever):
         return self._index_settings
 
     def _use_global_symbols(self, shard: Path) -> None:
-        """Symbol ids as the whole collection numbers them (Alg. 2 breaks ties by them): the query's symbols get
+        """Symbol ids as the whole collection numbers them (Zhong 2023 thesis, Alg. 2 breaks ties by them): the query's symbols get
         global ids and every decoded posting's symbol is mapped to its global id before the kernel sees it."""
         symbols, mapping = read_global_symbols(shard, len(self.paths.symbols))
         local_view = self.paths.view
@@ -182,7 +182,7 @@ class ShardStructure(StructureRetriever):
         return hits
 
     def fused(self, prepared, bm25, k, lambda_m, by_tier=False, parts=False):
-        """Records Eq. 3.18's inputs instead of fusing: the coordinator fuses the lists merged over the shards."""
+        """Records Zhong 2023 thesis Eq. 3.18's inputs instead of fusing: the coordinator fuses the lists merged over the shards."""
         self._captured.plan, self._captured.lambda_m = "fuse", lambda_m
         self._captured.by_tier, self._captured.parts = bool(by_tier), bool(parts)
         self._captured.bm25 = dict(bm25)

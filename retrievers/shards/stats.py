@@ -1,20 +1,20 @@
 """Collection-wide statistics, summed over the shards and written into every shard.
 
 What each scorer reads from the whole collection (so each shard scores a document as one index would):
-- BM25 (Lucene 9 BM25Similarity, thesis §5.3.1): the document count N, each term's document frequency df and the
+- BM25 (Lucene 9 BM25Similarity, Zhong 2023 thesis §5.3.1): the document count N, each term's document frequency df and the
   average document length (sum of lengths / N); lengths stay quantised per document (SmallFloat.intToByte4), which
   needs nothing global. The shards score from their text lists (`mathscout.structure.text_lists`, the same terms
   and postings Lucene holds) fed these values.
-- Structure search: path weights idf_t = log(N / DF_t) (thesis §3.1.2, Eq. 3.11) with DF_t the entries of list t
-  and N the entries of all ordinary lists; Eq. 3.18's text part is the BM25 above.
-- Structure search, Alg. 2's tie-breaking order of symbols (`PreparedQuery.symbol_key`): symbol ids in order of first
+- Structure search: path weights idf_t = log(N / DF_t) (Zhong 2023 thesis §3.1.2, Eq. 3.11) with DF_t the entries of list t
+  and N the entries of all ordinary lists; Zhong 2023 thesis Eq. 3.18's text part is the BM25 above.
+- Structure search, Zhong 2023 thesis Alg. 2's tie-breaking order of symbols (`PreparedQuery.symbol_key`): symbol ids in order of first
   appearance in the collection. Shards are contiguous ranges, so the global order is each shard's symbols in shard
   order, the first time seen; `symbols.json` holds it and `symbol_map.npy` maps the shard's symbol ids into it.
 - Dense: nothing (cosine of a query and a passage). Fusion and reranking run on the merged lists.
 
 Files in `<shard>/global/`: `text_df.npy` (global df of the shard's text terms, in its list order), `path_df.npy`
 (global DF of the shard's path lists, in list order), `outside_hash.npy` / `outside_df.npy` (the paths only other
-shards hold, by 64-bit hash, and their DF: a query node's upper bound counts them, which orders the nodes, Alg. 4),
+shards hold, by 64-bit hash, and their DF: a query node's upper bound counts them, which orders the nodes, Zhong 2023 thesis Alg. 4),
 `symbols.json` and `symbol_map.npy`, `stats.json` (N, sum of lengths, ordinary path entries).
 """
 
@@ -146,7 +146,7 @@ def load_global_df(shard: Path, name: str, length: int) -> np.ndarray:
 
 
 def outside_weights(shard: Path, total_entries: int):
-    """idf_t (Eq. 3.11, as PathIndex.list_idf) of a token path only other shards hold; None for a path no shard holds."""
+    """idf_t (Zhong 2023 thesis, Eq. 3.11, as PathIndex.list_idf) of a token path only other shards hold; None for a path no shard holds."""
     hashes, df = _read_global(shard, "global path table", "outside_hash.npy", "outside_df.npy")
     if hashes.shape != df.shape:
         raise DamagedIndexError(f"the global path table of the shard {shard} is damaged; rebuild the sharded index")

@@ -96,7 +96,7 @@ class ShardWorker:
 
     def structure_facts(self, options: dict, queries: list[Query] = (), formulas: list[str] = ()) -> dict:
         """What the coordinator's structure retriever asks of one shard (the same on every shard: global weights):
-        the Eq. 3.18 setting of each query kind, each query's perfect score (`perfect_score`), each formula's
+        the Zhong 2023 thesis Eq. 3.18 setting of each query kind, each query's perfect score (`perfect_score`), each formula's
         width (None when unreadable or matching nothing) and the lexer version the shard parses formulas with."""
         from dataclasses import asdict
 
