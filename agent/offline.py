@@ -37,6 +37,7 @@ from mathscout.tools.traced import TracedReranker, TracedSearch, no_rewriter, tr
 # themselves: no separate math run.
 MATH_WEIGHTS = {"bm25": 0.3, "hybrid": 0.0, "ranked": 0.0}
 DEFAULT_MATH_WEIGHT = 0.3
+FORMS_FUSED = "fused by match tier and form weight (Zhong 2023 thesis Eq. 3.14)"  # retrievers/rewrite.py
 RERANK_DEPTH = 20  # hits handed to the reranker
 _TOKEN = re.compile(r"\S+\s*|\s+")
 
@@ -77,7 +78,7 @@ class OfflinePlanner:
             if structure:
                 rewrite = "rewrite_formula" in available
                 steps.append(("rewrite each formula into equivalent forms (SymPy), " if rewrite else "")
-                             + "structure search" + (" each form, fused by max" if rewrite else ""))
+                             + "structure search" + (f" each form, {FORMS_FUSED}" if rewrite else ""))
             if question.kind != "formula" and "type_expansion" in available:
                 steps.append("detect mathematical types and their related types")
             if (question.kind != "formula" or not structure) and text_mode:
@@ -85,7 +86,7 @@ class OfflinePlanner:
             if structure and question.kind == "mixed" and text_mode:
                 steps.append(f"fuse math {weight:g} + text {1 - weight:g}")
         elif mode in ("structure", "structure-rewrite"):
-            steps.append("rewrite each formula, structure search each form, fused by max")
+            steps.append(f"rewrite each formula, structure search each form, {FORMS_FUSED}")
         else:
             steps.append(f"{mode} search")
         if rerank:
@@ -153,6 +154,10 @@ class OfflinePlanner:
             session.notices.append("Reranking was asked for but no reranker is installed: first-stage order kept.")
         if mode == "auto":
             text_mode, weight, structure = self._auto_plan(question, available)
+            problem = self.toolbox.ranker_problem()
+            if problem:  # an unusable ranker is passed over, and the user told why
+                session.notices.append(f"The index's learned ranker is not used, {text_mode or 'structure search'} "
+                                       f"searches instead: {problem}")
             math = self._formula_search(session, question, question.words if question.kind == "mixed" and text_mode is None
                                         else "") if structure else None
             wants_text = text_mode and question.kind != "formula"

@@ -189,6 +189,18 @@ def test_missing_and_broken_components_degrade_with_a_message(shared_data, index
     assert answer.hits and answer.trace[-1].tool == "search" and not answer.trace[-1].error
 
 
+def test_a_ranker_this_version_refuses_is_passed_over_and_the_user_told_why(index, tmp_path_factory):
+    stale = tmp_path_factory.mktemp("stale-ranker") / "index"
+    shutil.copytree(index, stale)
+    (stale / "ranker.json").write_text(json.dumps({  # a ranker trained on another feature list
+        "retrievers": ["bm25"], "used": ["bm25"], "depth": 100, "features": ["bm25.score"], "vocabulary": {}}))
+    answer = Assistant(stale, use_llm=False).ask("does the harmonic series diverge", k=5)
+    assert _tools(answer) == ["search"] and answer.trace[0].arguments["mode"] == "bm25"
+    assert answer.hits[0].doc_id == "6820"  # the same answer as without the ranker file
+    assert any("learned ranker is not used, bm25 searches instead" in n and "feature list" in n
+               for n in answer.notices)
+
+
 def test_cli_ask_streams_the_answer_and_prints_the_trace(index, capsys):
     from mathscout.cli import main
 

@@ -93,7 +93,7 @@ class ToolBox:
         if mode == "ranked":
             from mathscout.retrievers.ranked import has_ranker
 
-            return has_ranker(self.index)
+            return has_ranker(self.index) and self.ranker_problem() is None
         if mode == "hybrid":
             from mathscout.retrievers.fusion import FusionConfig, fallback_config
 
@@ -102,6 +102,19 @@ class ToolBox:
             except MathScoutError:
                 return False
         return True
+
+    def ranker_problem(self) -> str | None:
+        """Why the index's learned ranker (`ranker.json`) cannot be used, e.g. one trained on another feature list;
+        None when it can be used or when the index has none."""
+        from mathscout.retrievers.ranked import RankerConfig, has_ranker
+
+        if not has_ranker(self.index):
+            return None
+        try:
+            RankerConfig.read(self.index.path)
+        except MathScoutError as exc:
+            return str(exc)
+        return None
 
     def modes(self) -> list[str]:
         """The search modes this index supports, in registry order."""
