@@ -13,6 +13,7 @@ is built from the composition operators (`FormulaRewrite() >> structure`, `w * m
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
@@ -38,6 +39,7 @@ from mathscout.tools.traced import TracedReranker, TracedSearch, no_rewriter, tr
 MATH_WEIGHTS = {"bm25": 0.3, "hybrid": 0.0, "ranked": 0.0}
 DEFAULT_MATH_WEIGHT = 0.3
 FORMS_FUSED = "fused by match tier and form weight (Zhong 2023 thesis Eq. 3.14)"  # retrievers/rewrite.py
+EVENT_POLL_SECONDS = 0.05  # how often a running search's tool events are passed on
 RERANK_DEPTH = 20  # hits handed to the reranker
 _TOKEN = re.compile(r"\S+\s*|\s+")
 
@@ -133,16 +135,31 @@ class OfflinePlanner:
 
     def _run(self, search: BaseRetriever | None, question: Question, session: ToolSession, pending: list[AgentEvent],
              depth: int) -> Events:
-        """The hits of a composed search (its tool calls' events yielded once it has run)."""
+        """The hits of a composed search; it runs in a worker thread so that each of its tool calls' events is
+        yielded while the search goes on (a tool's start before its result), not all at its end."""
         if search is None:
             return []
-        try:
-            hits = search.search(Query(id="question", text=question.text), depth)
-        except QueryError as exc:
-            session.notices.append(str(exc))
-            hits = []
+        outcome: dict[str, object] = {}
+
+        def work() -> None:
+            try:
+                outcome["hits"] = search.search(Query(id="question", text=question.text), depth)
+            except BaseException as exc:  # handed to the caller's thread below
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=work, name="mathscout-search", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(EVENT_POLL_SECONDS)
+            yield from _drain(pending)
         yield from _drain(pending)
-        return hits
+        error = outcome.get("error")
+        if isinstance(error, QueryError):
+            session.notices.append(str(error))
+            return []
+        if error is not None:
+            raise error
+        return outcome["hits"]
 
     def retrieve(self, question: Question, session: ToolSession, pending: list[AgentEvent], *, mode: str = "auto",
                  k: int = 10, rerank: bool = False) -> Events:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 
 import pytest
 
@@ -199,6 +200,25 @@ def test_a_ranker_this_version_refuses_is_passed_over_and_the_user_told_why(inde
     assert answer.hits[0].doc_id == "6820"  # the same answer as without the ranker file
     assert any("learned ranker is not used, bm25 searches instead" in n and "feature list" in n
                for n in answer.notices)
+
+
+def test_a_tool_start_is_streamed_while_its_search_is_still_running(index):
+    assistant = Assistant(index, use_llm=False)
+    released, waited = threading.Event(), []
+    real_search = assistant.toolbox.search
+
+    def search_after_the_start_was_seen(*args, **kwargs):
+        waited.append(released.wait(timeout=30))  # False: the start event came only after the search
+        return real_search(*args, **kwargs)
+
+    assistant.toolbox.search = search_after_the_start_was_seen
+    kinds = []
+    for event in assistant.stream("does the harmonic series diverge", k=3):
+        kinds.append(event.kind)
+        if event.kind == "tool_start" and event.text == "search":
+            released.set()
+    assert waited == [True] and kinds.index("tool_start") < kinds.index("tool_end") < kinds.index("answer")
+    assert not any("it/s]" in n for n in assistant.toolbox.open_notices("bm25"))  # no progress bars as notices
 
 
 def test_cli_ask_streams_the_answer_and_prints_the_trace(index, capsys):

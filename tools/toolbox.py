@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -73,6 +74,8 @@ def hit_ids_summary(hits: list[Hit], shown: int = 5) -> str:
     ids = ", ".join(h.doc_id for h in hits[:shown])
     return f"{len(hits)} hit{'s' * (len(hits) != 1)}: {ids}" + (", …" if len(hits) > shown else "")
 
+
+PROGRESS_BAR = re.compile(r"\d+%\|")  # a library's progress bar printed while a model loads (tqdm): not a notice
 
 class ToolBox:
     """The tools' implementations over one index; retrievers are opened once, on first use (thread-safe)."""
@@ -163,7 +166,8 @@ class ToolBox:
                 with contextlib.redirect_stderr(buffer):
                     self._retrievers[mode] = open_retriever(self.index, mode)
                 self._open_notices[mode] = [line.removeprefix("notice: ").strip()
-                                            for line in buffer.getvalue().splitlines() if line.strip()]
+                                            for line in buffer.getvalue().splitlines()
+                                            if line.strip() and not PROGRESS_BAR.search(line)]
             return self._retrievers[mode]
 
     def open_notices(self, mode: str) -> list[str]:
