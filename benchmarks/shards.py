@@ -4,7 +4,7 @@
 
 For each mode: one query at a time over the topics (latency p50 / p95 and throughput in queries/s, the open time
 apart), the run written to D/<mode>.txt (TREC) and a line of JSON per mode to D/timings.jsonl. Compare two runs with
-`python -m mathscout.retrievers.shards.compare SINGLE SHARDED`.
+`python -m mathscout.evaluation.run_equality SINGLE SHARDED`.
 """
 
 from __future__ import annotations

@@ -217,6 +217,24 @@ def test_cli_search_json_on_a_sharded_index(sharded_small, small_index, tmp_path
     assert data["missing_shards"] == []
 
 
+def test_run_equality_says_a_sharded_run_is_the_single_run_and_refuses_a_broken_file(sharded_small, small_index,
+                                                                                        topics, tmp_path, capsys):
+    """`python -m mathscout.evaluation.run_equality SINGLE SHARDED`: the check the README's equality figures come from."""
+    from mathscout.evaluation.run_equality import main
+    from mathscout.evaluation.runs import write_run
+
+    single, sharded = tmp_path / "single.txt", tmp_path / "sharded.txt"
+    write_run(open_retriever(small_index, "bm25").batch_search(topics, K), single, "single")
+    write_run(open_retriever(sharded_small, "bm25").batch_search(topics, K), sharded, "sharded")
+    assert main([str(single), str(sharded)]) == 0
+    assert f"'identical': {len(topics)}" in capsys.readouterr().out
+    broken = tmp_path / "broken.txt"
+    broken.write_text(sharded.read_text(encoding="utf-8").splitlines()[0].rsplit(" ", 2)[0] + "\n", encoding="utf-8")
+    assert main([str(single), str(broken)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and "got 4 columns" in error and len(error.strip().splitlines()) == 1
+
+
 def test_an_actor_killed_mid_query_is_restarted_and_the_query_retried(sharded_small, topics):
     from mathscout.retrievers.shards.retriever import ShardPool
 
