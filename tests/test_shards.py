@@ -80,6 +80,21 @@ def test_sharded_runs_equal_the_single_index_runs(sharded_small, small_index, to
     assert_same_runs(single, sharded)
 
 
+def test_bm25_parameters_on_a_shard_are_checked_and_used_as_on_one_index(sharded_small):
+    from mathscout.errors import MathScoutError
+    from mathscout.retrievers.shards.layout import ShardSet
+    from mathscout.retrievers.shards.scoring import GlobalBM25
+    from mathscout.types import Query
+
+    shard = GlobalBM25(IndexDir(ShardSet.read(sharded_small).folder(sharded_small, 0)))
+    query = Query(id="q", text="Riemann integral")
+    before = [h.score for h in shard.rank(query, 3).hits]
+    shard.set_bm25(0.9, 0.4)
+    assert (shard.k1, shard.b) == (0.9, 0.4) and [h.score for h in shard.rank(query, 3).hits] != before
+    with pytest.raises(MathScoutError, match="invalid BM25"):
+        shard.set_bm25(1.2, 1.5)
+
+
 @pytest.fixture(scope="session")
 def task2_queries(shared_data):
     """ARQMath-2 Task 2 formulas: formula-only queries (match tiers, Eq. 3.18 "parts" on an index with bm25)."""
