@@ -250,6 +250,28 @@ def test_run_equality_says_a_sharded_run_is_the_single_run_and_refuses_a_broken_
     assert error.startswith("error: ") and "got 4 columns" in error and len(error.strip().splitlines()) == 1
 
 
+def test_bench_shards_reports_latency_memory_and_rank_safety(sharded_small, dev_subset, shared_data, tmp_path):
+    """`mathscout bench shards`: one JSON with every mode's latency and throughput, the coordinator's and each shard
+    actor's peak RSS, and the per-shard pruning checked against exhaustive search at the global k."""
+    from mathscout.benchmarks.shards import main
+
+    main(["--index", str(sharded_small), "--queries", str(dev_subset[0]), "--limit", "4", "--k", "50",
+          "--formulas", str(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml"), "--formula-limit", "12",
+          "--safety", "4", "--safety-k", "50,200", "--out-dir", str(tmp_path)])
+    result = json.loads((tmp_path / "shards-bench.json").read_text(encoding="utf-8"))
+    assert result["sharded"] and result["shards"] == 3 and result["open_seconds"] > 0
+    assert set(result["modes"]) == {"bm25", "structure", "formula", "hybrid"}
+    for mode, figures in result["modes"].items():
+        assert figures["queries_per_second"] > 0 and 0 < figures["p50_ms"] <= figures["p95_ms"], mode
+        assert figures["missing_shards"] == [] and (tmp_path / f"{mode}.txt").is_file(), mode
+    assert len(result["shard_actors"]) == 3 and all(a["peak_rss_mib"] > 0 for a in result["shard_actors"])
+    assert result["coordinator"]["peak_rss_mib"] > 0
+    for k in ("50", "200"):
+        safety = result["rank_safety"][k]
+        assert safety["formulas"] == 4 and safety["shard_searches"] == 12
+        assert safety["shard_violations"] == 0 and safety["merged_violations"] == 0
+
+
 def test_an_actor_killed_mid_query_is_restarted_and_the_query_retried(sharded_small, topics):
     from mathscout.retrievers.shards.retriever import ShardPool
 

@@ -118,9 +118,12 @@ class ShardPool:
                 error = exc
         raise MathScoutError(f"no shard of {self.index} answered ({_first_line(error)}): is Ray running?")
 
+    def each(self, method: str, *args) -> list:
+        """Every shard's answer of `method`, in shard order (a shard that does not answer raises)."""
+        return ray_module().get([getattr(actor, method).remote(*args) for actor in self.actors], timeout=CALL_TIMEOUT)
+
     def ping(self) -> list[int]:
-        ray = ray_module()
-        return ray.get([actor.ping.remote() for actor in self.actors], timeout=CALL_TIMEOUT)
+        return self.each("ping")
 
 
 def _unreachable() -> tuple[type[BaseException], ...]:
