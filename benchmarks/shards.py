@@ -1,6 +1,6 @@
 """A sharded (or single) index under query load: open time, latency, throughput, memory, rank safety (issue 18).
 
-    mathscout bench shards --index DIR --queries T [--limit 50] [--k 100] [--modes bm25,structure,formula,hybrid]
+    mathscout bench shards --index DIR --queries T [--limit 50] [--k 100] [--modes bm25,structure,formula,hybrid[,dense]]
                            [--formulas X.xml …] [--safety 20] [--safety-k 100,1000] [--out-dir D]
 
 Prints one JSON object. `open_seconds`: `open_retriever` until every shard actor answers (actors started, shard
@@ -32,7 +32,8 @@ from mathscout.retrievers import open_retriever
 from mathscout.retrievers.shards.layout import is_sharded
 
 TASK2 = [DATA / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml" for year in (2020, 2021, 2022)]
-MODES = ("bm25", "structure", "formula", "hybrid")
+MODES = ("bm25", "structure", "formula", "hybrid", "dense")  # dense on request (an index with dense vectors)
+DEFAULT_MODES = MODES[:4]
 
 
 def load() -> list[float]:
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="topics for bm25, structure and hybrid (the collection's dev topics)")
     parser.add_argument("--formulas", type=Path, nargs="+", default=TASK2,
                         help="formula-only queries for the 'formula' mode (default: ARQMath Task 2 2020–2022)")
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"of {', '.join(MODES)}")
     parser.add_argument("--k", type=int, default=1000)
     parser.add_argument("--limit", type=int, default=0, help="the first N topics (0: all)")
     parser.add_argument("--formula-limit", type=int, default=0, help="the first N formulas (0: all)")
