@@ -259,7 +259,7 @@ def test_bench_shards_reports_latency_memory_and_rank_safety(sharded_small, dev_
           "--formulas", str(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml"), "--formula-limit", "12",
           "--safety", "4", "--safety-k", "50,200", "--out-dir", str(tmp_path)])
     result = json.loads((tmp_path / "shards-bench.json").read_text(encoding="utf-8"))
-    assert result["sharded"] and result["shards"] == 3 and result["open_seconds"] > 0
+    assert result["sharded"] and result["shards"] == 3 and result["open_seconds"] >= 0  # 0.0 when earlier tests started the actors
     assert set(result["modes"]) == {"bm25", "structure", "formula", "hybrid"}
     for mode, figures in result["modes"].items():
         assert figures["queries_per_second"] > 0 and 0 < figures["p50_ms"] <= figures["p95_ms"], mode
