@@ -127,6 +127,10 @@ class BM25Retriever(BaseRetriever):
         if k1 < 0 or not 0 <= b <= 1:
             raise MathScoutError(f"invalid BM25 parameters k1={k1}, b={b} (need k1 ≥ 0 and 0 ≤ b ≤ 1)")
         self.k1, self.b = float(k1), float(b)
+        self._apply_bm25()
+
+    def _apply_bm25(self) -> None:
+        """Hand the checked k1, b to what scores (here Lucene's searcher)."""
         with java.jni_lock:
             self._searcher.set_bm25(self.k1, self.b)
 

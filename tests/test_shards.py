@@ -80,6 +80,21 @@ def test_sharded_runs_equal_the_single_index_runs(sharded_small, small_index, to
     assert_same_runs(single, sharded)
 
 
+def test_bm25_parameters_on_a_shard_are_checked_and_used_as_on_one_index(sharded_small):
+    from mathscout.errors import MathScoutError
+    from mathscout.retrievers.shards.layout import ShardSet
+    from mathscout.retrievers.shards.scoring import GlobalBM25
+    from mathscout.types import Query
+
+    shard = GlobalBM25(IndexDir(ShardSet.read(sharded_small).folder(sharded_small, 0)))
+    query = Query(id="q", text="Riemann integral")
+    before = [h.score for h in shard.rank(query, 3).hits]
+    shard.set_bm25(0.9, 0.4)
+    assert (shard.k1, shard.b) == (0.9, 0.4) and [h.score for h in shard.rank(query, 3).hits] != before
+    with pytest.raises(MathScoutError, match="invalid BM25"):
+        shard.set_bm25(1.2, 1.5)
+
+
 @pytest.fixture(scope="session")
 def task2_queries(shared_data):
     """ARQMath-2 Task 2 formulas: formula-only queries (match tiers, Eq. 3.18 "parts" on an index with bm25)."""
@@ -250,6 +265,46 @@ def test_cli_search_json_on_a_sharded_index(sharded_small, small_index, tmp_path
     expected = open_retriever(small_index, "bm25").search("integral of a continuous function", k=5)
     assert [h["doc_id"] for h in data["hits"]] == [h.doc_id for h in expected]
     assert data["missing_shards"] == []
+
+
+def test_run_equality_says_a_sharded_run_is_the_single_run_and_refuses_a_broken_file(sharded_small, small_index,
+                                                                                        topics, tmp_path, capsys):
+    """`python -m mathscout.evaluation.run_equality SINGLE SHARDED`: the check the README's equality figures come from."""
+    from mathscout.evaluation.run_equality import main
+    from mathscout.evaluation.runs import write_run
+
+    single, sharded = tmp_path / "single.txt", tmp_path / "sharded.txt"
+    write_run(open_retriever(small_index, "bm25").batch_search(topics, K), single, "single")
+    write_run(open_retriever(sharded_small, "bm25").batch_search(topics, K), sharded, "sharded")
+    assert main([str(single), str(sharded)]) == 0
+    assert f"'identical': {len(topics)}" in capsys.readouterr().out
+    broken = tmp_path / "broken.txt"
+    broken.write_text(sharded.read_text(encoding="utf-8").splitlines()[0].rsplit(" ", 2)[0] + "\n", encoding="utf-8")
+    assert main([str(single), str(broken)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and "got 4 columns" in error and len(error.strip().splitlines()) == 1
+
+
+def test_bench_shards_reports_latency_memory_and_rank_safety(sharded_small, dev_subset, shared_data, tmp_path):
+    """`mathscout bench shards`: one JSON with every mode's latency and throughput, the coordinator's and each shard
+    actor's peak RSS, and the per-shard pruning checked against exhaustive search at the global k."""
+    from mathscout.benchmarks.shards import main
+
+    main(["--index", str(sharded_small), "--queries", str(dev_subset[0]), "--limit", "4", "--k", "50",
+          "--formulas", str(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml"), "--formula-limit", "12",
+          "--safety", "4", "--safety-k", "50,200", "--out-dir", str(tmp_path)])
+    result = json.loads((tmp_path / "shards-bench.json").read_text(encoding="utf-8"))
+    assert result["sharded"] and result["shards"] == 3 and result["open_seconds"] >= 0  # 0.0 when earlier tests started the actors
+    assert set(result["modes"]) == {"bm25", "structure", "formula", "hybrid"}
+    for mode, figures in result["modes"].items():
+        assert figures["queries_per_second"] > 0 and 0 < figures["p50_ms"] <= figures["p95_ms"], mode
+        assert figures["missing_shards"] == [] and (tmp_path / f"{mode}.txt").is_file(), mode
+    assert len(result["shard_actors"]) == 3 and all(a["peak_rss_mib"] > 0 for a in result["shard_actors"])
+    assert result["coordinator"]["peak_rss_mib"] > 0
+    for k in ("50", "200"):
+        safety = result["rank_safety"][k]
+        assert safety["formulas"] == 4 and safety["shard_searches"] == 12
+        assert safety["shard_violations"] == 0 and safety["merged_violations"] == 0
 
 
 def test_an_actor_killed_mid_query_is_restarted_and_the_query_retried(sharded_small, topics):

@@ -8,6 +8,7 @@ the same safety rules as a single index (mathscout/index/safety.py).
 
 from __future__ import annotations
 
+import resource
 import shutil
 import sqlite3
 import tempfile
@@ -91,7 +92,15 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
     store.close()
     manifest.write(folder_path / MANIFEST)
     return {"first_formula": first_formula, "formulas": formulas, "seconds": round(time.perf_counter() - started, 2),
-            "components": {n: manifest.components[n].get("seconds") for n in components}}
+            "components": {n: manifest.components[n].get("seconds") for n in components}, **task_usage()}
+
+
+def task_usage() -> dict:
+    """CPU seconds and peak RSS of this process (with its finished children): one shard's build, as each build task
+    runs in a fresh Ray worker (max_calls=1)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"cpu_seconds": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 1),
+            "peak_rss_mib": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1)}
 
 
 def tuned_files(index_path: Path) -> list[Path]:
@@ -148,7 +157,7 @@ def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], 
         ingested = time.perf_counter()
         ranges = shard_ranges(documents, shards)
         folders = [building / SHARDS_FOLDER / f"shard-{i:03d}" for i in range(shards)]
-        task = ray.remote(num_cpus=build_cpus(), max_retries=1, runtime_env=worker_env())(build_shard)
+        task = ray.remote(num_cpus=build_cpus(), max_retries=1, max_calls=1, runtime_env=worker_env())(build_shard)
         log(f"building {shards} shards as Ray tasks ({address}) …")
         refs = [task.remote(str(building / STORE), str(folder), lo, hi, names) for folder, (lo, hi) in zip(folders, ranges)]
         built = ray.get(refs)
@@ -163,7 +172,8 @@ def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], 
                  for folder, (lo, hi), b in zip(folders, ranges, built)]
         timings = {"ingest": round(ingested - started, 2), "shards": round(shards_done - ingested, 2),
                    "statistics": round(finished - shards_done, 2), "total": round(finished - started, 2),
-                   "per_shard": [b["seconds"] for b in built], "ray": address}
+                   "per_shard": [b["seconds"] for b in built], "per_shard_cpu_seconds": [b["cpu_seconds"] for b in built],
+                   "per_shard_peak_rss_mib": [b["peak_rss_mib"] for b in built], "ray": address}
         ShardSet(infos, names, {"documents": stats.documents, "length_sum": stats.length_sum,
                                 "path_entries": stats.path_entries}, timings).write(building)
         manifest = Manifest(documents=documents, formulas=formulas, sources=[str(p.resolve()) for p in inputs],

@@ -30,7 +30,7 @@ from mathscout.structure.scoring import ETA_ARQMATH, formula_similarity
 from mathscout.structure.search import FormulaHit
 from mathscout.types import Hit, MatchedFormula, Query
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
-from mathscout.retrievers.structure import KindSetting, StructureSettings, query_kind
+from mathscout.retrievers.structure import KindSetting, StructureRetriever, StructureSettings, query_kind
 
 CALL_TIMEOUT = float(os.environ.get("MATHSCOUT_SHARD_TIMEOUT", "300"))  # seconds for one call of ≤ BATCH queries
 EXPLAINED_HITS = 20  # hits that get a snippet in `search` (as the single-index retrievers)
@@ -119,9 +119,12 @@ class ShardPool:
                 error = exc
         raise MathScoutError(f"no shard of {self.index} answered ({_first_line(error)}): is Ray running?")
 
+    def each(self, method: str, *args) -> list:
+        """Every shard's answer of `method`, in shard order (a shard that does not answer raises)."""
+        return ray_module().get([getattr(actor, method).remote(*args) for actor in self.actors], timeout=CALL_TIMEOUT)
+
     def ping(self) -> list[int]:
-        ray = ray_module()
-        return ray.get([actor.ping.remote() for actor in self.actors], timeout=CALL_TIMEOUT)
+        return self.each("ping")
 
 
 def _unreachable() -> tuple[type[BaseException], ...]:
@@ -235,11 +238,8 @@ class ShardedStructure(ShardedRetriever):
         """As `StructureRetriever.perfect_score` (every shard computes it alike: the widths are collection-wide)."""
         return self.facts([prepare_query(query)])["perfect"][0]
 
-    def doc_ordinals(self) -> dict[str, int]:
-        """Global document ordinals (the index's store), the keys of `rank`'s formula hits."""
-        if self._ordinals is None:
-            self._ordinals = {doc_id: n for n, doc_id in enumerate(self.store.doc_ids())}
-        return self._ordinals
+    # global document ordinals (the sharded index's own store holds every document), the keys of `rank`'s formula hits
+    doc_ordinals = StructureRetriever.doc_ordinals
 
     def matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula:
         """The document's best formula (global formula ordinal) with the operands of its widest common subtree

@@ -56,10 +56,8 @@ class GlobalBM25(BM25Retriever):
         self._doc_ids: list[str] | None = None
         self.set_bm25(k1, b)
 
-    def set_bm25(self, k1: float, b: float) -> None:
-        if k1 < 0 or not 0 <= b <= 1:
-            raise MathScoutError(f"invalid BM25 parameters k1={k1}, b={b} (need k1 ≥ 0 and 0 ≤ b ≤ 1)")
-        self.k1, self.b = float(k1), float(b)
+    def _apply_bm25(self) -> None:
+        """Nothing to hand over: `top` reads self.k1, self.b (checked by `BM25Retriever.set_bm25`) at each query."""
 
     def set_rm3(self, *args, **kwargs) -> None:
         raise MathScoutError("RM3 is not available on a sharded index (its feedback model would need every shard's "

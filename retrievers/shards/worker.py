@@ -112,6 +112,31 @@ class ShardWorker:
                 "perfect": [retriever.perfect_score(q) for q in queries], "widths": widths,
                 "lexer": retriever.searcher.lexer}
 
+    def formula_documents(self, options: dict, latex: str, k: int, exhaustive: bool = False) -> list[tuple[int, float]]:
+        """A formula's top k documents on this shard as the structure mode searches them (its pruning strategy, Alg. 4
+        with the global path weights, thesis §4.1), or by exhaustive search: (global document ordinal, score); empty for
+        an unreadable formula. Comparing the two is the shard's rank-safety check."""
+        retriever = self._retriever("structure", dict(options or {}))
+        try:
+            prepared = retriever.searcher.prepare(latex)
+        except QueryError:
+            return []
+        if prepared.empty or not prepared.searchable:  # nothing on this shard can match it
+            return []
+        hits = retriever.searcher.search(prepared, k, "exhaustive" if exhaustive else retriever.strategy, per_document=True,
+                                         initial_threshold_factor=0.0 if exhaustive else retriever.initial_threshold_factor)
+        return [(self.offset + h.doc, h.score) for h in hits]
+
+    def usage(self) -> dict:
+        """This actor's process: pid, peak and current RSS (MiB) and CPU seconds so far."""
+        import resource
+
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        with open("/proc/self/status", encoding="ascii") as status:
+            rss = next((int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:")), 0.0)
+        return {"pid": os.getpid(), "peak_rss_mib": round(own.ru_maxrss / 1024, 1), "rss_mib": round(rss, 1),
+                "cpu_seconds": round(own.ru_utime + own.ru_stime, 1)}
+
     @cached_property
     def doc_ids(self) -> list[str]:
         """The shard's document ids by shard ordinal."""

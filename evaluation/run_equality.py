@@ -1,4 +1,4 @@
-"""Are two runs the same answers? `python -m mathscout.retrievers.shards.compare SINGLE_RUN SHARDED_RUN [--tolerance 1e-5]`
+"""Are two runs the same answers? `python -m mathscout.evaluation.run_equality SINGLE_RUN SHARDED_RUN [--tolerance 1e-5]`
 
 The specification of a sharded index: per topic the same ids in the same order, scores within the tolerance. Printed:
 topics compared, topics identical in ids and order, topics identical once documents with equal scores (within the
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from mathscout.errors import MathScoutError
+from mathscout.evaluation.runs import read_run
 
 
 @dataclass
@@ -25,14 +27,11 @@ class RunComparison:
     differing: list[str] = field(default_factory=list)  # the first topics that differ beyond ties
 
 
-def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:
-    run: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6:
-                run[parts[0]].append((int(parts[3]), parts[2], float(parts[4])))
-    return {topic: [(d, s) for _, d, s in sorted(rows)] for topic, rows in run.items()}
+def ranked_entries(path: Path) -> dict[str, list[tuple[str, float]]]:
+    """Each topic's (doc id, score) by rank, from a run file read by `evaluation.runs.read_run` (a clear error on a
+    malformed or missing file)."""
+    return {topic: [(e.doc_id, e.score) for e in sorted(entries, key=lambda e: e.rank)]
+            for topic, entries in read_run(path).topics.items()}
 
 
 def _same_up_to_ties(a: list[tuple[str, float]], b: list[tuple[str, float]], tolerance: float) -> bool:
@@ -53,7 +52,7 @@ def _same_up_to_ties(a: list[tuple[str, float]], b: list[tuple[str, float]], tol
 
 
 def compare_runs(single: Path, sharded: Path, tolerance: float = 1e-5) -> RunComparison:
-    a, b = read_run(single), read_run(sharded)
+    a, b = ranked_entries(single), ranked_entries(sharded)
     out = RunComparison()
     overlaps = []
     for topic in sorted(set(a) | set(b)):
@@ -80,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sharded", type=Path)
     parser.add_argument("--tolerance", type=float, default=1e-5)
     args = parser.parse_args(argv)
-    result = compare_runs(args.single, args.sharded, args.tolerance)
+    try:
+        result = compare_runs(args.single, args.sharded, args.tolerance)
+    except MathScoutError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(asdict(result))
     return 0 if result.identical_up_to_ties == result.topics else 1
 
