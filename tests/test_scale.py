@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import zlib
 import sys
 from pathlib import Path
 
@@ -242,3 +243,27 @@ def test_a_full_disk_gives_a_clear_error_and_keeps_the_previous_index(small_coll
         assert after == before  # the same hits, ids and scores (the JSON also holds the search's time)
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_open_checks_large_files_at_their_ends_and_old_records_as_they_were_made(tmp_path, monkeypatch):
+    from mathscout.index import integrity
+
+    monkeypatch.setattr(integrity, "FULL_CHECK_BYTES", 4096)
+    monkeypatch.setattr(integrity, "SAMPLE_BYTES", 512)
+    big = tmp_path / "postings.bin"
+    big.write_bytes(bytes(range(256)) * 64)  # 16 KiB: above the threshold
+    sampled = integrity.record_file(big)
+    whole = integrity.FileRecord(sampled.bytes, zlib.crc32(big.read_bytes()), sampled=False)  # an older index's record
+    assert sampled.sampled
+    integrity.verify_file(big, sampled, "rebuild")
+    integrity.verify_file(big, whole, "rebuild")
+    data = bytearray(big.read_bytes())
+    data[8000] ^= 1  # the middle: left to the readers' own checks when sampled; an old whole record still sees it
+    big.write_bytes(bytes(data))
+    integrity.verify_file(big, sampled, "rebuild")
+    with pytest.raises(DamagedIndexError, match="checksum differs"):
+        integrity.verify_file(big, whole, "rebuild")
+    data[-1] ^= 1
+    big.write_bytes(bytes(data))
+    with pytest.raises(DamagedIndexError, match="checksum differs.*rebuild"):
+        integrity.verify_file(big, sampled, "rebuild")
