@@ -1,7 +1,7 @@
 """What a built index's files must look like: sizes and checksums recorded at build time, checked on open.
 
 A damaged or foreign file must give a clear error naming the file and the rebuild command, never a crash
-inside a compiled kernel. Files up to FULL_CHECK_BYTES (64 MiB) are checksummed whole (zlib's CRC-32 runs at
+inside a compiled kernel. Files up to FULL_CHECK_BYTES (16 MiB) are checksummed whole (zlib's CRC-32 runs at
 several GB/s, but reading a file that is not in the page cache does not); larger files (postings, Lucene's
 segment files, the store, dense vectors) are checked by size plus a checksum of their first and last
 SAMPLE_BYTES, so opening an index reads a bounded amount whatever the collection's size (issue 17), and their
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mathscout.errors import DamagedIndexError
 
-FULL_CHECK_BYTES = 64 * 2**20
+FULL_CHECK_BYTES = 16 * 2**20
 SAMPLE_BYTES = 2**20
 _CHUNK = 8 * 2**20
 
