@@ -72,7 +72,14 @@ def _worker_component(index: Path, name: str) -> dict:
     add_components(index, [name])
     seconds = time.perf_counter() - started
     stats = IndexDir(index).manifest.components[name]
-    return {"seconds": seconds, "baseline_mib": baseline, "bytes": stats.get("bytes"), "stats": {k: v for k, v in stats.items() if k != "files"}, **_rss()}
+    result = {"seconds": seconds, "baseline_mib": baseline, "bytes": stats.get("bytes"), "stats": {k: v for k, v in stats.items() if k != "files"}, **_rss()}
+    if stats.get("workers"):  # a parallel structure build (structure/parallel.py): count its worker processes too
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result["own_peak_mib"], result["own_cpu_seconds"] = result["peak_mib"], result["cpu_seconds"]
+        # the workers run at the same time: the sum of their peaks (plus this process's own) bounds the build's memory
+        result["peak_mib"] = result["own_peak_mib"] + stats["workers_peak_mib_sum"]
+        result["cpu_seconds"] = result["own_cpu_seconds"] + children.ru_utime + children.ru_stime
+    return result
 
 
 def percentiles(values: list[float]) -> dict[str, float]:

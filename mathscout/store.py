@@ -205,11 +205,12 @@ class DocumentStore:
         while rows := cursor.fetchmany(batch):
             yield from ((r[0], _formula(r[1:])) for r in rows)
 
-    def iter_formula_latex(self, batch: int = 5000) -> Iterator[tuple[int, int, str]]:
-        """(formula ordinal, document ordinal, LaTeX) for every formula, in formula order (no table of all documents
-        in memory: the join goes through the documents' id index)."""
+    def iter_formula_latex(self, batch: int = 5000, first: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str]]:
+        """(formula ordinal, document ordinal, LaTeX) for every formula (with ordinals in [first, end)), in formula
+        order (no table of all documents in memory: the join goes through the documents' id index)."""
         cursor = self._db.execute("SELECT f.ordinal, d.ordinal, f.latex FROM formulas f JOIN documents d ON d.id = f.doc_id "
-                                  "ORDER BY f.ordinal")
+                                  "WHERE f.ordinal >= ? AND f.ordinal < ? ORDER BY f.ordinal",
+                                  (first, 2**63 - 1 if end is None else end))
         while rows := cursor.fetchmany(batch):
             yield from rows
 

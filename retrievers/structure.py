@@ -10,6 +10,7 @@ its words. Older components without text lists fall back to the union of both ra
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from mathscout.store import DocumentStore
 from mathscout.structure.highlight import leaf_spans, merge_spans
 from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.lexer import LEXER, recorded_lexer
+from mathscout.structure.parallel import ParallelReport, build_path_index_parallel, default_workers
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import (
     BETAS,
@@ -47,6 +49,7 @@ from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
 SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout train structure`
 MIXED_CANDIDATES = 1000  # per ranking, for Zhong 2023 thesis Eq. 3.18 fusion of math and words
+PARALLEL_ABOVE = int(os.environ.get("MATHSCOUT_PARALLEL_ABOVE", "100000"))  # formulas from which the path index is built by workers
 MAX_QUERY_FORMULAS = 100  # a query keeps at most its 100 widest formulas (bounded time for pasted documents)
 
 
@@ -56,8 +59,15 @@ class StructureComponent:
     name = "structure"
 
     def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
-        report = build_path_index(store.iter_formula_latex(), store.formula_count(), target)
+        n_formulas, workers = store.formula_count(), default_workers()
+        if workers > 1 and n_formulas >= PARALLEL_ABOVE:  # below it, starting the workers costs more than they save
+            report = build_path_index_parallel(store.path, n_formulas, target, workers)
+        else:
+            report = build_path_index(store.iter_formula_latex(), n_formulas, target)
         stats = report.as_stats(target)
+        if isinstance(report, ParallelReport):
+            stats["workers"] = report.workers
+            stats["workers_peak_mib_sum"] = round(sum(w["peak_mib"] for w in report.workers), 1)
         started = time.perf_counter()
         text = build_text_lists(store, target, vocabulary=VOCABULARY)  # the top level of the heterogeneous index (Zhong 2023 thesis, Alg. 5)
         stats["text_lists"] = {"terms": len(text.terms), "postings": int(len(text.docs)),

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import zlib
 import sys
 from pathlib import Path
 
@@ -152,6 +153,37 @@ def test_the_structure_build_shows_every_stage_with_its_eta(formulas, shared_dat
     assert _last_rendering(err, "text lists:").count(f"{N_DOCS}/{N_DOCS}")
 
 
+@pytest.fixture(scope="module")
+def subset_store(shared_data, tmp_path_factory) -> DocumentStore:
+    store = DocumentStore.create(tmp_path_factory.mktemp("subset-store") / "store.sqlite")
+    store.add(make_document(r["id"], r["text"]) for r in first_records(shared_data, N_DOCS))
+    store.finish()
+    return DocumentStore.open(store.path)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_build_by_worker_processes_writes_the_one_process_files(subset_store, tmp_path, capsys, workers):
+    from mathscout.structure.parallel import build_path_index_parallel
+
+    n = subset_store.formula_count()
+    one, many = tmp_path / "one", tmp_path / "many"
+    build_path_index(subset_store.iter_formula_latex(), n, one, progress=False)
+    report = build_path_index_parallel(subset_store.path, n, many, workers, segment_bytes=64 * 1024)
+    assert sorted(p.name for p in one.iterdir()) == sorted(p.name for p in many.iterdir())  # no segments left
+    for name in sorted(p.name for p in one.iterdir() if p.name != "meta.json"):
+        assert filecmp.cmp(one / name, many / name, shallow=False), name
+    meta_one, meta_many = (json.loads((p / "meta.json").read_text()) for p in (one, many))
+    assert meta_many.pop("workers") == workers and meta_many.pop("segments") > 2 * workers
+    meta_one.pop("segments")
+    assert meta_one == meta_many
+    assert [w["formulas"] for w in report.workers] == [n * (w + 1) // workers - n * w // workers for w in range(workers)]
+    assert all(0 < w["peak_mib"] < 1024 for w in report.workers)
+    err = capsys.readouterr().err  # one bar for the workers together, to 100 % with its ETA, then the merge
+    final = _last_rendering(err, f"path index ({workers} workers):")
+    assert "100%" in final and f"{n}/{n}" in final and "<00:00" in final, final
+    assert "100%" in _last_rendering(err, "path index merge (")
+
+
 def test_renaming_is_consistent_and_keeps_structure():
     mapping = {"x": "q", "y": "b", "n": "m"}
     renamed = rename_variables(r"\frac{x+y}{x} = \sum_{n} \text{for x} \mathrm{dx} \operatorname{sin} x", mapping)
@@ -211,3 +243,27 @@ def test_a_full_disk_gives_a_clear_error_and_keeps_the_previous_index(small_coll
         assert after == before  # the same hits, ids and scores (the JSON also holds the search's time)
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_open_checks_large_files_at_their_ends_and_old_records_as_they_were_made(tmp_path, monkeypatch):
+    from mathscout.index import integrity
+
+    monkeypatch.setattr(integrity, "FULL_CHECK_BYTES", 4096)
+    monkeypatch.setattr(integrity, "SAMPLE_BYTES", 512)
+    big = tmp_path / "postings.bin"
+    big.write_bytes(bytes(range(256)) * 64)  # 16 KiB: above the threshold
+    sampled = integrity.record_file(big)
+    whole = integrity.FileRecord(sampled.bytes, zlib.crc32(big.read_bytes()), sampled=False)  # an older index's record
+    assert sampled.sampled
+    integrity.verify_file(big, sampled, "rebuild")
+    integrity.verify_file(big, whole, "rebuild")
+    data = bytearray(big.read_bytes())
+    data[8000] ^= 1  # the middle: left to the readers' own checks when sampled; an old whole record still sees it
+    big.write_bytes(bytes(data))
+    integrity.verify_file(big, sampled, "rebuild")
+    with pytest.raises(DamagedIndexError, match="checksum differs"):
+        integrity.verify_file(big, whole, "rebuild")
+    data[-1] ^= 1
+    big.write_bytes(bytes(data))
+    with pytest.raises(DamagedIndexError, match="checksum differs.*rebuild"):
+        integrity.verify_file(big, sampled, "rebuild")

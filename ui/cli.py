@@ -27,6 +27,10 @@ def _cmd_index(args: argparse.Namespace) -> None:
     from mathscout.retrievers.indexing import add_components, build_index
 
     components = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
+    if args.workers is not None:
+        if args.workers < 1:
+            raise MathScoutError(f"--workers must be at least 1, not {args.workers}")
+        os.environ["MATHSCOUT_BUILD_WORKERS"] = str(args.workers)  # read by the structure component (parallel.py)
     if args.shards is not None:
         if not args.input:
             raise MathScoutError("--shards needs --input PATH… (a sharded index is built whole)")
@@ -258,6 +262,8 @@ def _add_index(sub, common: argparse.ArgumentParser) -> None:
                    "(optional part 'distributed'); searches fan out to one actor per shard")
     p.add_argument("--ray", help="with --shards: the Ray cluster, 'auto' (default: this machine's, else a local one), "
                    "'local' or HOST:PORT of a head started with 'ray start --head' (searches: $MATHSCOUT_RAY)")
+    p.add_argument("--workers", type=int, help="processes building the structure path index (default: min(2, CPU "
+                   "count); from 100,000 formulas on); the files are the same for any number")
     p.add_argument("--fresh", action="store_true", help="with --input on an existing index: do not keep its tuned "
                    "files (structure.json, fusion.json, models)")
     p.set_defaults(func=_cmd_index)

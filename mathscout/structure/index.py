@@ -78,11 +78,16 @@ class BuildReport:
 class PathIndexWriter:
     """Accumulates posting entries formula by formula (in ordinal order), then writes the index folder."""
 
-    def __init__(self, n_formulas: int, target: Path, segment_bytes: int = SEGMENT_BYTES, progress: bool = True):
+    def __init__(self, n_formulas: int, target: Path, segment_bytes: int = SEGMENT_BYTES, progress: bool = True,
+                 first: int = 0, segment_folder: Path | None = None):
+        """`first`: the ordinal of the first formula (a worker of a parallel build indexes n_formulas from there,
+        parallel.py); segments go to `segment_folder` (default: target/.segments)."""
         self.report = BuildReport()
         self.progress = progress
         self.target = Path(target)
         self.segment_bytes = segment_bytes
+        self.first = first
+        self.segment_folder = Path(segment_folder) if segment_folder is not None else self.target / ".segments"
         self._segments: list[Segment] = []
         self._groups = 0
         self._paths: dict[str, int] = {}
@@ -96,7 +101,7 @@ class PathIndexWriter:
     def add(self, fid: int, doc: int, latex: str) -> str | None:
         """Index one formula; returns why it was skipped, or None."""
         self.report.formulas += 1
-        self._doc[fid] = doc
+        self._doc[fid - self.first] = doc
         tree = parse_latex(latex, LEXER).tree  # the lexer new builds use (recorded in the component's manifest entry)
         if tree is None:
             return self._skip("does not parse")
@@ -121,7 +126,7 @@ class PathIndexWriter:
                 self._fp.append(fingerprint)
                 self._count.append(count)
             self._sym_start.append(len(self._sym))
-        self._leaves[fid] = leaves
+        self._leaves[fid - self.first] = leaves
         self.report.indexed += 1
         if self._buffered_bytes() >= self.segment_bytes:
             self._flush_segment()
@@ -168,7 +173,7 @@ class PathIndexWriter:
 
     def _flush_segment(self) -> None:
         """Write the buffered entries as a segment and empty the buffers (bounded build memory)."""
-        folder = self.target / ".segments"
+        folder = self.segment_folder
         folder.mkdir(parents=True, exist_ok=True)
         buf, byte_offsets, list_start, first, last = self._encode()
         self._segments.append(write_segment(folder, len(self._segments), buf, byte_offsets, list_start, first, last, len(self._sym)))
@@ -185,33 +190,44 @@ class PathIndexWriter:
             byte_offsets, list_start, n_groups = merge_segments(self._segments, len(self._paths), target / "postings.bin",
                                                                    self.progress)
             remove_segments(self._segments)
-            (self.target / ".segments").rmdir()
+            self.segment_folder.rmdir()
         else:
             buf, byte_offsets, list_start, _, _ = self._encode()
             buf.tofile(target / "postings.bin")
             del buf
             self._reset_buffers()
             n_groups = self._groups
-        n_lists = len(self._paths)
-        np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(n_groups))
-        np.savez(target / "formulas.npz", leaves=self._leaves, doc=self._doc)
-        paths = list(self._paths)
-        (target / "paths.json.gz").write_bytes(gzip.compress(json.dumps(paths).encode("utf-8"), compresslevel=6))
-        ordinary = write_path_table(target, paths, np.diff(list_start))
-        (target / "symbols.json").write_text(json.dumps(list(self._symbols), ensure_ascii=False), encoding="utf-8")
-        self.report.paths = n_lists
-        meta = {
-            "version": FORMAT_VERSION,
-            "formulas": int(self._leaves.shape[0]),
-            "indexed_formulas": self.report.indexed,
-            "entries": self.report.entries,
-            "ordinary_entries": ordinary,
-            "max_formula_leaves": MAX_FORMULA_LEAVES,
-            "max_path_operators": MAX_PATH_OPERATORS,
-            "wildcard_paths": True,
-            "segments": len(self._segments),
-        }
-        (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        write_index_tables(target, byte_offsets, list_start, n_groups, self._leaves, self._doc, list(self._paths),
+                           list(self._symbols), self.report, {"segments": len(self._segments)})
+
+    def finish_segments(self) -> list[Segment]:
+        """Flush what is buffered as a last segment and return every segment (a worker of a parallel build)."""
+        if len(self._tid):
+            self._flush_segment()
+        return self._segments
+
+
+def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int, leaves: np.ndarray,
+                       doc: np.ndarray, paths: list[str], symbols: list[str], report: BuildReport, extra: dict) -> None:
+    """Everything of the index folder but postings.bin (written first): list and formula tables, dictionaries, meta."""
+    np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(n_groups))
+    np.savez(target / "formulas.npz", leaves=leaves, doc=doc)
+    (target / "paths.json.gz").write_bytes(gzip.compress(json.dumps(paths).encode("utf-8"), compresslevel=6, mtime=0))  # no timestamp: the same bytes every build
+    ordinary = write_path_table(target, paths, np.diff(list_start))
+    (target / "symbols.json").write_text(json.dumps(symbols, ensure_ascii=False), encoding="utf-8")
+    report.paths = len(paths)
+    meta = {
+        "version": FORMAT_VERSION,
+        "formulas": int(leaves.shape[0]),
+        "indexed_formulas": report.indexed,
+        "entries": report.entries,
+        "ordinary_entries": ordinary,
+        "max_formula_leaves": MAX_FORMULA_LEAVES,
+        "max_path_operators": MAX_PATH_OPERATORS,
+        "wildcard_paths": True,
+        **extra,
+    }
+    (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
 def build_path_index(formulas: Iterable[tuple[int, int, str]], n_formulas: int, target: Path, progress: bool = True,

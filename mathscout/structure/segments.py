@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.structure.postings import encode_varbyte, put_varbyte
+from mathscout.structure.postings import _get, encode_varbyte, put_varbyte
 
 ROW = np.dtype([("tid", "<i4"), ("entries", "<i4"), ("first", "<i8"), ("last", "<i8"), ("nbytes", "<i8"), ("src", "<i8")])
 MERGE_ROWS = 1 << 20  # table rows buffered over all segments during a merge (each reads its share at a time)
@@ -194,6 +194,63 @@ def _copy_row(f, row, old_len: int, new_first: int, out) -> None:
         piece = _read(f, at, min(COPY_PIECE, end - at))
         out.write(piece.tobytes())
         at += len(piece)
+
+
+@numba.njit(cache=True)
+def _recode_symbols(src, src_at, entries, sym_map, out):
+    """Copy lists from `src` (at `src_at`, `entries` each, in the given order) to `out` end to end, every leaf symbol
+    id s written as sym_map[s] and each entry's groups re-sorted by (symbol id, fingerprint) as index.py writes them
+    (postings.py's entry layout); returns the bytes written and each list's new length."""
+    at_out = 0
+    nbytes = np.empty(src_at.shape[0], dtype=np.int64)
+    group = np.empty((16, 3), dtype=np.int64)  # an entry's groups (symbol, fingerprint, count), grown when needed
+    for r in range(src_at.shape[0]):
+        begin = at_out
+        at = src_at[r]
+        for _ in range(entries[r]):
+            for _ in range(3):  # formula-id delta, root-end node, width: unchanged
+                value, at = _get(src, at)
+                at_out = put_varbyte(out, at_out, value)
+            groups, at = _get(src, at)
+            at_out = put_varbyte(out, at_out, groups)
+            if groups > group.shape[0]:
+                group = np.empty((2 * groups, 3), dtype=np.int64)
+            for g in range(groups):
+                sym, at = _get(src, at)
+                group[g, 0] = sym_map[sym]
+                group[g, 1], at = _get(src, at)
+                group[g, 2], at = _get(src, at)
+            # the writer orders an entry's groups by (symbol id, fingerprint): re-sort them by the new ids (insertion)
+            for g in range(1, groups):
+                a, b, c = group[g, 0], group[g, 1], group[g, 2]
+                h = g - 1
+                while h >= 0 and (group[h, 0] > a or (group[h, 0] == a and group[h, 1] > b)):
+                    group[h + 1, 0], group[h + 1, 1], group[h + 1, 2] = group[h, 0], group[h, 1], group[h, 2]
+                    h -= 1
+                group[h + 1, 0], group[h + 1, 1], group[h + 1, 2] = a, b, c
+            for g in range(groups):
+                for j in range(3):
+                    at_out = put_varbyte(out, at_out, group[g, j])
+        nbytes[r] = at_out - begin
+    return at_out, nbytes
+
+
+def renumber_segment(segment: Segment, tid_map: np.ndarray, sym_map: np.ndarray, target: Segment) -> Segment:
+    """A worker's segment (its own path and symbol ids, parallel.py) in the build's global ids: rows re-keyed by
+    tid_map and re-sorted, lists rewritten in the new order with symbol ids mapped (the merge reads them in order)."""
+    rows = np.fromfile(segment.table, dtype=ROW)
+    src = np.fromfile(segment.postings, dtype=np.uint8)
+    rows["tid"] = tid_map[rows["tid"]]
+    rows = rows[np.argsort(rows["tid"], kind="stable")]
+    out = np.empty(len(src) + 4 * segment.groups, dtype=np.uint8)  # a symbol id grows by at most 4 bytes
+    size, nbytes = _recode_symbols(src, rows["src"].astype(np.int64), rows["entries"].astype(np.int64),
+                                   sym_map.astype(np.int64), out)
+    del src
+    rows["nbytes"] = nbytes
+    rows["src"] = np.concatenate(([0], np.cumsum(nbytes)[:-1])) if len(rows) else nbytes
+    out[:size].tofile(target.postings)
+    rows.tofile(target.table)
+    return Segment(target.postings, target.table, segment.groups)
 
 
 def remove_segments(segments: list[Segment]) -> None:

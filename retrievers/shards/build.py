@@ -12,6 +12,7 @@ import resource
 import shutil
 import sqlite3
 import tempfile
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,6 +77,8 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
     from mathscout.latex.aliases import VOCABULARY
     from mathscout.structure.text_lists import build_text_lists
 
+    # a shard task holds one Ray CPU: its path index is built in this process, not by extra workers (parallel.py)
+    os.environ.setdefault("MATHSCOUT_BUILD_WORKERS", "1")
     started = time.perf_counter()
     folder_path = Path(folder)
     folder_path.mkdir(parents=True)

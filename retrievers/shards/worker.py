@@ -113,8 +113,8 @@ class ShardWorker:
                 "lexer": retriever.searcher.lexer}
 
     def formula_documents(self, options: dict, latex: str, k: int, exhaustive: bool = False) -> list[tuple[int, float]]:
-        """A formula's top k documents on this shard as the structure mode searches them (its pruning strategy, Alg. 4
-        with the global path weights, thesis §4.1), or by exhaustive search: (global document ordinal, score); empty for
+        """A formula's top k documents on this shard as the structure mode searches them (its pruning strategy, Zhong 2023 thesis Alg. 4
+        with the global path weights, Zhong 2023 thesis §4.1), or by exhaustive search: (global document ordinal, score); empty for
         an unreadable formula. Comparing the two is the shard's rank-safety check."""
         retriever = self._retriever("structure", dict(options or {}))
         try:
