@@ -8,11 +8,11 @@ the same safety rules as a single index (mathscout/index/safety.py).
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import sqlite3
 import tempfile
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
