@@ -102,9 +102,22 @@ def _worker(number: int, store_path: str, first: int, end: int, folder: str, seg
         results.put(("ok", asdict(WorkerResult(
             number, first, end, [(str(s.postings), str(s.table), s.groups) for s in segments], str(paths_file),
             str(symbols_file), str(table_file), report.formulas, report.indexed, report.entries, dict(report.skipped),
-            writer._groups, time.perf_counter() - started, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024))))
+            writer._groups, time.perf_counter() - started, usage.ru_utime + usage.ru_stime, own_peak_mib(usage)))))
     except BaseException as exc:  # the parent re-raises it (an OSError with its errno: a full disk stays recognisable)
         results.put(("error", number, type(exc).__name__, getattr(exc, "errno", None), str(exc)))
+
+
+def own_peak_mib(usage) -> float:
+    """This process's own peak RSS in MiB: VmHWM, which starts afresh at exec. `ru_maxrss` does not: a spawned
+    worker would report the RSS its parent had when it forked."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return usage.ru_maxrss / 1024
 
 
 def _ranges(n_formulas: int, workers: int) -> list[tuple[int, int]]:
