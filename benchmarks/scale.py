@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from mathscout.usage import process_usage
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("MATHSCOUT_SHARED_DATA", REPO.parent / "shared" / "data"))
 TARGET_FACTOR = 40  # the ARQMath collection is ~40× the shared one
@@ -42,17 +44,10 @@ TARGET_FACTOR = 40  # the ARQMath collection is ~40× the shared one
 
 
 def _rss() -> dict[str, float]:
-    """Peak and current RSS of this process in MiB (anonymous and file-backed current RSS apart)."""
-    status = {}
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
-                status[key] = int(value.split()[0]) / 1024
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"peak_mib": usage.ru_maxrss / 1024, "rss_mib": status.get("VmRSS", 0.0),
-            "anon_mib": status.get("RssAnon", 0.0), "file_mib": status.get("RssFile", 0.0),
-            "cpu_seconds": usage.ru_utime + usage.ru_stime, "load_average": os.getloadavg()[0]}
+    """Peak and current RSS of this process in MiB (anonymous and file-backed current RSS apart), CPU and load."""
+    usage = process_usage()
+    return {"peak_mib": usage.peak_mib, "rss_mib": usage.rss_mib, "anon_mib": usage.anon_mib, "file_mib": usage.file_mib,
+            "cpu_seconds": usage.cpu_seconds, "load_average": os.getloadavg()[0]}
 
 
 def _worker_store(corpus: Path, index: Path) -> dict:

@@ -20,11 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import time
 from pathlib import Path
 
 from mathscout.benchmarks.scale import DATA, percentiles
+from mathscout.usage import process_usage
 from mathscout.evaluation.runs import write_run
 from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
@@ -114,9 +114,8 @@ def benchmark(index: Path, topics: list, formula_topics: list, modes: list[str],
         queries = formula_topics if mode == "formula" else topics
         result["modes"][mode] = measure_mode(index, mode, queries, k, out_dir)
         print(json.dumps(result["modes"][mode]), flush=True)  # progress: one line per mode
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result["coordinator"] = {"peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-                             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1)}
+    usage = process_usage()
+    result["coordinator"] = {"peak_rss_mib": round(usage.peak_mib, 1), "cpu_seconds": round(usage.cpu_seconds, 1)}
     if sharded:
         result["shard_actors"] = ShardPool.of(IndexDir(index)).each("usage")
         if safety:

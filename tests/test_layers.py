@@ -32,10 +32,10 @@ LAYERS = {
     "mathscout.types_expansion": ENGINES,
     "mathscout.scale": ENGINES,
     "mathscout.question": ENGINES,  # the planner's question kinds: it parses formulas (mathscout.structure)
-    # the core: corpus, store, index directory, LaTeX, config, typed records, errors, limits, rendering
+    # the core: corpus, store, index directory, LaTeX, config, typed records, errors, limits, rendering, process usage
     **{f"mathscout.{name}": CORE for name in (
         "config", "corpus", "errors", "events", "extras", "index", "java", "latex", "limits", "markup", "notices",
-        "render", "stemmer", "store", "types")},
+        "render", "stemmer", "store", "types", "usage")},
 }
 NAMES = {CORE: "core", ENGINES: "engines", RETRIEVERS: "retrievers", TOOLS: "tools", AGENT: "agent",
          TRAINING: "training/evaluation", ENTRY: "entry points"}

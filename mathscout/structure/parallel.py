@@ -17,7 +17,6 @@ import json
 import multiprocessing
 import os
 import queue
-import resource
 import shutil
 import sys
 import time
@@ -30,6 +29,7 @@ from tqdm import tqdm
 
 from mathscout.errors import MathScoutError
 from mathscout.structure.index import SEGMENT_BYTES, BuildReport, PathIndexWriter, write_index_tables
+from mathscout.usage import process_usage
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, renumber_segment
 
 PROGRESS_EVERY = 2000  # formulas a worker indexes between two updates of its progress counter
@@ -97,27 +97,14 @@ def _worker(number: int, store_path: str, first: int, end: int, folder: str, seg
         paths_file.write_text(json.dumps(list(writer._paths)), encoding="utf-8")
         symbols_file.write_text(json.dumps(list(writer._symbols), ensure_ascii=False), encoding="utf-8")
         np.savez(table_file, leaves=writer._leaves, doc=writer._doc)
-        usage = resource.getrusage(resource.RUSAGE_SELF)
+        usage = process_usage()
         report = writer.report
         results.put(("ok", asdict(WorkerResult(
             number, first, end, [(str(s.postings), str(s.table), s.groups) for s in segments], str(paths_file),
             str(symbols_file), str(table_file), report.formulas, report.indexed, report.entries, dict(report.skipped),
-            writer._groups, time.perf_counter() - started, usage.ru_utime + usage.ru_stime, own_peak_mib(usage)))))
+            writer._groups, time.perf_counter() - started, usage.cpu_seconds, usage.peak_mib))))
     except BaseException as exc:  # the parent re-raises it (an OSError with its errno: a full disk stays recognisable)
         results.put(("error", number, type(exc).__name__, getattr(exc, "errno", None), str(exc)))
-
-
-def own_peak_mib(usage) -> float:
-    """This process's own peak RSS in MiB: VmHWM, which starts afresh at exec. `ru_maxrss` does not: a spawned
-    worker would report the RSS its parent had when it forked."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return usage.ru_maxrss / 1024
 
 
 def _ranges(n_formulas: int, workers: int) -> list[tuple[int, int]]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mathscout.errors import MathScoutError
+from mathscout.usage import process_usage
 from mathscout.index.builder import build_component, ingest_inputs, kept_files
 from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component to the builder, in Ray workers too)
 from mathscout.index.components import component, default_components
@@ -101,9 +102,9 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
 def task_usage() -> dict:
     """CPU seconds and peak RSS of this process (with its finished children): one shard's build, as each build task
     runs in a fresh Ray worker (max_calls=1)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"cpu_seconds": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 1),
-            "peak_rss_mib": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1)}
+    own, children = process_usage(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"cpu_seconds": round(own.cpu_seconds + children.ru_utime + children.ru_stime, 1),
+            "peak_rss_mib": round(max(own.peak_mib, children.ru_maxrss / 1024), 1)}
 
 
 def tuned_files(index_path: Path) -> list[Path]:

@@ -129,13 +129,11 @@ class ShardWorker:
 
     def usage(self) -> dict:
         """This actor's process: pid, peak and current RSS (MiB) and CPU seconds so far."""
-        import resource
+        from mathscout.usage import process_usage
 
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        with open("/proc/self/status", encoding="ascii") as status:
-            rss = next((int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:")), 0.0)
-        return {"pid": os.getpid(), "peak_rss_mib": round(own.ru_maxrss / 1024, 1), "rss_mib": round(rss, 1),
-                "cpu_seconds": round(own.ru_utime + own.ru_stime, 1)}
+        usage = process_usage()
+        return {"pid": os.getpid(), "peak_rss_mib": round(usage.peak_mib, 1), "rss_mib": round(usage.rss_mib, 1),
+                "cpu_seconds": round(usage.cpu_seconds, 1)}
 
     @cached_property
     def doc_ids(self) -> list[str]:
