@@ -200,11 +200,31 @@ class PathIndexWriter:
         write_index_tables(target, byte_offsets, list_start, n_groups, self._leaves, self._doc, list(self._paths),
                            list(self._symbols), self.report, {"segments": len(self._segments)})
 
-    def finish_segments(self) -> list[Segment]:
-        """Flush what is buffered as a last segment and return every segment (a worker of a parallel build)."""
+    def finish_part(self) -> IndexPart:
+        """A worker's share of a parallel build (parallel.py): what is buffered flushed as a last segment, its
+        dictionaries and formula table written into its segment folder."""
         if len(self._tid):
             self._flush_segment()
-        return self._segments
+        folder = self.segment_folder
+        folder.mkdir(parents=True, exist_ok=True)
+        part = IndexPart(list(self._segments), folder / "paths.json", folder / "symbols.json", folder / "formulas.npz",
+                         self._groups)
+        part.paths_file.write_text(json.dumps(list(self._paths)), encoding="utf-8")
+        part.symbols_file.write_text(json.dumps(list(self._symbols), ensure_ascii=False), encoding="utf-8")
+        np.savez(part.table_file, leaves=self._leaves, doc=self._doc)
+        return part
+
+
+@dataclass
+class IndexPart:
+    """What `PathIndexWriter.finish_part` leaves on disk: segments, the part's own path and symbol dictionaries (in
+    order of first appearance), its formula table (leaves, doc) and its group count."""
+
+    segments: list[Segment]
+    paths_file: Path
+    symbols_file: Path
+    table_file: Path
+    groups: int
 
 
 def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int, leaves: np.ndarray,

@@ -39,13 +39,9 @@ def default_workers() -> int:
     """MATHSCOUT_BUILD_WORKERS (`mathscout index --workers`), else min(2, CPU count)."""
     configured = os.environ.get("MATHSCOUT_BUILD_WORKERS", "").strip()
     if configured:
-        try:
-            workers = int(configured)
-        except ValueError:
-            raise MathScoutError(f"MATHSCOUT_BUILD_WORKERS must be a whole number ≥ 1, not {configured!r}") from None
-        if workers < 1:
+        if not configured.isdigit() or int(configured) < 1:
             raise MathScoutError(f"MATHSCOUT_BUILD_WORKERS must be a whole number ≥ 1, not {configured!r}")
-        return workers
+        return int(configured)
     return min(2, os.cpu_count() or 1)
 
 
@@ -91,18 +87,14 @@ def _worker(number: int, store_path: str, first: int, end: int, folder: str, seg
             if count % PROGRESS_EVERY == 0:
                 done.value = count
         store.close()
-        segments = writer.finish_segments()
+        part = writer.finish_part()
         done.value = writer.report.formulas
-        paths_file, symbols_file, table_file = work / "paths.json", work / "symbols.json", work / "formulas.npz"
-        paths_file.write_text(json.dumps(list(writer._paths)), encoding="utf-8")
-        symbols_file.write_text(json.dumps(list(writer._symbols), ensure_ascii=False), encoding="utf-8")
-        np.savez(table_file, leaves=writer._leaves, doc=writer._doc)
         usage = process_usage()
         report = writer.report
         results.put(("ok", asdict(WorkerResult(
-            number, first, end, [(str(s.postings), str(s.table), s.groups) for s in segments], str(paths_file),
-            str(symbols_file), str(table_file), report.formulas, report.indexed, report.entries, dict(report.skipped),
-            writer._groups, time.perf_counter() - started, usage.cpu_seconds, usage.peak_mib))))
+            number, first, end, [(str(s.postings), str(s.table), s.groups) for s in part.segments], str(part.paths_file),
+            str(part.symbols_file), str(part.table_file), report.formulas, report.indexed, report.entries,
+            dict(report.skipped), part.groups, time.perf_counter() - started, usage.cpu_seconds, usage.peak_mib))))
     except BaseException as exc:  # the parent re-raises it (an OSError with its errno: a full disk stays recognisable)
         results.put(("error", number, type(exc).__name__, getattr(exc, "errno", None), str(exc)))
 
@@ -136,10 +128,10 @@ def _run_workers(store_path: Path, n_formulas: int, work: Path, workers: int, se
             try:
                 message = results.get(timeout=1.0)
             except queue.Empty:
-                dead = [p.name for p in processes if not p.is_alive() and p.exitcode not in (0, None)]
+                dead = [p for p in processes if not p.is_alive() and p.exitcode not in (0, None)]
                 if dead:
-                    raise MathScoutError(f"the structure build's {', '.join(dead)} stopped (exit code "
-                                         f"{processes[int(dead[0].rsplit('-', 1)[1])].exitcode}) before it finished")
+                    raise MathScoutError(f"the structure build's {', '.join(p.name for p in dead)} stopped (exit code "
+                                         f"{dead[0].exitcode}) before it finished")
             else:
                 if message[0] == "error":
                     _, number, kind, errno, text = message

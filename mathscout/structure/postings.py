@@ -48,7 +48,8 @@ def put_varbyte(buf, at, value):
 
 
 @numba.njit(cache=True)
-def _get(buf, at):
+def get_varbyte(buf, at):
+    """Read one LEB128 number at buf[at] (`put_varbyte`'s): (value, the position after it)."""
     value = 0
     shift = 0
     while True:
@@ -76,7 +77,7 @@ def decode_varbyte(buf, n):
     out = np.empty(n, dtype=np.int64)
     at = 0
     for i in range(n):
-        out[i], at = _get(buf, at)
+        out[i], at = get_varbyte(buf, at)
     return out
 
 
@@ -108,7 +109,7 @@ def encode_lists(order, list_start, fid, node, width, sym_start, sym, fp, count)
 
 @numba.njit(cache=True)
 def get_bounded(buf, at, end):
-    """`_get` that never reads at or past `end`: (value, next position), or (-1, -1) for a damaged number."""
+    """`get_varbyte` that never reads at or past `end`: (value, next position), or (-1, -1) for a damaged number."""
     value = 0
     shift = 0
     while at < end and shift <= 56:

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.structure.postings import _get, encode_varbyte, put_varbyte
+from mathscout.structure.postings import encode_varbyte, get_varbyte, put_varbyte
 
 ROW = np.dtype([("tid", "<i4"), ("entries", "<i4"), ("first", "<i8"), ("last", "<i8"), ("nbytes", "<i8"), ("src", "<i8")])
 MERGE_ROWS = 1 << 20  # table rows buffered over all segments during a merge (each reads its share at a time)
@@ -209,17 +209,17 @@ def _recode_symbols(src, src_at, entries, sym_map, out):
         at = src_at[r]
         for _ in range(entries[r]):
             for _ in range(3):  # formula-id delta, root-end node, width: unchanged
-                value, at = _get(src, at)
+                value, at = get_varbyte(src, at)
                 at_out = put_varbyte(out, at_out, value)
-            groups, at = _get(src, at)
+            groups, at = get_varbyte(src, at)
             at_out = put_varbyte(out, at_out, groups)
             if groups > group.shape[0]:
                 group = np.empty((2 * groups, 3), dtype=np.int64)
             for g in range(groups):
-                sym, at = _get(src, at)
+                sym, at = get_varbyte(src, at)
                 group[g, 0] = sym_map[sym]
-                group[g, 1], at = _get(src, at)
-                group[g, 2], at = _get(src, at)
+                group[g, 1], at = get_varbyte(src, at)
+                group[g, 2], at = get_varbyte(src, at)
             # the writer orders an entry's groups by (symbol id, fingerprint): re-sort them by the new ids (insertion)
             for g in range(1, groups):
                 a, b, c = group[g, 0], group[g, 1], group[g, 2]
