@@ -461,13 +461,19 @@ class StructureRetriever(BaseRetriever):
                 best[hit.doc] = hit
         return best
 
+    @property
+    def highlight_idf(self):
+        """The path weights the highlighted common subtree is found with (`matched_formula`)."""
+        return self.paths.path_idf
+
     def matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula:
         """The document's best formula with the operands of its widest common subtree highlighted."""
         formula = self.store.formula_at(hit.formula)
         tree = parse_latex(formula.latex, self.searcher.lexer).tree
         spans: list[tuple[int, int]] = []
         if tree is not None:
-            match = formula_similarity(query_prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree), idf=self.paths.path_idf, eta=self.searcher.eta)
+            match = formula_similarity(query_prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
+                                       idf=self.highlight_idf, eta=self.searcher.eta)
             if match is not None:
                 spans = merge_spans(leaf_spans(tree, match.doc_leaves), formula.latex)
         return MatchedFormula(formula_id=formula.id, latex=formula.latex, score=hit.score, highlight=spans)

@@ -24,11 +24,9 @@ from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
 from mathscout.structure.fusion import fuse_formula_lists, rank_by_tier
 from mathscout.structure.lexer import LEGACY_LEXER
 from mathscout.structure.parser import parse_latex
-from mathscout.structure.highlight import leaf_spans, merge_spans
-from mathscout.structure.paths import leaf_count, path_prefixes
-from mathscout.structure.scoring import ETA_ARQMATH, formula_similarity
+from mathscout.structure.scoring import ETA_ARQMATH
 from mathscout.structure.search import FormulaHit
-from mathscout.types import Hit, MatchedFormula, Query
+from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.structure import KindSetting, StructureRetriever, StructureSettings, query_kind
 
@@ -241,18 +239,10 @@ class ShardedStructure(ShardedRetriever):
     # global document ordinals (the sharded index's own store holds every document), the keys of `rank`'s formula hits
     doc_ordinals = StructureRetriever.doc_ordinals
 
-    def matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula:
-        """The document's best formula (global formula ordinal) with the operands of its widest common subtree
-        highlighted; the subtree is found with unweighted paths (the path weights live in the shards)."""
-        formula = self.store.formula_at(hit.formula)
-        tree = parse_latex(formula.latex, self.searcher.lexer).tree
-        spans: list[tuple[int, int]] = []
-        if tree is not None:
-            match = formula_similarity(query_prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
-                                       eta=self.searcher.eta)
-            if match is not None:
-                spans = merge_spans(leaf_spans(tree, match.doc_leaves), formula.latex)
-        return MatchedFormula(formula_id=formula.id, latex=formula.latex, score=hit.score, highlight=spans)
+    # the document's best formula (global formula ordinal) with its widest common subtree highlighted, found with
+    # unweighted paths: the path weights live in the shards
+    matched_formula = StructureRetriever.matched_formula
+    highlight_idf = None
 
     @property
     def paths(self):
