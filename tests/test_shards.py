@@ -350,6 +350,8 @@ def test_a_shard_that_stays_unreachable_gives_flagged_partial_results(sharded_sm
         assert [h.doc_id for h in hits][:len(expected)] == expected
         result = run_search(SearchRequest(query, "bm25", 10).checked(), ToolBox(sharded_small)).to_json()
         assert result["missing_shards"] and any("partial results" in n for n in result["notices"])
+        tool = ToolBox(sharded_small).search(query, "bm25", k=10)  # what the agent's tools (and an LLM) see
+        assert any("partial results" in n and "shard 3 of 3" in n for n in tool.notices)
     finally:
         shutil.move(hidden, folder)
     assert open_retriever(sharded_small, "bm25").search(query, k=20).missing_shards == []  # back once it is back

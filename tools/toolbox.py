@@ -24,6 +24,7 @@ from mathscout.types import Document, Hit, Query
 from mathscout.retrievers import available_modes, open_retriever
 from mathscout.retrievers.registry import servable_modes
 from mathscout.retrievers.base import Retriever
+from mathscout.tools.searching import partial_results
 
 MAX_DOCUMENT_CHARS = 3_000  # get_document returns at most this much text
 MAX_DOCUMENT_FORMULAS = 20
@@ -174,17 +175,15 @@ class ToolBox:
         return list(self._open_notices.get(mode, []))
 
     def _search(self, mode: str, query: Query, k: int, explain_query: str) -> ToolOutput:
-        return self.search_output(self.retriever(mode), query, k, explain_query, self.open_notices(mode))
-
-    def search_output(self, retriever: Retriever, query: Query, k: int, explain_query: str,
-                      notices: list[str] | None = None) -> ToolOutput:
-        """A search tool's output: `retriever`'s top-k hits for `query`, explained (snippets, matched formulas)."""
-        hits = [replace(h) for h in retriever.search(query, k=k)]
+        """A search tool's output: the top-k hits of `mode` for `query`, explained (snippets, matched formulas), with
+        the notices of opening its retriever and of a sharded index's missing shards (partial results)."""
+        found = self.retriever(mode).search(query, k=k)
+        hits = [replace(h) for h in found]
         documents = explain_hits(hits, self.index.store, explain_query)  # snippets/formulas the retriever left out
         for rank, hit in enumerate(hits, start=1):
             hit.rank = rank
         return ToolOutput(hit_ids_summary(hits), {"hits": [hit_payload(h, documents) for h in hits]}, hits=hits,
-                          notices=notices or [])
+                          notices=self.open_notices(mode) + partial_results(found))
 
     def structure_search(self, formula: str, k: int = 10, words: str = "") -> ToolOutput:
         """Approach Zero structure search for one formula (Zhong 2023 thesis ch. 3), plus words by Eq. 3.18 when given."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -89,13 +90,25 @@ class ShardPool:
             except _unreachable() as first:
                 reason = first
             try:  # once more, on the actor Ray restarted or on a new one
-                self.actors[shard] = self.actor(shard)
-                answers.append(self._get(self.actors[shard].rank.remote(mode, queries, k, options)))
+                answers.append(self._retry(shard, lambda actor: actor.rank.remote(mode, queries, k, options)))
             except _unreachable() as again:
                 notice(f"notice: {self.describe(shard)} is unreachable ({_first_line(again or reason)}): partial results")
                 answers.append(None)
                 missing.append(shard)
         return answers, missing
+
+    def _retry(self, shard: int, call, attempts: int = 3):
+        """`call` on the shard's actor as Ray restarted it, or on a new one. A dead actor's name is released a moment
+        after its death: until then the name still gives the dead actor, so a call that fails at once is tried again."""
+        ray = ray_module()
+        for attempt in range(attempts):
+            self.actors[shard] = self.actor(shard)
+            try:
+                return self._get(call(self.actors[shard]))
+            except ray.exceptions.ActorDiedError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
 
     def _get(self, ref):
         ray = ray_module()
