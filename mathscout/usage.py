@@ -6,7 +6,9 @@ The peak is VmHWM (the high-water mark of this process's own memory, which start
 
 from __future__ import annotations
 
+import os
 import resource
+import threading
 from dataclasses import dataclass
 
 
@@ -33,3 +35,58 @@ def process_usage() -> ProcessUsage:
     own = resource.getrusage(resource.RUSAGE_SELF)
     return ProcessUsage(own.ru_utime + own.ru_stime, status.get("VmHWM", own.ru_maxrss / 1024), status.get("VmRSS", 0.0),
                         status.get("RssAnon", 0.0), status.get("RssFile", 0.0))
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (the /proc scan works without CONFIG_PROC_CHILDREN)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def tree_rss_mib(pid: int | None = None) -> float:
+    """Resident memory of a process and all its descendants now, in MiB (0 for processes gone meanwhile)."""
+    total, pending = 0, [pid or os.getpid()]
+    page = os.sysconf("SC_PAGE_SIZE")
+    while pending:
+        current = pending.pop()
+        try:
+            with open(f"/proc/{current}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * page
+        except OSError:
+            continue
+        pending += _children(current)
+    return total / 2**20
+
+
+class TreePeak:
+    """The largest resident memory this process and its descendants held at once, sampled every `interval` seconds
+    while the `with` block runs (a short spike between two samples can be missed: each process's VmHWM bounds it)."""
+
+    def __init__(self, interval: float = 0.25):
+        self.interval, self.peak_mib, self.samples = interval, 0.0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="tree-peak", daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.peak_mib = max(self.peak_mib, tree_rss_mib())
+            self.samples += 1
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> TreePeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -184,6 +184,20 @@ def test_a_build_by_worker_processes_writes_the_one_process_files(subset_store, 
     assert "100%" in _last_rendering(err, "path index merge (")
 
 
+def test_the_tree_peak_counts_child_processes_holding_memory_at_once():
+    import subprocess
+    import sys
+
+    from mathscout.usage import TreePeak, tree_rss_mib
+
+    hold = "import time; x = bytearray(200 * 2**20); x[::4096] = b'1' * len(x[::4096]); time.sleep(1.5)"
+    with TreePeak(interval=0.05) as tree:  # two children of 200 MiB each, alive at the same moment
+        children = [subprocess.Popen([sys.executable, "-c", hold]) for _ in range(2)]
+        assert [c.wait() for c in children] == [0, 0]
+    assert tree.samples > 3 and tree.peak_mib >= 400
+    assert tree_rss_mib() < tree.peak_mib - 300  # they are gone
+
+
 def test_renaming_is_consistent_and_keeps_structure():
     mapping = {"x": "q", "y": "b", "n": "m"}
     renamed = rename_variables(r"\frac{x+y}{x} = \sum_{n} \text{for x} \mathrm{dx} \operatorname{sin} x", mapping)
