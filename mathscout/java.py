@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
+from mathscout import jvm_archive
 from mathscout.errors import MathScoutError
 
 _lock = threading.Lock()
@@ -120,7 +121,11 @@ def boot(building: bool = False) -> None:
                 options.append("-XX:TieredStopAtLevel=1")
             if heap := os.environ.get("MATHSCOUT_JAVA_HEAP") or (None if building else SEARCH_HEAP):
                 options.append(f"-Xmx{heap}")
-            jnius_config.set_options(*options)
+            jar = (jnius_config.classpath or [""])[0]  # get_classpath() would start the JVM (it imports jnius)
+            archive_options = jvm_archive.jvm_options(java_home, jar) if jar.endswith(".jar") else []
+            jnius_config.set_options(*options, *archive_options)
+        else:
+            archive_options = []
         import pyserini.setup
 
         # pyserini.pyclass calls setup.configure_classpath, which would add the incubator module again.
@@ -129,7 +134,16 @@ def boot(building: bool = False) -> None:
 
         _silence_lucene_warnings()
         _java_output_to_stderr()
+        jvm_archive.forget_unmapped(archive_options, vm_info())
         _booted = True
+
+
+def vm_info() -> str:
+    """The running JVM's `java.vm.info` (e.g. "mixed mode, sharing": its classes come from a CDS archive)."""
+    from jnius import autoclass as jnius_autoclass
+
+    with jni_lock:
+        return str(jnius_autoclass("java.lang.System").getProperty("java.vm.info"))
 
 
 # HotSpot handles its own SIGSEGV/SIGBUS/SIGFPE/SIGILL (implicit null checks, safepoints): a library that installs

