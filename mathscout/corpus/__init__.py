@@ -73,11 +73,12 @@ def make_document(doc_id: str, text: str, title: str = "", metadata: dict[str, A
     return Document(id=doc_id, text=text, title=title, formulas=formulas, metadata=metadata or {})
 
 
-def read_corpus(paths: Sequence[Path | str], report: IngestReport) -> Iterator[Document]:
+def read_corpus(paths: Sequence[Path | str], report: IngestReport, distinct: bool = True) -> Iterator[Document]:
     """Documents from every input: `.jsonl`/`.jsonl.gz` files, ARQMath `Posts` `.xml` files, folders.
 
-    Unreadable inputs are skipped with a reason in `report`; documents whose id was already seen are
-    counted in `report.duplicates` and dropped.
+    Unreadable inputs are skipped with a reason in `report`. With `distinct`, documents whose id was already seen
+    are counted in `report.duplicates` and dropped, which holds every id in memory; a store drops them on disk
+    instead (`mathscout.index.builder.ingest_inputs`: memory that does not grow with the collection).
     """
     from mathscout.corpus.arqmath import read_posts_xml
     from mathscout.corpus.folder import read_folder
@@ -95,10 +96,11 @@ def read_corpus(paths: Sequence[Path | str], report: IngestReport) -> Iterator[D
             source = read_folder(path, report)  # a single .md/.tex/.txt file
         for doc in source:
             doc = valid_unicode(doc, report)
-            if doc.id in seen:
-                report.duplicates += 1
-                continue
-            seen.add(doc.id)
+            if distinct:
+                if doc.id in seen:
+                    report.duplicates += 1
+                    continue
+                seen.add(doc.id)
             report.documents += 1
             report.formulas += len(doc.formulas)
             yield doc

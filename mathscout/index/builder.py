@@ -40,8 +40,11 @@ def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
             bar.update(1)
             yield doc
 
-    added_docs, added_formulas = store.add(counted(read_corpus(inputs, report)))
+    # the store keeps the first document of an id (its unique index): no set of every id in memory
+    added_docs, added_formulas = store.add(counted(read_corpus(inputs, report, distinct=False)))
     bar.close()
+    report.duplicates += report.documents - added_docs
+    report.documents, report.formulas = added_docs, added_formulas
     seconds = time.perf_counter() - started
     report.seconds = seconds
     _log(
