@@ -98,14 +98,16 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
 
     from mathscout import java
 
-    java.boot()  # the JVM's start (seconds) is not the index's open time
+    started = time.perf_counter()
+    java.boot()  # the JVM's start (seconds) is not the index's open time: measured apart
+    boot_seconds, vm_info = time.perf_counter() - started, java.vm_info()
     runtime = java.autoclass("java.lang.Runtime").getRuntime()
     heap_peak = [0.0]
 
     def heap_seen() -> None:  # what the JVM heap holds after a search (garbage included)
         heap_peak[0] = max(heap_peak[0], (runtime.totalMemory() - runtime.freeMemory()) / 2**20)
 
-    out: dict = {"rss_start": _rss()}
+    out: dict = {"rss_start": _rss(), "jvm_boot_s": boot_seconds, "jvm_info": vm_info}  # "sharing": a CDS archive
     started = time.perf_counter()
     index_dir = IndexDir(index)
     bm25 = open_retriever(index_dir, "bm25")

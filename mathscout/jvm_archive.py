@@ -45,6 +45,7 @@ def jvm_options(java_home: str, jar: str) -> list[str]:
     try:
         archive = archive_path(java_home, jar)
         if archive.is_file():
+            _remove_stale_lists(archive.parent)
             return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", QUIET]
         archive.parent.mkdir(parents=True, exist_ok=True)
     except OSError:  # an unwritable home: no archive, nothing else changes
@@ -72,6 +73,7 @@ def _dump_when_exiting(java_home: Path, jar: str, class_list: Path, archive: Pat
     lock = archive.with_suffix(".lock")
     try:
         if archive.exists() or not class_list.is_file() or class_list.stat().st_size == 0:
+            class_list.unlink(missing_ok=True)  # another process made the archive meanwhile
             return
         if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_SECONDS:
             lock.unlink(missing_ok=True)
@@ -90,6 +92,16 @@ def _dump_when_exiting(java_home: Path, jar: str, class_list: Path, archive: Pat
     except OSError:
         for path in (class_list, lock):
             path.unlink(missing_ok=True)
+
+
+def _remove_stale_lists(folder: Path) -> None:
+    """Class lists left by processes that were killed before they could exit."""
+    for path in folder.glob("*.classlist"):
+        try:
+            if time.time() - path.stat().st_mtime > STALE_LOCK_SECONDS:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _quote(path) -> str:

@@ -103,3 +103,4 @@ def test_the_first_jvm_makes_a_class_archive_that_later_jvms_map_and_a_damaged_o
     search()
     archive_made()
     assert "sharing" in search()["vm_info"]
+    assert not list(archives.glob("*.classlist"))  # no class list left behind
