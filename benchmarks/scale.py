@@ -296,6 +296,7 @@ def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
         if "query" not in r:
             continue
         q = r["query"]
+        put("JVM boot seconds (query process)", f, q.get("jvm_boot_s"))
         put("open seconds: bm25", f, q["open_bm25_s"])
         put("open seconds: structure", f, q["open_structure_s"])
         put("query process RSS MiB after open", f, q["rss_open"]["rss_mib"])
