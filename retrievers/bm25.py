@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from collections import Counter
@@ -32,9 +31,6 @@ from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 FIELD = "contents"
 INDEX_THREADS = 2
-# Lucene's indexing buffer: Anserini's default (4,096 MB) lets the build's memory grow with the collection (1,348 MiB
-# peak RSS at 40× the shared collection); full buffers are flushed as segments and merged on disk
-RAM_BUFFER_MB = int(os.environ.get("MATHSCOUT_BM25_BUFFER_MB", "256"))
 BATCH = 500
 DEFAULT_K1, DEFAULT_B = 1.2, 0.75  # measured better than Anserini's 0.9/0.4 on the dev topics
 MAX_QUERY_TERMS = 1000  # distinct terms per Lucene query; below IndexSearcher's default clause limit (1024)
@@ -58,8 +54,7 @@ class BM25Component:
         started = time.perf_counter()
         indexer = java.lucene_index().LuceneIndexer(
             # -storeDocvectors: RM3 (set_rm3) reads the feedback documents' term vectors
-            args=["-index", str(target), "-pretokenized", "-storeDocvectors", "-quiet", "-memoryBuffer", str(RAM_BUFFER_MB)],
-            threads=INDEX_THREADS
+            args=["-index", str(target), "-pretokenized", "-storeDocvectors", "-quiet"], threads=INDEX_THREADS
         )
         total = store.count()
         bar = tqdm(total=total, desc="bm25", unit=" docs", file=sys.stderr, mininterval=1.0)
