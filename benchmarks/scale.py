@@ -458,7 +458,7 @@ def report(factors: dict[int, dict], summary: dict) -> str:
         ext = entry.get(f"extrapolated_{TARGET_FACTOR}x")
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {'—' if b is None else f'{b:.2f}'} | {'—' if ext is None else f'{ext:,.1f}'} |")
     safety = "; ".join(f"{f}×: " + ", ".join(f"k={k} {v['violations']}/{v['queries']}" for k, v in factors[f]["query"]["rank_safety"].items())
-                       for f in fs if "query" in factors[f])
+                       for f in fs if "rank_safety" in factors[f].get("query", {}))
     lines.append(f"\nrank-safety violations (GBP-LEN vs exhaustive, ids and scores): {safety}")
     return "\n".join(lines)
 
