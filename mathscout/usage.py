@@ -37,34 +37,27 @@ def process_usage() -> ProcessUsage:
                         status.get("RssAnon", 0.0), status.get("RssFile", 0.0))
 
 
-def _children(pid: int) -> list[int]:
-    """The pids whose parent is `pid` (the /proc scan works without CONFIG_PROC_CHILDREN)."""
-    found = []
+def tree_rss_mib(pid: int | None = None) -> float:
+    """Resident memory of a process and all its descendants now, in MiB: one pass over /proc/*/stat, which gives
+    each process's parent and resident pages (the scan works without CONFIG_PROC_CHILDREN)."""
+    children: dict[int, list[int]] = {}
+    pages: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except OSError:
+                    fields = f.read().rsplit(b")", 1)[1].split()  # from field 3 (state) on: the name may hold spaces
+            except OSError:  # gone meanwhile
                 continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def tree_rss_mib(pid: int | None = None) -> float:
-    """Resident memory of a process and all its descendants now, in MiB (0 for processes gone meanwhile)."""
+            current = int(entry.name)
+            children.setdefault(int(fields[1]), []).append(current)  # field 4: ppid
+            pages[current] = int(fields[21])  # field 24: rss in pages
     total, pending = 0, [pid or os.getpid()]
-    page = os.sysconf("SC_PAGE_SIZE")
     while pending:
         current = pending.pop()
-        try:
-            with open(f"/proc/{current}/statm", "rb") as f:
-                total += int(f.read().split()[1]) * page
-        except OSError:
-            continue
-        pending += _children(current)
-    return total / 2**20
+        total += pages.get(current, 0)
+        pending += children.get(current, [])
+    return total * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 class TreePeak:
