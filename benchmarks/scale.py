@@ -89,6 +89,11 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)), "mean_ms": float(a.mean()), "n": len(values)}
 
 
+def even_sample(items: list, n: int) -> list:
+    """At most n items spread evenly over `items` (the rank-safety checks' formula sample)."""
+    return items[:: max(1, len(items) // n)][:n] if n > 0 else []
+
+
 def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     from mathscout.evaluation.topics import load_topics
     from mathscout.errors import QueryError
@@ -151,7 +156,7 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     java.autoclass("java.lang.System").gc()
     out["jvm"] = {"max_mib": runtime.maxMemory() / 2**20, "committed_mib": runtime.totalMemory() / 2**20,
                   "used_peak_mib": heap_peak[0], "live_after_gc_mib": (runtime.totalMemory() - runtime.freeMemory()) / 2**20}
-    sample = valid[:: max(1, len(valid) // n_safety)][:n_safety]
+    sample = even_sample(valid, n_safety)
     safety = {str(k): {"queries": len(sample), "violations": 0} for k in (100, 1000)}
     for latex in sample:
         q = searcher.prepare(latex)  # once for both depths (a search leaves the prepared query as it was)

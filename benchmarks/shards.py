@@ -23,7 +23,7 @@ import os
 import time
 from pathlib import Path
 
-from mathscout.benchmarks.scale import DATA, percentiles
+from mathscout.benchmarks.scale import DATA, even_sample, percentiles
 from mathscout.usage import process_usage
 from mathscout.evaluation.runs import write_run
 from mathscout.evaluation.topics import load_topics
@@ -120,7 +120,7 @@ def benchmark(index: Path, topics: list, formula_topics: list, modes: list[str],
         result["shard_actors"] = ShardPool.of(IndexDir(index)).each("usage")
         if safety:
             formulas = [t.formula for t in formula_topics if t.formula]
-            sample = formulas[:: max(1, len(formulas) // safety)][:safety]
+            sample = even_sample(formulas, safety)
             result["rank_safety"] = rank_safety(index, sample, safety_ks)
     result["load_end"] = load()
     return result
