@@ -207,8 +207,7 @@ class PathIndexWriter:
             self._flush_segment()
         folder = self.segment_folder
         folder.mkdir(parents=True, exist_ok=True)
-        part = IndexPart(list(self._segments), folder / "paths.json", folder / "symbols.json", folder / "formulas.npz",
-                         self._groups)
+        part = IndexPart(list(self._segments), folder / "paths.json", folder / "symbols.json", folder / "formulas.npz")
         part.paths_file.write_text(json.dumps(list(self._paths)), encoding="utf-8")
         part.symbols_file.write_text(json.dumps(list(self._symbols), ensure_ascii=False), encoding="utf-8")
         np.savez(part.table_file, leaves=self._leaves, doc=self._doc)
@@ -218,13 +217,12 @@ class PathIndexWriter:
 @dataclass
 class IndexPart:
     """What `PathIndexWriter.finish_part` leaves on disk: segments, the part's own path and symbol dictionaries (in
-    order of first appearance), its formula table (leaves, doc) and its group count."""
+    order of first appearance) and its formula table (leaves, doc)."""
 
     segments: list[Segment]
     paths_file: Path
     symbols_file: Path
     table_file: Path
-    groups: int
 
 
 def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int, leaves: np.ndarray,

@@ -60,7 +60,6 @@ class WorkerResult:
     indexed: int
     entries: int
     skipped: dict[str, int]
-    groups: int
     seconds: float
     cpu_seconds: float
     peak_mib: float
@@ -94,7 +93,7 @@ def _worker(number: int, store_path: str, first: int, end: int, folder: str, seg
         results.put(("ok", asdict(WorkerResult(
             number, first, end, [(str(s.postings), str(s.table), s.groups) for s in part.segments], str(part.paths_file),
             str(part.symbols_file), str(part.table_file), report.formulas, report.indexed, report.entries,
-            dict(report.skipped), part.groups, time.perf_counter() - started, usage.cpu_seconds, usage.peak_mib))))
+            dict(report.skipped), time.perf_counter() - started, usage.cpu_seconds, usage.peak_mib))))
     except BaseException as exc:  # the parent re-raises it (an OSError with its errno: a full disk stays recognisable)
         results.put(("error", number, type(exc).__name__, getattr(exc, "errno", None), str(exc)))
 
@@ -180,8 +179,8 @@ def _global_segments(results: list[WorkerResult], maps: list[tuple[np.ndarray, n
                 segment = Segment(Path(postings), Path(table), groups)
                 if i > 0:
                     target = Segment(segment.postings.with_suffix(".global.bin"), segment.table.with_suffix(".global.rows"), groups)
-                    segment = renumber_segment(segment, maps[i][0], maps[i][1], target)
-                    remove_segments([Segment(Path(postings), Path(table), groups)])
+                    local, segment = segment, renumber_segment(segment, maps[i][0], maps[i][1], target)
+                    remove_segments([local])
                     bar.update(1)
                 segments.append(segment)
     return segments
