@@ -29,7 +29,7 @@ from mathscout.store import DocumentStore
 from mathscout.structure.highlight import leaf_spans, merge_spans
 from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.lexer import LEXER, recorded_lexer
-from mathscout.structure.parallel import ParallelReport, build_path_index_parallel, default_workers
+from mathscout.structure.parallel import build_path_index_parallel, default_workers
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import (
     BETAS,
@@ -65,9 +65,6 @@ class StructureComponent:
         else:
             report = build_path_index(store.iter_formula_latex(), n_formulas, target)
         stats = report.as_stats(target)
-        if isinstance(report, ParallelReport):
-            stats["workers"] = report.workers
-            stats["workers_peak_mib_sum"] = round(sum(w["peak_mib"] for w in report.workers), 1)
         started = time.perf_counter()
         text = build_text_lists(store, target, vocabulary=VOCABULARY)  # the top level of the heterogeneous index (Zhong 2023 thesis, Alg. 5)
         stats["text_lists"] = {"terms": len(text.terms), "postings": int(len(text.docs)),

@@ -71,6 +71,11 @@ class ParallelReport(BuildReport):
 
     workers: list[dict] = field(default_factory=list)
 
+    def as_stats(self, target: Path) -> dict:
+        """BuildReport's stats with each worker's figures and the sum of their peaks (what the component records)."""
+        return {**super().as_stats(target), "workers": self.workers,
+                "workers_peak_mib_sum": round(sum(w["peak_mib"] for w in self.workers), 1)}
+
 
 def _worker(number: int, store_path: str, first: int, end: int, folder: str, segment_bytes: int, done, results) -> None:
     """Index formulas [first, end) of the store into segments under `folder` (runs in a spawned process)."""
