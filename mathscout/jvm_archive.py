@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -105,6 +106,4 @@ def _remove_stale_lists(folder: Path) -> None:
 
 
 def _quote(path) -> str:
-    import shlex
-
     return shlex.quote(str(path))
