@@ -112,6 +112,7 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     def heap_seen() -> None:  # what the JVM heap holds after a search (garbage included)
         heap_peak[0] = max(heap_peak[0], (runtime.totalMemory() - runtime.freeMemory()) / 2**20)
 
+    anon = TreePeak(measure=lambda: process_usage().anon_mib).__enter__()  # the query process's own memory, at its peak
     out: dict = {"rss_start": _rss(), "jvm_boot_s": boot_seconds, "jvm_info": vm_info}  # "sharing": a CDS archive
     started = time.perf_counter()
     index_dir = IndexDir(index)
@@ -125,8 +126,8 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     formulas = [t.formula for year in (2020, 2021, 2022)
                 for t in load_topics(DATA / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")]
     searcher = StructureSearcher(structure.paths, lexer=structure.searcher.lexer)
-    valid = []  # the formulas that parse; prepared one at a time (a prepared query holds its decoded lists: holding
-    for latex in formulas:  # all 285 at once took 3.9 GiB at 1×, which no real query process does)
+    valid = []  # the formulas that parse; prepared one at a time (a prepared query holds the blocks it decoded)
+    for latex in formulas:
         try:
             searcher.prepare(latex)
             valid.append(latex)
@@ -146,12 +147,15 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
                 times.append(time.perf_counter() - t0)
                 heap_seen()
             out["latency"][f"{mode}@{k}"] = percentiles(times)
-        times = []
-        for latex in valid:  # formula-only structure search, GBP-LEN (prepare = parse + decode the lists, included)
+        times, decoded, blocks = [], 0, 0
+        for latex in valid:  # formula-only structure search, GBP-LEN (prepare = parse + lay out the lists, included)
             t0 = time.perf_counter()
-            searcher.search(searcher.prepare(latex), k=k, per_document=True)
+            prepared = searcher.prepare(latex)
+            searcher.search(prepared, k=k, per_document=True)
             times.append(time.perf_counter() - t0)
+            decoded, blocks = decoded + int(prepared.ix[11].sum()), blocks + len(prepared.ix[11])
         out["latency"][f"formula@{k}"] = percentiles(times)
+        out[f"blocks_decoded@{k}"] = decoded / max(blocks, 1)  # the share of the queries' list blocks decoded
     out["rss_queries"] = _rss()
     java.autoclass("java.lang.System").gc()
     out["jvm"] = {"max_mib": runtime.maxMemory() / 2**20, "committed_mib": runtime.totalMemory() / 2**20,
@@ -166,7 +170,8 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
             safety[str(k)]["violations"] += pruned != exact
     out["rank_safety"] = safety
     out["rss_end"] = _rss()
-    out["cache_mib"] = structure.paths.lists.cached_bytes / 2**20
+    anon.__exit__()
+    out["anon_peak_mib"] = anon.peak_mib  # sampled every 0.25 s (page cache and mapped index pages aside)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import resource
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -62,16 +63,19 @@ def tree_rss_mib(pid: int | None = None) -> float:
 
 class TreePeak:
     """The largest resident memory this process and its descendants held at once, sampled every `interval` seconds
-    while the `with` block runs (a short spike between two samples can be missed: each process's VmHWM bounds it)."""
+    while the `with` block runs (a short spike between two samples can be missed: each process's VmHWM bounds it).
+    `measure` samples something else in MiB instead (e.g. this process's anonymous memory, which VmHWM does not
+    separate from mapped file pages)."""
 
-    def __init__(self, interval: float = 0.25):
+    def __init__(self, interval: float = 0.25, measure: Callable[[], float] | None = None):
         self.interval, self.peak_mib, self.samples = interval, 0.0, 0
+        self._measure = measure or tree_rss_mib
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="tree-peak", daemon=True)
 
     def _sample(self) -> None:
         while True:
-            self.peak_mib = max(self.peak_mib, tree_rss_mib())
+            self.peak_mib = max(self.peak_mib, self._measure())
             self.samples += 1
             if self._stop.wait(self.interval):
                 return

@@ -50,6 +50,8 @@ def test_segments_merged_on_disk_give_the_one_segment_index(two_builds):
     assert not (many / ".segments").exists()
     for name in ("postings.bin", "lists.npz", "formulas.npz", "symbols.json", "path_hash.npy", "path_tid.npy"):
         assert filecmp.cmp(one / name, many / name, shallow=False), name
+    one_blocks, many_blocks = np.load(one / "blocks.npz"), np.load(many / "blocks.npz")
+    assert all(np.array_equal(one_blocks[name], many_blocks[name]) for name in one_blocks.files)
 
 
 def test_same_ranked_ids_and_scores_and_pruning_stays_rank_safe(two_builds, shared_data):
@@ -68,42 +70,72 @@ def test_same_ranked_ids_and_scores_and_pruning_stays_rank_safe(two_builds, shar
     assert compared >= 15
 
 
-def test_a_small_arena_of_decoded_lists_gives_the_same_ranking(two_builds, shared_data):
-    from mathscout.structure.lists import PostingLists
+def test_a_query_decodes_only_the_blocks_its_candidates_lie_in(two_builds, shared_data):
+    from mathscout.structure.lists import BLOCK
 
-    index, small = PathIndex.open(two_builds[0]), PathIndex.open(two_builds[0])
-    was = small.lists  # 64 KiB of decoded lists: arenas roll over, and the longest queries get one-off arenas
-    small.lists = PostingLists(was.buf, was.byte_offsets, was.list_start, was.n_formulas, was.n_symbols, was.max_node, was.max_leaves,
-                               cache_bytes=64 * 1024, groups_per_entry=1.0)
+    index = PathIndex.open(two_builds[0])
+    searcher = StructureSearcher(index)
     queries = [t.formula for t in load_topics(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml")][:25]
-    full, tiny = StructureSearcher(index), StructureSearcher(small)
-    arenas, compared = set(), 0
-    for latex in queries * 2:  # twice: the second round reads lists decoded by the first (in place, no copy)
+    decoded = total = compared = 0
+    for latex in queries:
         try:
-            prepared = full.prepare(latex)
+            prepared = searcher.prepare(latex)
         except Exception:
             continue
-        a = [(h.formula, h.score) for h in full.search(prepared, k=50, per_document=True)]
-        q = tiny.prepare(latex)
-        arenas.add(id(q.ix[0]))
-        assert [(h.formula, h.score) for h in tiny.search(q, k=50, per_document=True)] == a
-        compared += bool(a)
-    assert compared >= 30 and len(arenas) > 2 and 0 < index.lists.cached_bytes <= 512 * 2**20
+        assert not prepared.ix[11].any()  # laid out, nothing decoded yet
+        pruned = [(h.formula, h.score) for h in searcher.search(prepared, k=10, per_document=True)]
+        decoded, total = decoded + int(prepared.ix[11].sum()), total + len(prepared.ix[11])
+        exact = searcher.search(searcher.prepare(latex), k=10, strategy="exhaustive", per_document=True)
+        assert pruned == [(h.formula, h.score) for h in exact]
+        compared += bool(pruned)
+    assert compared >= 15 and total > 2 * len(queries)  # lists longer than one block
+    assert 0 < decoded < 0.8 * total  # pruned searches skip whole blocks without decoding them
+    lengths = np.diff(index.lists.list_start)
+    assert lengths.max() > 4 * BLOCK
+
+
+def test_an_index_built_before_block_tables_gets_one_when_it_opens(two_builds, tmp_path, capsys):
+    copy = tmp_path / "old"
+    shutil.copytree(two_builds[0], copy)
+    (copy / "blocks.npz").unlink()
+    old = PathIndex.open(copy)
+    assert "indexing the blocks of its posting lists" in capsys.readouterr().err
+    built = np.load(two_builds[0] / "blocks.npz")
+    with np.load(copy / "blocks.npz") as scanned:  # written beside the index, the same table the build wrote
+        assert all(np.array_equal(scanned[name], built[name]) for name in ("block", "byte", "base", "last", "group"))
+    assert (copy / "blocks.npz").stat().st_mode & 0o777 == (two_builds[0] / "postings.bin").stat().st_mode & 0o777
+    hits = lambda ix: [(h.formula, h.score) for h in StructureSearcher(ix).search("a^2+b^2=c^2", k=20)]
+    assert hits(old) == hits(PathIndex.open(two_builds[0])) and hits(old)
+    PathIndex.open(copy)
+    assert capsys.readouterr().err == ""  # scanned once
 
 
 def test_open_decodes_nothing_and_a_damaged_list_is_a_clear_error_when_read(two_builds, tmp_path):
     index = PathIndex.open(two_builds[0])
-    assert isinstance(index.lists.buf, np.memmap) and index.lists.cached_bytes == 0
+    assert isinstance(index.lists.buf, np.memmap)
+    query = "a^2+b^2=c^2"
+    tid = max(StructureSearcher(index).prepare(query).tids, key=lambda t: index.df[t])  # its longest list
+    assert index.df[tid] > 1000
     copy = tmp_path / "structure"
     shutil.copytree(two_builds[0], copy)
-    damaged = PathIndex.open(copy)
-    tid = int(np.argmax(damaged.df))  # the longest list: garble its middle
-    at = (int(damaged.lists.byte_offsets[tid]) + int(damaged.lists.byte_offsets[tid + 1])) // 2
+    at = (int(index.lists.byte_offsets[tid]) + int(index.lists.byte_offsets[tid + 1])) // 2
     data = bytearray((copy / "postings.bin").read_bytes())
-    data[at:at + 64] = b"\xff" * 64
+    data[at:at + 64] = b"\xff" * 64  # garble the middle of that list
     (copy / "postings.bin").write_bytes(bytes(data))
-    with pytest.raises(DamagedIndexError, match="postings.bin"):
-        PathIndex.open(copy).view(np.array([tid]))
+    searcher = StructureSearcher(PathIndex.open(copy))  # opens: nothing is decoded yet
+    with pytest.raises(DamagedIndexError, match="postings.bin.*mathscout index --index"):
+        searcher.search(query, k=10, strategy="exhaustive")  # reads every block of the list
+
+
+def test_a_damaged_block_table_is_a_clear_error(two_builds, tmp_path):
+    shutil.copytree(two_builds[0], tmp_path / "structure")
+    index = PathIndex.open(tmp_path / "structure")
+    tid = int(np.argmax(index.df))  # the longest list
+    table = dict(np.load(tmp_path / "structure" / "blocks.npz"))
+    table["last"][int(index.lists.blocks.first[tid]) + 1] += 1  # a block that says it ends one formula later
+    np.savez(tmp_path / "structure" / "blocks.npz", **table)
+    with pytest.raises(DamagedIndexError, match="block table"):
+        PathIndex.open(tmp_path / "structure").view(np.array([tid]))
 
 
 def test_an_index_without_the_hashed_dictionary_still_opens_the_same(two_builds, tmp_path):

@@ -12,7 +12,9 @@ queries leave the weights of ordinary paths as they would be without them. Files
                    dictionary opens without building a dict; indexes without them read paths.json.gz)
     symbols.json   leaf symbols, in id order
     lists.npz      per list: byte offset in postings.bin, first entry; total symbol groups
-    postings.bin   the encoded lists (memory-mapped at search time, a query's lists decoded on demand)
+    postings.bin   the encoded lists (memory-mapped at search time, read a block at a time)
+    blocks.npz     per block of 128 entries of a list: byte offset, the formula ids it spans, first symbol group
+                   (lists.py: skipping passes whole blocks without decoding them)
     formulas.npz   per formula ordinal: leaves (0 = not indexed) and document ordinal (memory-mapped)
 
 The build buffers entries up to MATHSCOUT_SEGMENT_MB (96) and flushes them as segments merged on disk at the end
@@ -40,9 +42,10 @@ from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutErro
 from mathscout.structure.lexer import LEXER
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
-from mathscout.structure.postings import DecodedPostings, check_layout, encode_lists
+from mathscout.structure.postings import BlockedPostings, check_layout, encode_lists
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
-from mathscout.structure.lists import PATH_FILES, DamagedList, PathDictionary, PostingLists, load_npz_member, write_path_table
+from mathscout.structure.lists import (BLOCK_FILE, PATH_FILES, BlockTable, DamagedList, PathDictionary, PostingLists, load_npz_member,
+                                       write_path_table)
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES, floored_path_idf
 
 FORMAT_VERSION = 1
@@ -62,7 +65,7 @@ class BuildReport:
     seconds: float = 0.0
 
     def as_stats(self, target: Path) -> dict[str, Any]:
-        size = sum((target / name).stat().st_size for name in _FILES + PATH_FILES if (target / name).exists())
+        size = sum((target / name).stat().st_size for name in _FILES + PATH_FILES + (BLOCK_FILE,) if (target / name).exists())
         return {
             "formulas": self.formulas,
             "indexed_formulas": self.indexed,
@@ -229,6 +232,10 @@ def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.nd
                        doc: np.ndarray, paths: list[str], symbols: list[str], report: BuildReport, extra: dict) -> None:
     """Everything of the index folder but postings.bin (written first): list and formula tables, dictionaries, meta."""
     np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(n_groups))
+    size = (target / "postings.bin").stat().st_size
+    buf = np.memmap(target / "postings.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
+    BlockTable.scan(buf, byte_offsets, list_start, n_groups).write(target)
+    del buf
     np.savez(target / "formulas.npz", leaves=leaves, doc=doc)
     (target / "paths.json.gz").write_bytes(gzip.compress(json.dumps(paths).encode("utf-8"), compresslevel=6, mtime=0))  # no timestamp: the same bytes every build
     ordinary = write_path_table(target, paths, np.diff(list_start))
@@ -304,13 +311,17 @@ class PathIndex:
         """idf_t = log(N / DF_t) of lists (Zhong 2023 thesis, Eq. 3.11, floored)."""
         return floored_path_idf(self.total_entries, self.df[np.asarray(tids, dtype=np.int64)])
 
-    def view(self, tids: np.ndarray) -> tuple[DecodedPostings, np.ndarray, np.ndarray]:
-        """Lists `tids` decoded (see PostingLists.view); a damaged list raises DamagedIndexError."""
+    def view(self, tids: np.ndarray) -> tuple[BlockedPostings, np.ndarray, np.ndarray]:
+        """Lists `tids` laid out for the kernels (see PostingLists.view); a damaged block table raises DamagedIndexError."""
         try:
             return self.lists.view(tids)
         except DamagedList as exc:
-            raise DamagedIndexError(f"the structure index at {self.folder} is damaged ({exc} in postings.bin); rebuild it with "
-                                    f"'mathscout index --index {self.folder.parent} --components structure'") from None
+            raise self.damaged(exc) from None
+
+    def damaged(self, exc: DamagedList) -> DamagedIndexError:
+        """The error a damaged list gives (found when a kernel decodes it, or when a query lays it out)."""
+        return DamagedIndexError(f"the structure index at {self.folder} is damaged ({exc} in postings.bin); rebuild it with "
+                                 f"'mathscout index --index {self.folder.parent} --components structure'")
 
     @classmethod
     def open(cls, folder: Path | str) -> PathIndex:
@@ -333,8 +344,8 @@ class PathIndex:
             list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
             n_groups = int(lists["n_groups"])
             check_layout(buf, byte_offsets, list_start, n_groups)
-            postings = PostingLists(buf, byte_offsets, list_start, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES,
-                                    groups_per_entry=n_groups / max(int(list_start[-1]), 1) if n_groups else 2.0)
+            blocks = BlockTable.open(folder, buf, byte_offsets, list_start, n_groups)
+            postings = PostingLists(buf, byte_offsets, list_start, blocks, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES)
             _check_tables(postings, paths, leaves, doc)
             return cls(folder, meta, paths, symbols, postings, leaves, doc)
         except MathScoutError:

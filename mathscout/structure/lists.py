@@ -3,10 +3,14 @@
 - `PathDictionary`: token path → list id through a sorted table of 64-bit path hashes (`path_hash.npy`,
   `path_tid.npy`, written at build time); no Python dict of every path is built when the index opens.
   Indexes built before these files existed fall back to the dict read from `paths.json.gz`.
-- `PostingLists` (Zhong 2023 thesis §4.4.1's compressed lists, read on demand): postings.bin memory-mapped; a query's lists
-  are decoded when it asks for them (bounds-checked decoder, postings.py), each list checked against the index's
-  tables before a kernel reads it, into an arena of decoded lists bounded in bytes (MATHSCOUT_POSTINGS_CACHE_MB,
-  default 512) that the kernels read in place: a query whose lists are decoded already costs no copy.
+- `BlockTable` (skipping inside compressed lists, Zhong 2023 thesis §4.4.1's skip lists: a list is read a block at a time): every
+  list is cut into blocks of BLOCK entries; per block, where its bytes start, the formula id its deltas start from,
+  its last formula id and its first symbol group (`blocks.npz`, written by the build; an index built before it gets
+  it scanned once when it opens).
+- `PostingLists`: postings.bin memory-mapped; `view` lays a query's lists out in arrays the kernels read (nothing
+  decoded yet), and the kernels decode a block the first time they read inside it (`decode_block`, every read and id
+  bounds-checked against the block table); `skip_block` passes over whole blocks by their last formula id without
+  decoding them, so a query decodes only the blocks where its candidates lie.
 - `load_npz_member`: an array of an uncompressed .npz memory-mapped in place (np.savez stores members as is).
 """
 
@@ -14,18 +18,24 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
+import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numba
 import numpy as np
 
 from mathscout.structure.paths import is_wildcard_path
-from mathscout.structure.postings import DecodedPostings, get_bounded
+from mathscout.structure.postings import BlockedPostings, get_bounded
 
 PATH_FILES = ("path_hash.npy", "path_tid.npy")
-CACHE_BYTES = int(float(os.environ.get("MATHSCOUT_POSTINGS_CACHE_MB", "512")) * 2**20)
+BLOCK_FILE = "blocks.npz"
+BLOCK_SHIFT = 7
+BLOCK = 1 << BLOCK_SHIFT  # entries per block (Lucene and PISA skip over blocks of 128 postings)
+BLOCK_MASK = BLOCK - 1
 
 
 def path_hash(path: str) -> int:
@@ -137,149 +147,301 @@ def _get_at_most(buf, at, end, maximum):
     return value, at
 
 
+class DamagedList(ValueError):
+    """A posting list (or its block table) that does not decode within its bounds."""
+
+
+# ---------------------------------------------------------------- block table
+
+
 @numba.njit(cache=True)
-def _decode_list(buf, at, end, n_entries, n_formulas, n_symbols, max_node, max_leaves):
-    """Decode one list of `n_entries` from buf[at:end] with every read and every id bounds-checked.
-    Returns ok and the list's arrays (ok = False for any damage: a short or long list, an id out of range)."""
-    fid = np.empty(n_entries, dtype=np.int32)
-    node = np.empty(n_entries, dtype=np.int32)
-    width = np.empty(n_entries, dtype=np.int32)
-    sym_start = np.empty(n_entries + 1, dtype=np.int64)
-    capacity = (end - at) // 3 + 1  # a symbol group takes at least three bytes
-    sym = np.empty(capacity, dtype=np.int32)
-    fp = np.empty(capacity, dtype=np.int32)
-    count = np.empty(capacity, dtype=np.int32)
-    limit = np.int64(2**31 - 1)
+def _scan_blocks(buf, byte_offsets, list_start, n_blocks, shift):
+    """Walk every list once and note where each block of 2**shift entries starts: (ok, byte (+ end), base, last,
+    group (+ total)). ok = False when a list does not decode within its bytes."""
+    byte = np.empty(n_blocks + 1, dtype=np.int64)
+    base = np.empty(n_blocks, dtype=np.int32)
+    last = np.empty(n_blocks, dtype=np.int32)
+    group = np.empty(n_blocks + 1, dtype=np.int64)
+    mask = (1 << shift) - 1
+    b = 0
     g = 0
-    previous = 0
-    for e in range(n_entries):
-        # a failed read leaves at = -1 for the rest of the entry (and groups = -1: no group is read or stored)
-        delta, at = _get_at_most(buf, at, end, n_formulas - 1 - previous)
+    for t in range(list_start.shape[0] - 1):
+        at, end = byte_offsets[t], byte_offsets[t + 1]
+        previous = 0
+        for i in range(list_start[t + 1] - list_start[t]):
+            if i & mask == 0:
+                if i > 0:
+                    last[b - 1] = previous
+                if b >= n_blocks:
+                    return False, byte, base, last, group
+                byte[b], base[b], group[b] = at, previous, g
+                b += 1
+            delta, at = _get_at_most(buf, at, end, 2**31 - 1 - previous)
+            previous += delta
+            _, at = _get_at_most(buf, at, end, 2**62)
+            _, at = _get_at_most(buf, at, end, 2**62)
+            groups, at = _get_at_most(buf, at, end, 2**62)
+            for _ in range(groups * 3):
+                _, at = _get_at_most(buf, at, end, 2**62)
+            if at < 0:
+                return False, byte, base, last, group
+            g += groups
+        if list_start[t + 1] > list_start[t]:
+            last[b - 1] = previous
+        if at != end:
+            return False, byte, base, last, group
+    byte[b], group[b] = byte_offsets[-1], g
+    return b == n_blocks, byte, base, last, group
+
+
+def first_blocks(list_start: np.ndarray) -> np.ndarray:
+    """The block number each list starts at (one more than the lists: the last is the number of blocks)."""
+    counts = (np.diff(np.asarray(list_start, dtype=np.int64)) + BLOCK - 1) >> BLOCK_SHIFT
+    return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class BlockTable:
+    """Where each block of BLOCK entries of every list starts (Zhong 2023 thesis §4.4.1: skip lists over compressed lists).
+
+    Block b of the file: bytes byte[b]:byte[b + 1] of postings.bin, formula-id deltas counted from base[b] (the
+    formula id before it), last formula id last[b] (what a skip compares with, without decoding), symbol groups
+    group[b]:group[b + 1] of the whole file. List t holds blocks first[t]:first[t + 1]."""
+
+    first: np.ndarray
+    byte: np.ndarray
+    base: np.ndarray
+    last: np.ndarray
+    group: np.ndarray
+
+    @classmethod
+    def scan(cls, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> BlockTable:
+        """The table of a postings file, by one pass over it (DamagedList when a list does not decode)."""
+        first = first_blocks(list_start)
+        ok, byte, base, last, group = _scan_blocks(buf, np.asarray(byte_offsets, dtype=np.int64),
+                                                   np.asarray(list_start, dtype=np.int64), np.int64(first[-1]), BLOCK_SHIFT)
+        if not ok or int(group[-1]) != n_groups:
+            raise DamagedList("a posting list does not decode within its bytes")
+        return cls(first, byte, base, last, group)
+
+    def write(self, folder: Path) -> None:
+        """blocks.npz in `folder`, whole or not at all (written beside it, then renamed)."""
+        name = folder / f".blocks-{os.getpid()}-{threading.get_ident()}.npz"  # created as any file of the index (umask)
+        try:
+            with open(name, "xb") as f:
+                np.savez(f, block=np.int64(BLOCK), byte=self.byte, base=self.base, last=self.last, group=self.group)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(name, folder / BLOCK_FILE)
+        except BaseException:
+            Path(name).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def read(cls, folder: Path, list_start: np.ndarray) -> BlockTable | None:
+        """The table written with the index (memory-mapped), or None when the index has none (built before it)."""
+        path = folder / BLOCK_FILE
+        if not path.is_file():
+            return None
+        first = first_blocks(list_start)
+        with np.load(path, allow_pickle=False) as archive:
+            block = int(archive["block"])
+        if block != BLOCK:
+            return None  # another block size: scanned again
+        table = cls(first, *(load_npz_member(path, name) for name in ("byte", "base", "last", "group")))
+        n = int(first[-1])
+        if table.byte.shape != (n + 1,) or table.group.shape != (n + 1,) or table.base.shape != (n,) or table.last.shape != (n,):
+            raise ValueError("the block table does not fit the posting lists")
+        return table
+
+    @classmethod
+    def open(cls, folder: Path, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> BlockTable:
+        """The index's table; an index built without one gets it scanned now and written beside it when it can be."""
+        table = cls.read(folder, list_start)
+        if table is not None:
+            return table
+        started = time.perf_counter()
+        print(f"structure index {folder}: indexing the blocks of its posting lists (once; an index built before block "
+              f"skipping)", file=sys.stderr, flush=True)
+        table = cls.scan(buf, byte_offsets, list_start, n_groups)
+        try:
+            table.write(folder)
+        except OSError as exc:  # a read-only index: the table stays in memory
+            print(f"structure index {folder}: could not keep the block table ({exc}); it is scanned again next time",
+                  file=sys.stderr, flush=True)
+        print(f"structure index {folder}: {len(table.last):,} blocks in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        return table
+
+
+# ---------------------------------------------------------------- reading blocks inside the kernels
+# The kernels' index tuple `ix` (search.py): 0-6 the query's entry and group arrays (BlockedPostings), 7 leaves and
+# 8 document of each formula, 9 postings.bin, 10 the query's blocks (columns B_*), 11 decoded flag of each, 12 limits,
+# 13 the id each of the index's symbols is searched by (a shard's symbols get the collection's ids).
+B_BYTE, B_END, B_BASE, B_LAST, B_GROUP, B_GROUP_END, B_ENTRIES = range(7)
+
+
+@numba.njit(cache=True)
+def decode_block(ix, ab):
+    """Decode the query's block `ab` into its entry and group arrays, every read and every id checked against the block
+    table and the index's limits (DamagedList otherwise)."""
+    fid, node, width, sym_start, sym, fp, count = ix[0], ix[1], ix[2], ix[3], ix[4], ix[5], ix[6]
+    buf, blocks, decoded, limits, symbol_map = ix[9], ix[10], ix[11], ix[12], ix[13]
+    at, end, previous, last = blocks[ab, B_BYTE], blocks[ab, B_END], blocks[ab, B_BASE], blocks[ab, B_LAST]
+    g, g_end, n = blocks[ab, B_GROUP], blocks[ab, B_GROUP_END], blocks[ab, B_ENTRIES]
+    n_symbols, max_node, max_leaves = limits[1], limits[2], limits[3]
+    e = ab << BLOCK_SHIFT
+    for i in range(n):
+        delta, at = _get_at_most(buf, at, end, last - previous)
         previous += delta
-        fid[e] = previous
-        node[e], at = _get_at_most(buf, at, end, max_node)
-        width[e], at = _get_at_most(buf, at, end, max_leaves)
-        groups, at = _get_at_most(buf, at, end, min(max_leaves, capacity - g))
-        sym_start[e] = g
+        fid[e + i] = previous
+        node[e + i], at = _get_at_most(buf, at, end, max_node)
+        width[e + i], at = _get_at_most(buf, at, end, max_leaves)
+        groups, at = _get_at_most(buf, at, end, min(max_leaves, g_end - g))
+        sym_start[e + i] = g
         for _ in range(groups):
-            sym[g], at = _get_at_most(buf, at, end, n_symbols - 1)
-            fp[g], at = _get_at_most(buf, at, end, limit)
-            count[g], at = _get_at_most(buf, at, end, limit)
+            symbol, at = _get_at_most(buf, at, end, n_symbols - 1)
+            sym[g] = symbol_map[max(symbol, 0)]
+            fp[g], at = _get_at_most(buf, at, end, 2**31 - 1)
+            count[g], at = _get_at_most(buf, at, end, 2**31 - 1)
             g += 1
         if at < 0:
-            return False, fid, node, width, sym_start, sym[:0], fp[:0], count[:0]
-    sym_start[n_entries] = g
-    return at == end, fid, node, width, sym_start, sym[:g].copy(), fp[:g].copy(), count[:g].copy()
+            raise DamagedList("a posting block does not decode")
+    if at != end or g != g_end or previous != last:
+        raise DamagedList("a posting block does not match its block table")
+    sym_start[e + n] = g  # the end of the last entry's groups (the next block's first entry starts there too)
+    decoded[ab] = 1
 
 
-class DamagedList(ValueError):
-    """A posting list that does not decode within its bounds."""
+@numba.njit(cache=True, inline="always")
+def crossed_into(decoded, p, end):
+    """Whether moving on to position p (one past the last entry read) enters a block not yet decoded: then the caller
+    decodes it (`decode_block(ix, p >> BLOCK_SHIFT)`). The index tuple stays out of this test: handing it on costs a
+    reference count per array, too much for a test made at every entry."""
+    return p < end and p & BLOCK_MASK == 0 and decoded[p >> BLOCK_SHIFT] == 0
 
 
-ENTRY_BYTES, GROUP_BYTES = 20, 12  # decoded: fid, node, width (int32) and sym_start (int64); sym, fp, count (int32)
+@numba.njit(cache=True, inline="always")
+def skip_block(blocks, pos, end, target):
+    """Zhong 2023 thesis Alg. 4's skipTo, first half: the block where the first entry ≥ target of positions [pos, end) lies,
+    or -1 when there is none. Whole blocks whose last formula id is below target are passed by the block table,
+    without decoding them (galloping, then binary search over the list's blocks)."""
+    if pos >= end:
+        return -1
+    ab = pos >> BLOCK_SHIFT
+    if blocks[ab, B_LAST] >= target:
+        return ab
+    final = (end - 1) >> BLOCK_SHIFT
+    if blocks[final, B_LAST] < target:
+        return -1
+    low, high, stride = ab, ab + 1, 1  # invariant: last[low] < target ≤ last[high] once high is found
+    while high < final and blocks[high, B_LAST] < target:
+        low = high
+        stride *= 2
+        high = min(low + stride, final)
+    while low + 1 < high:
+        mid = (low + high) // 2
+        if blocks[mid, B_LAST] < target:
+            low = mid
+        else:
+            high = mid
+    return high
 
 
-class _Arena:
-    """Decoded lists laid end to end in one set of arrays, so the kernels read a query's lists where they lie
-    (no copy into a per-query view). Lists are only appended; `where` maps a list id to its first entry."""
-
-    def __init__(self, entries: int, groups: int):
-        self.fid, self.node, self.width = (np.empty(entries, dtype=np.int32) for _ in range(3))
-        self.sym_start = np.empty(entries + 1, dtype=np.int64)
-        self.sym, self.fp, self.count = (np.empty(groups, dtype=np.int32) for _ in range(3))
-        self.sym_start[0] = 0
-        self.entries = self.groups = 0
-        self.where: dict[int, int] = {}
-
-    def room(self, entries: int, groups: int) -> bool:
-        return self.entries + entries <= len(self.fid) and self.groups + groups <= len(self.sym)
-
-    def put(self, tid: int, fid, node, width, sym_start, sym, fp, count) -> None:
-        """Append one list (arrays as `_decode_list` gives them: sym_start local, one more than the entries)."""
-        e, g, n, m = self.entries, self.groups, len(fid), len(sym)
-        self.fid[e:e + n], self.node[e:e + n], self.width[e:e + n] = fid, node, width
-        self.sym_start[e:e + n + 1] = sym_start + g  # sym_start[e + n] is then where the next list's groups start
-        self.sym[g:g + m], self.fp[g:g + m], self.count[g:g + m] = sym, fp, count
-        self.entries, self.groups = e + n, g + m
-        self.where[tid] = e
-
-    def get(self, tid: int, df: int) -> tuple:
-        """List `tid` (df entries) as `_decode_list`'s arrays: views into this arena."""
-        e = self.where[tid]
-        g, h = int(self.sym_start[e]), int(self.sym_start[e + df])
-        return (self.fid[e:e + df], self.node[e:e + df], self.width[e:e + df], self.sym_start[e:e + df + 1] - g,
-                self.sym[g:h], self.fp[g:h], self.count[g:h])
-
-    def postings(self) -> DecodedPostings:
-        return DecodedPostings(self.fid, self.node, self.width, self.sym_start, self.sym, self.fp, self.count)
+@numba.njit(cache=True, inline="always")
+def skip_in_block(fid, blocks, pos, ab, target):
+    """skipTo's second half, in decoded block `ab` (whose last id is ≥ target): the first position ≥ pos in it whose
+    formula id is ≥ target (galloping, then binary search)."""
+    low = max(pos, ab << BLOCK_SHIFT)
+    if fid[low] >= target:
+        return low
+    block_end = (ab << BLOCK_SHIFT) + blocks[ab, B_ENTRIES]
+    stride = 1
+    high = low + 1
+    while high < block_end and fid[high] < target:
+        low = high
+        stride *= 2
+        high = low + stride
+    if high >= block_end:
+        high = block_end - 1
+    while low + 1 < high:  # invariant: fid[low] < target ≤ fid[high]
+        mid = (low + high) // 2
+        if fid[mid] < target:
+            low = mid
+        else:
+            high = mid
+    return high
 
 
-def _sizes(parts: dict[int, tuple]) -> tuple[int, int]:
-    """Entries and symbol groups of decoded lists (`_decode_list`'s arrays)."""
-    return sum(len(p[0]) for p in parts.values()), sum(len(p[4]) for p in parts.values())
+@numba.njit(cache=True)
+def decode_span(ix, start, end):
+    """Decode every block of positions [start, end) (a reader that needs a whole list, e.g. all its formula ids)."""
+    if end <= start:
+        return
+    decoded = ix[11]
+    for ab in range(start >> BLOCK_SHIFT, ((end - 1) >> BLOCK_SHIFT) + 1):
+        if decoded[ab] == 0:
+            decode_block(ix, ab)
 
 
 class PostingLists:
-    """Lists of a memory-mapped postings.bin, decoded on demand (bounds-checked) into an arena of decoded lists.
+    """Lists of a memory-mapped postings.bin, read a block at a time by the kernels (see the module's docstring)."""
 
-    The arena is the cache: about `cache_bytes` of decoded lists; when a query's lists do not fit beside the others,
-    a new arena takes over (its lists copied from the old one, which is freed once no prepared query holds it)."""
-
-    def __init__(self, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_formulas: int, n_symbols: int,
-                 max_node: int, max_leaves: int, cache_bytes: int = CACHE_BYTES, groups_per_entry: float = 2.0):
-        self.buf, self.byte_offsets, self.list_start = buf, byte_offsets, list_start
+    def __init__(self, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, blocks: BlockTable, n_formulas: int,
+                 n_symbols: int, max_node: int, max_leaves: int):
+        self.buf, self.byte_offsets, self.list_start, self.blocks = buf, byte_offsets, list_start, blocks
         self.n_formulas, self.n_symbols, self.max_node, self.max_leaves = n_formulas, n_symbols, max_node, max_leaves
-        self.cache_bytes = cache_bytes
-        # arena capacity: cache_bytes of decoded lists with the index's own groups per entry (+25 % room for groups)
-        self._capacity = max(1, int(cache_bytes / (ENTRY_BYTES + GROUP_BYTES * groups_per_entry)))
-        self._group_capacity = max(1, int(self._capacity * groups_per_entry * 1.25))
-        self._arena: _Arena | None = None
-        self._lock = threading.Lock()
+        self.limits = np.array([n_formulas, n_symbols, max_node, max_leaves], dtype=np.int64)
+        self.symbol_map = np.arange(n_symbols, dtype=np.int32)  # the id a decoded symbol gets (a shard: its global id)
 
     def __len__(self) -> int:
         return len(self.list_start) - 1
 
-    @property
-    def cached_bytes(self) -> int:
-        """Bytes of decoded lists the current arena holds."""
-        a = self._arena
-        return 0 if a is None else a.entries * ENTRY_BYTES + a.groups * GROUP_BYTES
-
     def df(self, tid: int) -> int:
         return int(self.list_start[tid + 1] - self.list_start[tid])
 
-    def _decode(self, tid: int) -> tuple:
-        at, end = int(self.byte_offsets[tid]), int(self.byte_offsets[tid + 1])
-        ok, *arrays = _decode_list(self.buf, np.int64(at), np.int64(end), np.int64(self.df(tid)), np.int64(self.n_formulas),
-                                   np.int64(self.n_symbols), np.int64(self.max_node), np.int64(self.max_leaves))
-        if not ok:
-            raise DamagedList(f"posting list {tid} does not decode")
-        return tuple(arrays)
+    def view(self, tids: np.ndarray) -> tuple[BlockedPostings, np.ndarray, np.ndarray]:
+        """The given lists laid out for the kernels, nothing decoded yet: (their arrays, start and end of each given list
+        in them). Each list starts at a multiple of BLOCK, so a position's block is position >> BLOCK_SHIFT; the arrays
+        are allocated untouched (only the blocks the kernels decode take memory)."""
+        tids = np.asarray(tids, dtype=np.int64)
+        unique, inverse = np.unique(tids, return_inverse=True)
+        table = self.blocks
+        b0, b1 = table.first[unique], table.first[unique + 1]
+        nb = b1 - b0
+        at = np.concatenate(([0], np.cumsum(nb))).astype(np.int64)  # the query's first block of each list
+        n = int(at[-1])
+        owner = np.repeat(np.arange(len(unique)), nb)  # which of the lists each block belongs to
+        gb = b0[owner] + np.arange(n) - at[:-1][owner]  # the file's block number of each of the query's blocks
+        df = self.list_start[unique + 1] - self.list_start[unique]
+        groups = table.group[b1] - table.group[b0]
+        g_at = np.concatenate(([0], np.cumsum(groups))).astype(np.int64)
+        blocks = np.empty((n, 7), dtype=np.int64, order="F")  # column by column: a skip reads only the B_LAST column
+        blocks[:, B_BYTE], blocks[:, B_END] = table.byte[gb], table.byte[gb + 1]
+        blocks[:, B_BASE], blocks[:, B_LAST] = table.base[gb], table.last[gb]
+        blocks[:, B_GROUP] = g_at[:-1][owner] + table.group[gb] - table.group[b0][owner]
+        blocks[:, B_GROUP_END] = blocks[:, B_GROUP] + table.group[gb + 1] - table.group[gb]
+        blocks[:, B_ENTRIES] = np.minimum(BLOCK, df[owner] - ((np.arange(n) - at[:-1][owner]) << BLOCK_SHIFT))
+        self._check(unique, blocks, at, df)
+        capacity = n << BLOCK_SHIFT
+        postings = BlockedPostings(
+            np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.int32),
+            np.empty(capacity + 1, dtype=np.int64), *(np.empty(int(g_at[-1]), dtype=np.int32) for _ in range(3)),
+            self.buf, blocks, np.zeros(n, dtype=np.uint8), self.limits, self.symbol_map)
+        start = at[:-1] << BLOCK_SHIFT
+        return postings, start[inverse], (start + df)[inverse]
 
-    def view(self, tids: np.ndarray) -> tuple[DecodedPostings, np.ndarray, np.ndarray]:
-        """The given lists in one arena, without copying lists already there: (its arrays, start and end of each
-        given list in them). Lists not yet decoded are decoded (outside the lock: searches run in threads)."""
-        tids = [int(t) for t in tids]
-        unique = list(dict.fromkeys(tids))
-        seen = self._arena
-        missing = {t: self._decode(t) for t in unique if seen is None or t not in seen.where}
-        with self._lock:
-            arena = self._arena
-            # every list of the query not in the current arena: decoded now, or (not missing) copied from the arena seen
-            parts = {t: missing[t] if t in missing else seen.get(t, self.df(t))
-                     for t in unique if arena is None or t not in arena.where}
-            if arena is None or not arena.room(*_sizes(parts)):
-                # a new arena with the whole query (the lists the old one had copied over); a query too large for the
-                # cache gets a one-off arena of its own size, not kept
-                if arena is not None:
-                    parts.update({t: arena.get(t, self.df(t)) for t in unique if t not in parts})
-                entries, groups = _sizes(parts)
-                if entries <= self._capacity and groups <= self._group_capacity:
-                    arena = self._arena = _Arena(self._capacity, self._group_capacity)
-                else:
-                    arena = _Arena(entries, groups)
-            for t, p in parts.items():
-                arena.put(t, *p)
-            start = np.array([arena.where[t] for t in tids], dtype=np.int64)
-        end = start + np.array([self.df(t) for t in tids], dtype=np.int64)
-        return arena.postings(), start, end
+    def _check(self, tids: np.ndarray, blocks: np.ndarray, at: np.ndarray, df: np.ndarray) -> None:
+        """The query's rows of the block table must describe its lists before a kernel reads through them."""
+        first, later = at[:-1][df > 0], np.ones(len(blocks), dtype=bool)
+        later[first] = False
+        size = blocks[:, B_END] - blocks[:, B_BYTE]
+        ok = (np.all(blocks[first, B_BYTE] == self.byte_offsets[tids[df > 0]])
+              and np.all(blocks[at[1:][df > 0] - 1, B_END] == self.byte_offsets[tids[df > 0] + 1])
+              and np.all(blocks[first, B_BASE] == 0)
+              and np.all(blocks[1:, B_BASE][later[1:]] == blocks[:-1, B_LAST][later[1:]])
+              and np.all(blocks[:, B_LAST] >= blocks[:, B_BASE]) and np.all(blocks[:, B_LAST] < self.n_formulas)
+              and np.all(blocks[:, B_ENTRIES] >= 1) and np.all(size >= 4 * blocks[:, B_ENTRIES])
+              and np.all(blocks[:, B_GROUP_END] >= blocks[:, B_GROUP])
+              and np.all(3 * (blocks[:, B_GROUP_END] - blocks[:, B_GROUP]) <= size))
+        if not ok:
+            raise DamagedList("the block table does not describe the posting lists")

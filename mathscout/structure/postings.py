@@ -7,7 +7,7 @@ One posting list per token path; its entries are sorted by (formula id, root-end
 
 where a *symbol group* counts the paths of the entry that share leaf symbol and fingerprint. All
 integers are unsigned LEB128 (7 bits a byte). A query's lists are decoded when it needs them (lists.py, every
-read bounds-checked) into flat numpy arrays (`DecodedPostings`) that the search kernel reads in place.
+read bounds-checked) a block at a time into flat numpy arrays (`BlockedPostings`) that the search kernel reads in place.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from mathscout.structure import compile_notice  # noqa: F401  (says so when the 
 
 
 @dataclass(frozen=True)
-class DecodedPostings:
-    """Decoded posting lists laid end to end (lists.py's arena; where each list starts is kept beside them).
+class BlockedPostings:
+    """A query's posting lists laid out for the kernels (lists.py's `PostingLists.view`): entry and group arrays that
+    the kernels fill a block at a time, and what they decode the blocks from.
 
     Entry e's symbol groups are `sym_start[e]:sym_start[e + 1]` of the `sym_*` arrays.
     """
@@ -30,10 +31,15 @@ class DecodedPostings:
     fid: np.ndarray  # int32 formula ordinal
     node: np.ndarray  # int32 root-end node (pre-order id in the formula's tree)
     width: np.ndarray  # int32 paths of this token path under the node
-    sym_start: np.ndarray  # int64, one more than the number of entries
+    sym_start: np.ndarray  # int64, one more than the entries
     sym: np.ndarray  # int32 leaf symbol id
     fp: np.ndarray  # int32 fingerprint
     count: np.ndarray  # int32 paths with this symbol and fingerprint
+    buf: np.ndarray  # uint8 postings.bin (memory-mapped)
+    blocks: np.ndarray  # int64 rows of the query's blocks (lists.py: B_BYTE … B_ENTRIES)
+    decoded: np.ndarray  # uint8 per block: 1 once decoded
+    limits: np.ndarray  # int64 formulas, symbols, largest node id, largest width of the index
+    symbol_map: np.ndarray  # int32 the id each symbol of the index is searched by (lists.py)
 
 
 @numba.njit(cache=True)

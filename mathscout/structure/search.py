@@ -1,7 +1,8 @@
 """Formula search over the path index: exhaustive, and rank-safe dynamic pruning (Zhong 2023 thesis ch. 4).
 
 The kernel is document-at-a-time over the query's posting lists (Zhong 2023 thesis, Alg. 4), compiled with numba:
-- candidates come from the *requirement set* of lists; the others are only skipped to (`_skip_to`);
+- candidates come from the *requirement set* of lists; the others are only skipped to (lists.py's `skip_to`, which passes
+  whole blocks of a list without decoding them: a query decodes only the blocks its candidates lie in);
 - a candidate's structure score is the widest (path-weighted) match over query/document node pairs
   (Zhong 2023 thesis, Eq. 4.9, QRYNODEMATCH), its final score Eq. 3.16 with Alg. 2's symbol similarity;
 - when the top-k threshold θ rises, query nodes whose upper bound (Zhong 2023 thesis, Eq. 4.15) is ≤ θ are dropped,
@@ -26,6 +27,7 @@ import numpy as np
 from mathscout.errors import QueryError
 from mathscout.structure.index import PathIndex
 from mathscout.structure.lexer import LEXER
+from mathscout.structure.lists import BLOCK_SHIFT, DamagedList, crossed_into, decode_block, skip_block, skip_in_block
 from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import PathPrefix, has_wildcard, path_prefixes
@@ -163,7 +165,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
         node_rows.append(len(rows))
 
     tids = np.array(list(list_ids), dtype=np.int64)
-    postings, list_start, list_end = index.view(tids)  # the query's lists, decoded on demand (lists.py)
+    postings, list_start, list_end = index.view(tids)  # the query's lists, decoded a block at a time by the kernels (lists.py)
     list_weight = np.array([weight(t) for t in tids], dtype=np.float64)
     n_nodes, n_lists = len(nodes), len(tids)
     w_matrix = np.zeros((n_nodes, n_lists), dtype=np.float64)  # W of Zhong 2023 thesis §4.1.4: w_{m,t} · idf_t
@@ -193,14 +195,17 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
 
 
 def _kernel_index(index: PathIndex, postings) -> tuple:
-    """The kernels' index arrays: decoded lists, then the formula table."""
+    """The kernels' index arrays: the query's lists, the formula table, then what the lists' blocks decode from."""
     return (postings.fid, postings.node, postings.width, postings.sym_start, postings.sym, postings.fp, postings.count,
-            np.asarray(index.leaves), np.asarray(index.doc))
+            np.asarray(index.leaves), np.asarray(index.doc), postings.buf, postings.blocks, postings.decoded, postings.limits,
+            postings.symbol_map)
 
 
 def bind(index: PathIndex, queries: list[PreparedQuery]) -> tuple[tuple, list[tuple]]:
     """One set of kernel index arrays for several prepared queries (the union of their lists) and each query's
     kernel arrays re-pointed into it."""
+    if len(queries) == 1:  # its own arrays (and the blocks it decoded already)
+        return queries[0].ix, [queries[0].arrays]
     union = np.unique(np.concatenate([q.tids for q in queries])) if queries else np.zeros(0, np.int64)
     postings, start, end = index.view(union)
     ix = _kernel_index(index, postings)
@@ -245,7 +250,10 @@ class StructureSearcher:
         if not prepared.searchable or k <= 0:
             return []
         theta0 = initial_threshold(initial_threshold_factor, prepared.width, self.eta)
-        out = _search(prepared.ix, prepared.arrays, self.scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
+        try:
+            out = _search(prepared.ix, prepared.arrays, self.scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
+        except DamagedList as exc:
+            raise self.index.damaged(exc) from None
         return self._hits(prepared, out)
 
     def score_formulas(self, query: str | PreparedQuery, formulas: np.ndarray) -> list[FormulaHit]:
@@ -254,7 +262,10 @@ class StructureSearcher:
         candidates = np.unique(np.asarray(formulas, dtype=np.int64))
         if not prepared.searchable or len(candidates) == 0:
             return []
-        out = _search(prepared.ix, prepared.arrays, self.scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
+        try:
+            out = _search(prepared.ix, prepared.arrays, self.scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
+        except DamagedList as exc:
+            raise self.index.damaged(exc) from None
         return self._hits(prepared, out)
 
     def _hits(self, prepared: PreparedQuery, out) -> list[FormulaHit]:
@@ -279,32 +290,9 @@ def _penalty(leaves, eta):
 
 
 @numba.njit(cache=True)
-def _skip_to(fid, pos, end, target):
-    """First position ≥ pos in [pos, end) whose formula id is ≥ target (galloping, then binary search)."""
-    if pos >= end or fid[pos] >= target:
-        return pos
-    step = 1
-    low = pos
-    high = pos + 1
-    while high < end and fid[high] < target:
-        low = high
-        step *= 2
-        high = low + step
-    if high > end:
-        high = end
-    while low + 1 < high:  # invariant: fid[low] < target, fid[high] >= target (or high == end)
-        mid = (low + high) // 2
-        if fid[mid] < target:
-            low = mid
-        else:
-            high = mid
-    return high
-
-
-@numba.njit(cache=True)
 def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2):
     """Zhong 2023 thesis, Alg. 2 (MARK then CROSS) for query node m against document node n_doc; returns S'_sym (normalised)."""
-    e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
+    e_fid, e_node, e_sym_start, s_sym, s_fp, s_cnt, decoded = ix[0], ix[1], ix[3], ix[4], ix[5], ix[6], ix[11]
     (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
     rows = n_rows[m]
     cols = 0
@@ -312,8 +300,10 @@ def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, cros
         lst = s_list[slot]
         e = pos[lst]
         end = l_end[lst]
-        while e < end and e_fid[e] == cand and e_node[e] != n_doc:
+        while e < end and e_fid[e] == cand and e_node[e] != n_doc:  # pos[lst] was skipped to cand: its block is decoded
             e += 1
+            if crossed_into(decoded, e, end):
+                decode_block(ix, e >> BLOCK_SHIFT)
         if e >= end or e_fid[e] != cand:
             continue
         for h in range(e_sym_start[e], e_sym_start[e + 1]):
@@ -355,7 +345,7 @@ def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, cros
 @numba.njit(cache=True)
 def score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
     """Zhong 2023 thesis, Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
-    e_fid, e_node, e_width, e_sym_start, s_sym, s_fp, s_cnt, f_leaves, f_doc = ix
+    e_fid, e_node, e_width, f_leaves, blocks, decoded = ix[0], ix[1], ix[2], ix[7], ix[10], ix[11]
     (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
     if f_leaves[cand] == 0:  # not indexed (only reachable when candidates are given)
         return 0.0, -1, -1, 0.0
@@ -375,8 +365,16 @@ def score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, tou
         abandoned = False
         for slot in range(n_slot_start[m], n_slot_start[m + 1]):
             lst = s_list[slot]
-            p = _skip_to(e_fid, pos[lst], l_end[lst], cand)
-            pos[lst] = p
+            p = pos[lst]
+            if p < l_end[lst] and (decoded[p >> BLOCK_SHIFT] == 0 or e_fid[p] < cand):  # skipTo (not there yet)
+                ab = skip_block(blocks, p, l_end[lst], cand)
+                if ab < 0:
+                    p = l_end[lst]
+                else:
+                    if decoded[ab] == 0:
+                        decode_block(ix, ab)
+                    p = skip_in_block(e_fid, blocks, p, ab, cand)
+                pos[lst] = p
             w = s_w[slot]
             weight = l_weight[lst]
             while p < l_end[lst] and e_fid[p] == cand:
@@ -390,6 +388,8 @@ def score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, tou
                     node_best = v
                     node_best_n = dn
                 p += 1
+                if crossed_into(decoded, p, l_end[lst]):
+                    decode_block(ix, p >> BLOCK_SHIFT)
             if prune:
                 leftover -= w * weight
                 estimate = (node_best + leftover) * SLACK
@@ -529,8 +529,7 @@ def _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy
 @numba.njit(cache=True)
 def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, theta0):
     """Zhong 2023 thesis, Alg. 4 (FORMULASEARCH) with MaxScore-style pruning; strategy 0 = exhaustive, 4 = score `candidates`."""
-    e_fid = ix[0]
-    f_doc = ix[8]
+    e_fid, f_doc, blocks, decoded = ix[0], ix[8], ix[10], ix[11]
     acc, touched, sym2col = scratch
     l_start, l_end = q[0], q[1]
     n_rows, w_matrix = q[13], q[14]
@@ -577,6 +576,8 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
         cand = -1
         for lst in range(n_lists):
             if required[lst] and pos[lst] < l_end[lst]:
+                if decoded[pos[lst] >> BLOCK_SHIFT] == 0:  # a list that just joined the requirement set may be at its start
+                    decode_block(ix, pos[lst] >> BLOCK_SHIFT)
                 f = e_fid[pos[lst]]
                 if cand < 0 or f < cand:
                     cand = f
@@ -605,6 +606,14 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                     break
         for lst in range(n_lists):  # advance the requirement lists past the candidate (lists that just joined catch up)
             if required[lst]:
-                pos[lst] = _skip_to(e_fid, pos[lst], l_end[lst], cand + 1)
+                p = pos[lst]
+                if p < l_end[lst] and (decoded[p >> BLOCK_SHIFT] == 0 or e_fid[p] <= cand):
+                    ab = skip_block(blocks, p, l_end[lst], cand + 1)
+                    if ab < 0:
+                        pos[lst] = l_end[lst]
+                    else:
+                        if decoded[ab] == 0:
+                            decode_block(ix, ab)
+                        pos[lst] = skip_in_block(e_fid, blocks, p, ab, cand + 1)
     return h_fid[:size], h_score[:size], h_doc[:size], h_m[:size], h_n[:size], h_w[:size]
 

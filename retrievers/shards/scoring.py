@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -155,15 +155,9 @@ class ShardStructure(StructureRetriever):
 
     def _use_global_symbols(self, shard: Path) -> None:
         """Symbol ids as the whole collection numbers them (Zhong 2023 thesis, Alg. 2 breaks ties by them): the query's symbols get
-        global ids and every decoded posting's symbol is mapped to its global id before the kernel sees it."""
+        global ids and every posting's symbol is mapped to its global id as its block is decoded, before the kernel reads it."""
         symbols, mapping = read_global_symbols(shard, len(self.paths.symbols))
-        local_view = self.paths.view
-
-        def view(tids):
-            postings, start, end = local_view(tids)
-            return replace(postings, sym=mapping[postings.sym]), start, end
-
-        self.paths.view = view
+        self.paths.lists.symbol_map = np.ascontiguousarray(mapping, dtype=np.int32)
         self.paths.symbols = symbols
         # scratch tables sized by the global symbols; queries parsed with the shard's recorded lexer
         self.searcher = StructureSearcher(self.paths, eta=self.searcher.eta, lexer=self.searcher.lexer)
