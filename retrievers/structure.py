@@ -382,7 +382,10 @@ class StructureRetriever(BaseRetriever):
         and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it; `by_tier`:
         documents by their first formula's match tier first (`search.match_tier`; outside its list: PART); `parts`:
         BM25 is added for PART documents only (KindSetting.text "parts")."""
-        lists = [self._formula_documents(query, max(self.depth, k)) for query in prepared]
+        lists = []
+        for query in prepared:  # one after another, each formula's decoded blocks dropped once it is searched
+            lists.append(self._formula_documents(query, max(self.depth, k)))
+            query.release()
         ranked, best = fuse_formula_lists(lists, bm25, k, lambda_m, by_tier, parts, self.name)
         return [self._hit(h.doc, h.score, h.components) for h in ranked], best
 

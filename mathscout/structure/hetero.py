@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from mathscout.structure.lists import DamagedList, decode_span
+from mathscout.structure.lists import DamagedList, mark_formulas
 from mathscout.structure.search import (
     SLACK,
     MAX_FORMULA_LEAVES,
@@ -47,17 +47,15 @@ class KeywordList:
 def math_keyword(searcher: StructureSearcher, query: PreparedQuery) -> KeywordList:
     """The document-level iterator of a query formula: the formulas sharing a token path with it, and their documents."""
     list_start, list_end = query.arrays[0], query.arrays[1]
-    fid = query.ix[0]
     if not len(list_start):
         empty = np.zeros(0, dtype=np.int64)
         return KeywordList(MATH, empty, query=query, formulas=empty)
     mask = np.zeros(len(searcher.index.doc), dtype=np.bool_)
     for s, e in zip(list_start, list_end):
         try:
-            decode_span(query.ix, s, e)  # every formula of the list: all its blocks
+            mark_formulas(query.ix, s, e, mask)  # every formula of the list, read without decoding the list into memory
         except DamagedList as exc:
             raise searcher.index.damaged(exc) from None
-        mask[fid[s:e]] = True
     formulas = np.flatnonzero(mask).astype(np.int64)
     owners = searcher.index.doc[formulas].astype(np.int64)  # non-decreasing: a document's formulas are consecutive
     docs = owners[np.concatenate(([True], owners[1:] != owners[:-1]))] if len(owners) else owners

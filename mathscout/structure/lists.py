@@ -373,14 +373,29 @@ def skip_in_block(fid, blocks, pos, ab, target):
 
 
 @numba.njit(cache=True)
-def decode_span(ix, start, end):
-    """Decode every block of positions [start, end) (a reader that needs a whole list, e.g. all its formula ids)."""
+def mark_formulas(ix, start, end, mask):
+    """mask[f] = True for every formula id of positions [start, end) (one list of the query), read straight from the
+    postings without storing the entries: a reader that needs only a whole list's formulas (the heterogeneous search's
+    document iterator) leaves the query's arrays to the blocks its kernel reaches. Bounds-checked as `decode_block`."""
+    buf, blocks, limits = ix[9], ix[10], ix[12]
+    max_groups = limits[3]
     if end <= start:
         return
-    decoded = ix[11]
     for ab in range(start >> BLOCK_SHIFT, ((end - 1) >> BLOCK_SHIFT) + 1):
-        if decoded[ab] == 0:
-            decode_block(ix, ab)
+        at, stop, previous, last = blocks[ab, B_BYTE], blocks[ab, B_END], blocks[ab, B_BASE], blocks[ab, B_LAST]
+        for _ in range(blocks[ab, B_ENTRIES]):
+            delta, at = _get_at_most(buf, at, stop, last - previous)
+            previous += delta
+            _, at = _get_at_most(buf, at, stop, 2**31 - 1)
+            _, at = _get_at_most(buf, at, stop, 2**31 - 1)
+            groups, at = _get_at_most(buf, at, stop, max_groups)
+            for _ in range(3 * groups):
+                _, at = _get_at_most(buf, at, stop, 2**31 - 1)
+            if at < 0:
+                raise DamagedList("a posting block does not decode")
+            mask[previous] = True
+        if at != stop or previous != last:
+            raise DamagedList("a posting block does not match its block table")
 
 
 class PostingLists:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba
 import numpy as np
@@ -87,6 +87,14 @@ class PreparedQuery:
     # collection (a shard counts paths it lacks), so the same on every shard as on one index (match tiers and the
     # formula order depend on it)
     width: float = 0.0
+    index: PathIndex | None = field(default=None, repr=False)  # what `release` lays the lists out again from
+
+    def release(self) -> None:
+        """Drop the blocks its searches decoded (the lists are laid out again, nothing decoded): a caller that searches
+        several formulas one after another keeps one formula's blocks at a time. Searching it again decodes anew."""
+        if self.index is not None and len(self.tids):
+            postings, _, _ = self.index.view(self.tids)  # the same positions: the layout depends only on the lists
+            self.ix = _kernel_index(self.index, postings)
 
     @property
     def empty(self) -> bool:
@@ -191,7 +199,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
     )
     node_ids = np.array([n[1] for n in nodes], dtype=np.int64)
     return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays, tids, _kernel_index(index, postings),
-                         widest)
+                         widest, index)
 
 
 def _kernel_index(index: PathIndex, postings) -> tuple:

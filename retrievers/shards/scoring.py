@@ -180,6 +180,7 @@ class ShardStructure(StructureRetriever):
         self._captured.bm25 = dict(bm25)
         for query in prepared:
             self._formula_documents(query, k)
+            query.release()  # one formula's decoded blocks at a time
         return [], {}
 
     def _by_tier(self, scores, parts, best, k):
