@@ -87,6 +87,9 @@ def test_a_query_decodes_only_the_blocks_its_candidates_lie_in(two_builds, share
         decoded, total = decoded + int(prepared.ix[11].sum()), total + len(prepared.ix[11])
         exact = searcher.search(searcher.prepare(latex), k=10, strategy="exhaustive", per_document=True)
         assert pruned == [(h.formula, h.score) for h in exact]
+        prepared.release()  # its decoded blocks dropped; a search decodes them again, with the same answer
+        assert not prepared.ix[11].any()
+        assert [(h.formula, h.score) for h in searcher.search(prepared, k=10, per_document=True)] == pruned
         compared += bool(pruned)
     assert compared >= 15 and total > 2 * len(queries)  # lists longer than one block
     assert 0 < decoded < 0.8 * total  # pruned searches skip whole blocks without decoding them
