@@ -107,6 +107,11 @@ def test_an_index_built_before_block_tables_gets_one_when_it_opens(two_builds, t
     with np.load(copy / "blocks.npz") as scanned:  # written beside the index, the same table the build wrote
         assert all(np.array_equal(scanned[name], built[name]) for name in ("block", "byte", "base", "last", "group"))
     assert (copy / "blocks.npz").stat().st_mode & 0o777 == (two_builds[0] / "postings.bin").stat().st_mode & 0o777
+    from mathscout.structure.lists import BlockTable
+
+    lists = np.load(copy / "lists.npz")  # read a few KiB at a time (many pieces, lists cut nowhere): the same table
+    pieces = BlockTable.scan(copy / "postings.bin", lists["byte_offsets"], lists["list_start"], int(lists["n_groups"]), piece=4096)
+    assert all(np.array_equal(getattr(pieces, name), built[name]) for name in ("byte", "base", "last", "group"))
     hits = lambda ix: [(h.formula, h.score) for h in StructureSearcher(ix).search("a^2+b^2=c^2", k=20)]
     assert hits(old) == hits(PathIndex.open(two_builds[0])) and hits(old)
     PathIndex.open(copy)

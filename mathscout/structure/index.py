@@ -232,10 +232,7 @@ def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.nd
                        doc: np.ndarray, paths: list[str], symbols: list[str], report: BuildReport, extra: dict) -> None:
     """Everything of the index folder but postings.bin (written first): list and formula tables, dictionaries, meta."""
     np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(n_groups))
-    size = (target / "postings.bin").stat().st_size
-    buf = np.memmap(target / "postings.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
-    BlockTable.scan(buf, byte_offsets, list_start, n_groups).write(target)
-    del buf
+    BlockTable.scan(target / "postings.bin", byte_offsets, list_start, n_groups).write(target)
     np.savez(target / "formulas.npz", leaves=leaves, doc=doc)
     (target / "paths.json.gz").write_bytes(gzip.compress(json.dumps(paths).encode("utf-8"), compresslevel=6, mtime=0))  # no timestamp: the same bytes every build
     ordinary = write_path_table(target, paths, np.diff(list_start))
@@ -344,7 +341,7 @@ class PathIndex:
             list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
             n_groups = int(lists["n_groups"])
             check_layout(buf, byte_offsets, list_start, n_groups)
-            blocks = BlockTable.open(folder, buf, byte_offsets, list_start, n_groups)
+            blocks = BlockTable.open(folder, byte_offsets, list_start, n_groups)
             postings = PostingLists(buf, byte_offsets, list_start, blocks, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES)
             _check_tables(postings, paths, leaves, doc)
             return cls(folder, meta, paths, symbols, postings, leaves, doc)

@@ -36,6 +36,7 @@ BLOCK_FILE = "blocks.npz"
 BLOCK_SHIFT = 7
 BLOCK = 1 << BLOCK_SHIFT  # entries per block (Lucene and PISA skip over blocks of 128 postings)
 BLOCK_MASK = BLOCK - 1
+SCAN_BYTES = 64 * 2**20  # postings read at a time when a block table is made
 
 
 def path_hash(path: str) -> int:
@@ -215,12 +216,35 @@ class BlockTable:
     group: np.ndarray
 
     @classmethod
-    def scan(cls, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> BlockTable:
-        """The table of a postings file, by one pass over it (DamagedList when a list does not decode)."""
+    def scan(cls, postings: Path, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int,
+             piece: int = SCAN_BYTES) -> BlockTable:
+        """The table of a postings file, by one pass over it, read `piece` bytes of whole lists at a time (a list longer
+        than that alone): memory stays bounded, no page of the file stays mapped. DamagedList when a list does not
+        decode within its bytes."""
+        byte_offsets = np.asarray(byte_offsets, dtype=np.int64)
+        list_start = np.asarray(list_start, dtype=np.int64)
         first = first_blocks(list_start)
-        ok, byte, base, last, group = _scan_blocks(buf, np.asarray(byte_offsets, dtype=np.int64),
-                                                   np.asarray(list_start, dtype=np.int64), np.int64(first[-1]), BLOCK_SHIFT)
-        if not ok or int(group[-1]) != n_groups:
+        n, n_lists = int(first[-1]), len(list_start) - 1
+        byte, group = np.empty(n + 1, dtype=np.int64), np.empty(n + 1, dtype=np.int64)
+        base, last = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+        t, g = 0, 0
+        with open(postings, "rb") as f:
+            while t < n_lists:
+                u = min(n_lists, max(t + 1, int(np.searchsorted(byte_offsets, byte_offsets[t] + piece, "right")) - 1))
+                lo, hi = int(byte_offsets[t]), int(byte_offsets[u])
+                f.seek(lo)
+                chunk = np.fromfile(f, dtype=np.uint8, count=hi - lo)
+                b0, b1 = int(first[t]), int(first[u])
+                ok, c_byte, c_base, c_last, c_group = _scan_blocks(chunk, byte_offsets[t:u + 1] - lo, list_start[t:u + 1] - list_start[t],
+                                                                  np.int64(b1 - b0), BLOCK_SHIFT)
+                if not ok or len(chunk) != hi - lo:
+                    raise DamagedList("a posting list does not decode within its bytes")
+                byte[b0:b1], base[b0:b1], last[b0:b1] = c_byte[:-1] + lo, c_base, c_last
+                group[b0:b1] = c_group[:-1] + g
+                g += int(c_group[-1])
+                t = u
+        byte[n], group[n] = byte_offsets[-1], g
+        if g != n_groups:
             raise DamagedList("a posting list does not decode within its bytes")
         return cls(first, byte, base, last, group)
 
@@ -255,7 +279,7 @@ class BlockTable:
         return table
 
     @classmethod
-    def open(cls, folder: Path, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> BlockTable:
+    def open(cls, folder: Path, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int) -> BlockTable:
         """The index's table; an index built without one gets it scanned now and written beside it when it can be."""
         table = cls.read(folder, list_start)
         if table is not None:
@@ -263,7 +287,7 @@ class BlockTable:
         started = time.perf_counter()
         print(f"structure index {folder}: indexing the blocks of its posting lists (once; an index built before block "
               f"skipping)", file=sys.stderr, flush=True)
-        table = cls.scan(buf, byte_offsets, list_start, n_groups)
+        table = cls.scan(folder / "postings.bin", byte_offsets, list_start, n_groups)
         try:
             table.write(folder)
         except OSError as exc:  # a read-only index: the table stays in memory
