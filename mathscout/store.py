@@ -128,10 +128,14 @@ class DocumentStore:
         return docs, formulas
 
     def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        """Documents stored. Ordinals run from 0 without gaps (rows are only appended, each at the next ordinal), so
+        this is the largest ordinal + 1: one lookup in the rowid tree, where COUNT(*) reads the whole table (1.4 s at
+        1.5 M documents, asked whenever a component opens)."""
+        return self._db.execute("SELECT COALESCE(MAX(ordinal) + 1, 0) FROM documents").fetchone()[0]
 
     def formula_count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM formulas").fetchone()[0]
+        """Formulas stored (as `count`: the largest ordinal + 1)."""
+        return self._db.execute("SELECT COALESCE(MAX(ordinal) + 1, 0) FROM formulas").fetchone()[0]
 
     def get(self, doc_id: str) -> Document | None:
         """The document with this id, with its formulas, or None."""
