@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from mathscout.structure.lists import DamagedList, mark_formulas
+from mathscout.structure.lists import mark_formulas
 from mathscout.structure.search import (
     SLACK,
     MAX_FORMULA_LEAVES,
@@ -51,11 +51,9 @@ def math_keyword(searcher: StructureSearcher, query: PreparedQuery) -> KeywordLi
         empty = np.zeros(0, dtype=np.int64)
         return KeywordList(MATH, empty, query=query, formulas=empty)
     mask = np.zeros(len(searcher.index.doc), dtype=np.bool_)
-    for s, e in zip(list_start, list_end):
-        try:
+    with searcher.index.reading():
+        for s, e in zip(list_start, list_end):
             mark_formulas(query.ix, s, e, mask)  # every formula of the list, read without decoding the list into memory
-        except DamagedList as exc:
-            raise searcher.index.damaged(exc) from None
     formulas = np.flatnonzero(mask).astype(np.int64)
     owners = searcher.index.doc[formulas].astype(np.int64)  # non-decreasing: a document's formulas are consecutive
     docs = owners[np.concatenate(([True], owners[1:] != owners[:-1]))] if len(owners) else owners
@@ -102,12 +100,10 @@ def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList
             max_rows = max(max_rows, int(kw.query.arrays[13].max()) if len(kw.query.node_ids) else 1)
     if not len(queries):  # no formula keyword matched a path: plain BM25 over the text keywords
         return _text_only(docs, scores, starts, k)
-    try:
+    with searcher.index.reading():
         out_docs, out_scores = _hetero(ix, queries, cursors, alive, formulas, searcher.scratch, max_rows,
                                        formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m,
                                        searcher.eta, searcher.b1, searcher.b2, prune)
-    except DamagedList as exc:
-        raise searcher.index.damaged(exc) from None
     ranked = np.lexsort((out_docs, -out_scores))
     return out_docs[ranked], out_scores[ranked]
 

@@ -30,7 +30,8 @@ import sys
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -310,15 +311,18 @@ class PathIndex:
 
     def view(self, tids: np.ndarray) -> tuple[BlockedPostings, np.ndarray, np.ndarray]:
         """Lists `tids` laid out for the kernels (see PostingLists.view); a damaged block table raises DamagedIndexError."""
-        try:
+        with self.reading():
             return self.lists.view(tids)
-        except DamagedList as exc:
-            raise self.damaged(exc) from None
 
-    def damaged(self, exc: DamagedList) -> DamagedIndexError:
-        """The error a damaged list gives (found when a kernel decodes it, or when a query lays it out)."""
-        return DamagedIndexError(f"the structure index at {self.folder} is damaged ({exc} in postings.bin); rebuild it with "
-                                 f"'mathscout index --index {self.folder.parent} --components structure'")
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around anything that reads the lists (laying them out, the kernels decoding their blocks): a damaged list
+        becomes a DamagedIndexError that names postings.bin and the rebuild command."""
+        try:
+            yield
+        except DamagedList as exc:
+            raise DamagedIndexError(f"the structure index at {self.folder} is damaged ({exc} in postings.bin); rebuild it with "
+                                    f"'mathscout index --index {self.folder.parent} --components structure'") from None
 
     @classmethod
     def open(cls, folder: Path | str) -> PathIndex:

@@ -1,7 +1,7 @@
 """Formula search over the path index: exhaustive, and rank-safe dynamic pruning (Zhong 2023 thesis ch. 4).
 
 The kernel is document-at-a-time over the query's posting lists (Zhong 2023 thesis, Alg. 4), compiled with numba:
-- candidates come from the *requirement set* of lists; the others are only skipped to (lists.py's `skip_to`, which passes
+- candidates come from the *requirement set* of lists; the others are only skipped to (lists.py's `skip_block`, which passes
   whole blocks of a list without decoding them: a query decodes only the blocks its candidates lie in);
 - a candidate's structure score is the widest (path-weighted) match over query/document node pairs
   (Zhong 2023 thesis, Eq. 4.9, QRYNODEMATCH), its final score Eq. 3.16 with Alg. 2's symbol similarity;
@@ -27,7 +27,7 @@ import numpy as np
 from mathscout.errors import QueryError
 from mathscout.structure.index import PathIndex
 from mathscout.structure.lexer import LEXER
-from mathscout.structure.lists import BLOCK_SHIFT, DamagedList, crossed_into, decode_block, skip_block, skip_in_block
+from mathscout.structure.lists import BLOCK_SHIFT, crossed_into, decode_block, skip_block, skip_in_block
 from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import PathPrefix, has_wildcard, path_prefixes
@@ -258,10 +258,8 @@ class StructureSearcher:
         if not prepared.searchable or k <= 0:
             return []
         theta0 = initial_threshold(initial_threshold_factor, prepared.width, self.eta)
-        try:
+        with self.index.reading():
             out = _search(prepared.ix, prepared.arrays, self.scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
-        except DamagedList as exc:
-            raise self.index.damaged(exc) from None
         return self._hits(prepared, out)
 
     def score_formulas(self, query: str | PreparedQuery, formulas: np.ndarray) -> list[FormulaHit]:
@@ -270,10 +268,8 @@ class StructureSearcher:
         candidates = np.unique(np.asarray(formulas, dtype=np.int64))
         if not prepared.searchable or len(candidates) == 0:
             return []
-        try:
+        with self.index.reading():
             out = _search(prepared.ix, prepared.arrays, self.scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
-        except DamagedList as exc:
-            raise self.index.damaged(exc) from None
         return self._hits(prepared, out)
 
     def _hits(self, prepared: PreparedQuery, out) -> list[FormulaHit]:
