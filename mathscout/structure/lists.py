@@ -148,6 +148,25 @@ def _get_at_most(buf, at, end, maximum):
     return value, at
 
 
+@numba.njit(cache=True, inline="always")
+def _entry_head(buf, at, end, max_delta, max_node, max_width, max_groups):
+    """An entry's formula-id delta, root-end node, width and number of symbol groups (postings.py's layout), each
+    bounded: (delta, node, width, groups, next position); position -1 when a read failed (see `_get_at_most`)."""
+    delta, at = _get_at_most(buf, at, end, max_delta)
+    node, at = _get_at_most(buf, at, end, max_node)
+    width, at = _get_at_most(buf, at, end, max_width)
+    groups, at = _get_at_most(buf, at, end, max_groups)
+    return delta, node, width, groups, at
+
+
+@numba.njit(cache=True, inline="always")
+def _skip_groups(buf, at, end, groups):
+    """The position after an entry's `groups` symbol groups (three numbers each), read without keeping them."""
+    for _ in range(3 * groups):
+        _, at = _get_at_most(buf, at, end, 2**31 - 1)
+    return at
+
+
 class DamagedList(ValueError):
     """A posting list (or its block table) that does not decode within its bounds."""
 
@@ -177,13 +196,9 @@ def _scan_blocks(buf, byte_offsets, list_start, n_blocks, shift):
                     return False, byte, base, last, group
                 byte[b], base[b], group[b] = at, previous, g
                 b += 1
-            delta, at = _get_at_most(buf, at, end, 2**31 - 1 - previous)
+            delta, _, _, groups, at = _entry_head(buf, at, end, 2**31 - 1 - previous, 2**31 - 1, 2**31 - 1, 2**31 - 1)
             previous += delta
-            _, at = _get_at_most(buf, at, end, 2**62)
-            _, at = _get_at_most(buf, at, end, 2**62)
-            groups, at = _get_at_most(buf, at, end, 2**62)
-            for _ in range(groups * 3):
-                _, at = _get_at_most(buf, at, end, 2**62)
+            at = _skip_groups(buf, at, end, groups)
             if at < 0:
                 return False, byte, base, last, group
             g += groups
@@ -315,12 +330,10 @@ def decode_block(ix, ab):
     n_symbols, max_node, max_leaves = limits[1], limits[2], limits[3]
     e = ab << BLOCK_SHIFT
     for i in range(n):
-        delta, at = _get_at_most(buf, at, end, last - previous)
+        delta, node[e + i], width[e + i], groups, at = _entry_head(buf, at, end, last - previous, max_node, max_leaves,
+                                                                  min(max_leaves, g_end - g))
         previous += delta
         fid[e + i] = previous
-        node[e + i], at = _get_at_most(buf, at, end, max_node)
-        width[e + i], at = _get_at_most(buf, at, end, max_leaves)
-        groups, at = _get_at_most(buf, at, end, min(max_leaves, g_end - g))
         sym_start[e + i] = g
         for _ in range(groups):
             symbol, at = _get_at_most(buf, at, end, n_symbols - 1)
@@ -402,19 +415,14 @@ def mark_formulas(ix, start, end, mask):
     postings without storing the entries: a reader that needs only a whole list's formulas (the heterogeneous search's
     document iterator) leaves the query's arrays to the blocks its kernel reaches. Bounds-checked as `decode_block`."""
     buf, blocks, limits = ix[9], ix[10], ix[12]
-    max_groups = limits[3]
     if end <= start:
         return
     for ab in range(start >> BLOCK_SHIFT, ((end - 1) >> BLOCK_SHIFT) + 1):
         at, stop, previous, last = blocks[ab, B_BYTE], blocks[ab, B_END], blocks[ab, B_BASE], blocks[ab, B_LAST]
         for _ in range(blocks[ab, B_ENTRIES]):
-            delta, at = _get_at_most(buf, at, stop, last - previous)
+            delta, _, _, groups, at = _entry_head(buf, at, stop, last - previous, limits[2], limits[3], limits[3])
             previous += delta
-            _, at = _get_at_most(buf, at, stop, 2**31 - 1)
-            _, at = _get_at_most(buf, at, stop, 2**31 - 1)
-            groups, at = _get_at_most(buf, at, stop, max_groups)
-            for _ in range(3 * groups):
-                _, at = _get_at_most(buf, at, stop, 2**31 - 1)
+            at = _skip_groups(buf, at, stop, groups)
             if at < 0:
                 raise DamagedList("a posting block does not decode")
             mask[previous] = True
@@ -450,7 +458,8 @@ class PostingLists:
         at = np.concatenate(([0], np.cumsum(nb))).astype(np.int64)  # the query's first block of each list
         n = int(at[-1])
         owner = np.repeat(np.arange(len(unique)), nb)  # which of the lists each block belongs to
-        gb = b0[owner] + np.arange(n) - at[:-1][owner]  # the file's block number of each of the query's blocks
+        within = np.arange(n) - at[:-1][owner]  # each block's number within its list
+        gb = b0[owner] + within  # the file's block number of each of the query's blocks
         df = self.list_start[unique + 1] - self.list_start[unique]
         groups = table.group[b1] - table.group[b0]
         g_at = np.concatenate(([0], np.cumsum(groups))).astype(np.int64)
@@ -459,7 +468,7 @@ class PostingLists:
         blocks[:, B_BASE], blocks[:, B_LAST] = table.base[gb], table.last[gb]
         blocks[:, B_GROUP] = g_at[:-1][owner] + table.group[gb] - table.group[b0][owner]
         blocks[:, B_GROUP_END] = blocks[:, B_GROUP] + table.group[gb + 1] - table.group[gb]
-        blocks[:, B_ENTRIES] = np.minimum(BLOCK, df[owner] - ((np.arange(n) - at[:-1][owner]) << BLOCK_SHIFT))
+        blocks[:, B_ENTRIES] = np.minimum(BLOCK, df[owner] - (within << BLOCK_SHIFT))
         self._check(unique, blocks, at, df)
         capacity = n << BLOCK_SHIFT
         postings = BlockedPostings(
