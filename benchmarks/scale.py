@@ -95,6 +95,15 @@ def even_sample(items: list, n: int) -> list:
 
 
 def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
+    """The query stage, with the query process's anonymous memory sampled at its peak (page cache and mapped index
+    pages aside, which VmHWM counts)."""
+    with TreePeak(measure=lambda: process_usage().anon_mib) as anon:
+        out = _query_stage(index, n_queries, n_safety)
+    out["anon_peak_mib"] = anon.peak_mib
+    return out
+
+
+def _query_stage(index: Path, n_queries: int, n_safety: int) -> dict:
     from mathscout.evaluation.topics import load_topics
     from mathscout.errors import QueryError
     from mathscout.index.layout import IndexDir
@@ -112,7 +121,6 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
     def heap_seen() -> None:  # what the JVM heap holds after a search (garbage included)
         heap_peak[0] = max(heap_peak[0], (runtime.totalMemory() - runtime.freeMemory()) / 2**20)
 
-    anon = TreePeak(measure=lambda: process_usage().anon_mib).__enter__()  # the query process's own memory, at its peak
     out: dict = {"rss_start": _rss(), "jvm_boot_s": boot_seconds, "jvm_info": vm_info}  # "sharing": a CDS archive
     started = time.perf_counter()
     index_dir = IndexDir(index)
@@ -153,7 +161,8 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
             prepared = searcher.prepare(latex)
             searcher.search(prepared, k=k, per_document=True)
             times.append(time.perf_counter() - t0)
-            decoded, blocks = decoded + int(prepared.ix[11].sum()), blocks + len(prepared.ix[11])
+            done, total = prepared.blocks_decoded
+            decoded, blocks = decoded + done, blocks + total
         out["latency"][f"formula@{k}"] = percentiles(times)
         out[f"blocks_decoded@{k}"] = decoded / max(blocks, 1)  # the share of the queries' list blocks decoded
     out["rss_queries"] = _rss()
@@ -170,8 +179,6 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
             safety[str(k)]["violations"] += pruned != exact
     out["rank_safety"] = safety
     out["rss_end"] = _rss()
-    anon.__exit__()
-    out["anon_peak_mib"] = anon.peak_mib  # sampled every 0.25 s (page cache and mapped index pages aside)
     return out
 
 

@@ -382,12 +382,17 @@ class StructureRetriever(BaseRetriever):
         and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it; `by_tier`:
         documents by their first formula's match tier first (`search.match_tier`; outside its list: PART); `parts`:
         BM25 is added for PART documents only (KindSetting.text "parts")."""
+        ranked, best = fuse_formula_lists(self.formula_lists(prepared, k), bm25, k, lambda_m, by_tier, parts, self.name)
+        return [self._hit(h.doc, h.score, h.components) for h in ranked], best
+
+    def formula_lists(self, prepared: list[PreparedQuery], k: int) -> list[list[FormulaHit]]:
+        """Each formula's top max(depth, k) documents, searched one after another: each formula's decoded blocks are
+        dropped before the next one is searched, so a query holds one formula's blocks at a time."""
         lists = []
-        for query in prepared:  # one after another, each formula's decoded blocks dropped once it is searched
+        for query in prepared:
             lists.append(self._formula_documents(query, max(self.depth, k)))
             query.release()
-        ranked, best = fuse_formula_lists(lists, bm25, k, lambda_m, by_tier, parts, self.name)
-        return [self._hit(h.doc, h.score, h.components) for h in ranked], best
+        return lists
 
     def _by_tier(self, scores: dict[int, float], parts: dict[int, dict[str, float]], best: dict[int, FormulaHit],
                  k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:

@@ -97,6 +97,12 @@ class PreparedQuery:
             self.ix = _kernel_index(self.index, postings)
 
     @property
+    def blocks_decoded(self) -> tuple[int, int]:
+        """(blocks decoded so far, blocks of its lists)."""
+        decoded = self.ix[11]
+        return int(decoded.sum()), len(decoded)
+
+    @property
     def empty(self) -> bool:
         """Whether the query shares no token path with the collection (nothing can match it anywhere)."""
         return self.width <= 0.0

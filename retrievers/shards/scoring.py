@@ -178,9 +178,7 @@ class ShardStructure(StructureRetriever):
         self._captured.plan, self._captured.lambda_m = "fuse", lambda_m
         self._captured.by_tier, self._captured.parts = bool(by_tier), bool(parts)
         self._captured.bm25 = dict(bm25)
-        for query in prepared:
-            self._formula_documents(query, k)
-            query.release()  # one formula's decoded blocks at a time
+        self.formula_lists(prepared, k)  # recorded by _formula_documents
         return [], {}
 
     def _by_tier(self, scores, parts, best, k):
