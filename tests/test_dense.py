@@ -198,6 +198,39 @@ def test_a_passage_vector_is_the_same_alone_or_among_others(dense_index):
     assert not np.array_equal(batched, together)
 
 
+def test_parallel_builds_quantise_the_model_once(dense_index, tmp_path):
+    """Shard build tasks start encoding at the same moment on an empty cache: onnxruntime's quantiser writes a side
+    file next to the exported model, so three processes quantising at once failed (FileNotFoundError) until the
+    export is held by one process at a time. Each process gets the int8 model, and it encodes."""
+    import os
+    import subprocess
+    import sys
+
+    from mathscout.dense.encoder import _onnx_file
+    from mathscout.dense.model import default_model_path
+
+    model = Path(default_model_path())
+    exported = _onnx_file(model, quantized=False)  # the session's cached export: the processes race to quantise it
+    fresh = tmp_path / "home" / "onnx" / exported.parent.name
+    fresh.mkdir(parents=True)
+    shutil.copy2(exported, fresh / exported.name)
+    script = ("import sys; from pathlib import Path; from mathscout.dense.encoder import _onnx_file; "
+              f"print(_onnx_file(Path({str(model)!r}), quantized=True))")
+    env = {**os.environ, "MATHSCOUT_HOME": str(tmp_path / "home")}
+    runs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(3)]
+    results = [(run.wait(timeout=300), *run.communicate()) for run in runs]
+    assert [code for code, _, _ in results] == [0, 0, 0], [err[-500:] for _, _, err in results]
+    assert {out.strip() for _, out, _ in results} == {str(fresh / "model.int8.onnx")}
+    assert sorted(p.name for p in fresh.iterdir()) == ["export.lock", "model.int8.onnx", "model.onnx"]
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(fresh / "model.int8.onnx"), providers=["CPUExecutionProvider"])
+    ones = np.ones((1, 4), dtype=np.int64)
+    hidden = session.run(None, {"input_ids": ones, "attention_mask": ones, "token_type_ids": ones * 0})[0]
+    assert hidden.shape == (1, 4, 384)
+
+
 def test_a_text_vector_is_the_same_alone_or_among_others(dense_topics):
     """`encode_texts` (what the embedding reranker compares) on the int8 ONNX backend batches as passages do: under
     the default "passage" batching a text's vector does not depend on the texts encoded with it."""

@@ -17,6 +17,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the optional 'distributed' part (ray) is not installed")
 
+from mathscout.errors import MathScoutError  # noqa: E402
 from mathscout.evaluation.topics import load_topics  # noqa: E402
 from mathscout.index.layout import IndexDir  # noqa: E402
 from mathscout.retrievers import open_retriever  # noqa: E402
@@ -81,7 +82,6 @@ def test_sharded_runs_equal_the_single_index_runs(sharded_small, small_index, to
 
 
 def test_bm25_parameters_on_a_shard_are_checked_and_used_as_on_one_index(sharded_small):
-    from mathscout.errors import MathScoutError
     from mathscout.retrievers.shards.layout import ShardSet
     from mathscout.retrievers.shards.scoring import GlobalBM25
     from mathscout.types import Query
@@ -404,6 +404,20 @@ def test_sharding_refuses_bad_requests_in_one_line(small_collection, tmp_path):
     result = run_cli(["index", "--input", str(small_collection), "--index", str(tmp_path / "x"), "--shards", "0"],
                      tmp_path / "home")
     assert result.returncode == 2 and "--shards must be 1–64" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_shard_build_that_fails_is_one_clear_error_and_leaves_no_index(small_collection, ray_local, tmp_path,
+                                                                          monkeypatch):
+    """A shard's Ray task fails (here its dense model is missing: the workers inherit MATHSCOUT_*): the build stops
+    with the task's own error, not Ray's wrapper, and leaves neither an index nor a half-built folder."""
+    from mathscout.retrievers.shards.build import build_sharded_index
+
+    monkeypatch.setenv("MATHSCOUT_DENSE_MODEL", str(tmp_path / "no-model"))
+    with pytest.raises(MathScoutError, match="no dense model at") as failed:
+        build_sharded_index([small_collection], tmp_path / "idx", 2, ["bm25", "dense"])
+    assert "RayTaskError" not in str(failed.value)
+    assert not (tmp_path / "idx").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".idx.building")]
 
 
 @pytest.fixture(scope="session")

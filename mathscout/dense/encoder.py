@@ -19,6 +19,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +72,27 @@ def _onnx_file(folder: Path, quantized: bool) -> Path:
     if target.is_file():
         return target
     cache.mkdir(parents=True, exist_ok=True)
+    with _only_process(cache / "export.lock"):  # parallel builds (shard tasks) export and quantise once, one at a time
+        if not target.is_file():
+            _export(folder, plain, int8 if quantized else None)
+    return target
+
+
+@contextmanager
+def _only_process(lock_path: Path):
+    """Hold an exclusive lock on `lock_path` across processes (onnxruntime's quantiser writes a shared side file)."""
+    import fcntl
+
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _export(folder: Path, plain: Path, int8: Path | None) -> None:
+    """The transformer → `plain` (ONNX, opset 17) unless there, then → `int8` (dynamic int8, per channel) if asked."""
     import torch
 
     if not plain.is_file():
@@ -95,13 +117,12 @@ def _onnx_file(folder: Path, quantized: bool) -> Path:
             tmp.unlink(missing_ok=True)
             raise MathScoutError(f"cannot export {folder} to ONNX ({str(exc).splitlines()[0]}): use backend 'torch'") from exc
         os.replace(tmp, plain)
-    if quantized:
+    if int8 is not None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         tmp = int8.with_suffix(f".tmp{os.getpid()}.onnx")
         quantize_dynamic(str(plain), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         os.replace(tmp, int8)
-    return target
 
 
 def _session(folder: Path, backend: str):

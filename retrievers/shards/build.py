@@ -146,6 +146,25 @@ def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, sh
         raise disk_error(exc, index_path) or exc
 
 
+def _gather(ray, refs: list, folders: list[Path]) -> list[dict]:
+    """Every shard task's result. A task that fails stops the others and is reported by its shard, with its cause:
+    a MathScoutError or an OSError (a full disk: the caller names it) as raised, anything else in one line."""
+    built = []
+    for folder, ref in zip(folders, refs):
+        try:
+            built.append(ray.get(ref))
+        except ray.exceptions.RayTaskError as exc:
+            for other in refs:
+                ray.cancel(other, force=True)
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
+            if isinstance(cause, (MathScoutError, OSError)):
+                raise cause from None
+            first = (str(cause).strip().splitlines() or [""])[0]
+            raise MathScoutError(f"building {folder.name} failed: {type(cause).__name__}: {first} "
+                                 "(set MATHSCOUT_DEBUG=1 for the details)") from exc
+    return built
+
+
 def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], address: str,
            kept: list[Path]) -> Manifest:
     ray = ray_module()
@@ -164,7 +183,7 @@ def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], 
         task = ray.remote(num_cpus=build_cpus(), max_retries=1, max_calls=1, runtime_env=worker_env())(build_shard)
         log(f"building {shards} shards as Ray tasks ({address}) …")
         refs = [task.remote(str(building / STORE), str(folder), lo, hi, names) for folder, (lo, hi) in zip(folders, ranges)]
-        built = ray.get(refs)
+        built = _gather(ray, refs, folders)
         shards_done = time.perf_counter()
         stats = write_global_statistics(folders)
         for folder in folders:  # the global statistics are part of each shard: checked when it opens
