@@ -373,7 +373,7 @@ def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
         ax.set_xlabel("collection size (× the shared collection)")
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle("MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b, "
+    fig.suptitle("MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b,\n"
                  "dense: ∝ passages^b; dense vectors DERIVED from real encodings by noisy copies, see scale.json)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
