@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.config import home
-from mathscout.dense.ann import REFINE, VECTORS, IvfPqSearch, open_vectors
+from mathscout.dense.ann import REFINE, VECTORS, IvfPqSearch, exact_order, open_vectors
 from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint, read_meta, reuse_document_vectors
 from mathscout.dense.encoder import Encoder
 from mathscout.dense.model import model_input_text
@@ -171,7 +171,10 @@ class DenseRetriever(BaseRetriever):
         with self._lock:  # faiss indexes are not safe for concurrent searches that change efSearch; keep it simple
             scores, positions = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
         results = []
-        for row_scores, row_positions in zip(scores, positions):
+        for query, row_scores, row_positions in zip(vectors, scores, positions):
+            if not isinstance(self.faiss, IvfPqSearch):  # (IVF-PQ re-scores its candidates itself)
+                found = row_positions[row_positions >= 0]
+                row_scores, row_positions = exact_order(query, found, self.faiss.reconstruct_batch(found))
             ranked = best_documents(row_scores, row_positions, self.passage_doc, k)
             results.append([Hit(doc_id=self.doc_ids[doc], score=score, rank=n, components={self.name: score})
                             for n, (doc, score) in enumerate(ranked, start=1)])

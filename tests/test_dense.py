@@ -231,6 +231,33 @@ def test_parallel_builds_quantise_the_model_once(dense_index, tmp_path):
     assert hidden.shape == (1, 4, 384)
 
 
+def test_a_query_ranks_the_same_alone_or_in_a_batch(dense_index, shared_data):
+    """With two threads faiss scores a lone query and a large batch (against a collection of the shared one's size)
+    by different code paths that sum in another order: the last bit of a score differed and near-tied documents
+    swapped between `search` and `run` (and between one index and its shards). Every hit is re-scored from its
+    passage vector, whatever the batch: the same ids, order and scores."""
+    import faiss
+
+    from mathscout.evaluation.topics import load_topics
+
+    topics = load_topics(shared_data / "collection" / "topics.dev.jsonl")[:32]
+    dense = open_retriever(IndexDir(dense_index), "dense")
+    vectors = dense.passage_vectors()  # faiss takes BLAS for large batch × collection products: the fixture's real
+    copies = -(-60_000 // len(vectors))  # vectors repeated to the shared collection's size (50,636 passages)
+    flat = faiss.IndexFlatIP(vectors.shape[1])
+    flat.add(np.tile(vectors, (copies, 1)))
+    dense.faiss, dense.passage_doc = flat, np.tile(dense.passage_doc, copies)
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)  # a search process's default on this machine (builds set 1; with 1 the paths agree)
+    try:
+        batched = dense.batch_search(topics, 1000)
+        alone = {topic.id: dense.rank(topic, 1000).hits for topic in topics}
+    finally:
+        faiss.omp_set_num_threads(threads)
+    for topic in topics:
+        assert [(h.doc_id, h.score) for h in alone[topic.id]] == [(h.doc_id, h.score) for h in batched[topic.id]], topic.id
+
+
 def test_a_text_vector_is_the_same_alone_or_among_others(dense_topics):
     """`encode_texts` (what the embedding reranker compares) on the int8 ONNX backend batches as passages do: under
     the default "passage" batching a text's vector does not depend on the texts encoded with it."""

@@ -142,6 +142,21 @@ def build_hnsw(vectors: np.ndarray, m: int, ef_construction: int, label: str = "
     return index
 
 
+def exact_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Inner products of passage vectors `rows` with `query` that do not depend on what else is searched: float64
+    products summed row by row (numpy's pairwise sum depends only on the row), rounded to float32. With more than one
+    thread faiss scores a lone query and a large batch by code paths that sum in another order: a query searched
+    alone (`search`, a shard in the benchmark) and in a run's batch differed in the last bit and swapped near ties."""
+    return (np.asarray(rows, dtype=np.float64) * np.asarray(query, dtype=np.float64)).sum(axis=1).astype(np.float32)
+
+
+def exact_order(query: np.ndarray, found: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Passages `found` (with their vectors `rows`) scored by `exact_scores`, best first, ties by position."""
+    exact = exact_scores(rows, query)
+    order = np.lexsort((found, -exact))
+    return exact[order], found[order]
+
+
 class IvfPqSearch:
     """IVF-PQ candidates re-scored exactly from the memory-mapped vectors; faiss-like `search(queries, depth)`."""
 
@@ -169,9 +184,8 @@ class IvfPqSearch:
         positions = np.full((len(queries), depth), -1, dtype=np.int64)
         for row, (query, found) in enumerate(zip(queries, candidates)):
             found = self._with_document_passages(found[found >= 0])
-            exact = self.vectors[found] @ query
-            best = np.lexsort((found, -exact))[:depth]
-            scores[row, : len(best)], positions[row, : len(best)] = exact[best], found[best]
+            exact, best = exact_order(query, found, self.vectors[found])
+            scores[row, : min(depth, len(best))], positions[row, : min(depth, len(best))] = exact[:depth], best[:depth]
         return scores, positions
 
     def _with_document_passages(self, found: np.ndarray) -> np.ndarray:
