@@ -443,3 +443,16 @@ def test_dense_and_hybrid_on_shards_equal_the_single_index(dense_pair, mode):
                      open_retriever(sharded_index, mode).batch_search(queries, 50))
     shard = Path(sharded_index) / "shards" / "shard-000" / "dense" / "meta.json"
     assert json.loads(shard.read_text(encoding="utf-8"))["batching"] == "passage"  # the policy is recorded
+
+
+def test_the_shards_passage_vectors_are_the_single_index_vectors(dense_pair, capsys):
+    """`python -m mathscout.evaluation.vector_equality SINGLE SHARDED`: byte-identical vectors and passage → document
+    map (exit 0); a folder without a shards manifest is one line (exit 2)."""
+    from mathscout.evaluation.vector_equality import main
+
+    single_index, sharded_index, _ = dense_pair
+    assert main([str(single_index), str(sharded_index)]) == 0
+    printed = capsys.readouterr().out
+    assert "'byte_identical': True" in printed and "'same_documents': True" in printed
+    assert main([str(single_index), str(single_index)]) == 2
+    assert "shards manifest" in capsys.readouterr().err
