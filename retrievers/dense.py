@@ -90,6 +90,18 @@ def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str)
     return encoder
 
 
+def query_vectors(encoder: Encoder, queries: list[Query]) -> np.ndarray:
+    """The queries' pooled vectors (words and formula as the model reads them); a query with nothing to encode is
+    one clear error."""
+    texts = []
+    for query in queries:
+        text = model_input_text(" ".join(p for p in (query.text, f"${query.formula}$" if query.formula else "") if p))
+        if not text.strip():
+            raise QueryError("the query has nothing to encode: type some words and/or a formula like $x^2+1$")
+        texts.append(text)
+    return encoder.encode_queries(texts).pooled
+
+
 class DenseRetriever(BaseRetriever):
     """Passage-level dense retrieval, max-pooled to documents."""
 
@@ -153,13 +165,7 @@ class DenseRetriever(BaseRetriever):
         self.faiss, self.passage_doc, self.max_passages = flat, self.passage_doc[kept], passages
 
     def encode(self, queries: list[Query]) -> np.ndarray:
-        texts = []
-        for query in queries:
-            text = model_input_text(" ".join(p for p in (query.text, f"${query.formula}$" if query.formula else "") if p))
-            if not text.strip():
-                raise QueryError("the query has nothing to encode: type some words and/or a formula like $x^2+1$")
-            texts.append(text)
-        return self.encoder.encode_queries(texts).pooled
+        return query_vectors(self.encoder, queries)
 
     def rank(self, query: Query, k: int) -> RankResult:
         """The top-k documents (each by its best passage)."""

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="the optional 'distributed' part (ray) is not installed")
@@ -456,3 +457,25 @@ def test_the_shards_passage_vectors_are_the_single_index_vectors(dense_pair, cap
     assert "'byte_identical': True" in printed and "'same_documents': True" in printed
     assert main([str(single_index), str(single_index)]) == 2
     assert "shards manifest" in capsys.readouterr().err
+
+
+def test_a_sharded_dense_query_is_encoded_once_at_the_coordinator(dense_pair):
+    """The coordinator encodes a dense query with the shards' model and the shards search its vector: the same hits as
+    one index, and a query with nothing to encode is the single index's clear error (alone) or a notice (in a run)."""
+    from mathscout.errors import QueryError
+    from mathscout.retrievers.shards.retriever import ShardedDense
+    from mathscout.types import Query
+
+    single_index, sharded_index, queries = dense_pair
+    sharded = open_retriever(sharded_index, "dense")
+    assert isinstance(sharded, ShardedDense)
+    vectors = sharded.query_vectors(queries[:3])
+    assert all(v.shape == (384,) for v in vectors)
+    single = open_retriever(single_index, "dense")
+    assert np.array_equal(np.stack(vectors), single.encode(queries[:3]))
+    empty = Query(id="empty", text="\\quad")  # passes the query checks, but nothing reaches the model
+    assert sharded.query_vectors([empty, queries[0]])[0] is None
+    with pytest.raises(QueryError, match="nothing to encode"):
+        sharded.search(empty, k=5)
+    run = sharded.batch_search([empty, queries[0]], 5)
+    assert run["empty"] == [] and [h.doc_id for h in run[queries[0].id]] == [h.doc_id for h in single.search(queries[0], k=5)]

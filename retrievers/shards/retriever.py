@@ -33,6 +33,7 @@ from mathscout.retrievers.structure import KindSetting, StructureRetriever, Stru
 
 CALL_TIMEOUT = float(os.environ.get("MATHSCOUT_SHARD_TIMEOUT", "300"))  # seconds for one call of ≤ BATCH queries
 EXPLAINED_HITS = 20  # hits that get a snippet in `search` (as the single-index retrievers)
+DENSE_MODES = ("dense", "dense-ft")  # encoded once at the coordinator (ShardedDense)
 BATCH = 10  # queries per call in runs: bounded calls, so a dead shard is noticed within CALL_TIMEOUT
 
 
@@ -78,9 +79,10 @@ class ShardPool:
     def describe(self, shard: int) -> str:
         return f"shard {shard + 1} of {len(self.actors)} ({self.shards.folder(self.index, shard)})"
 
-    def rank(self, mode: str, queries: list[Query], k: int, options: dict) -> tuple[list[list[ShardHits] | None], list[int]]:
+    def rank(self, mode: str, queries: list[Query], k: int, options: dict,
+             vectors: list | None = None) -> tuple[list[list[ShardHits] | None], list[int]]:
         """Every shard's answers (None for a shard that stayed unreachable) and the unreachable shards."""
-        refs = [actor.rank.remote(mode, queries, k, options) for actor in self.actors]
+        refs = [actor.rank.remote(mode, queries, k, options, vectors) for actor in self.actors]
         answers: list[list[ShardHits] | None] = []
         missing = []
         for shard, ref in enumerate(refs):
@@ -90,7 +92,7 @@ class ShardPool:
             except _unreachable() as first:
                 reason = first
             try:  # once more, on the actor Ray restarted or on a new one
-                answers.append(self._retry(shard, lambda actor: actor.rank.remote(mode, queries, k, options)))
+                answers.append(self._retry(shard, lambda actor: actor.rank.remote(mode, queries, k, options, vectors)))
             except _unreachable() as again:
                 notice(f"notice: {self.describe(shard)} is unreachable ({_first_line(again or reason)}): partial results")
                 answers.append(None)
@@ -189,7 +191,7 @@ class ShardedRetriever(BaseRetriever):
 
     def _rank(self, queries: list[Query], k: int, per_query_errors: bool = False) -> tuple[list[tuple[list[Hit], dict]], list[str]]:
         """Each query's merged hits and formula hits (structure), and the shards that did not answer."""
-        answers, missing = self.pool.rank(self.name, queries, k, self.options)
+        answers, missing = self.pool.rank(self.name, queries, k, self.options, self.query_vectors(queries))
         if len(missing) == len(answers):
             raise MathScoutError(f"no shard of {self.index.path} answered: is Ray running? ({len(missing)} unreachable)")
         out: list[tuple[list[Hit], dict]] = []
@@ -210,6 +212,36 @@ class ShardedRetriever(BaseRetriever):
             else:
                 out.append((merge_hits(answered, k), {}))
         return out, [self.pool.describe(s) for s in missing]
+
+
+    def query_vectors(self, queries: list[Query]) -> list | None:
+        """What the shards search instead of the queries' text (None: the text; ShardedDense: vectors)."""
+        return None
+
+
+class ShardedDense(ShardedRetriever):
+    """A dense mode over shards: each query is encoded once, here, with the model the shards' vectors were made with
+    (one build: the same component meta in every shard), and every shard searches that vector."""
+
+    def __init__(self, index: IndexDir, mode: str, **options):
+        from mathscout.dense.build import read_meta
+        from mathscout.retrievers.dense import open_encoder
+
+        super().__init__(index, mode, **options)
+        first = IndexDir(ShardSet.read(index.path).folder(index.path, 0))
+        self.encoder = open_encoder(read_meta(first.component_path(mode)), options.get("model"), mode)
+
+    def query_vectors(self, queries: list[Query]) -> list:
+        """Each query's vector, or None when it has nothing to encode (the shards then give its clear error)."""
+        from mathscout.retrievers.dense import query_vectors
+
+        vectors = []
+        for query in queries:  # one at a time: a bad query leaves the others' vectors
+            try:
+                vectors.append(query_vectors(self.encoder, [prepare_query(query)])[0])
+            except QueryError:
+                vectors.append(None)
+        return vectors
 
 
 class ShardedStructure(ShardedRetriever):
@@ -363,4 +395,6 @@ def open_sharded(index: IndexDir, mode: str, **options):
         return spec.open(index, **options)
     if mode == "structure":
         return ShardedStructure(index, **options)
+    if mode in DENSE_MODES:
+        return ShardedDense(index, mode, **options)
     return ShardedRetriever(index, mode, **options)

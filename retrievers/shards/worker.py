@@ -56,18 +56,28 @@ class ShardWorker:
                 self.retrievers[key] = open_retriever(self.index, mode, **options)
         return self.retrievers[key]
 
-    def rank(self, mode: str, queries: list[Query], k: int, options: dict | None = None) -> list[ShardHits]:
-        """Each query's ranked list on this shard (global ordinals)."""
+    def rank(self, mode: str, queries: list[Query], k: int, options: dict | None = None,
+             vectors: list | None = None) -> list[ShardHits]:
+        """Each query's ranked list on this shard (global ordinals). `vectors`: the dense modes' query vectors, encoded
+        once by the coordinator (None for a query this shard should encode itself)."""
         from mathscout.retrievers.base import prepare_query
 
         retriever = self._retriever(mode, dict(options or {}))
         out = []
-        for query in queries:
+        for n, query in enumerate(queries):
             try:
-                out.append(self._rank_one(mode, retriever, prepare_query(query), k))
+                vector = vectors[n] if vectors is not None else None
+                if vector is not None:
+                    out.append(self._hits(retriever.rank_vectors(vector[None, :], k)[0]))
+                else:
+                    out.append(self._rank_one(mode, retriever, prepare_query(query), k))
             except (QueryError, MathScoutError) as exc:
                 out.append(ShardHits(error=str(exc)))
         return out
+
+    def _hits(self, hits) -> ShardHits:
+        ordinals = self.ordinals
+        return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, dict(h.components)) for h in hits])
 
     def _rank_one(self, mode: str, retriever, query: Query, k: int) -> ShardHits:
         if mode == "bm25":
@@ -90,9 +100,7 @@ class ShardWorker:
                                       for h in hits]) for latex, hits in found.formulas],
                 "bm25": [(self.offset + d, ids[d], s) for d, s in found.bm25.items()],
             })
-        hits = retriever.batch_search([query], k)[query.id]
-        ordinals = self.ordinals
-        return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, dict(h.components)) for h in hits])
+        return self._hits(retriever.batch_search([query], k)[query.id])
 
     def structure_facts(self, options: dict, queries: list[Query] = (), formulas: list[str] = ()) -> dict:
         """What the coordinator's structure retriever asks of one shard (the same on every shard: global weights):
