@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.runs import read_run
@@ -79,13 +81,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sharded", type=Path)
     parser.add_argument("--tolerance", type=float, default=1e-5)
     args = parser.parse_args(argv)
+    return print_verdict(lambda: compare_runs(args.single, args.sharded, args.tolerance),
+                         lambda result: result.identical_up_to_ties == result.topics)
+
+
+def print_verdict(compare: Callable[[], Any], same: Callable[[Any], bool]) -> int:
+    """Print what `compare()` found (a dataclass, as a dict): exit 0 when `same`, 1 when not; its MathScoutError in one
+    line, exit 2."""
     try:
-        result = compare_runs(args.single, args.sharded, args.tolerance)
+        result = compare()
     except MathScoutError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(asdict(result))
-    return 0 if result.identical_up_to_ties == result.topics else 1
+    return 0 if same(result) else 1
 
 
 if __name__ == "__main__":

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from mathscout.errors import MathScoutError
+from mathscout.evaluation.run_equality import print_verdict
 from mathscout.index.layout import IndexDir
 
 
@@ -58,13 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sharded", type=Path)
     parser.add_argument("--component", default="dense", help="dense or dense-ft")
     args = parser.parse_args(argv)
-    try:
-        result = compare_vectors(args.single, args.sharded, args.component)
-    except MathScoutError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(asdict(result))
-    return 0 if result.byte_identical and result.same_documents else 1
+    return print_verdict(lambda: compare_vectors(args.single, args.sharded, args.component),
+                         lambda result: result.byte_identical and result.same_documents)
 
 
 if __name__ == "__main__":
