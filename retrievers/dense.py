@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -115,16 +116,17 @@ class DenseRetriever(BaseRetriever):
         ef_search = None if ef_search is None else EF_SEARCH.check(ef_search)
         passages = None if passages is None else PASSAGES.check(passages)
         nprobe = None if nprobe is None else NPROBE.check(nprobe)
-        self.name = component
-        self.encoder = open_encoder(self.meta, model, component)
+        self.name, self._model = component, model
+        if model or (component == "dense" and os.environ.get("MATHSCOUT_DENSE_MODEL")):
+            self.encoder  # another model than the one the vectors were made with: checked now, at open
         kinds = ["ivfpq"] if self.meta.get("default_search") == "ivfpq" else ["flat", "hnsw"]
         if search not in kinds:
             raise MathScoutError(f"the '{component}' component of {index.path} has no '{search}' search "
                                  f"({self.meta.get('passages', 0):,} passages; it has {', '.join(kinds)})")
         self.faiss = load_faiss(folder / f"{search}.faiss", index.path, component)
-        if self.faiss.d != self.encoder.dimension:
+        if self.faiss.d != int(self.meta["dimension"]):  # the model's dimension is the meta's (open_encoder checks it)
             raise MathScoutError(f"the faiss index {folder / (search + '.faiss')} holds {self.faiss.d}-dimensional "
-                                 f"vectors, the model {self.encoder.dimension}: rebuild the '{component}' component")
+                                 f"vectors, the model {self.meta['dimension']}: rebuild the '{component}' component")
         if search == "hnsw":
             self.faiss.hnsw.efSearch = int(ef_search or self.meta.get("hnsw_ef_search", 64))
         try:
@@ -164,6 +166,12 @@ class DenseRetriever(BaseRetriever):
         flat.add(self.faiss.reconstruct_n(0, self.faiss.ntotal)[kept])
         self.faiss, self.passage_doc, self.max_passages = flat, self.passage_doc[kept], passages
 
+    @cached_property
+    def encoder(self) -> Encoder:
+        """The query encoder, loaded on the first query: a process that only searches vectors it is given (a shard
+        actor under `ShardedDense`, `vector_equality`) never loads the model."""
+        return open_encoder(self.meta, self._model, self.name)
+
     def encode(self, queries: list[Query]) -> np.ndarray:
         return query_vectors(self.encoder, queries)
 
@@ -177,8 +185,9 @@ class DenseRetriever(BaseRetriever):
         with self._lock:  # faiss indexes are not safe for concurrent searches that change efSearch; keep it simple
             scores, positions = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), depth)
         results = []
+        rescore = not isinstance(self.faiss, IvfPqSearch)  # (IVF-PQ re-scores its candidates itself)
         for query, row_scores, row_positions in zip(vectors, scores, positions):
-            if not isinstance(self.faiss, IvfPqSearch):  # (IVF-PQ re-scores its candidates itself)
+            if rescore:
                 found = row_positions[row_positions >= 0]
                 row_scores, row_positions = exact_order(query, found, self.faiss.reconstruct_batch(found))
             ranked = best_documents(row_scores, row_positions, self.passage_doc, k)
