@@ -228,7 +228,7 @@ class ShardedDense(ShardedRetriever):
         from mathscout.retrievers.dense import open_encoder
 
         super().__init__(index, mode, **options)
-        first = IndexDir(ShardSet.read(index.path).folder(index.path, 0))
+        first = IndexDir(self.pool.shards.folder(index.path, 0))
         self.encoder = open_encoder(read_meta(first.component_path(mode)), options.get("model"), mode)
 
     def query_vectors(self, queries: list[Query]) -> list:
