@@ -64,20 +64,19 @@ def _worker_component(index: Path, name: str) -> dict:
 
     baseline = _rss()["rss_mib"]
     started = time.perf_counter()
-    with TreePeak() as tree:  # this process and the build's worker processes, at once
+    with TreePeak() as tree:  # this process, the component's build process and its workers, at once
         add_components(index, [name])
     seconds = time.perf_counter() - started
     stats = IndexDir(index).manifest.components[name]
     result = {"seconds": seconds, "baseline_mib": baseline, "bytes": stats.get("bytes"), "stats": {k: v for k, v in stats.items() if k != "files"}, **_rss()}
     result["tree_peak_mib"], result["tree_samples"] = tree.peak_mib, tree.samples
-    if stats.get("workers"):  # a parallel structure build (structure/parallel.py): count its worker processes too
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        result["own_peak_mib"], result["own_cpu_seconds"] = result["peak_mib"], result["cpu_seconds"]
-        # the most held at once: sampled over the process tree (≥ this process's own peak); the sum of every
-        # process's peak is an upper bound (the parent's peak comes after its workers exit)
-        result["peak_mib"] = max(result["own_peak_mib"], tree.peak_mib)
-        result["peak_sum_mib"] = result["own_peak_mib"] + stats["workers_peak_mib_sum"]
-        result["cpu_seconds"] = result["own_cpu_seconds"] + children.ru_utime + children.ru_stime
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the component builds in a process of its own
+    result["own_peak_mib"], result["own_cpu_seconds"] = result["peak_mib"], result["cpu_seconds"]
+    # the most held at once: sampled over the process tree, and at least the build process's own peak
+    result["peak_mib"] = max(result["own_peak_mib"], tree.peak_mib, stats["process_peak_mib"])
+    # an upper bound: every process's peak summed (they need not coincide)
+    result["peak_sum_mib"] = result["own_peak_mib"] + stats["process_peak_mib"] + stats.get("workers_peak_mib_sum", 0)
+    result["cpu_seconds"] = result["own_cpu_seconds"] + children.ru_utime + children.ru_stime
     return result
 
 

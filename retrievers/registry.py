@@ -10,6 +10,7 @@ agent (the command line, the evaluation runner), never by the retrievers themsel
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -172,7 +173,11 @@ def _register_components() -> None:
 
 
 def _factory(target: str) -> Callable[[], Any]:
-    return lambda: resolve(target)()
+    return functools.partial(_make, target)  # a partial of a module-level function pickles (builds run in a child)
+
+
+def _make(target: str) -> Any:
+    return resolve(target)()
 
 
 _register_components()

@@ -32,9 +32,9 @@ LAYERS = {
     "mathscout.types_expansion": ENGINES,
     "mathscout.scale": ENGINES,
     "mathscout.question": ENGINES,  # the planner's question kinds: it parses formulas (mathscout.structure)
-    # the core: corpus, store, index directory, LaTeX, config, typed records, errors, limits, rendering, process usage
+    # the core: corpus, store, index directory, LaTeX, config, typed records, errors, limits, rendering, process usage and isolation
     **{f"mathscout.{name}": CORE for name in (
-        "config", "corpus", "errors", "events", "extras", "index", "java", "latex", "limits", "markup", "notices",
+        "config", "corpus", "errors", "events", "extras", "index", "isolated", "java", "latex", "limits", "markup", "notices",
         "jvm_archive", "render", "stemmer", "store", "types", "usage")},
 }
 NAMES = {CORE: "core", ENGINES: "engines", RETRIEVERS: "retrievers", TOOLS: "tools", AGENT: "agent",

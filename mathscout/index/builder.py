@@ -20,11 +20,13 @@ from tqdm import tqdm
 
 from mathscout.corpus import IngestReport, estimate_documents, read_corpus
 from mathscout.errors import MathScoutError
-from mathscout.index.components import component, default_components
+from mathscout.index.components import ComponentSpec, component_spec, default_components
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, IndexDir, Manifest, is_index
 from mathscout.index.safety import build_lock, check_build_target, disk_error, log, remove_leftovers, swap_in
+from mathscout.isolated import run_isolated
 from mathscout.store import DocumentStore
+from mathscout.usage import process_usage
 
 _log = log
 
@@ -64,15 +66,30 @@ def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
     return report
 
 
+def _build_in_this_process(spec: ComponentSpec, store_path: Path, folder: Path) -> tuple[dict, float]:
+    """Build one component from the store at `store_path`; its stats and this process's peak RSS (MiB)."""
+    store = DocumentStore.open(store_path)
+    try:
+        stats = spec.factory().build(store, folder)
+    finally:
+        store.close()
+    return stats, process_usage().peak_mib
+
+
 def build_component(name: str, store: DocumentStore, folder: Path) -> dict:
+    """Build component `name` into the new folder `folder`, in a process of its own: a build holds at once only
+    the memory of its largest component (bm25's JVM heap is gone before structure starts)."""
     folder.mkdir(parents=True)
     started = time.perf_counter()
     _log(f"building component '{name}' …")
-    stats = component(name).build(store, folder)
+    stats, peak_mib = run_isolated(_build_in_this_process, component_spec(name), store.path, folder,
+                                   name=f"'{name}' build")
     stats.setdefault("seconds", round(time.perf_counter() - started, 2))
     stats.setdefault("bytes", sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()))
+    stats["process_peak_mib"] = round(peak_mib, 1)
     stats["files"] = record_folder(folder)  # checked when the component opens (mathscout.index.integrity)
-    _log(f"component '{name}': {stats['seconds']:.1f} s, {stats['bytes'] / 2**20:.1f} MiB")
+    _log(f"component '{name}': {stats['seconds']:.1f} s, {stats['bytes'] / 2**20:.1f} MiB, "
+         f"its process's peak {peak_mib:,.0f} MiB")
     return stats
 
 
@@ -120,7 +137,7 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
         if not path.exists():
             raise MathScoutError(f"input not found: {path}")
     for name in components or []:
-        component(name)  # unknown names fail before any work
+        component_spec(name)  # unknown names fail before any work
     check_build_target(index_path)
     try:
         index_path.parent.mkdir(parents=True, exist_ok=True)
@@ -176,7 +193,7 @@ def add_components(index_path: Path | str, components: Sequence[str]) -> Manifes
     """Build (or rebuild) components of an existing index, each swapped in atomically."""
     index = IndexDir(index_path)
     for name in components:
-        component(name)
+        component_spec(name)
     with build_lock(index.path):
         removed = []
         for name in components:

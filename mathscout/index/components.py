@@ -28,7 +28,7 @@ class IndexComponent(Protocol):
 @dataclass(frozen=True)
 class ComponentSpec:
     name: str
-    factory: Callable[[], IndexComponent]
+    factory: Callable[[], IndexComponent]  # must pickle (a module-level class or function): builds run in a child process
     description: str
     default: bool = True  # built by `mathscout index` unless --components says otherwise
 
@@ -44,11 +44,15 @@ def available_components() -> dict[str, ComponentSpec]:
     return dict(_REGISTRY)
 
 
-def component(name: str) -> IndexComponent:
+def component_spec(name: str) -> ComponentSpec:
     specs = available_components()
     if name not in specs:
         raise MathScoutError(f"unknown index component '{name}' (available: {', '.join(sorted(specs))})")
-    return specs[name].factory()
+    return specs[name]
+
+
+def component(name: str) -> IndexComponent:
+    return component_spec(name).factory()
 
 
 def default_components() -> list[str]:

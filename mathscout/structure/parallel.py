@@ -28,6 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mathscout.errors import MathScoutError
+from mathscout.isolated import die_with_parent
 from mathscout.structure.index import SEGMENT_BYTES, BuildReport, PathIndexWriter, write_index_tables
 from mathscout.usage import process_usage
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, renumber_segment
@@ -79,6 +80,7 @@ class ParallelReport(BuildReport):
 
 def _worker(number: int, store_path: str, first: int, end: int, folder: str, segment_bytes: int, done, results) -> None:
     """Index formulas [first, end) of the store into segments under `folder` (runs in a spawned process)."""
+    die_with_parent()  # a killed build leaves no worker writing behind it
     try:
         from mathscout.store import DocumentStore
 

@@ -21,7 +21,7 @@ from mathscout.errors import MathScoutError
 from mathscout.usage import process_usage
 from mathscout.index.builder import build_component, ingest_inputs, kept_files
 from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component to the builder, in Ray workers too)
-from mathscout.index.components import component, default_components
+from mathscout.index.components import component_spec, default_components
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, Manifest, is_index
 from mathscout.index.safety import build_lock, check_build_target, disk_error, log, remove_leftovers, swap_in
@@ -128,7 +128,7 @@ def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, sh
             raise MathScoutError(f"input not found: {path}")
     names = list(components or default_components())
     for name in names:
-        component(name)
+        component_spec(name)  # unknown names fail before any work
     check_build_target(index_path)
     address = connect(ray_address)
     try:
