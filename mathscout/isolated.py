@@ -1,8 +1,10 @@
-"""Run one function in a fresh (spawned) Python process and return its result or raise its error.
+"""Run one function in a fresh Python process and return its result or raise its error.
 
 Whatever the function held — a JVM and its heap, a model, a fragmented allocator — goes back to the system when it
 returns, so a caller running several heavy steps one after another holds only the largest of them at once. The
-child dies with its caller (Linux `PR_SET_PDEATHSIG`): a killed build leaves no process writing behind it.
+child is a new interpreter (never a fork: a JVM or threads may live in the caller) that does not re-run the caller's
+script, so a user's script needs no `if __name__ == "__main__"` guard. It dies with its caller (Linux
+`PR_SET_PDEATHSIG`): a killed build leaves no process writing behind it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable
@@ -21,13 +24,19 @@ from mathscout.errors import MathScoutError
 
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
+# The child's first words: read the caller's import path, then run the step (mathscout may be found only through it).
+_BOOTSTRAP = ("import pickle, sys; sys.path[:0] = pickle.load(sys.stdin.buffer); "
+              "from mathscout.isolated import _run_step; _run_step(int(sys.argv[1]), int(sys.argv[2]))")
 
 
-def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux; a no-op elsewhere)."""
+def die_with_parent(parent: int | None = None) -> None:
+    """Have the kernel kill this process when its parent (pid `parent`; by default the multiprocessing parent or
+    else the current one) dies (Linux; a no-op elsewhere). A parent already gone ends this process at once."""
     if not sys.platform.startswith("linux"):
         return
-    parent = os.getppid()
+    if parent is None:
+        spawner = multiprocessing.parent_process()
+        parent = spawner.pid if spawner is not None else os.getppid()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
@@ -48,41 +57,51 @@ def _plain(exc: BaseException) -> BaseException:
         return MathScoutError(text)
 
 
-def _child(sender, function: Callable[..., Any], args: tuple) -> None:
-    die_with_parent()
+def _run_step(result_fd: int, caller: int) -> None:
+    """In the child: read (function, args) from stdin, run it, write ("ok", result) or ("error", exc, traceback)."""
+    die_with_parent(caller)
     try:
+        function, args = pickle.load(sys.stdin.buffer)
         message = ("ok", function(*args))
     except BaseException as exc:  # the caller re-raises it
         message = ("error", _plain(exc), traceback.format_exc())
-    sender.send(message)
-    sender.close()
+    with os.fdopen(result_fd, "wb") as out:
+        pickle.dump(message, out)
 
 
 def run_isolated(function: Callable[..., T], *args: Any, name: str = "mathscout-step") -> T:
-    """`function(*args)` run in a spawned process (never forked: a JVM or threads may live in this one); its
+    """`function(*args)` run in a new Python process; the function must be importable by module and name, and its
     arguments and result must pickle. Its exception is raised here, with the child's traceback as a note."""
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(sender, function, args), name=name)
+    payload = pickle.dumps(sys.path) + pickle.dumps((function, args))
+    result_read, result_write = os.pipe()
     try:
-        process.start()
-        sender.close()
+        process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(result_write), str(os.getpid())], stdin=subprocess.PIPE,
+                                   pass_fds=(result_write,))
+    except BaseException:
+        os.close(result_read)
+        raise
+    finally:
+        os.close(result_write)
+    try:
         try:
-            message = receiver.recv()
-        except EOFError:
-            process.join()
-            code = process.exitcode
-            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+            process.stdin.write(payload)
+            process.stdin.close()
+        except BrokenPipeError:  # it died at once: its exit code says how
+            pass
+        with os.fdopen(result_read, "rb") as results:
+            data = results.read()
+        code = process.wait()
+        if not data:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
             hint = " (out of memory?)" if code == -signal.SIGKILL else ""
-            raise MathScoutError(f"the {name} process {how} before it finished{hint}") from None
-        process.join()
+            raise MathScoutError(f"the {name} process {how} before it finished{hint}")
+        message = pickle.loads(data)
         if message[0] == "error":
             _, error, child_traceback = message
             error.add_note(f"raised in the {name} process:\n{child_traceback}")
             raise error
         return message[1]
     finally:
-        receiver.close()
-        if process.is_alive():
+        if process.poll() is None:
             process.kill()
-            process.join()
+            process.wait()

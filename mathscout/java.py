@@ -35,8 +35,11 @@ _quick_start = False
 # A searching JVM's maximum heap when MATHSCOUT_JAVA_HEAP is unset. Java's default is a quarter of the RAM, and a
 # searching JVM grows toward it before it collects (4.8 GiB at 1×, 9.4 GiB at 2× in `bench scale`), while Lucene's
 # search needs little heap (its index is memory-mapped): measured 91 MiB used at most, 7 MiB live after a GC, over
-# 50 dev topics × bm25 and structure at k = 1,000 on the 1× index (README, Scale). Builds keep Java's default.
+# 50 dev topics × bm25 and structure at k = 1,000 on the 1× index (README, Scale).
 SEARCH_HEAP = "512m"
+# An index-building JVM's maximum heap when MATHSCOUT_JAVA_HEAP is unset: room for bm25's Lucene RAM buffer
+# (retrievers/bm25.py RAM_BUFFER_MB) and its two indexing threads, and a bound that does not grow with the collection.
+BUILD_HEAP = "1g"
 
 
 def _java_major(java_home: str) -> int:
@@ -103,7 +106,7 @@ def prefer_quick_start() -> None:
 
 def boot(building: bool = False) -> None:
     """Start the JVM with Anserini on the classpath (idempotent, thread-safe); the first call decides its heap:
-    SEARCH_HEAP, or Java's default when `building` (an index writer)."""
+    SEARCH_HEAP, or BUILD_HEAP when `building` (an index writer)."""
     global _booted
     with _lock:
         if _booted:
@@ -119,7 +122,7 @@ def boot(building: bool = False) -> None:
                 options.append("--sun-misc-unsafe-memory-access=allow")
             if _quick_start:
                 options.append("-XX:TieredStopAtLevel=1")
-            if heap := os.environ.get("MATHSCOUT_JAVA_HEAP") or (None if building else SEARCH_HEAP):
+            if heap := os.environ.get("MATHSCOUT_JAVA_HEAP") or (BUILD_HEAP if building else SEARCH_HEAP):
                 options.append(f"-Xmx{heap}")
             jar = (jnius_config.classpath or [""])[0]  # get_classpath() would start the JVM (it imports jnius)
             archive_options = jvm_archive.jvm_options(java_home, jar) if jar.endswith(".jar") else []
@@ -209,7 +212,7 @@ def lucene_searcher(folder: str | Path):
 
 
 def lucene_index() -> ModuleType:
-    """`pyserini.index.lucene`, imported with the JVM booted (for building: without the search heap cap)."""
+    """`pyserini.index.lucene`, imported with the JVM booted (for building: with the build heap cap)."""
     boot(building=True)
     import pyserini.index.lucene as module
 

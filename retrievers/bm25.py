@@ -32,6 +32,9 @@ from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 FIELD = "contents"
 INDEX_THREADS = 2
 BATCH = 500
+# Lucene's in-memory buffer while indexing. Anserini's SimpleIndexer fixes it at 2,048 MB, so the build's JVM heap
+# grew with the collection up to that (bm25 stage peak 823 MiB at 1x, 1,348 MiB at 40x in `bench scale`).
+RAM_BUFFER_MB = 256
 DEFAULT_K1, DEFAULT_B = 1.2, 0.75  # measured better than Anserini's 0.9/0.4 on the dev topics
 MAX_QUERY_TERMS = 1000  # distinct terms per Lucene query; below IndexSearcher's default clause limit (1024)
 EXPLAINED_HITS = 20  # hits that get a snippet and matched formulas in `search`
@@ -45,6 +48,22 @@ def query_index_terms(query: Query, vocabulary: int = LEGACY_VOCABULARY) -> list
     return terms
 
 
+def _set_ram_buffer(indexer: Any, megabytes: int) -> None:
+    """Give the Lucene IndexWriter inside Anserini's SimpleIndexer (a private field) a RAM buffer of `megabytes`
+    (IndexWriter's live configuration takes it while the writer is open)."""
+    from jnius import JavaMethod, MetaJavaClass, cast
+    from jnius.reflect import Field
+
+    class FieldWithGet(Field, metaclass=MetaJavaClass):  # pyjnius's Field declares no `get`
+        __javaclass__ = "java/lang/reflect/Field"
+        get = JavaMethod("(Ljava/lang/Object;)Ljava/lang/Object;")
+
+    field = cast(FieldWithGet, indexer.object.getClass().getDeclaredField("writer"))
+    field.setAccessible(True)
+    writer = cast("org.apache.lucene.index.IndexWriter", field.get(indexer.object))
+    writer.getConfig().setRAMBufferSizeMB(float(megabytes))
+
+
 class BM25Component:
     """Builds a Lucene index of pre-tokenized documents into the component folder."""
 
@@ -56,6 +75,7 @@ class BM25Component:
             # -storeDocvectors: RM3 (set_rm3) reads the feedback documents' term vectors
             args=["-index", str(target), "-pretokenized", "-storeDocvectors", "-quiet"], threads=INDEX_THREADS
         )
+        _set_ram_buffer(indexer, RAM_BUFFER_MB)
         total = store.count()
         bar = tqdm(total=total, desc="bm25", unit=" docs", file=sys.stderr, mininterval=1.0)
         docs = terms = 0

@@ -81,7 +81,7 @@ def test_a_step_dies_with_its_caller(tmp_path):
     caller = subprocess.Popen([sys.executable, "-c", CALLER], env=env(tmp_path), cwd=REPO)
     try:
         deadline = time.time() + 60
-        while not (steps := [p for p in _children(caller.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]):
+        while not (steps := [p for p in _children(caller.pid) if b"mathscout.isolated" in Path(f"/proc/{p}/cmdline").read_bytes()]):
             assert time.time() < deadline and caller.poll() is None, "the step never started"
             time.sleep(0.05)
         caller.send_signal(signal.SIGKILL)
@@ -107,7 +107,9 @@ print(json.dumps({"jvm_here": "libjvm" in maps, "peak_mib": process_usage().peak
 
 
 def test_a_build_holds_no_jvm_itself_and_each_component_reports_its_process_peak(tiny_corpus, tmp_path):
-    done = subprocess.run([sys.executable, "-c", BUILD, str(tiny_corpus), str(tmp_path / "idx")], capture_output=True,
+    script = tmp_path / "build.py"  # a user's script, without an `if __name__ == "__main__"` guard
+    script.write_text(BUILD, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), str(tiny_corpus), str(tmp_path / "idx")], capture_output=True,
                           text=True, env=env(tmp_path), cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.splitlines()[-1])
