@@ -4,13 +4,16 @@
     mathscout bench scale --factors 1,2,4 --output DIR [--queries 100] [--safety 50]          # build, open, query
     mathscout bench scale --factors 1,2 --stages build --keep-indexes --output DIR             # build only; then
     mathscout bench scale --factors 1,2 --stages query --output DIR                            # query the kept index
+    mathscout bench scale --factors 1,40 --stages command --keep-indexes --output DIR          # one `mathscout index`
     mathscout bench scale --factors 1,2,4,8,16 --stages dense --dense-from INDEX --dense-passages 50636 --output DIR
     mathscout bench scale --output DIR --merge DIR2 DIR3                                       # merge, fit, plot
 
 Corpora: mathscout/scale/corpus.py (copy 0 is the real collection, the others variants of its documents).
 Per factor the index is built the way `mathscout index` builds it, one stage per fresh process so each
 stage's peak RSS is its own (ru_maxrss): the store (ingest), then `--components bm25`, then `--components
-structure` (path index + text lists). Then, in another fresh process: open time and RSS of bm25 and
+structure` (path index + text lists). `--stages command` instead builds with one `mathscout index --components bm25,structure` command, as a user would
+(it builds each component in a process of its own), and records the most its whole process tree held at once.
+Then, in another fresh process: open time and RSS of bm25 and
 structure, query latency p50/p95 at k = 100 and 1,000 for `bm25` and `structure` (Zhong 2023 thesis, Eq. 3.18 over the dev
 topics' words and formulas) and for formula-only structure search (GBP-LEN, per document, ARQMath Task 2
 formulas), and rank safety: GBP-LEN's top k against exhaustive search (ids and scores) on a sample of formulas.
@@ -241,6 +244,27 @@ def _size(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
+def measure_command(corpus: Path, index: Path, log: Path) -> dict:
+    """One `mathscout index --components bm25,structure` command, as a user runs it: wall time, the most its
+    process tree (the command, each component's build process and its workers) held at once, and the manifest's
+    per-component figures."""
+    from mathscout.index.layout import IndexDir
+
+    command = [sys.executable, "-m", "mathscout.cli", "index", "--input", str(corpus), "--index", str(index),
+               "--components", "bm25,structure"]
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    started = time.perf_counter()
+    with TreePeak() as tree, open(log, "a", encoding="utf-8") as err:
+        done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"`mathscout index` failed ({done.returncode}); see {log}")
+    manifest = IndexDir(index).manifest
+    return {"seconds": seconds, "tree_peak_mib": tree.peak_mib, "tree_samples": tree.samples,
+            "components": {name: {k: manifest.components[name].get(k) for k in ("seconds", "process_peak_mib", "bytes")}
+                           for name in ("store", "bm25", "structure")}}
+
+
 def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log: Path,
                    stages: tuple[str, ...] = ("build", "query"), previous: dict | None = None) -> dict:
     """Build (fresh processes, one per stage) and/or query one factor; `previous` keeps the figures of the
@@ -254,6 +278,10 @@ def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log
         result["build"]["store"] = _run_worker(["store", str(corpus), str(index)], log)
         for name in ("bm25", "structure"):
             result["build"][name] = _run_worker(["component", str(index), name], log)
+    if "command" in stages:
+        shutil.rmtree(index, ignore_errors=True)
+        result["command"] = measure_command(corpus, index, log)
+    if {"build", "command"} & set(stages):
         manifest = IndexDir(index).manifest
         result["documents"], result["formulas"] = manifest.documents, manifest.formulas
         result["bytes"] = {"store": (index / "store.sqlite").stat().st_size if (index / "store.sqlite").exists() else _size(index) - _size(index / "bm25") - _size(index / "structure"),
@@ -290,6 +318,9 @@ def cost_table(factors: dict[int, dict]) -> dict[str, dict[int, float]]:
             put(f"build seconds: {stage}", f, build.get(stage, {}).get("seconds"))
             put(f"build CPU seconds: {stage}", f, build.get(stage, {}).get("cpu_seconds"))
             put(f"build peak RSS MiB: {stage}", f, build.get(stage, {}).get("peak_mib"))
+        if "command" in r:
+            put("build seconds: one `mathscout index`", f, r["command"]["seconds"])
+            put("build peak RSS MiB: one `mathscout index`", f, r["command"]["tree_peak_mib"])
         for part, size in r.get("bytes", {}).items():
             put(f"size MiB: {part}", f, size / 2**20)
         if build.get("structure", {}).get("cpu_seconds"):
@@ -393,7 +424,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--safety", type=int, default=50, help="formula queries checked against exhaustive search per k")
     parser.add_argument("--keep-indexes", action="store_true", help="keep each factor's index (default: removed after measuring)")
     parser.add_argument("--stages", default="build,query",
-                        help="comma-separated: build, query (on a kept index DIR/index-<F>x), dense (needs --dense-from)")
+                        help="comma-separated: build (one process per stage) or command (one `mathscout index`), "
+                             "query (on a kept index DIR/index-<F>x), dense (needs --dense-from)")
     parser.add_argument("--dense-from", type=Path, default=None,
                         help="an index with a `dense` component: its vectors give every factor's (derived) vectors")
     parser.add_argument("--dense-passages", type=int, default=None,
@@ -426,8 +458,8 @@ def main(argv: list[str] | None = None) -> None:
         factors = []
         _save(results_path, measured)
     stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
-    if not stages or set(stages) - {"build", "query", "dense"}:
-        raise SystemExit(f"--stages {args.stages!r}: use build, query and/or dense")
+    if not stages or set(stages) - {"build", "command", "query", "dense"} or {"build", "command"} <= set(stages):
+        raise SystemExit(f"--stages {args.stages!r}: use build or command, query and/or dense")
     if "dense" in stages:
         if args.dense_from is None or not (args.dense_from / "dense" / "meta.json").exists():
             raise SystemExit("--stages dense needs --dense-from INDEX, an index with a built `dense` component")
@@ -436,12 +468,12 @@ def main(argv: list[str] | None = None) -> None:
             _run_worker(["dense-queries", str(args.dense_from.resolve()), str(args.queries), str(dense_queries)], log)
     for f in factors:
         corpus = args.output / f"scale-{f}x.jsonl.gz"
-        if "build" in stages and not corpus.exists():
+        if {"build", "command"} & set(stages) and not corpus.exists():
             raise SystemExit(f"no corpus {corpus}: make it first with --make --factors {f}")
         print(f"measuring {f}× …", flush=True)
         started = time.perf_counter()
         index = args.output / f"index-{f}x"
-        if {"build", "query"} & set(stages):
+        if {"build", "command", "query"} & set(stages):
             measured[f] = measure_factor(corpus, index, args.queries, args.safety, log, stages, measured.get(f))
         if "dense" in stages:
             measured.setdefault(f, {})["dense"] = measure_dense(args.dense_from.resolve(), f, args.output / f"dense-{f}x",
