@@ -32,8 +32,9 @@ from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 FIELD = "contents"
 INDEX_THREADS = 2
 BATCH = 500
-# Lucene's in-memory buffer while indexing. Anserini's SimpleIndexer fixes it at 2,048 MB, so the build's JVM heap
-# grew with the collection up to that (bm25 stage peak 823 MiB at 1x, 1,348 MiB at 40x in `bench scale`).
+# Lucene's in-memory buffer while indexing. Anserini's SimpleIndexer fixes it at 2,048 MB, more than the build JVM's
+# capped heap (mathscout.java.BUILD_HEAP, 1 GiB) could hold at scale; with Java's default heap instead (a quarter of
+# the RAM) the bm25 stage's peak grew with the collection: 823 MiB at 1x, 1,348 MiB at 40x in `bench scale`.
 RAM_BUFFER_MB = 256
 DEFAULT_K1, DEFAULT_B = 1.2, 0.75  # measured better than Anserini's 0.9/0.4 on the dev topics
 MAX_QUERY_TERMS = 1000  # distinct terms per Lucene query; below IndexSearcher's default clause limit (1024)
