@@ -2,8 +2,8 @@
 
 The retriever registry (`mathscout.retrievers.registry`, one entry per retriever) offers each retriever's
 component here when it is imported; the core knows only the protocol. A component builds itself from the
-document store into a fresh folder and returns stats for the manifest. Build indexes through
-`mathscout.retrievers.indexing`, which loads the registry first.
+document store into a fresh folder, in a process of its own (mathscout.index.builder), and returns stats
+for the manifest. Build indexes through `mathscout.retrievers.indexing`, which loads the registry first.
 """
 
 from __future__ import annotations
@@ -49,10 +49,6 @@ def component_spec(name: str) -> ComponentSpec:
     if name not in specs:
         raise MathScoutError(f"unknown index component '{name}' (available: {', '.join(sorted(specs))})")
     return specs[name]
-
-
-def component(name: str) -> IndexComponent:
-    return component_spec(name).factory()
 
 
 def default_components() -> list[str]:
