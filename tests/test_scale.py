@@ -171,6 +171,12 @@ def test_text_lists_built_in_segments_equal_the_one_segment_lists(shared_data, t
     for name in ("term_start", "docs", "tf", "doc_len", "norm"):
         assert np.array_equal(getattr(merged, name), getattr(whole, name)), name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text.npz", "text_terms.json.gz"]
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    whole.save(saved)
+    terms_file = (tmp_path / "text_terms.json.gz").read_bytes()
+    assert terms_file == (saved / "text_terms.json.gz").read_bytes()
+    assert terms_file[4:8] == b"\0\0\0\0"  # no gzip timestamp: a rebuild at another time writes the same bytes
 
 
 def _last_rendering(stderr: str, desc: str) -> str:

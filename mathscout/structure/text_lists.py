@@ -100,7 +100,7 @@ class TextLists:
 
     def save(self, folder: Path) -> None:
         np.savez(folder / "text.npz", term_start=self.term_start, docs=self.docs, tf=self.tf, doc_len=self.doc_len)
-        (folder / "text_terms.json.gz").write_bytes(gzip.compress(json.dumps(list(self.terms)).encode("utf-8"), compresslevel=6))
+        write_terms(folder, self.terms)
 
     @classmethod
     def open(cls, folder: Path) -> TextLists | None:
@@ -224,9 +224,14 @@ class _TextListsBuilder:
         _write_merged(self.folder / "text.npz", self.segments, counts, term_start, doc_len)
         for path, _ in self.segments:
             path.unlink()
-        (self.folder / "text_terms.json.gz").write_bytes(gzip.compress(json.dumps(list(self.vocabulary)).encode("utf-8"), compresslevel=6))
+        write_terms(self.folder, self.vocabulary)
         npz = self.folder / "text.npz"
         return TextLists(self.vocabulary, term_start, load_npz_member(npz, "docs"), load_npz_member(npz, "tf"), doc_len)
+
+
+def write_terms(folder: Path, terms) -> None:
+    """text_terms.json.gz: the terms in list order, without a gzip timestamp (the same bytes every build)."""
+    (folder / "text_terms.json.gz").write_bytes(gzip.compress(json.dumps(list(terms)).encode("utf-8"), compresslevel=6, mtime=0))
 
 
 def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: np.ndarray, term_start: np.ndarray, doc_len: np.ndarray) -> None:
