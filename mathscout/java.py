@@ -35,7 +35,7 @@ _quick_start = False
 # A searching JVM's maximum heap when MATHSCOUT_JAVA_HEAP is unset. Java's default is a quarter of the RAM, and a
 # searching JVM grows toward it before it collects (4.8 GiB at 1×, 9.4 GiB at 2× in `bench scale`), while Lucene's
 # search needs little heap (its index is memory-mapped): measured 91 MiB used at most, 7 MiB live after a GC, over
-# 50 dev topics × bm25 and structure at k = 1,000 on the 1× index (README, Scale).
+# 50 dev topics × bm25 and structure at k = 1,000 on the 1× index (docs/scale.md).
 SEARCH_HEAP = "512m"
 # An index-building JVM's maximum heap when MATHSCOUT_JAVA_HEAP is unset: room for bm25's Lucene RAM buffer
 # (retrievers/bm25.py RAM_BUFFER_MB) and its two indexing threads, and a bound that does not grow with the collection.

@@ -31,7 +31,7 @@ from mathscout.retrievers.registry import open_retriever, servable_modes
 from mathscout.retrievers.structure import StructureRetriever
 
 # First-stage retrievers a ranker may use, in feature order (each one's features are flagged missing when the
-# index lacks it). structure-rewrite is not one (5× the cost of structure per query, README issue 5): a bounded
+# index lacks it). structure-rewrite is not one (5× the cost of structure per query, docs/results.md, issue 5): a bounded
 # rewrite search gives the candidates' SymPy-equivalence features instead (`retrievers/equivalence.py`).
 RETRIEVERS = ("bm25", "structure", "dense", "dense-ft", "colbert", "types")
 DEPTH = 100  # hits taken from each retriever

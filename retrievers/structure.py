@@ -200,7 +200,7 @@ class StructureRetriever(BaseRetriever):
         Zhong 2023 thesis, Alg. 5 over the text lists (as slow as exhaustive search when formulas are many and common); otherwise
         Zhong 2023 thesis, Eq. 3.18 over the union of each formula's and BM25's top `depth` documents (0 outside a list);
         text: Zhong 2023 thesis Eq. 3.18's text part, "words" (BM25 over the words without the math, as the thesis) or "full" (the
-        bm25 mode's math-aware BM25 over the whole query, the better text part here: see the README figures);
+        bm25 mode's math-aware BM25 over the whole query, the better text part here: see docs/results.md);
         trees: 1 = single-tree matching (Zhong 2023 thesis, Eq. 3.4/3.5, pruned search); 2–3 = multi-tree matching (Alg. 1, Eq. 3.3,
         α = 0.4, β = 0.9/0.06/0.04) re-scoring each formula's single-tree top `depth` formulas (Zhong 2023 thesis §3.3.1: the
         thesis used it on NTCIR-12 only, for its cost).

@@ -41,7 +41,7 @@ from mathscout.retrievers.base import prepare_query
 
 @dataclass(frozen=True)
 class QuerySideSettings:
-    """The schedule (defaults measured on the shared collection's train topics, see README)."""
+    """The schedule (defaults measured on the shared collection's train topics, see docs/results.md)."""
 
     epochs: int = 4
     batch: int = 256

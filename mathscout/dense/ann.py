@@ -1,7 +1,7 @@
 """Approximate nearest-neighbour search for large dense components, built from the vectors on disk.
 
 Small components keep exact faiss Flat (and HNSW) in memory (mathscout/dense/build.py). Above
-`ANN_ABOVE` passages (documented in the README) the component holds instead:
+`ANN_ABOVE` passages (documented in docs/scale.md) the component holds instead:
 
     passage_vectors.f32   the passage vectors, raw float32 rows (shape in meta.json), written as encoded
     ivfpq.faiss           faiss IVF-PQ (inverted file over a coarse k-means quantiser + product-quantised
@@ -129,7 +129,7 @@ def build_ivfpq(path: Path, dimension: int, target: Path, settings: IvfPqSetting
 def build_hnsw(vectors: np.ndarray, m: int, ef_construction: int, label: str = "dense"):
     """faiss HNSW (Malkov & Yashunin 2018; the thesis's single-vector ANN, §5.3.2) over `vectors`, inner product,
     added HNSW_BLOCK_ROWS at a time under a progress bar with its ETA. faiss inserts each add's vectors level by level
-    in a seeded order, so a block-by-block graph differs from a one-add graph (the README gives its recall)."""
+    in a seeded order, so a block-by-block graph differs from a one-add graph (docs/scale.md gives its recall)."""
     import faiss
 
     index = faiss.IndexHNSWFlat(vectors.shape[1], m, faiss.METRIC_INNER_PRODUCT)

@@ -40,7 +40,7 @@ MAX_BATCH = 64
 # so under "length" (length-sorted batches of ≤ MAX_BATCH, the policy of a dense component that records none) a passage's vector
 # depends on its batch peers (cosine down to 0.963 between the two policies on 500 collection documents); under
 # "passage" (the default for new builds) each sequence is encoded alone, so its vector is the same whichever documents
-# are encoded with it (a shard's vectors are the single index's). On this machine "passage" is not slower (README).
+# are encoded with it (a shard's vectors are the single index's). On this machine "passage" is not slower (docs/shards.md, "Dense batching").
 BATCHINGS = ("passage", "length")
 DEFAULT_BATCHING = "passage"
 
