@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from mathscout.corpus.math_spans import find_math
 from mathscout.events import Expansion, Rewrite
 from mathscout.question import Question
 from mathscout.markup import document_markdown, safe_math
@@ -108,11 +109,35 @@ def computed_line(computation: Computation) -> str:
     return f"**Not computed** ({computation.operation}): {reason}. The passages follow."
 
 
+def _sentences(text: str) -> list[str]:
+    """`text` split at sentence ends outside formulas (a period inside `\\[ a^2+b^2=c^2. \\]` ends no sentence)."""
+    inside = [(span.start, span.end) for span in find_math(text)]
+    pieces, last = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        if not any(start < match.start() < end for start, end in inside):
+            pieces.append(text[last:match.start()])
+            last = match.end()
+    pieces.append(text[last:])
+    return [p for p in pieces if p]
+
+
+def _cut_outside_math(sentence: str, limit: int) -> str:
+    """`sentence` cut at a space before `limit` that lies outside every formula (a formula is kept whole or dropped)."""
+    cut = sentence.rfind(" ", 0, limit)
+    cut = cut if cut > 0 else limit
+    for span in find_math(sentence):
+        if span.start < cut < span.end:
+            cut = span.start
+            break
+    return sentence[:cut].rstrip(" ,;:") + " …"
+
+
 def _best_sentence(snippet: str) -> str:
     """The snippet's first whole sentence holding a marked match (`**…**`), else its first whole one of some length;
-    sentences cut by the snippet's `…` at either end are passed over when another is left. Cut to SUMMARY_SENTENCE."""
+    sentences cut by the snippet's `…` at either end are passed over when another is left. Cut to SUMMARY_SENTENCE,
+    never inside a formula."""
     text = _one_line(snippet)
-    pieces = [p for p in _SENTENCE_END.split(text.strip("…").strip()) if p]
+    pieces = _sentences(text.strip("…").strip())
     whole = pieces[1 if text.startswith("…") else 0 : len(pieces) - (1 if text.endswith("…") else 0)]
     sentences = whole or pieces
     long_enough = [p for p in sentences if len(_MARKS.sub("", p)) >= MIN_SUMMARY_SENTENCE] or sentences or [""]
@@ -120,9 +145,8 @@ def _best_sentence(snippet: str) -> str:
     if not whole and text.startswith("…") and sentence:
         sentence = "…" + sentence  # only a cut sentence was there: say so
     if len(sentence) > SUMMARY_SENTENCE:
-        cut = sentence.rfind(" ", 0, SUMMARY_SENTENCE)
-        sentence = sentence[: cut if cut > 0 else SUMMARY_SENTENCE].rstrip(" ,;:") + " …"
-    if sentence.count("$") % 2:  # a formula cut in the middle is dropped, not left open
+        sentence = _cut_outside_math(sentence, SUMMARY_SENTENCE)
+    if sentence.count("$") % 2:  # a lone `$` (a formula the snippet cut) is dropped, not left open
         sentence = sentence[: sentence.rfind("$")].rstrip() + " …"
     return sentence
 

@@ -104,3 +104,29 @@ def test_search_scores_say_what_they_are(tiny_index):
 def test_a_formula_asking_for_a_giant_number_is_refused_before_sympy_evaluates_it():
     giant = compute("2^{2^{2^{100}}}", "evaluate")
     assert giant.statement is None and giant.error == "a numeric power too large to evaluate"
+
+
+def _demo_document(doc_id: str) -> dict:
+    import json
+    from pathlib import Path
+
+    import mathscout
+
+    folder = Path(mathscout.__file__).parent / "data" / "demo"
+    return next(r for f in sorted(folder.glob("*.jsonl")) for r in map(json.loads, f.open(encoding="utf-8")) if r["id"] == doc_id)
+
+
+def test_the_summary_never_cuts_a_formula_open():
+    """A period inside `\\[ a^2+b^2=c^2. \\]` ends no sentence, and the length cut keeps a formula whole or drops it:
+    the summary's formulas all render (before, it read `hence \\\\&#91; a^2+b^2=c^2.`)."""
+    from mathscout.agent.compose import summary_line
+    from mathscout.types import Hit
+
+    record = _demo_document("demo:geometry-001")  # the demo corpus's Pythagorean proof, display math in \[ … \]
+    snippet = record["text"].replace("\\[ a^2+b^2=c^2. \\]", "**\\[ a^2+b^2=c^2. \\]**")  # marked as a search marks it
+    summary = summary_line([Hit(record["id"], 1.0, 1, snippet=snippet)], {})
+    assert "&#91;" not in summary and "\\\\" not in summary
+    assert "\\[ a^2+b^2=c^2. \\]" in summary
+    long = "Hence " + "x " * 100 + "and \\[ a^2+b^2=c^2 \\] Conversely it holds."  # 220 characters end inside the formula
+    cut = summary_line([Hit("d", 1.0, 1, snippet=long)], {})
+    assert "\\[" not in cut and cut.endswith("and … [d]")  # the formula dropped whole, not cut open
