@@ -36,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+from mathscout.errors import MathScoutError
 from mathscout.usage import TreePeak, process_usage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -235,7 +236,7 @@ def _run_worker(args: list[str], log: Path) -> dict:
         done = subprocess.run([sys.executable, "-m", "mathscout.benchmarks.scale", "--worker", *args], stdout=subprocess.PIPE,
                               stderr=err, text=True, env=env, cwd=REPO)
     if done.returncode != 0:
-        raise RuntimeError(f"worker {args} failed ({done.returncode}); see {log}")
+        raise MathScoutError(f"the bench's {args[0]} step failed (exit {done.returncode}); its output is in {log}")
     line = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
 
@@ -258,7 +259,7 @@ def measure_command(corpus: Path, index: Path, log: Path) -> dict:
         done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=REPO)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        raise RuntimeError(f"`mathscout index` failed ({done.returncode}); see {log}")
+        raise MathScoutError(f"`mathscout index` failed (exit {done.returncode}); its output is in {log}")
     manifest = IndexDir(index).manifest
     return {"seconds": seconds, "tree_peak_mib": tree.peak_mib, "tree_samples": tree.samples,
             "components": {name: {k: manifest.components[name].get(k) for k in ("seconds", "process_peak_mib", "bytes")}
