@@ -23,7 +23,6 @@ The build buffers entries up to MATHSCOUT_SEGMENT_MB (96) and flushes them as se
 
 from __future__ import annotations
 
-import gzip
 import os
 import json
 import sys
@@ -45,8 +44,8 @@ from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
 from mathscout.structure.postings import BlockedPostings, check_layout, encode_lists
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
-from mathscout.structure.lists import (BLOCK_FILE, PATH_FILES, BlockTable, DamagedList, PathDictionary, PostingLists, load_npz_member,
-                                       write_path_table)
+from mathscout.structure.lists import (BLOCK_FILE, PATH_FILES, BlockTable, DamagedList, PathDictionary, PostingLists, load_json_gz, load_npz_member,
+                                       save_json_gz, write_path_table)
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES, floored_path_idf
 
 FORMAT_VERSION = 1
@@ -235,7 +234,7 @@ def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.nd
     np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(n_groups))
     BlockTable.scan(target / "postings.bin", byte_offsets, list_start, n_groups).write(target)
     np.savez(target / "formulas.npz", leaves=leaves, doc=doc)
-    (target / "paths.json.gz").write_bytes(gzip.compress(json.dumps(paths).encode("utf-8"), compresslevel=6, mtime=0))  # no timestamp: the same bytes every build
+    save_json_gz(target / "paths.json.gz", paths)
     ordinary = write_path_table(target, paths, np.diff(list_start))
     (target / "symbols.json").write_text(json.dumps(symbols, ensure_ascii=False), encoding="utf-8")
     report.paths = len(paths)
@@ -334,7 +333,7 @@ class PathIndex:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
             if meta.get("version") != FORMAT_VERSION:
                 raise MathScoutError(f"the structure index at {folder} has format {meta.get('version')}, expected {FORMAT_VERSION}: rebuild it")
-            paths = PathDictionary.open(folder, lambda: json.loads(gzip.decompress((folder / "paths.json.gz").read_bytes())))
+            paths = PathDictionary.open(folder, lambda: load_json_gz(folder / "paths.json.gz"))
             symbols = {s: i for i, s in enumerate(json.loads((folder / "symbols.json").read_text(encoding="utf-8")))}
             lists = np.load(folder / "lists.npz", allow_pickle=False)
             byte_offsets, list_start = lists["byte_offsets"], lists["list_start"]

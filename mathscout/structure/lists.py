@@ -12,11 +12,14 @@
   bounds-checked against the block table); `skip_block` passes over whole blocks by their last formula id without
   decoding them, so a query decodes only the blocks where its candidates lie.
 - `load_npz_member`: an array of an uncompressed .npz memory-mapped in place (np.savez stores members as is).
+- `save_json_gz` / `load_json_gz`: a JSON value gzipped without a timestamp (the same bytes every build).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
 import os
 import sys
 import threading
@@ -107,6 +110,15 @@ class PathDictionary:
         for path, tid in (self._dict or {}).items():
             mask[tid] = is_wildcard_path(path)
         return mask
+
+
+def save_json_gz(path: Path, value) -> None:
+    """`value` as gzipped JSON, without a gzip timestamp: a rebuild writes the same bytes."""
+    path.write_bytes(gzip.compress(json.dumps(value).encode("utf-8"), compresslevel=6, mtime=0))
+
+
+def load_json_gz(path: Path):
+    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 def load_npz_member(path: Path, name: str) -> np.ndarray:

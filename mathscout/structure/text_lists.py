@@ -12,8 +12,6 @@ Files (in the structure component folder): `text.npz` (term_start, docs, tf, doc
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import sys
 import zipfile
@@ -25,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, MathScoutError
-from mathscout.structure.lists import load_npz_member
+from mathscout.structure.lists import load_json_gz, load_npz_member, save_json_gz
 
 TEXT_FILES = ("text.npz", "text_terms.json.gz")
 SEGMENT_POSTINGS = int(os.environ.get("MATHSCOUT_TEXT_SEGMENT_POSTINGS", 8_000_000))  # buffered postings per segment
@@ -100,7 +98,7 @@ class TextLists:
 
     def save(self, folder: Path) -> None:
         np.savez(folder / "text.npz", term_start=self.term_start, docs=self.docs, tf=self.tf, doc_len=self.doc_len)
-        write_terms(folder, self.terms)
+        save_json_gz(folder / "text_terms.json.gz", list(self.terms))
 
     @classmethod
     def open(cls, folder: Path) -> TextLists | None:
@@ -109,7 +107,7 @@ class TextLists:
             return None
         try:
             data = np.load(folder / "text.npz", allow_pickle=False)
-            terms = {t: i for i, t in enumerate(json.loads(gzip.decompress((folder / "text_terms.json.gz").read_bytes())))}
+            terms = {t: i for i, t in enumerate(load_json_gz(folder / "text_terms.json.gz"))}
             term_start, doc_len = data["term_start"], data["doc_len"]
             docs, tf = load_npz_member(folder / "text.npz", "docs"), load_npz_member(folder / "text.npz", "tf")
             _check_lists(len(terms), term_start, docs, tf, doc_len)
@@ -224,14 +222,9 @@ class _TextListsBuilder:
         _write_merged(self.folder / "text.npz", self.segments, counts, term_start, doc_len)
         for path, _ in self.segments:
             path.unlink()
-        write_terms(self.folder, self.vocabulary)
+        save_json_gz(self.folder / "text_terms.json.gz", list(self.vocabulary))
         npz = self.folder / "text.npz"
         return TextLists(self.vocabulary, term_start, load_npz_member(npz, "docs"), load_npz_member(npz, "tf"), doc_len)
-
-
-def write_terms(folder: Path, terms) -> None:
-    """text_terms.json.gz: the terms in list order, without a gzip timestamp (the same bytes every build)."""
-    (folder / "text_terms.json.gz").write_bytes(gzip.compress(json.dumps(list(terms)).encode("utf-8"), compresslevel=6, mtime=0))
 
 
 def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: np.ndarray, term_start: np.ndarray, doc_len: np.ndarray) -> None:
