@@ -107,13 +107,14 @@ def test_a_formula_asking_for_a_giant_number_is_refused_before_sympy_evaluates_i
 
 
 def _demo_document(doc_id: str) -> dict:
+    """A record of the embedded demo corpus (its area file is named in its id: demo:<area>-NNN)."""
     import json
-    from pathlib import Path
 
-    import mathscout
+    from mathscout.config import DEMO_CORPUS
 
-    folder = Path(mathscout.__file__).parent / "data" / "demo"
-    return next(r for f in sorted(folder.glob("*.jsonl")) for r in map(json.loads, f.open(encoding="utf-8")) if r["id"] == doc_id)
+    area = doc_id.removeprefix("demo:").rsplit("-", 1)[0]
+    lines = (DEMO_CORPUS / f"{area}.jsonl").read_text(encoding="utf-8").splitlines()
+    return next(r for r in map(json.loads, lines) if r["id"] == doc_id)
 
 
 def test_the_summary_never_cuts_a_formula_open():
