@@ -109,12 +109,16 @@ def computed_line(computation: Computation) -> str:
     return f"**Not computed** ({computation.operation}): {reason}. The passages follow."
 
 
+def _formula_at(spans: list, position: int):
+    """The formula span (of `find_math`) that `position` lies strictly inside, or None."""
+    return next((span for span in spans if span.start < position < span.end), None)
+
+
 def _sentences(text: str) -> list[str]:
     """`text` split at sentence ends outside formulas (a period inside `\\[ a^2+b^2=c^2. \\]` ends no sentence)."""
-    inside = [(span.start, span.end) for span in find_math(text)]
-    pieces, last = [], 0
+    spans, pieces, last = find_math(text), [], 0
     for match in _SENTENCE_END.finditer(text):
-        if not any(start < match.start() < end for start, end in inside):
+        if _formula_at(spans, match.start()) is None:
             pieces.append(text[last:match.start()])
             last = match.end()
     pieces.append(text[last:])
@@ -125,10 +129,8 @@ def _cut_outside_math(sentence: str, limit: int) -> str:
     """`sentence` cut at a space before `limit` that lies outside every formula (a formula is kept whole or dropped)."""
     cut = sentence.rfind(" ", 0, limit)
     cut = cut if cut > 0 else limit
-    for span in find_math(sentence):
-        if span.start < cut < span.end:
-            cut = span.start
-            break
+    if (formula := _formula_at(find_math(sentence), cut)) is not None:
+        cut = formula.start
     return sentence[:cut].rstrip(" ,;:") + " …"
 
 
