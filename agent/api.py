@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mathscout.agent.assistant import Assistant
+from mathscout.agent.following import FollowedAssistant
 from mathscout.events import AgentEvent, Answer
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
@@ -24,11 +25,20 @@ from mathscout.tools.session import ToolSession
 
 
 class MathScout:
-    """One index, its search modes, the assistant and its tools. `use_llm` as in `Assistant`."""
+    """One index, its search modes, the assistant and its tools. `use_llm` as in `Assistant`. A rebuilt index is
+    followed: each call answers from the build the folder holds when the call starts."""
 
     def __init__(self, index: IndexDir | Path | str | None = None, *, use_llm: bool | None = None):
-        self.assistant = Assistant(index, use_llm=use_llm)
-        self.index = self.assistant.index
+        self._followed = FollowedAssistant(index, use_llm=use_llm)
+
+    @property
+    def assistant(self) -> Assistant:
+        """The assistant of the index's current build."""
+        return self._followed.current()
+
+    @property
+    def index(self) -> IndexDir:
+        return self.assistant.index
 
     def modes(self) -> list[str]:
         return self.assistant.modes()

@@ -19,7 +19,6 @@ from typing import Any
 from mathscout.events import AgentEvent, Answer, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
-from mathscout.types import Document
 from mathscout.markup import sanitize_answer
 from mathscout.ui.cards import CardContext, link_citations, renderable_math, results_html
 from mathscout.ui.indexes import IndexChoice
@@ -79,14 +78,14 @@ def _question_html(text: str, limit: int = 110) -> str:
 
 
 class AssistantPool:
-    """One Assistant and one document store per offered index, created on first use."""
+    """One assistant per offered index, created on first use, each following its index's rebuilds
+    (`mathscout.agent.following`): a request takes `assistant(key)` once and reads everything from it."""
 
     def __init__(self, choices: Sequence[IndexChoice], use_llm: bool | None = None):
         self.choices = {c.key: c for c in choices}
         self.default_key = choices[0].key
         self._use_llm = use_llm
-        self._assistants: dict[str, Any] = {}
-        self._indexes: dict[str, IndexDir] = {}
+        self._followed: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def choice(self, key: str | None) -> IndexChoice:
@@ -97,26 +96,21 @@ class AssistantPool:
         return self.choices[key]
 
     def assistant(self, key: str | None):
+        """The assistant of the index's current build (its `.index` is that build's folder and store)."""
         try:
-            from mathscout.agent.assistant import Assistant
+            from mathscout.agent.following import FollowedAssistant
         except ImportError as exc:
             raise MathScoutError(f"the assistant is not installed ({exc}); reinstall MathScout") from exc
         choice = self.choice(key)
         with self._lock:
-            if choice.key not in self._assistants:
-                self._assistants[choice.key] = Assistant(choice.path, use_llm=self._use_llm)
-            return self._assistants[choice.key]
+            if choice.key not in self._followed:
+                self._followed[choice.key] = FollowedAssistant(choice.path, use_llm=self._use_llm)
+            followed = self._followed[choice.key]
+        return followed.current()
 
     def index(self, key: str | None) -> IndexDir:
-        """The index directory behind a choice (opened once; read-only)."""
-        choice = self.choice(key)
-        with self._lock:
-            if choice.key not in self._indexes:
-                self._indexes[choice.key] = IndexDir(choice.path)
-            return self._indexes[choice.key]
-
-    def documents(self, key: str | None, doc_ids: Sequence[str]) -> dict[str, Document]:
-        return self.index(key).store.get_many(doc_ids)
+        """The current build of an index (read-only)."""
+        return self.assistant(key).index
 
 
 @dataclass
@@ -217,7 +211,7 @@ def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | Non
         yield TurnOutput(history + view.messages(), panel, trace, state)
         return
     try:
-        cards = _cards(pool, index_key, answer, state.next_turn)
+        cards = _cards(assistant.index, answer, state.next_turn)
     except Exception as exc:  # the answer still shows; only its cards are missing
         log.exception("result cards failed")
         cards = f"<div class=\"ms-empty\">The result cards could not be built ({type(exc).__name__}).</div>"
@@ -268,6 +262,7 @@ def _note(view: TurnView, notice: str) -> None:
     view.agent_notices.append(notice)
 
 
-def _cards(pool: AssistantPool, index_key: str | None, answer: Answer, turn: int) -> str:
-    documents = pool.documents(index_key, [h.doc_id for h in answer.hits])
+def _cards(index: IndexDir, answer: Answer, turn: int) -> str:
+    """The answer's hit cards, their documents read from the build that answered."""
+    documents = index.store.get_many([h.doc_id for h in answer.hits])
     return results_html(answer.hits, documents, CardContext(answer.question, turn, answer.mode))

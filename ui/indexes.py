@@ -22,7 +22,8 @@ class IndexChoice:
     path: Path
 
 
-def _label(name: str, index: IndexDir) -> str:
+def index_label(name: str, index: IndexDir) -> str:
+    """'NAME — 1,234 documents (bm25, structure)'."""
     components = [c for c in index.components if c != "store"]
     return f"{name} — {index.manifest.documents:,} documents ({', '.join(components) or 'documents only'})"
 
@@ -54,7 +55,7 @@ def discover_indexes(extra: Iterable[Path | str] = (), build_demo: bool = True) 
         key = path.name or str(path)
         if any(c.key == key for c in choices):
             key = str(path)
-        choices.append(IndexChoice(key, _label(key, index), path))
+        choices.append(IndexChoice(key, index_label(key, index), path))
     if not choices:
         raise MathScoutError("no index to serve: build one with 'mathscout index --input PATH --index DIR'")
     return choices

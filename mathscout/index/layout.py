@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ class Manifest:
     sources: list[str] = field(default_factory=list)
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     version: int = FORMAT_VERSION
+    generation: str = ""  # a new random id at every write: a running server notices a rebuilt or extended index
 
     @classmethod
     def read(cls, path: Path) -> Manifest:
@@ -53,7 +55,9 @@ class Manifest:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def write(self, path: Path) -> None:
-        """Write atomically (temp file + rename), so readers never see half a manifest."""
+        """Write atomically (temp file + rename), so readers never see half a manifest; each write is a new
+        generation."""
+        self.generation = uuid.uuid4().hex
         write_json_atomic(path, self.__dict__)
 
 
