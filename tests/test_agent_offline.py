@@ -261,3 +261,18 @@ def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
     scores = [h.components["rerank"] for h in reranked.hits]
     assert scores == sorted(scores, reverse=True) and {h.doc_id for h in reranked.hits} <= set(call.arguments["hit_ids"])
     assert [h.doc_id for h in plain.hits] != [h.doc_id for h in reranked.hits]  # the user sees another order
+
+
+def test_ids_with_underscores_are_cited_and_linked():
+    """MATH's ids (`math:test/counting_and_probability/1003#solution`, 14 % of the collection hold `_`) are
+    cited as `[id]` and linked to their cards, not escaped into text that cites nothing."""
+    from mathscout.agent.compose import _cite
+    from mathscout.types import Hit
+    from mathscout.ui.cards import link_citations
+
+    doc_id = "math:test/counting_and_probability/1003#solution"
+    text = f"Therefore $x=1/24$. {_cite(doc_id)}"
+    assert f"[{doc_id}]" in text
+    assert check_citations(text, [doc_id])[1] == [doc_id]
+    assert "](#" in link_citations(text, [Hit(doc_id=doc_id, score=1.0, rank=1)], 1)
+    assert "&#91;" in _cite("a [tricky] id")  # brackets and spaces would break the citation: shown as text
