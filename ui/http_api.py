@@ -91,8 +91,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
 
     @app.get("/api/health", dependencies=login, summary="version and the offered indexes with their modes")
     def health() -> dict[str, Any]:
-        indexes = [{"key": key, "label": choice.label, "modes": _call(lambda: pool.assistant(key).modes())}
-                   for key, choice in pool.choices.items()]
+        indexes = [_index_entry(pool, key) for key in pool.choices]
         return {"status": "ok", "version": __version__, "default_index": pool.default_key, "indexes": indexes}
 
     @app.get("/api/search", dependencies=login, summary="search an index (as `mathscout search --json`)")
@@ -131,6 +130,15 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
         return _call(run)
 
     return app
+
+
+def _index_entry(pool: AssistantPool, key: str) -> dict[str, Any]:
+    """One offered index as its current build describes it: key, label, modes and the build's generation."""
+    from mathscout.ui.indexes import index_label
+
+    assistant = _call(lambda: pool.assistant(key))
+    return {"key": key, "label": index_label(key, assistant.index), "modes": assistant.modes(),
+            "generation": assistant.index.manifest.generation}
 
 
 def _call(work):
