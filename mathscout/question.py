@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mathscout.corpus.math_spans import formulas_and_words
+from mathscout.latex.bare import delimit_bare_math
 from mathscout.structure.parser import parse_latex
 
 MAX_QUESTION_CHARS = 2_000  # a question, not a document (the chat page cuts at the same length)
@@ -14,9 +15,7 @@ MAX_FORMULAS = 3  # formulas of one question searched by structure search
 QuestionKind = Literal["formula", "text", "mixed", "empty"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[A-Za-z]{3,}")
-_MATHY = re.compile(r"[\\^_=]|\d\s*[+\-*/]\s*\d|[a-z]\s*[+\-*/]\s*[a-z0-9]")
 # question words that say nothing about the topic: "Why is $f$?" is a formula-only question
 FILLER = frozenset("""a an the is are was be does do did can could how why what when which who whom where show prove
 prove that this these those it its of for to in on and or i me my we you please help with about mean means
@@ -46,14 +45,6 @@ class Question:
 def _short(latex: str, limit: int = 60) -> str:
     latex = " ".join(latex.split())
     return latex if len(latex) <= limit else latex[: limit - 1] + "…"
-
-
-def _bare_formula(text: str) -> bool:
-    """A question typed as LaTeX without `$` (e.g. `\\frac{1}{n^2}` or `x^2+y^2=z^2`)."""
-    if not _MATHY.search(text):
-        return False
-    words = _WORD.findall(_COMMAND.sub(" ", text))
-    return len(words) <= 1 and len(text) <= 500
 
 
 def formula_problem(latex: str) -> str | None:
@@ -130,9 +121,7 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
         notices.append(f"The question has {len(raw or ''):,} characters; only the first {cut:,} were searched "
                        "(ask about one formula or idea at a time).")
         text = text[:cut].rstrip()
-    formulas, words = formulas_and_words(text)
-    if not formulas and _bare_formula(text):  # undelimited LaTeX alone: the whole question is the formula
-        formulas, words = [text.strip("$ ").strip()], ""
+    formulas, words = formulas_and_words(delimit_bare_math(text).text)  # formulas typed without `$` are math too
     topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
     chosen = choose_formulas(formulas, bool(topical))
     if len(formulas) > MAX_FORMULAS and len(chosen) == MAX_FORMULAS:

@@ -7,6 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from mathscout.notices import notice
 from mathscout.errors import QueryError
+from mathscout.latex.bare import delimit_bare_math
 from mathscout.types import Hit, Query
 from mathscout.limits import K
 
@@ -15,15 +16,17 @@ EMPTY_QUERY = "the query is empty: type some words and/or a formula like $x^2+1$
 
 
 def prepare_query(query: str | Query) -> Query:
-    """Validate a query: empty → QueryError; longer than MAX_QUERY_CHARS → truncated with a notice."""
+    """Validate a query: empty → QueryError; longer than MAX_QUERY_CHARS → truncated with a notice; formulas typed
+    without `$` wrapped in `$…$` (`mathscout.latex.bare`), so every mode reads them as math."""
     q = query if isinstance(query, Query) else Query(id="q", text=query)
     text = q.text or ""
     if not text.strip() and not (q.formula or "").strip():
         raise QueryError(EMPTY_QUERY)
     if len(text) > MAX_QUERY_CHARS:
         notice(f"notice: query of {len(text):,} characters truncated to the first {MAX_QUERY_CHARS:,}")
-        q = Query(id=q.id, text=text[:MAX_QUERY_CHARS], formula=q.formula)
-    return q
+        text = text[:MAX_QUERY_CHARS]
+    text = delimit_bare_math(text).text
+    return q if text == q.text else Query(id=q.id, text=text, formula=q.formula)
 
 
 @dataclass

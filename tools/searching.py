@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
+from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import MathScoutError, QueryError
+from mathscout.latex.bare import delimit_bare_math
 from mathscout.limits import K, RERANK_DEPTH, rerank_kind
 from mathscout.render import explain_hits
 from mathscout.retrievers.scores import hits_as_json
@@ -45,6 +47,7 @@ class SearchResult:
     rerank: str | None
     hits: list[dict]
     notices: list[str] = field(default_factory=list)
+    formulas: list[str] = field(default_factory=list)  # the query's formulas, those typed without `$…$` included
     seconds: float = 0.0
     missing_shards: list[str] = field(default_factory=list)  # a sharded index's shards that did not answer (partial hits)
 
@@ -60,6 +63,8 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
     """Run a checked request over a `mathscout.tools.toolbox.ToolBox` (its retrievers and rerankers, opened once each);
     mode "auto" runs `auto`. With `request.rerank`, the first stage's top `rerank_depth` hits are reordered."""
     started = time.perf_counter()
+    read = delimit_bare_math(request.query)
+    query = replace(request, query=read.text)
     if request.mode == "auto":
         if auto is None:
             raise MathScoutError("mode auto needs the assistant, which is not installed here")
@@ -70,16 +75,19 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
         from mathscout.retrievers.rerank import Reranked
 
         reranker = toolbox.reranker(request.rerank)
-        hits = Reranked(_FirstStage(request.mode, search), reranker, request.rerank_depth).search(request.query, k=request.k)
+        hits = Reranked(_FirstStage(request.mode, search), reranker, request.rerank_depth).search(query.query, k=request.k)
         if getattr(reranker, "last_notice", None):
             notices.append(reranker.last_notice)
     else:
-        hits = search(request.query, request.k)
+        hits = search(query.query, request.k)
+    if read.formulas:
+        notices.insert(0, "read as math (typed without $…$): " + ", ".join(f"`{f}`" for f in read.formulas))
     missing = list(getattr(hits, "missing_shards", []))  # retrievers/shards/retriever.py: partial results
     notices += partial_results(hits)
-    documents = explain_hits(hits, toolbox.index.store, request.query)
+    documents = explain_hits(hits, toolbox.index.store, query.query)
     return SearchResult(request.query, request.mode, request.k, request.rerank, hits_as_json(hits, documents),
-                        notices, round(time.perf_counter() - started, 3), missing)
+                        notices, formulas_and_words(query.query).formulas, round(time.perf_counter() - started, 3),
+                        missing)
 
 
 def partial_results(hits: list[Hit]) -> list[str]:
