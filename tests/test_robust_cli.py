@@ -2,7 +2,7 @@
 
 Every row runs the real `mathscout` entry point in a subprocess; numeric limits are the same on the
 command line, the Python API and the agent's tools; eval refuses non-finite scores and conflicting
-judgements; the page slows repeated failed logins (over real HTTP)."""
+judgements; the login guard slows failing addresses and names, never the right login."""
 
 from __future__ import annotations
 
@@ -130,42 +130,43 @@ def test_public_without_auth_warns_at_start(tiny_index, tmp_path):
         process.wait()
 
 
-def test_failed_logins_are_slowed_over_real_http():
-    import gradio as gr
-    import httpx
+def test_failed_logins_slow_their_address_and_name_never_the_right_login():
+    """The guard's rules (over real HTTP, through the page and the API: tests/robust/test_http_hostile.py)."""
+    from starlette.exceptions import HTTPException
 
     from mathscout.ui.login import LoginGuard
 
     guard = LoginGuard("ada", "correct horse", free=2, base=0.4, ceiling=2.0)
-    with gr.Blocks() as app:
-        gr.Markdown("MathScout login test")
-    port = _free_port()
-    app.launch(server_name="127.0.0.1", server_port=port, auth=guard.check, prevent_thread_lock=True, quiet=True)
-    try:
-        url = f"http://127.0.0.1:{port}/login"
-        seconds = []
-        for _ in range(5):
-            started = time.perf_counter()
-            response = httpx.post(url, data={"username": "ada", "password": "guess"}, timeout=30)
-            seconds.append(time.perf_counter() - started)
-            assert response.status_code == 400
-        assert max(seconds[:2]) < 0.3  # the first failures are free
-        assert seconds[2] >= 0.35 and seconds[3] >= 0.75 and seconds[4] >= 1.5  # then 0.4, 0.8, 1.6 s
+
+    async def attempt(user, password, client):
         started = time.perf_counter()
-        assert httpx.post(url, data={"username": "ada", "password": "correct horse"}, timeout=30).status_code == 200
-        assert time.perf_counter() - started >= 1.9  # the right password waits its turn too
-        assert guard.delay("ada") <= 2.0
-    finally:
-        app.close()
+        return await guard.check(user, password, client), time.perf_counter() - started
+
+    async def scenario():
+        failed = [await attempt("mallory", "guess", "10.0.0.66") for _ in range(4)]
+        assert [ok for ok, _ in failed] == [False] * 4
+        assert max(t for _, t in failed[:2]) < 0.3 and failed[2][1] >= 0.35 and failed[3][1] >= 0.75  # 0.4, 0.8 s
+        assert await attempt("ada", "correct horse", "10.0.0.7") == (True, pytest.approx(0, abs=0.1))
+        assert (await attempt("ada", "typo", "10.0.0.7"))[1] < 0.1  # another address, another name: not slowed
+        slowed = asyncio.create_task(attempt("mallory", "again", "10.0.0.66"))
+        await asyncio.sleep(0.1)
+        with pytest.raises(HTTPException) as refused:  # the same address meanwhile: refused, not even checked
+            await guard.check("ada", "correct horse", "10.0.0.66")
+        assert refused.value.status_code == 429 and refused.value.headers["Retry-After"].isdigit()
+        assert (await slowed)[1] >= 1.5
+        spread = [await attempt("ada", "x", f"10.0.1.{n}") for n in range(3)]  # one name from many addresses
+        assert spread[-1][1] >= 0.35
+
+    asyncio.run(scenario())
 
 
-def test_a_success_resets_the_users_failures():
+def test_a_success_resets_its_address_not_the_name():
     from mathscout.ui.login import LoginGuard
 
     guard = LoginGuard("ada", "pw", free=5, base=0.0)
-    assert asyncio.run(guard.check("ada", "x")) is False and guard.failures["ada"][0] == 1
-    assert asyncio.run(guard.check("ada", "pw")) is True
-    assert "ada" not in guard.failures
+    assert asyncio.run(guard.check("ada", "x", "10.0.0.1")) is False and guard.failures["addr:10.0.0.1"][0] == 1
+    assert asyncio.run(guard.check("ada", "pw", "10.0.0.1")) is True
+    assert "addr:10.0.0.1" not in guard.failures and guard.failures["name:ada"][0] == 1  # others may guess it
 
 
 def test_a_failed_json_command_prints_nothing_on_stdout(files, tmp_path):

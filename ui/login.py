@@ -1,17 +1,28 @@
-"""The page's login check: constant-time comparison, and repeated failures slowed down.
+"""The login check of the page and of the HTTP API: constant-time comparison, and failed attempts slowed per
+client address and per user name, never the right credentials.
 
-Gradio calls the check with the user name and password only (no client address), so failures are counted
-per user name and over all names together: after `free` failures each further attempt waits
-base · 2^(failures − free) seconds (at most `ceiling`) before it is checked, whatever the password, so
-guessing costs time. A success resets its user name's count.
+A wrong attempt is answered after base · 2^(failures − free) seconds (at most `ceiling`), where failures is the
+larger count of its client address and of its user name (guessing one name from many addresses is slowed too).
+The right credentials are answered at once, whatever others failed. While one of a client's wrong attempts is
+being slowed, its further attempts are refused at once with 429, before their password is looked at, so
+parallel requests guess no faster. Gradio gives the auth callable only the name and password: the server's
+middleware (`mathscout.ui.http_api.Gate`) puts each request's client address in `CLIENT`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+
+from starlette.exceptions import HTTPException
+
+CLIENT: ContextVar[str] = ContextVar("mathscout_client", default="")
+MAX_TRACKED = 10_000  # failure counts kept (addresses and names); the oldest are forgotten beyond this
+NAME_CHARS = 256  # a user name is counted by its first characters (a long name cannot fill the memory)
 
 
 @dataclass
@@ -24,30 +35,47 @@ class LoginGuard:
     base: float = 1.0
     ceiling: float = 30.0
     forget_after: float = 900.0  # seconds without a failure after which a count starts again
-    failures: dict[str, tuple[int, float]] = field(default_factory=dict)
+    failures: dict[str, tuple[int, float]] = field(default_factory=dict)  # "addr:…" / "name:…" → (count, last)
+    slowed: dict[str, float] = field(default_factory=dict)  # client → when its slowed attempt is answered
 
-    def delay(self, user: str) -> float:
-        """Seconds the next attempt for `user` waits."""
+    @staticmethod
+    def _keys(user: str, client: str) -> tuple[str, str]:
+        return f"addr:{client}", f"name:{user[:NAME_CHARS]}"
+
+    def delay(self, user: str, client: str = "") -> float:
+        """Seconds the next wrong attempt of `user` from `client` waits."""
         now = time.monotonic()
-        counts = [n for name, (n, last) in self.failures.items() if now - last < self.forget_after and name in (user, "*")]
-        failed = max(counts, default=0)
+        counts = (self.failures.get(key, (0, now)) for key in self._keys(user, client))
+        failed = max((n for n, last in counts if now - last < self.forget_after), default=0)
         return 0.0 if failed < self.free else min(self.base * 2 ** (failed - self.free), self.ceiling)
 
-    def _failed(self, user: str) -> None:
+    def _failed(self, user: str, client: str) -> None:
         now = time.monotonic()
-        for name in (user, "*"):
-            count, last = self.failures.get(name, (0, now))
-            self.failures[name] = (1 if now - last >= self.forget_after else count + 1, now)
+        for key in self._keys(user, client):
+            count, last = self.failures.pop(key, (0, now))
+            self.failures[key] = (1 if now - last >= self.forget_after else count + 1, now)  # re-added: newest last
+        while len(self.failures) > MAX_TRACKED:
+            del self.failures[next(iter(self.failures))]
 
-    async def check(self, user: str, password: str) -> bool:
-        """The auth callable (a coroutine function, so Gradio awaits it: pass `guard.check`, not `guard`)."""
-        wait = self.delay(user)
+    async def check(self, user: str, password: str, client: str | None = None) -> bool:
+        """The auth callable (a coroutine function, so Gradio awaits it: pass `guard.check`, not `guard`);
+        `client` defaults to the request's address in CLIENT. Raises HTTPException 429 while this client's
+        previous wrong attempt is still being slowed."""
+        client = CLIENT.get() if client is None else client
+        if client in self.slowed:
+            wait = max(1, math.ceil(self.slowed[client] - time.monotonic()))
+            raise HTTPException(429, f"too many login attempts from this address: try again in {wait} s",
+                                headers={"Retry-After": str(wait)})
+        if secrets.compare_digest(user.encode(), self.user.encode()) & secrets.compare_digest(
+                password.encode(), self.password.encode()):
+            self.failures.pop(self._keys(user, client)[0], None)  # the name's count stays: others may guess it
+            return True
+        wait = self.delay(user, client)
+        self._failed(user, client)
         if wait:
-            await asyncio.sleep(wait)
-        ok = secrets.compare_digest(user.encode(), self.user.encode()) & secrets.compare_digest(
-            password.encode(), self.password.encode())
-        if ok:
-            self.failures.pop(user, None)
-        else:
-            self._failed(user)
-        return bool(ok)
+            self.slowed[client] = time.monotonic() + wait
+            try:
+                await asyncio.sleep(wait)
+            finally:
+                self.slowed.pop(client, None)
+        return False
