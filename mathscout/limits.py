@@ -102,3 +102,8 @@ def rerank_argument(text: str) -> str | None:
     except MathScoutError as exc:
         hint = "; write --rerank auto before a query" if " " in text.strip() or "$" in text else ""
         raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
+
+
+# ---- the HTTP server (`mathscout serve`) ----------------------------------------------------------------------
+
+MAX_REQUEST_BYTES = 1 << 20  # 1 MiB: the largest request body the server reads (413 beyond; a question is ≤ 2,000 chars)

@@ -132,12 +132,15 @@ def test_documents_and_answers(server):
     assert status == 200 and any("50" in n for n in capped["notices"])
 
 
-def test_openapi_docs_are_served(server):
+def test_openapi_docs_are_served_behind_the_login_without_a_cdn(server):
     url, _ = server
-    status, spec = _request(url + "/openapi.json", login=None)
+    assert _request(url + "/openapi.json", login=None)[0] == 401
+    status, spec = _request(url + "/openapi.json")
     assert status == 200 and {"/api/search", "/api/ask", "/api/documents/{doc_id}", "/api/health"} <= set(spec["paths"])
-    with urllib.request.urlopen(url + "/docs", timeout=30) as response:
-        assert response.status == 200 and b"swagger" in response.read().lower()
+    request = urllib.request.Request(url + "/docs", headers={"Authorization": "Basic " + base64.b64encode(LOGIN.encode()).decode()})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        page = response.read().decode()
+    assert response.status == 200 and "/docs/swagger-ui-bundle.js" in page and "cdn" not in page
 
 
 def test_the_command_line_uses_the_server(server, tmp_path):

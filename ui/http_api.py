@@ -6,31 +6,54 @@
     POST /api/ask   {"question": …}        an answer with citations, hits and trace (as `mathscout ask --json`);
                                            also mode, k, rerank, use_llm, index
     GET  /api/documents/{doc_id}?index=…   one document: id, title, text, formulas, metadata
-    GET  /docs, /openapi.json              the OpenAPI description
+    GET  /docs, /openapi.json              the OpenAPI description (Swagger UI served from this server)
 
-Options are checked by mathscout.limits as on the command line. Errors are JSON `{"error": "…"}`: 400 for bad
-input, 401 without the page's login (HTTP Basic, when `--auth` is set; failures slowed as on the page), 404 for
-an unknown document, 500 for anything unforeseen (one line, never a traceback).
+Options are checked by mathscout.limits as on the command line. Every failure under /api and /docs is JSON
+`{"error": "one line"}` (`ErrorBody`): 400 for bad input, 401 without the login (HTTP Basic, when `--auth` is
+set; failures slowed as on the page, 429 while one is), 404 for an unknown document or route, 405 for a wrong
+method, 413 for a body over MAX_REQUEST_BYTES, 500 for anything unforeseen (never a traceback).
 """
 
 from __future__ import annotations
 
 import base64
-import logging
+import re
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, Field, field_validator
+from starlette.exceptions import HTTPException
 
 from mathscout import __version__
 from mathscout.errors import MathScoutError
+from mathscout.limits import MAX_REQUEST_BYTES
 from mathscout.tools.searching import SearchRequest, run_search
 from mathscout.ui.chat import AssistantPool
-from mathscout.ui.login import LoginGuard
+from mathscout.ui.login import CLIENT, LoginGuard
 
-log = logging.getLogger("mathscout.api")
+MIB = MAX_REQUEST_BYTES / 2**20
+DRAIN_BYTES = 64 * MAX_REQUEST_BYTES  # an oversized body is read and dropped up to here before its 413
+DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")  # shipped by fastapi-offline
+# Gradio routes that take in, fetch or stream files: the page has no file input or output, so they are closed
+PAGE_FILE_ROUTES = re.compile(r"/gradio_api/(upload|process_recording|proxy=|stream/|vibe-|undo-vibe|run-history"
+                              r"|file[=/][a-z][a-z0-9+.-]*:)", re.IGNORECASE)
+
+
+class ErrorBody(BaseModel):
+    """What every failure of the API answers."""
+
+    error: str = Field(description="one line: what went wrong and what to do, e.g. 'k must be a whole number …'")
+
+
+ERRORS = {"4XX": {"model": ErrorBody, "description": "refused: bad input (400), no login (401), unknown document or "
+                                                     f"route (404), wrong method (405), body over {MIB:g} MiB (413), failed "
+                                                     "logins being slowed (429)"},
+          "5XX": {"model": ErrorBody, "description": "internal error (500, one line) or a missing optional part (501)"}}
 
 
 class AskBody(BaseModel):
@@ -41,15 +64,65 @@ class AskBody(BaseModel):
     use_llm: bool | None = Field(None, description="false: the offline planner; null: the LLM when configured")
     index: str | None = Field(None, description="an offered index (GET /api/health lists them)")
 
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
+    @field_validator("*")
+    @classmethod
+    def _unicode(cls, value: Any) -> Any:
+        """A lone surrogate (JSON "\\ud800") is not text: refused here, not when the answer is written."""
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("not valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
+        return value
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+    return JSONResponse({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
+
+
+class Gate:
+    """ASGI middleware before every route (API, docs and page): notes the client's address for the login guard,
+    refuses the page's file routes (404) and reads no request body past MAX_REQUEST_BYTES (413)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        CLIENT.set(scope["client"][0] if scope.get("client") else "")
+        if PAGE_FILE_ROUTES.match(scope["path"]):
+            return await _error(404, "this server takes in and serves no files")(scope, receive, send)
+        body = await _body(scope, receive)
+        if body is None:
+            return await _error(413, f"the request body is over {MIB:g} MiB ({MAX_REQUEST_BYTES:,} bytes): send less")(
+                scope, receive, send)
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def _body(scope, receive) -> bytes | None:
+    """The request's body, or None when it is over MAX_REQUEST_BYTES: the rest is then read and dropped (at most
+    DRAIN_BYTES, never kept) so that the client, still sending, gets the 413 instead of a reset connection."""
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > DRAIN_BYTES:
+        return None  # not worth reading: the connection closes after the 413
+    body, seen, more = bytearray(), 0, True
+    while more and seen <= DRAIN_BYTES:
+        message = await receive()
+        seen += len(message.get("body", b""))
+        if seen <= MAX_REQUEST_BYTES:
+            body += message.get("body", b"")
+        more = message["type"] == "http.request" and message.get("more_body", False)
+    return bytes(body) if seen <= MAX_REQUEST_BYTES else None
 
 
 def _login_check(guard: LoginGuard | None):
@@ -65,29 +138,35 @@ def _login_check(guard: LoginGuard | None):
                 user, _, password = base64.b64decode(encoded, validate=True).decode("utf-8").partition(":")
             except (ValueError, UnicodeDecodeError):
                 user, password = "", ""
-        if not await guard.check(user, password):
-            raise ApiError(401, "this server wants a login: HTTP Basic with the USER:PASSWORD of 'mathscout serve --auth'")
+        if not (user or password) or not await guard.check(user, password):  # no credentials: nothing guessed
+            raise HTTPException(401, "this server wants a login: HTTP Basic with the USER:PASSWORD of "
+                                     "'mathscout serve --auth'", headers={"WWW-Authenticate": 'Basic realm="MathScout"'})
 
     return check
 
 
 def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
     """The API over the pool's indexes (the page's own assistants, so both share opened retrievers)."""
-    app = FastAPI(title="MathScout API", version=__version__, docs_url="/docs", redoc_url=None,
-                  openapi_url="/openapi.json",
-                  description="Math-aware search and a cited assistant over math Q&A. Errors: {\"error\": …}.")
+    app = FastAPI(title="MathScout API", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
+                  responses=ERRORS, description="Math-aware search and a cited assistant over math Q&A. Every "
+                                                "failure answers {\"error\": \"one line\"}.")
+    app.add_middleware(Gate)
     login = [Depends(_login_check(guard))]
 
-    @app.exception_handler(ApiError)
-    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        headers = {"WWW-Authenticate": 'Basic realm="MathScout"'} if exc.status == 401 else None
-        return _error(exc.status, exc.message, headers)
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, exc: HTTPException) -> JSONResponse:
+        return _error(exc.status_code, exc.detail, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path") and not isinstance(p, int))
-        return _error(400, f"{where or 'request body'}: {first.get('msg', 'invalid request')}")
+        message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        return _error(400, f"{where or 'request body'}: {message}")
+
+    @app.exception_handler(Exception)
+    async def internal_error(_request: Request, exc: Exception) -> JSONResponse:
+        return _error(500, f"internal error: {type(exc).__name__} (the details are in the server's log)")
 
     @app.get("/api/health", dependencies=login, summary="version and the offered indexes with their modes")
     def health() -> dict[str, Any]:
@@ -123,12 +202,13 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
         def run() -> dict[str, Any]:
             found = pool.index(index).store.get(doc_id)
             if found is None:
-                raise ApiError(404, f"no document with id {doc_id!r} in index '{pool.choice(index).key}'")
+                raise HTTPException(404, f"no document with id {doc_id!r} in index '{pool.choice(index).key}'")
             return {"id": found.id, "title": found.title, "text": found.text, "metadata": found.metadata,
                     "formulas": [{"id": f.id, "latex": f.latex, "display": f.display} for f in found.formulas]}
 
         return _call(run)
 
+    _add_docs(app, login)
     return app
 
 
@@ -141,19 +221,58 @@ def _index_entry(pool: AssistantPool, key: str) -> dict[str, Any]:
             "generation": assistant.index.manifest.generation}
 
 
+def _add_docs(app: FastAPI, login: list) -> None:
+    """/openapi.json and /docs behind the login, Swagger UI from this server (no CDN), and the API's error shape
+    for unknown routes and methods under /api and /docs (they would otherwise reach the page)."""
+    import fastapi_offline
+
+    assets = Path(fastapi_offline.__file__).parent / "static"
+
+    @app.get("/openapi.json", dependencies=login, include_in_schema=False)
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", dependencies=login, include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="MathScout API", swagger_js_url=f"/docs/{DOCS_ASSETS[0]}",
+                                   swagger_css_url=f"/docs/{DOCS_ASSETS[1]}", swagger_favicon_url=f"/docs/{DOCS_ASSETS[2]}")
+
+    @app.get("/docs/{name}", dependencies=login, include_in_schema=False)
+    def docs_asset(name: str) -> FileResponse:
+        if name not in DOCS_ASSETS:
+            raise HTTPException(404, f"no file /docs/{name}: the API's routes are listed at /docs")
+        return FileResponse(assets / name)
+
+    for path in ("/api", "/api/{rest:path}", "/docs", "/docs/{rest:path}", "/openapi.json"):
+        app.router.add_route(path, Unknown(app), include_in_schema=False)  # every method; after the real routes
+
+
+class Unknown:
+    """An ASGI endpoint for any method: 405 when another method of the path is an API route, else 404."""
+
+    def __init__(self, app: FastAPI):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        path, method = scope["path"], scope["method"]
+        allowed = sorted({m for r in self.app.routes if isinstance(r, APIRoute) and r.path_regex.match(path)
+                          for m in r.methods})
+        if allowed:
+            response = _error(405, f"{method} is not allowed on {path}: use {', '.join(allowed)}",
+                              {"Allow": ", ".join(allowed)})
+        else:
+            response = _error(404, f"no route {path}: the API's routes are listed at /docs")
+        await response(scope, receive, send)
+
+
 def _call(work):
-    """Run `work`, turning MathScout's errors into 400, a missing optional part into 501 and anything else into a
-    one-line 500 (the traceback goes to the server's log only)."""
+    """Run `work`, turning MathScout's errors into 400 and a missing optional part into 501 (anything else is
+    the one-line 500 of the app's handler; the traceback goes to the server's log only)."""
     try:
         return work()
-    except ApiError:
-        raise
     except MathScoutError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise HTTPException(400, str(exc)) from None
     except ImportError as exc:
         from mathscout.extras import missing_extra
 
-        raise ApiError(501, missing_extra(exc) or f"a module is missing on the server ({exc})") from None
-    except Exception as exc:  # a defect: one line to the client, the details in the server's log
-        log.exception("API request failed")
-        raise ApiError(500, f"internal error: {type(exc).__name__}") from None
+        raise HTTPException(501, missing_extra(exc) or f"a module is missing on the server ({exc})") from None
