@@ -5,7 +5,10 @@ from __future__ import annotations
 import html
 import json
 import logging
+import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +42,9 @@ FONT_MONO = [gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)), "ui-monos
 CONCURRENCY = 4  # turns computed at once; more sessions wait in Gradio's queue
 WARM_UP_QUESTIONS = ("Why is $a^2+b^2=c^2$ true?", "proof of the pythagorean theorem")  # formula and words
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+LOOK = dict(theme=gr.themes.Soft(primary_hue="indigo", font=FONT, font_mono=FONT_MONO), css=CSS, head=HEAD,
+            footer_links=["api", "settings"], show_error=False)  # launch() and mount_gradio_app() options alike
+MAX_CHAT_MESSAGES = 200  # messages of a session's chat kept on the server (older ones leave the chat)
 
 
 def example_questions(limit: int = MAX_EXAMPLES) -> list[str]:
@@ -145,11 +151,12 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
     llm_usable, llm_reason = default.llm_status
     choices = list(pool.choices.values())
 
-    def respond(message, history, index_key, mode, k, rerank, use_llm, state):
+    def respond(message, index_key, mode, k, rerank, use_llm, state, history):
+        """One turn; the chat so far comes from the session's server-side state, never from the browser."""
         first = True
-        for out in run_turn(pool, message, history, state, index_key=index_key, mode=mode, k=k, rerank=rerank,
-                            use_llm=bool(use_llm) and llm_usable):
-            yield out.chat, out.results, out.trace, ("" if first else gr.skip()), out.state
+        for out in run_turn(pool, message, history[-MAX_CHAT_MESSAGES:], state, index_key=index_key, mode=mode, k=k,
+                            rerank=rerank, use_llm=bool(use_llm) and llm_usable):
+            yield out.chat, out.results, out.trace, ("" if first else gr.skip()), out.state, out.chat
             first = False
 
     def change_index(index_key):
@@ -165,6 +172,7 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
 
     with gr.Blocks(title="MathScout") as app:
         state = gr.State(SessionState())
+        history = gr.State([])  # the chat's messages: the browser's copy is only shown, never read back
         gr.HTML(
             "<div class=\"ms-header\"><span class=\"ms-logo\">MathScout</span> <span class=\"ms-tagline\">math-aware "
             "answers with sources — ask in words and LaTeX (<code>$…$</code>); click a citation such as "
@@ -218,11 +226,11 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
                     trace = gr.Markdown(EMPTY_TRACE, latex_delimiters=LATEX_DELIMITERS, elem_id="ms-trace")
 
         gr.on([question.submit, send.click], respond,
-              inputs=[question, chatbot, index, mode, k, rerank, llm, state],
-              outputs=[chatbot, results, trace, question, state],
+              inputs=[question, index, mode, k, rerank, llm, state, history],
+              outputs=[chatbot, results, trace, question, state, history],
               api_name="ask", concurrency_limit=CONCURRENCY, show_progress="hidden",
               ).then(None, js=SCROLL_TO_ANSWER, api_visibility="private", queue=False)  # the answer from its start
-        chatbot.clear(lambda: (SessionState(), EMPTY_RESULTS, EMPTY_TRACE), None, [state, results, trace],
+        chatbot.clear(lambda: (SessionState(), [], EMPTY_RESULTS, EMPTY_TRACE), None, [state, history, results, trace],
                       api_visibility="private")
         index.change(change_index, [index], [mode], api_visibility="private", show_progress="hidden")
         formula.change(formula_preview, [formula], [preview], show_progress="hidden", trigger_mode="always_last",
@@ -265,26 +273,45 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
               "and its LLM quota; add --auth USER:PASSWORD", file=sys.stderr, flush=True)
     pool = AssistantPool(discover_indexes(index_paths), use_llm=use_llm)
     warm_up(pool)
-    app = build_app(pool)
-    app.queue(default_concurrency_limit=CONCURRENCY)
-    look = dict(theme=gr.themes.Soft(primary_hue="indigo", font=FONT, font_mono=FONT_MONO), css=CSS, head=HEAD,
-                footer_links=["api", "settings"], show_error=False)
-    login = credentials.check if credentials else None
-    if share:  # Gradio's share link needs its own launch: the page only
-        print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} and a gradio.live link "
-              "(the JSON API is not served with --share) (Ctrl-C stops)", flush=True)
-        app.launch(server_name=host, server_port=port, share=True, quiet=quiet, auth=login, inbrowser=False, **look)
-        return
-    _check_port(host, port)
+    cache = private_cache()
+    try:
+        if share:  # Gradio's share link needs its own launch: the page only
+            print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} and a gradio.live link "
+                  "(the JSON API is not served with --share) (Ctrl-C stops)", flush=True)
+            build_app(pool).queue(default_concurrency_limit=CONCURRENCY).launch(
+                server_name=host, server_port=port, share=True, quiet=quiet, auth=credentials.check if credentials else None,
+                inbrowser=False, **LOOK)
+            return
+        _check_port(host, port)
+        site = build_site(pool, credentials)
+        print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} (page), "
+              f"http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)", flush=True)
+        import uvicorn
+
+        uvicorn.run(site, host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def private_cache() -> str:
+    """A fresh folder of this server's own as Gradio's file cache (GRADIO_TEMP_DIR, inside the one given if
+    any): the page's file routes then serve nothing another program or an earlier server left there."""
+    os.environ["GRADIO_TEMP_DIR"] = tempfile.mkdtemp(prefix="mathscout-page-", dir=os.environ.get("GRADIO_TEMP_DIR"))
+    return os.environ["GRADIO_TEMP_DIR"]
+
+
+def build_site(pool: AssistantPool, guard: LoginGuard | None = None):
+    """The JSON API with the page mounted on it (one ASGI app). The page takes no files from a request: Gradio
+    checks that every file a request names was uploaded to its cache only once its Blocks has launched, which a
+    mounted Blocks never does, so it is marked launched; the index folders are blocked paths too."""
     from mathscout.ui.http_api import create_api
 
-    site = gr.mount_gradio_app(create_api(pool, credentials), app, path="/", server_name=host, server_port=port,
-                               auth=login, **look)
-    print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} (page), "
-          f"http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)", flush=True)
-    import uvicorn
-
-    uvicorn.run(site, host=host, port=port, log_level="warning", access_log=False)
+    app = build_app(pool).queue(default_concurrency_limit=CONCURRENCY)
+    site = gr.mount_gradio_app(create_api(pool, guard), app, path="/", auth=guard.check if guard else None,
+                               blocked_paths=[str(c.path.resolve()) for c in pool.choices.values()],
+                               run_history=False, **LOOK)
+    app.has_launched = True
+    return site
 
 
 def _check_port(host: str, port: int) -> None:
