@@ -294,10 +294,12 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
 
 
 def private_cache() -> str:
-    """A fresh folder of this server's own as Gradio's file cache (GRADIO_TEMP_DIR, inside the one given if
-    any): the page's file routes then serve nothing another program or an earlier server left there."""
-    os.environ["GRADIO_TEMP_DIR"] = tempfile.mkdtemp(prefix="mathscout-page-", dir=os.environ.get("GRADIO_TEMP_DIR"))
-    return os.environ["GRADIO_TEMP_DIR"]
+    """A fresh folder of this server's own as Gradio's file caches (GRADIO_TEMP_DIR, inside the one given if
+    any, and GRADIO_EXAMPLES_CACHE, else ./.gradio/cached_examples): the page's file routes then serve nothing
+    another program or an earlier server left there."""
+    cache = tempfile.mkdtemp(prefix="mathscout-page-", dir=os.environ.get("GRADIO_TEMP_DIR"))
+    os.environ.update(GRADIO_TEMP_DIR=cache, GRADIO_EXAMPLES_CACHE=os.path.join(cache, "examples"))
+    return cache
 
 
 def build_site(pool: AssistantPool, guard: LoginGuard | None = None):

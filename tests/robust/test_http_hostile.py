@@ -28,6 +28,7 @@ from tests.robust.harness import Server, assert_http_error
 
 LOGIN = "u:p"
 SECRET = "top-secret-" + uuid.uuid4().hex
+CACHED = "cached-secret-" + uuid.uuid4().hex  # in the folder a server is told is Gradio's examples cache
 FORWARDED = "X-Forwarded-For"  # uvicorn trusts it from 127.0.0.1 (a local proxy): tests speak from many addresses
 FUZZ_ADDRESS = "192.0.2.250"
 CHROMIUM = "/usr/bin/chromium"
@@ -37,10 +38,12 @@ CHROMIUM = "/usr/bin/chromium"
 
 @pytest.fixture(scope="module")
 def index(tiny_index, tmp_path_factory) -> Path:
-    """A copy of the tiny index in a folder that also holds a secret file."""
+    """A copy of the tiny index in a folder that also holds a secret file and an 'examples cache'."""
     folder = tmp_path_factory.mktemp("hostile")
     shutil.copytree(tiny_index, folder / "idx")
     (folder / "secret.txt").write_text(SECRET)
+    (folder / "examples").mkdir()
+    (folder / "examples" / "cached.txt").write_text(CACHED)
     return folder / "idx"
 
 
@@ -48,11 +51,12 @@ def index(tiny_index, tmp_path_factory) -> Path:
 def file_targets(index) -> dict[str, bytes]:
     """Files no request may read, with bytes that show one was read."""
     return {"/etc/passwd": b"root:x:0:0:", str(index / "store.sqlite"): b"SQLite format 3",
-            str(index.parent / "secret.txt"): SECRET.encode()}
+            str(index.parent / "secret.txt"): SECRET.encode(), str(index.parent / "examples" / "cached.txt"): CACHED.encode()}
 
 
 def _serve(home: Path, index: Path, cache: Path, auth: str | None):
-    server = Server(home, "--index", str(index), auth=auth, extra_env={"GRADIO_TEMP_DIR": str(cache)})
+    server = Server(home, "--index", str(index), auth=auth,
+                    extra_env={"GRADIO_TEMP_DIR": str(cache), "GRADIO_EXAMPLES_CACHE": str(index.parent / "examples")})
     server.cache = cache  # Gradio's file cache is made inside it: no target may ever be copied there
     return server
 
