@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from mathscout.notices import notice
 from mathscout.evaluation.runs import format_run_lines, format_task2_lines, write_lines, write_run
 from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
@@ -51,7 +52,7 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
             hits = retriever.batch_search([topic], k=k)[topic.id]  # ranking only: runs need no snippets
         except Exception as exc:  # one bad topic must not cost the whole run
             failures.append(topic.id)
-            tqdm.write(f"topic {topic.id} skipped: {_describe(exc)}", file=sys.stderr)
+            notice(f"topic {topic.id} skipped: {_describe(exc)}")
             continue
         latencies.append(time.perf_counter() - t0)
         results[topic.id] = hits
@@ -93,7 +94,7 @@ def run_task2(index: IndexDir, topics_path: Path | str, mode: str, k: int, outpu
         try:
             results[topic.id] = retriever.formula_hits(topic.formula, k)
         except Exception as exc:  # an unreadable query formula must not cost the whole run
-            tqdm.write(f"topic {topic.id} skipped: {_describe(exc)}", file=sys.stderr)
+            notice(f"topic {topic.id} skipped: {_describe(exc)}")
     if not any(results.values()):
         raise MathScoutError(f"no formula of the {len(topics)} topics matched; no run written")
     if fmt == "arqmath":

@@ -1,12 +1,26 @@
-"""One-line notices and progress on stderr, silenced by `--quiet` (MATHSCOUT_QUIET=1).
+"""Notices: one-line things said along the way (a query cut to length, a formula also searched in another form,
+an index opened read-only). They are data, not output:
 
-stdout carries results only (hits, answers, JSON); everything said along the way goes through `notice`.
+- every notice goes to the `mathscout` logger (INFO) and to the collectors of the calls that are running
+  (`with collecting() as notices:` — a context variable, so each thread or task collects its own);
+- they reach stderr only where an entry point asked for that (`show_on_stderr()`: the command line does) and no
+  collector takes them (its owner shows or returns them), never from a library call, never under `--quiet`.
+
+stdout carries results only (hits, answers, JSON).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+log = logging.getLogger("mathscout")
+_collectors: ContextVar[tuple[list[str], ...]] = ContextVar("mathscout_notice_collectors", default=())
+_ON_STDERR = "MATHSCOUT_NOTICES_ON_STDERR"  # set by an entry point; inherited by the processes it starts
 
 
 def quiet() -> bool:
@@ -21,7 +35,27 @@ def set_quiet() -> None:
     os.environ["TRANSFORMERS_VERBOSITY"] = "error"
 
 
+def show_on_stderr() -> None:
+    """Print notices on stderr from now on, in this process and the ones it starts (the command line's choice)."""
+    os.environ[_ON_STDERR] = "1"
+
+
 def notice(message: str) -> None:
-    """Print one line on stderr unless quiet."""
-    if not quiet():
+    """Say one line: logged, handed to every running collector, else printed on stderr where an entry point asked."""
+    log.info(message)
+    sinks = _collectors.get()
+    for sink in sinks:
+        sink.append(message)
+    if not sinks and os.environ.get(_ON_STDERR) == "1" and not quiet():
         print(message, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def collecting() -> Iterator[list[str]]:
+    """The notices said inside the block (in this thread or task), in order; the caller shows or returns them."""
+    sink: list[str] = []
+    token = _collectors.set((*_collectors.get(), sink))
+    try:
+        yield sink
+    finally:
+        _collectors.reset(token)

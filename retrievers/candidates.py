@@ -15,10 +15,10 @@ has an empty run. Neither is ever a zero score: the features mark them missing (
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 
+from mathscout.notices import notice
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
@@ -109,7 +109,7 @@ class CandidateGenerator:
                     runs[name] = retriever.batch_search([query], self.depth)[query.id]
             except QueryError as exc:
                 if explain:
-                    print(f"notice: {name}: {exc}", file=sys.stderr)
+                    notice(f"notice: {name}: {exc}")
                 runs[name] = []
             seconds[name] = time.perf_counter() - started
         perfect = None

@@ -12,7 +12,6 @@ scores the max over its passages. `dense-ft` is the same over a second component
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mathscout.notices import notice
 from mathscout.config import home
 from mathscout.dense.ann import REFINE, VECTORS, IvfPqSearch, exact_order, open_vectors
 from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint, read_meta, reuse_document_vectors
@@ -86,8 +86,8 @@ def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str)
                              f"'{component}' index holds {meta['dimension']}-dimensional ones: search with the model it "
                              f"was built with ({meta['model']}) or rebuild the component")
     if model_fingerprint(folder) != meta.get("model_key", model_fingerprint(folder)):
-        print(f"notice: the dense model {folder} is not the one the '{component}' index was built with "
-              f"({meta['model']}); scores may be off", file=sys.stderr)
+        notice(f"notice: the dense model {folder} is not the one the '{component}' index was built with "
+               f"({meta['model']}); scores may be off")
     return encoder
 
 

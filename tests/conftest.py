@@ -101,6 +101,14 @@ def dev_subset(shared_data, dev_topic_ids, tmp_path_factory):
     return folder / "topics.jsonl", folder / "qrels.txt"
 
 
+@pytest.fixture(autouse=True)
+def notices_stay_data():
+    """A test that runs the command line in this process (`main([...])`) turns notices on stderr on for the process:
+    turn it off again, so later tests see what a library call does (notices logged and collected, never printed)."""
+    yield
+    os.environ.pop("MATHSCOUT_NOTICES_ON_STDERR", None)
+
+
 @pytest.fixture()
 def mathscout_home(tmp_path, monkeypatch) -> Path:
     """An empty MATHSCOUT_HOME for tests that touch the default (demo) index."""

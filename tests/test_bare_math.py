@@ -55,3 +55,33 @@ def test_a_bare_formula_finds_the_same_top_hit_as_its_dollar_form(tiny_index, mo
         assert [h["doc_id"] for h in plain.hits] == [h["doc_id"] for h in delimited.hits], (mode, bare)
         assert plain.formulas == delimited.formulas and plain.formulas
         assert any("read as math" in n for n in plain.notices)
+
+
+def test_a_library_call_writes_nothing_and_the_command_line_shows_the_notices(tmp_path):
+    """`MathScout().search/ask` and `FormulaRewrite() >> structure` print nothing; their notices are data (logged,
+    collected); `mathscout search` shows them as `note:` lines (issue 35: the library prints)."""
+    import subprocess
+    import sys
+
+    from tests.cli_helpers import REPO, env, run_cli
+
+    script = ("from mathscout import MathScout\n"
+              "from mathscout.notices import collecting\n"
+              "from mathscout.retrievers import open_retriever\n"
+              "from mathscout.retrievers.compose import FormulaRewrite\n"
+              "scout = MathScout(use_llm=False)\n"
+              "scout.search('x^2+y^2=z^2', mode='structure', k=3)\n"
+              "scout.ask('How do I simplify \\\\frac{t+1}{t}?')\n"
+              "with collecting() as said:\n"
+              "    (FormulaRewrite() >> open_retriever(scout.index, 'structure')).search('$\\\\frac{t+1}{t}$', k=3)\n"
+              "assert any('also searched' in n for n in said), said\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env(tmp_path), cwd=REPO,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # the demo index is built on first use (its build log is the builder's notices): build it first, then compare
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env(tmp_path), cwd=REPO,
+                          timeout=600)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    shown = run_cli(["search", "--mode", "structure-rewrite", "--k", "2", "\\frac{t+1}{t}"], tmp_path)
+    assert "note: read as math (typed without $…$): `\\frac{t+1}{t}`" in shown.stderr
+    assert "note: rewrite: also searched $1 + \\frac{1}{t}$ (expand)" in shown.stderr

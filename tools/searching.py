@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.latex.bare import delimit_bare_math
+from mathscout.notices import collecting
 from mathscout.limits import K, RERANK_DEPTH, rerank_kind
 from mathscout.render import explain_hits
 from mathscout.retrievers.scores import hits_as_json
@@ -71,15 +72,18 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
         search, notices = auto, []
     else:
         search, notices = toolbox.retriever(request.mode).search, toolbox.open_notices(request.mode)
-    if request.rerank:
-        from mathscout.retrievers.rerank import Reranked
+    with collecting() as said:
+        if request.rerank:
+            from mathscout.retrievers.rerank import Reranked
 
-        reranker = toolbox.reranker(request.rerank)
-        hits = Reranked(_FirstStage(request.mode, search), reranker, request.rerank_depth).search(query.query, k=request.k)
-        if getattr(reranker, "last_notice", None):
-            notices.append(reranker.last_notice)
-    else:
-        hits = search(query.query, request.k)
+            reranker = toolbox.reranker(request.rerank)
+            hits = Reranked(_FirstStage(request.mode, search), reranker, request.rerank_depth).search(query.query,
+                                                                                                        k=request.k)
+            if getattr(reranker, "last_notice", None):
+                notices.append(reranker.last_notice)
+        else:
+            hits = search(query.query, request.k)
+    notices += [n.removeprefix("notice: ") for n in said if n.removeprefix("notice: ") not in notices]
     if read.formulas:
         notices.insert(0, "read as math (typed without $…$): " + ", ".join(f"`{f}`" for f in read.formulas))
     missing = list(getattr(hits, "missing_shards", []))  # retrievers/shards/retriever.py: partial results

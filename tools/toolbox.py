@@ -8,9 +8,6 @@ What a tool can do depends on the index: `ToolBox.offered()` says which tools wo
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +15,7 @@ from typing import Any
 
 from mathscout.events import Expansion, Rewrite
 from mathscout.errors import MathScoutError, QueryError
+from mathscout.notices import collecting
 from mathscout.index.layout import IndexDir
 from mathscout.render import explain_hits
 from mathscout.types import Document, Hit, Query
@@ -76,7 +74,6 @@ def hit_ids_summary(hits: list[Hit], shown: int = 5) -> str:
     return f"{len(hits)} hit{'s' * (len(hits) != 1)}: {ids}" + (", …" if len(hits) > shown else "")
 
 
-PROGRESS_BAR = re.compile(r"\d+%\|")  # a library's progress bar printed while a model loads (tqdm): not a notice
 
 class ToolBox:
     """The tools' implementations over one index; retrievers are opened once, on first use (thread-safe)."""
@@ -160,15 +157,12 @@ class ToolBox:
     # --- retrievers -----------------------------------------------------------------------------------------
 
     def retriever(self, mode: str) -> Retriever:
-        """The retriever of `mode`, opened once; notices printed while opening become `open_notices(mode)`."""
+        """The retriever of `mode`, opened once; the notices said while opening become `open_notices(mode)`."""
         with self._lock:
             if mode not in self._retrievers:
-                buffer = io.StringIO()
-                with contextlib.redirect_stderr(buffer):
+                with collecting() as said:
                     self._retrievers[mode] = open_retriever(self.index, mode)
-                self._open_notices[mode] = [line.removeprefix("notice: ").strip()
-                                            for line in buffer.getvalue().splitlines()
-                                            if line.strip() and not PROGRESS_BAR.search(line)]
+                self._open_notices[mode] = [line.removeprefix("notice: ").strip() for line in said]
             return self._retrievers[mode]
 
     def open_notices(self, mode: str) -> list[str]:

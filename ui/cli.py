@@ -437,6 +437,9 @@ def _results_stream(as_json: bool):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from mathscout.notices import show_on_stderr
+
+    show_on_stderr()  # the command line shows notices; a library call only logs and collects them
     if args.quiet:
         from mathscout.notices import set_quiet
 

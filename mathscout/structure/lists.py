@@ -21,7 +21,6 @@ import gzip
 import hashlib
 import json
 import os
-import sys
 import threading
 import time
 import zipfile
@@ -31,6 +30,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from mathscout.notices import notice
 from mathscout.structure.paths import is_wildcard_path
 from mathscout.structure.postings import BlockedPostings, get_bounded
 
@@ -312,15 +312,14 @@ class BlockTable:
         if table is not None:
             return table
         started = time.perf_counter()
-        print(f"structure index {folder}: indexing the blocks of its posting lists (once; an index built before block "
-              f"skipping)", file=sys.stderr, flush=True)
+        notice(f"structure index {folder}: indexing the blocks of its posting lists (once; an index built before "
+               "block skipping)")
         table = cls.scan(folder / "postings.bin", byte_offsets, list_start, n_groups)
         try:
             table.write(folder)
         except OSError as exc:  # a read-only index: the table stays in memory
-            print(f"structure index {folder}: could not keep the block table ({exc}); it is scanned again next time",
-                  file=sys.stderr, flush=True)
-        print(f"structure index {folder}: {len(table.last):,} blocks in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+            notice(f"structure index {folder}: could not keep the block table ({exc}); it is scanned again next time")
+        notice(f"structure index {folder}: {len(table.last):,} blocks in {time.perf_counter() - started:.1f} s")
         return table
 
 
