@@ -1,5 +1,6 @@
-"""Which index directories the page offers: the demo index, every index under MATHSCOUT_HOME/indexes,
-and any given with `--index`. Only these can be opened from the browser (never a path sent by a client)."""
+"""Which index directories the page offers: the ones named with `--index` (the first is the default), or, when
+none is named, the demo index and every index under MATHSCOUT_HOME/indexes. Only these can be opened from the
+browser or the API (never a path sent by a client)."""
 
 from __future__ import annotations
 
@@ -28,17 +29,20 @@ def index_label(name: str, index: IndexDir) -> str:
     return f"{name} — {index.manifest.documents:,} documents ({', '.join(components) or 'documents only'})"
 
 
-def discover_indexes(extra: Iterable[Path | str] = (), build_demo: bool = True) -> list[IndexChoice]:
-    """The default index first (the demo index, built if missing), then MATHSCOUT_HOME/indexes/*, then
-    `extra`; unreadable directories are left out. The keys are the directory names (made unique)."""
-    extra = [Path(p) for p in extra]
-    candidates: list[Path] = []
-    default = ensure_demo_index(default_index_path()) if build_demo else default_index_path()
-    candidates.append(Path(default))
-    indexes_home = home() / "indexes"
-    if indexes_home.is_dir():
-        candidates += sorted(p for p in indexes_home.iterdir() if (p / MANIFEST).is_file())
-    candidates += extra
+def discover_indexes(named: Iterable[Path | str] = (), build_demo: bool = True) -> list[IndexChoice]:
+    """The indexes `serve` offers, the default first: the ones named with `--index`, in order, when any is named
+    (a named index that cannot be opened is an error); else the default index (MATHSCOUT_INDEX or the demo, built
+    if missing) and every index under MATHSCOUT_HOME/indexes (unreadable ones left out). Keys are the directory
+    names (made unique)."""
+    named = [Path(p) for p in named]
+    if named:
+        candidates = named
+    else:
+        default = ensure_demo_index(default_index_path()) if build_demo else default_index_path()
+        candidates = [Path(default)]
+        indexes_home = home() / "indexes"
+        if indexes_home.is_dir():
+            candidates += sorted(p for p in indexes_home.iterdir() if (p / MANIFEST).is_file())
     choices: list[IndexChoice] = []
     seen_paths: set[Path] = set()
     for path in candidates:
@@ -48,7 +52,7 @@ def discover_indexes(extra: Iterable[Path | str] = (), build_demo: bool = True) 
         try:
             index = IndexDir(path)
         except MathScoutError:
-            if path in extra:
+            if path in named:
                 raise
             continue
         seen_paths.add(resolved)
