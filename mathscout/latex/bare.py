@@ -24,13 +24,16 @@ _STRONG = [
     re.compile(r"(?<![A-Za-z])[A-Za-z]{1,2}_[\w{\\]"),  # a subscript on a short base: x_1, a_{n+1}
     re.compile(r"[\w)}\]]\s*(?:<=|>=|!=|[=<>≤≥≠])\s*[\w(\\{-]"),  # a relation: x=1, a<=b, f(x)=0
     re.compile(r"(?<![A-Za-z])(?:[A-Za-z]|\d+(?:\.\d+)?)[+*/](?:[A-Za-z]|\d)(?![A-Za-z]{2})"),  # a+b, 2*x, 1/n
-    re.compile(r"(?<![A-Za-z])(?:[A-Za-z]|\d+)-(?:[A-Za-z]|\d+)(?![A-Za-z])"),  # a-b, 3-1 (not x-axis, e-mail)
+    re.compile(r"(?<![A-Za-z\d])(?:[A-Za-z]|\d{1,2})-(?:[A-Za-z]|\d{1,2})(?![A-Za-z\d])"),  # a-b, 3-1 (not x-axis, 449-464)
     re.compile(r"^(?:[a-z]|sin|cos|tan|log|ln|exp|det|gcd|lcm|max|min)\([^()\s]{1,20}\)"),  # f(x), sin(x), gcd(a,b)
     re.compile(r"^(?:\d+|[A-Za-z])!$"),  # a factorial: n!, 5!
     re.compile(r"^\|[^|\s]{1,20}\|$"),  # an absolute value: |x|
 ]
 _WEAK = re.compile(r"^(?:[A-Za-z]|\d+(?:\.\d+)?|\([A-Za-z0-9]\)|\.\.\.|…)$")  # joins a run only next to an operator
-_NOT_MATH = re.compile(r"://|www\.|@|^[#*>-]{2,}")  # links, e-mail addresses, Markdown rules
+# links, e-mail addresses, Markdown rules, program code, LaTeX layout and definitions (not formulas to search)
+_NOT_MATH = re.compile(r"://|www\.|@|^[#*>-]{2,}|&&|==|;.|\\(?:newcommand|renewcommand|def|ref|eqref|label|cite|hline|"
+                       r"begin|end|usepackage|text|mbox)\b")
+_LONE_COMMAND = re.compile(r"\\[A-Za-z]+[.,;:?]*")  # `\quad`, `\exp` alone: math only beside an operator
 # a word of prose inside a token kept whole by its parentheses: "(start with n = 1)" is a remark, not a formula
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:sin|cos|tan|cot|sec|csc|log|ln|exp|lim|max|min|gcd|lcm|det|mod|"
                          r"arcsin|arccos|arctan|sinh|cosh|tanh|sup|inf|deg|dim|ker)\b)[A-Za-z]{3,}")
@@ -51,6 +54,8 @@ def _kind(token: str) -> str:
         return "word"
     if _OPERATOR.fullmatch(core):
         return "op"
+    if _LONE_COMMAND.fullmatch(core):
+        return "weak"
     if any(p.search(core) for p in _STRONG):
         return "strong"
     if _WEAK.match(core) and core not in ("a", "A", "I"):
@@ -66,7 +71,8 @@ def _tokens(piece: str) -> list[tuple[int, int]]:
         if start is None:
             start = match.start()
         depth += sum(match.group().count(c) for c in "{(") - sum(match.group().count(c) for c in "})")
-        if depth <= 0 or match.end() - start > 400:
+        ends_line = "\n" in piece[match.end():match.end() + 2] or match.end() == len(piece)
+        if depth <= 0 or ends_line or match.end() - start > 400:
             spans.append((start, match.end()))
             depth, start = 0, None
     if start is not None:
@@ -83,8 +89,9 @@ def _runs(piece: str) -> list[tuple[int, int]]:
         if kinds[i] in ("word",):
             i += 1
             continue
-        j = i
-        while j < len(tokens) and kinds[j] != "word" and j - i < MAX_RUN_TOKENS:
+        j = i + 1  # a run ends at a word, a line break or MAX_RUN_TOKENS
+        while (j < len(tokens) and kinds[j] != "word" and j - i < MAX_RUN_TOKENS
+               and "\n" not in piece[tokens[j - 1][1]:tokens[j][0]]):
             j += 1
         runs += _math_parts(piece, tokens[i:j], kinds[i:j])
         i = j
