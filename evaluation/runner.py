@@ -14,7 +14,7 @@ from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
-from mathscout.limits import K, RERANK_DEPTH
+from mathscout.limits import ARQMATH_RUN_K, K, RERANK_DEPTH
 from mathscout.retrievers.registry import open_retriever
 
 
@@ -29,7 +29,7 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
     A topic whose search fails is reported on stderr and left out of the run; if every topic fails,
     nothing is written and a MathScoutError explains why.
     """
-    k = K.check(k)
+    k = _run_k(k, fmt)
     rerank_depth = RERANK_DEPTH.check(rerank_depth)
     tag = tag or f"mathscout-{mode}" + (f"-{rerank}{rerank_depth}" if rerank else "")
     format_run_lines({}, tag, fmt)  # a bad format or tag fails now, not after the whole run
@@ -68,6 +68,17 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
             f"mean latency {mean_ms:.1f} ms/topic")
 
 
+def _run_k(k: int, fmt: str) -> int:
+    """Hits per topic: K's range; an ARQMath run holds at most ARQMATH_RUN_K per topic (capped, with a notice)."""
+    k = K.check(k)
+    if fmt != "arqmath":
+        return k
+    capped, said = ARQMATH_RUN_K.cap(k)
+    if said:
+        notice(f"notice: {said}")
+    return capped
+
+
 TASK2_MODES = ("structure",)  # Task 2 ranks formulas: the structure engine's formula-level results
 
 
@@ -76,7 +87,7 @@ def run_task2(index: IndexDir, topics_path: Path | str, mode: str, k: int, outpu
     """ARQMath Task 2 (formula retrieval): each topic's query formula → the top `k` formulas by structure similarity,
     written as `topic formula post rank score run` (`fmt` "arqmath", tab-separated; "trec" puts the formula id in
     the document column). Formula ids are the index's: official ARQMath ids for Posts XML, `<doc>#<n>` otherwise."""
-    k = K.check(k)
+    k = _run_k(k, fmt)
     if mode not in TASK2_MODES:
         raise MathScoutError(f"Task 2 runs rank formulas: use --mode {' or '.join(TASK2_MODES)} (not '{mode}')")
     tag = tag or f"mathscout-task2-{mode}"

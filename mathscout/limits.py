@@ -66,6 +66,7 @@ class Limit:
 
 K = Limit("k", 1, 10_000, "hits to return")
 AGENT_K = Limit("k", 1, 50, "hits the assistant shows and passes to its tools")
+ARQMATH_RUN_K = Limit("k", 1, 1_000, "hits per topic an ARQMath run may hold")
 RERANK_DEPTH = Limit("rerank depth", 1, 1_000, "first-stage hits reranked")
 PASSAGES = Limit("passages", 1, 64, "passages searched per document")
 EF_SEARCH = Limit("ef_search", 1, 10_000, "HNSW candidate list size")

@@ -391,3 +391,26 @@ def test_mathscout_run_then_eval_on_the_small_index(request, shared_data, dev_to
     result = evaluate_run(run, shared_data / "collection" / "qrels.dev.txt")
     assert set(read_run(run).topics) == wanted
     assert sum(result.per_topic[t]["R@100"] for t in wanted) / len(wanted) > 0.5  # BM25 finds the thread
+
+
+def test_an_arqmath_run_holds_at_most_1000_hits_per_topic(tmp_path, monkeypatch):
+    """`run --format arqmath --k 2000` searches 1,000 per topic and says so (ARQMath's limit; never silently more)."""
+    import mathscout.evaluation.runner as runner
+    from mathscout.notices import collecting
+
+    asked = []
+
+    class Many(_FakeRetriever):
+        def _search(self, query: Query, k: int) -> list[Hit]:
+            asked.append(k)
+            return [Hit(f"d{n}", 1.0 / (n + 1)) for n in range(k)]
+
+    monkeypatch.setattr(runner, "open_retriever", lambda index, mode: Many())
+    topics = tmp_path / "topics.jsonl"
+    topics.write_text('{"id": "t1", "title": "integral of $x^2$"}\n')
+    with collecting() as said:
+        runner.run_topics(None, topics, "fake", 2000, tmp_path / "run.tsv", fmt="arqmath")
+    assert asked == [1000] and len(read_run(tmp_path / "run.tsv").topics["t1"]) == 1000
+    assert any("k = 2,000 is outside 1–1,000 (hits per topic an ARQMath run may hold): 1,000 used" in n for n in said)
+    runner.run_topics(None, topics, "fake", 2000, tmp_path / "run.trec", fmt="trec")
+    assert asked[-1] == 2000
