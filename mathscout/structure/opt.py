@@ -38,17 +38,15 @@ class Node:
 
     def leaves(self) -> Iterator[Node]:
         """Leaves in left-to-right order."""
-        if self.is_leaf:
-            yield self
-            return
-        for child in self.children:
-            yield from child.leaves()
+        return (node for node in self.walk() if not node.children)
 
     def walk(self) -> Iterator[Node]:
-        """Every node, pre-order."""
-        yield self
-        for child in self.children:
-            yield from child.walk()
+        """Every node, pre-order (without recursion, however deep the tree)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
 
     def pretty(self, indent: int = 0) -> str:
         """A readable multi-line rendering (for tests and debugging)."""

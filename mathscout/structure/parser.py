@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from mathscout.limits import MAX_TREE_DEPTH
 from mathscout.structure.lexer import LEXER, Token, tokenize
 from mathscout.structure.opt import Node, ParseResult
 from mathscout.structure.symbols import (
@@ -107,9 +108,32 @@ def parse_latex(latex: str, lexer: int = LEXER) -> ParseResult:
     if not isinstance(latex, str):
         return ParseResult(None, False, "not a string")
     try:
-        return _Parser(latex, lexer).parse()
+        result = _Parser(latex, lexer).parse()
     except RecursionError:  # a safety net: MAX_DEPTH keeps recursion well below the interpreter limit
         return ParseResult(None, False, "nesting too deep")
+    if result.tree is not None and _flatten_deep(result.tree):  # chains built in loops (`x^x^x…`) nest without recursing
+        flattened = f"formula tree deeper than {MAX_TREE_DEPTH} levels flattened"
+        return ParseResult(result.tree, False, "; ".join(filter(None, [result.error, flattened])))
+    return result
+
+
+def _flatten_deep(tree: Node, limit: int = MAX_TREE_DEPTH) -> bool:
+    """Replace, in place and without recursion, each subtree rooted at depth `limit` by one MUL of its leaves (as
+    `_Parser._collapse` does); whether any was."""
+    flattened = False
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        for i, child in enumerate(node.children):
+            if not child.children:
+                continue
+            if depth + 1 < limit:
+                stack.append((child, depth + 1))
+                continue
+            leaves = list(child.leaves())
+            node.children[i] = leaves[0] if len(leaves) == 1 else Node("MUL", "\\cdot", leaves, True)
+            flattened = True
+    return flattened
 
 
 def _rank(i: int) -> str:
