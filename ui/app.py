@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -274,7 +275,8 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
     pool = AssistantPool(discover_indexes(index_paths), use_llm=use_llm)
     warm_up(pool)
     cache = private_cache()
-    try:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # (re-raised by uvicorn after its
+    try:  # shutdown) a SIGTERM then ends the process through the `finally` below, which removes the cache
         if share:  # Gradio's share link needs its own launch: the page only
             print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} and a gradio.live link "
                   "(the JSON API is not served with --share) (Ctrl-C stops)", flush=True)
