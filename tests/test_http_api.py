@@ -75,8 +75,8 @@ def server(small_index, tmp_path_factory):
 def test_health_lists_the_indexes_and_needs_the_login(server):
     url, _ = server
     status, body = _request(url + "/api/health")
-    assert status == 200 and body["status"] == "ok" and body["default_index"] == "demo"
-    assert {i["key"] for i in body["indexes"]} == {"demo", "small"}
+    assert status == 200 and body["status"] == "ok" and body["default_index"] == "small"
+    assert [i["key"] for i in body["indexes"]] == ["small"]  # the named index is the default; no demo beside it
     assert "structure" in body["indexes"][0]["modes"]
     for login in (None, "ada:wrong"):
         status, body = _request(url + "/api/search?q=x", login=login)

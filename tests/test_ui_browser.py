@@ -188,7 +188,7 @@ def server(ui_indexes, fake_llm):
     for name in ("MATHSCOUT_INDEX", "OPENAI_API_KEY", "MATHSCOUT_CONFIG"):
         env.pop(name, None)
     command = [sys.executable, "-m", "mathscout.cli", "serve", "--port", str(port),
-               "--index", str(ui_indexes["broken"]), "--index", str(ui_indexes["mse"])]
+               "--index", str(ui_indexes["demo"]), "--index", str(ui_indexes["broken"]), "--index", str(ui_indexes["mse"])]
     with open(log, "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -347,6 +347,21 @@ def test_a_computed_answer_is_shown_from_its_start_with_the_result_first(page):
     titles = page.locator("#ms-results .ms-score-main").first.get_attribute("title")
     # the score's explanation names its parts: Eq. 3.18's sum, or for a formula alone the match tier and the scores
     assert " = " in titles or ("match tier" in titles and "structure" in titles), titles
+
+
+def test_enter_sends_and_shift_enter_starts_a_new_line(page):
+    """What the input's placeholder promises: Enter sends the question, Shift+Enter starts a new line."""
+    box = page.locator("#ms-question textarea")
+    assert "Enter sends" in box.get_attribute("placeholder")
+    box.click()
+    box.type("Why is")
+    box.press("Shift+Enter")
+    box.type("$a^2+b^2=c^2$ true?")
+    assert box.input_value() == "Why is\n$a^2+b^2=c^2$ true?"
+    box.press("Enter")
+    _wait_for_answer(page)
+    assert box.input_value() == ""
+    assert page.locator("#ms-results .ms-hit").count() >= 1
 
 
 def test_switching_modes_changes_how_the_answer_is_searched(page):

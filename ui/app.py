@@ -189,7 +189,7 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
                 )
                 with gr.Row(equal_height=True):
                     question = gr.Textbox(
-                        show_label=False, lines=2, max_lines=8, scale=6, elem_id="ms-question", autofocus=True,
+                        show_label=False, lines=1, max_lines=8, scale=6, elem_id="ms-question", autofocus=True,
                         placeholder="e.g. How do I simplify $\\frac{t+1}{t}$?  (Enter sends, Shift+Enter: new line)",
                     )
                     send = gr.Button("Ask", variant="primary", scale=1, min_width=90, elem_id="ms-send")
