@@ -21,6 +21,7 @@ BENCHMARKS = {
     "startup": ("mathscout.benchmarks.startup", "command-line start-up: --help, a search in a new process (bm25, structure, auto), warm, through --server, kernel compilation; against the targets"),
     "scale": ("mathscout.benchmarks.scale", "scale corpora (--make) and cost curves per factor: build time and peak RSS per component, size, open time, query p50/p95, rank safety"),
     "shards": ("mathscout.benchmarks.shards", "a sharded (or single) index: open time, p50/p95 and throughput of bm25, structure, formula-only structure and hybrid, coordinator and shard-actor peak RSS, per-shard rank safety"),
+    "robust": ("mathscout.benchmarks.robust", "build memory over hostile corpora (a gzip bomb, a 50 MB document, a line nested 100,000 deep) against a normal build: process tree peak RSS and ratio"),
     "ui-load": ("mathscout.benchmarks.ui_load", "chat page under 20 simultaneous sessions: p50/p95 latency, session isolation"),
 }
 

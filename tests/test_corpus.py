@@ -157,3 +157,38 @@ def test_structure_search_and_the_question_reader_split_a_query_alike(text):
     assert question.words == words
     assert set(question.formulas) <= set(formulas) and formulas
     assert all(f == f.strip() for f in formulas) and "  " not in words
+
+
+def test_an_over_long_text_is_cut_before_the_formula_holding_the_bound():
+    from mathscout.limits import MAX_DOCUMENT_CHARS
+
+    text = "word " * ((MAX_DOCUMENT_CHARS - 20) // 5) + "$" + "x+" * 50 + "y$ and more text after it"
+    report = IngestReport()
+    doc = make_document("long", text, "t" * 5000, report=report, where="c.jsonl:3")
+    assert len(doc.text) <= MAX_DOCUMENT_CHARS and "$" not in doc.text and doc.text.endswith("word")
+    assert doc.formulas == [] and len(doc.title) == 1000
+    assert report.truncated == 2 and report.truncations[0].startswith("c.jsonl:3: text longer than 1,048,576 characters")
+
+
+def test_over_long_lines_are_skipped_without_reading_them_whole(tmp_path):
+    from io import BytesIO
+
+    from mathscout.corpus.jsonl import bounded_lines
+
+    stream = BytesIO(b"short\n" + b"x" * 100 + b"\n" + b"y" * 10 + b"\nlast")
+    assert list(bounded_lines(stream, limit=10)) == [b"short\n", None, b"y" * 10 + b"\n", b"last"]
+
+
+def test_formula_trees_nested_by_loops_are_flattened():
+    from mathscout.limits import MAX_TREE_DEPTH
+    from mathscout.structure.parser import parse_latex
+    from mathscout.structure.paths import leaf_count
+
+    for latex in ("x^" * 100_000 + "2", "x_" * 100_000 + "1"):
+        result = parse_latex(latex)
+        depth, stack = 0, [(result.tree, 1)]
+        while stack:
+            node, level = stack.pop()
+            depth = max(depth, level)
+            stack += [(child, level + 1) for child in node.children]
+        assert depth <= MAX_TREE_DEPTH + 1 and not result.complete and leaf_count(result.tree) > 0

@@ -11,6 +11,7 @@ from typing import Any
 
 from mathscout.corpus.html import html_to_text
 from mathscout.corpus.math_spans import MathSpan, find_math
+from mathscout.limits import MAX_DOCUMENT_CHARS, MAX_TITLE_CHARS
 from mathscout.types import Document, Formula
 
 MAX_REASONS = 10
@@ -28,6 +29,8 @@ class IngestReport:
     seconds: float = 0.0
     replaced: int = 0  # records whose invalid Unicode was replaced by U+FFFD (kept, not skipped)
     replacements: list[str] = field(default_factory=list)
+    truncated: int = 0  # documents kept cut to the size bounds of mathscout.limits
+    truncations: list[str] = field(default_factory=list)
 
     def skip(self, where: str, reason: str) -> None:
         self.skipped += 1
@@ -39,6 +42,12 @@ class IngestReport:
         self.replaced += 1
         if len(self.replacements) < MAX_REASONS:
             self.replacements.append(f"{where}: {reason}")
+
+    def truncate(self, where: str, reason: str) -> None:
+        """A record kept with its end cut off."""
+        self.truncated += 1
+        if len(self.truncations) < MAX_REASONS:
+            self.truncations.append(f"{where}: {reason}")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -64,13 +73,43 @@ def valid_unicode(doc: Document, report: IngestReport) -> Document:
     return replace(doc, id=doc_id, text=text, title=title, metadata=json.loads(meta_json), formulas=formulas)
 
 
-def make_document(doc_id: str, text: str, title: str = "", metadata: dict[str, Any] | None = None) -> Document:
-    """A Document with its formulas found; formula ids are `<doc_id>#<ordinal>`."""
+def make_document(doc_id: str, text: str, title: str = "", metadata: dict[str, Any] | None = None,
+                  report: IngestReport | None = None, where: str = "") -> Document:
+    """A Document with its formulas found; formula ids are `<doc_id>#<ordinal>`. A text over MAX_DOCUMENT_CHARS is
+    cut at a break outside formulas and a title over MAX_TITLE_CHARS cut, each reported as `where`."""
+    spans = find_math(text)
+    where = where or f"document {doc_id}"
+    if len(text) > MAX_DOCUMENT_CHARS:
+        cut = _safe_cut(text, spans, MAX_DOCUMENT_CHARS)
+        if report is not None:
+            report.truncate(where, f"text longer than {MAX_DOCUMENT_CHARS:,} characters: cut to its first {cut:,} "
+                                   "at a break outside formulas")
+        text, spans = text[:cut], [s for s in spans if s.end <= cut]
+    if len(title) > MAX_TITLE_CHARS:
+        if report is not None:
+            report.truncate(where, f"title longer than {MAX_TITLE_CHARS:,} characters ({len(title):,}): cut")
+        title = title[:MAX_TITLE_CHARS]
     formulas = [
         Formula(id=f"{doc_id}#{n}", doc_id=doc_id, latex=s.latex, start=s.start, end=s.end, display=s.display)
-        for n, s in enumerate(find_math(text))
+        for n, s in enumerate(spans)
     ]
     return Document(id=doc_id, text=text, title=title, formulas=formulas, metadata=metadata or {})
+
+
+def _safe_cut(text: str, spans: list[MathSpan], limit: int, look_back: int = 1000) -> int:
+    """Where to cut `text` to at most `limit` characters: never inside a formula, at the last space or line break
+    of the `look_back` characters before when there is one."""
+    cut, floor = limit, 0
+    for span in spans:  # in order, not overlapping
+        if span.start >= cut:
+            break
+        if span.end > cut:
+            cut = span.start
+            break
+        floor = span.end
+    floor = max(floor, cut - look_back)
+    space = max(text.rfind(" ", floor, cut), text.rfind("\n", floor, cut))
+    return space if space > 0 else cut
 
 
 def read_corpus(paths: Sequence[Path | str], report: IngestReport, distinct: bool = True) -> Iterator[Document]:
@@ -109,7 +148,7 @@ def read_corpus(paths: Sequence[Path | str], report: IngestReport, distinct: boo
 def estimate_documents(paths: Sequence[Path | str]) -> int | None:
     """About how many documents `read_corpus` will yield (for a progress bar's ETA): JSONL lines, XML rows of
     answers (`PostTypeId="2"`), files of a folder; counted in 1 MiB blocks without parsing. None if unreadable."""
-    from mathscout.corpus.folder import NOTE_SUFFIXES
+    from mathscout.corpus.folder import NOTE_SUFFIXES, folder_files
     from mathscout.corpus.jsonl import open_maybe_gzip
 
     def count(path: Path, needle: bytes) -> int:
@@ -125,7 +164,7 @@ def estimate_documents(paths: Sequence[Path | str]) -> int | None:
     try:
         for path in map(Path, paths):
             if path.is_dir():
-                total += sum(1 for p in path.rglob("*") if p.name.lower().endswith(NOTE_SUFFIXES))
+                total += sum(1 for p, _ in folder_files(path) if p.name.lower().endswith(NOTE_SUFFIXES))
             elif path.name.endswith((".jsonl", ".jsonl.gz", ".json")):
                 total += count(path, b"\n")
             elif path.suffix == ".xml":

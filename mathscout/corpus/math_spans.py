@@ -19,7 +19,7 @@ MATH_ENVIRONMENTS = (
 _ENV = "|".join(MATH_ENVIRONMENTS)
 _OPENER = re.compile(r"\\\$|\$\$|\$|\\\(|\\\[|\\begin\{(" + _ENV + r")(\*?)\}|\[imath\]")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
-MAX_FORMULA_CHARS = 20_000  # longer "formulas" are almost certainly unbalanced delimiters
+MAX_FORMULA_CHARS = 20_000  # longer "formulas" (under any delimiter) are almost certainly unbalanced delimiters
 
 
 @dataclass(frozen=True)
@@ -103,12 +103,12 @@ def find_math(text: str) -> list[MathSpan]:
                 span = MathSpan(at, close + 2, text[match.end():close], token == "\\[")
         elif token == "[imath]":
             close = closers.find("[/imath]", match.end())
-            if close >= 0:
+            if 0 <= close - match.end() <= MAX_FORMULA_CHARS:
                 span = MathSpan(at, close + len("[/imath]"), text[match.end():close], False)
         else:  # \begin{env}
             closer = f"\\end{{{match.group(1)}{match.group(2)}}}"
             close = closers.find(closer, match.end())
-            if close >= 0:
+            if 0 <= close - match.end() <= MAX_FORMULA_CHARS:
                 span = MathSpan(at, close + len(closer), text[match.end():close], True)
         if span is None or not span.latex.strip():
             pos = match.end()

@@ -61,6 +61,10 @@ def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
         _log(f"replaced invalid Unicode in {report.replaced:,} records (kept); first ones:")
         for reason in report.replacements:
             _log(f"  - {reason}")
+    if report.truncated:
+        _log(f"cut {report.truncated:,} over-long documents or titles to their bounds (kept); first ones:")
+        for reason in report.truncations:
+            _log(f"  - {reason}")
     if report.duplicates:
         _log(f"ignored {report.duplicates:,} documents whose id was already seen")
     return report
