@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import logging
@@ -18,7 +19,7 @@ import gradio as gr
 
 from mathscout.config import DEMO_CORPUS
 from mathscout.corpus.math_spans import find_math
-from mathscout.errors import MathScoutError
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
 from mathscout.ui.indexes import discover_indexes
@@ -242,16 +243,39 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
     return app
 
 
-def warm_up(pool: AssistantPool) -> None:
-    """Answer one question before the page opens, so the first visitor does not wait for the JVM and models."""
-    started = time.perf_counter()
-    assistant = pool.assistant(None)  # an assistant that cannot even be created stops `serve` here
-    for question in WARM_UP_QUESTIONS:  # opens the structure index and the text retriever (JVM, pyserini)
-        try:
-            assistant.ask(question, mode="auto", k=3, use_llm=False)
-        except Exception as exc:  # the page still starts; the first question will show the problem
-            log.warning("warm-up question failed: %s", exc)
-    print(f"MathScout: ready in {time.perf_counter() - started:.1f} s", flush=True)
+def warm_up(pool: AssistantPool) -> list[str]:
+    """Search with every mode of every offered index before the server listens (the JVM, the structure index, models
+    and rankers load now, not on a visitor's first question); "index/mode" of each mode that failed to warm up."""
+    failed = []
+    for key in pool.choices:
+        assistant = pool.assistant(key)  # an index that cannot even be opened stops `serve` here
+        for mode in assistant.modes():
+            started = time.perf_counter()
+            try:
+                for question in WARM_UP_QUESTIONS:  # a formula and words: every part of the mode is opened
+                    if mode == "auto":
+                        assistant.ask(question, mode="auto", k=3, use_llm=False)
+                    else:
+                        with contextlib.suppress(QueryError):  # a mode that needs a formula refuses the words
+                            assistant.search(question, mode=mode, k=3)
+            except Exception as exc:  # the page still starts; that mode's first search will show the problem
+                log.warning("warm-up of %s/%s failed: %s", key, mode, exc)
+                failed.append(f"{key}/{mode}")
+            log.info("warmed %s/%s in %.1f s", key, mode, time.perf_counter() - started)
+    return failed
+
+
+def _listen(site, host: str, port: int, started: float, said: str) -> None:
+    """Serve `site` with uvicorn; `said` and "ready" are printed once the socket listens (not before)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                print(f"MathScout: ready in {time.perf_counter() - started:.1f} s: {said}", flush=True)
+
+    Server(uvicorn.Config(site, host=host, port=port, log_level="warning", access_log=False)).run()
 
 
 def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: int = 7860, public: bool = False,
@@ -272,8 +296,12 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
     if public and credentials is None:
         print("MathScout: warning: --public without --auth: anyone who can reach this address can use the page "
               "and its LLM quota; add --auth USER:PASSWORD", file=sys.stderr, flush=True)
+    started = time.perf_counter()
     pool = AssistantPool(discover_indexes(index_paths), use_llm=use_llm)
-    warm_up(pool)
+    failed = warm_up(pool)
+    if failed:
+        print(f"MathScout: warning: these modes failed to warm up and may fail on first use: {', '.join(failed)}",
+              file=sys.stderr, flush=True)
     cache = private_cache()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # (re-raised by uvicorn after its
     try:  # shutdown) a SIGTERM then ends the process through the `finally` below, which removes the cache
@@ -286,11 +314,9 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
             return
         _check_port(host, port)
         site = build_site(pool, credentials)
-        print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} (page), "
-              f"http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)", flush=True)
-        import uvicorn
-
-        uvicorn.run(site, host=host, port=port, log_level="warning", access_log=False)
+        modes = sum(len(pool.assistant(key).modes()) for key in pool.choices)
+        _listen(site, host, port, started, f"serving {', '.join(pool.choices)} ({modes} search modes warmed) on "
+                f"http://{host}:{port} (page), http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)")
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
