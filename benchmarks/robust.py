@@ -1,6 +1,7 @@
 """Build memory over hostile corpora (`mathscout bench robust`, issue 32): the most the process tree of one
-`mathscout index --components bm25,structure` held at once over a gzip bomb, a 50 MB document and a line nested
-100,000 deep, next to a normal build of the shared collection, with the ratio of each to the normal one.
+`mathscout index --components bm25,structure` held at once over a gzip bomb, a 50 MB document, a line nested
+100,000 deep and a 50 MB note (built cut to the document bound), next to a normal build of the shared collection,
+with the ratio of each to the normal one.
 
     mathscout bench robust [--docs N] [--output DIR]
 
@@ -46,6 +47,15 @@ def big_jsonl_document(folder: Path) -> Path:
     return path
 
 
+def big_note(folder: Path) -> Path:
+    """A 50 MB Markdown note beside a small one: read only up to the bound, cut there outside formulas, and built."""
+    notes = folder / "notes"
+    notes.mkdir(exist_ok=True)
+    (notes / "big.md").write_text("# Big\n\n" + "Let $x_n = \\frac{1}{n^2}$ and sum it over every n. " * 1_000_000)
+    (notes / "small.md").write_text("# Small\n\n$a^2+b^2=c^2$\n")
+    return notes
+
+
 def deep_json(folder: Path) -> Path:
     """A JSONL line nested 100,000 brackets deep, and one whose metadata is, between normal lines."""
     path = folder / "deep.jsonl"
@@ -76,9 +86,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     out = args.output or Path(tempfile.mkdtemp(prefix="mathscout-robust-"))
     out.mkdir(parents=True, exist_ok=True)
-    label = f"normal 1x ({args.docs:,} docs)" if args.docs else "normal 1x (shared collection)"
+    label = f"normal ({args.docs:,} shared docs)" if args.docs else "normal 1x (shared collection)"
     corpora = {label: _collection(args.docs), "gzip bomb (3 GiB line)": gzip_bomb,
-               "50 MB JSONL document": big_jsonl_document, "line nested 100,000 deep": deep_json}
+               "50 MB JSONL document": big_jsonl_document, "line nested 100,000 deep": deep_json,
+               "50 MB note (cut to 1 Mi chars)": big_note}
     rows = []
     try:
         for n, (name, write) in enumerate(corpora.items()):
@@ -88,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(out / f"index-{n}", ignore_errors=True)
             result = measure_command(corpus, out / f"index-{n}", out / "index.log")
             documents = json.loads((out / f"index-{n}" / "manifest.json").read_text())["documents"]
-            rows.append((name, corpus.stat().st_size / 1e6, documents, result["tree_peak_mib"], result["seconds"]))
+            size = sum(p.stat().st_size for p in corpus.rglob("*")) if corpus.is_dir() else corpus.stat().st_size
+            rows.append((name, size / 1e6, documents, result["tree_peak_mib"], result["seconds"]))
             print(f"{name}: {result['tree_peak_mib']:,.0f} MiB, {result['seconds']:.0f} s", flush=True)
     finally:
         if args.output is None:

@@ -16,22 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from mathscout.benchmarks.robust import DEEP, NORMAL, big_jsonl_document, deep_json, gzip_bomb
+from mathscout.benchmarks.robust import DEEP, NORMAL, big_jsonl_document, big_note, deep_json, gzip_bomb
 from mathscout.corpus.math_spans import MAX_FORMULA_CHARS
 from tests.robust.harness import MEMORY_BOUND_MIB, assert_no_crash, run_measured, snapshot
 
 
 def normal_lines() -> str:
     return "".join(line + "\n" for line in NORMAL)
-
-
-def big_note(folder: Path) -> Path:
-    """A 50 MB Markdown note: read only up to the bound, cut there outside formulas, and built."""
-    notes = folder / "notes"
-    notes.mkdir()
-    (notes / "big.md").write_text("# Big\n\n" + "Let $x_n = \\frac{1}{n^2}$ and sum it over every n. " * 1_000_000)
-    (notes / "small.md").write_text("# Small\n\n$a^2+b^2=c^2$\n")
-    return notes
 
 
 def big_posts_row(folder: Path) -> Path:
