@@ -12,13 +12,14 @@ is built from the composition operators (`FormulaRewrite() >> structure`, `w * m
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
 
-from mathscout.agent.compose import extractive_answer
+from mathscout.agent.compose import DenseSentences, LexicalSentences, SentenceScorer, check_citations, extractive_answer
 from mathscout.events import AgentEvent, Answer
 from mathscout.errors import QueryError
 from mathscout.question import Question
@@ -52,12 +53,14 @@ def _depth(k: int) -> int:
 
 
 class OfflinePlanner:
-    """Plans and runs the searches for one question without an LLM; `stream` yields AgentEvents."""
+    """Plans and runs the searches for one question without an LLM; `stream` yields AgentEvents. `summary_model`
+    scores the summary's sentences: "auto" (the strongest model the index has), "dense", "lexical" or "none"."""
 
     name = "offline"
 
-    def __init__(self, toolbox: ToolBox):
+    def __init__(self, toolbox: ToolBox, summary_model: str = "auto"):
         self.toolbox = toolbox
+        self.summary_model = summary_model
 
     # --- the plan -------------------------------------------------------------------------------------------
 
@@ -214,17 +217,56 @@ class OfflinePlanner:
             computation = compute(question.formulas[0], question.compute)
         hits = yield from self.retrieve(question, session, pending, mode=mode, k=k, rerank=rerank)
         documents = explain_hits(hits, self.toolbox.index.store, question.text)
+        text = extractive_answer(question, hits, documents, session.rewrites, session.expansions, computation,
+                                 sentence_scorer(self.toolbox, self.summary_model) if hits else None, session.notices)
         for notice in session.notices[announced:]:
             yield AgentEvent("notice", text=notice)
-        text = extractive_answer(question, hits, documents, session.rewrites, session.expansions, computation)
         for piece in _TOKEN.findall(text):
             yield AgentEvent("token", text=piece)
         answer = Answer(question=question.text, text=text, hits=hits,
-                        citations=[h.doc_id for h in hits[:7] if f"[{h.doc_id}]" in text], trace=list(session.trace),
+                        citations=check_citations(text, [h.doc_id for h in hits])[1], trace=list(session.trace),
                         rewrites=list(session.rewrites), expansions=list(session.expansions),
                         notices=list(session.notices), planner=self.name, mode=mode,
                         seconds=time.perf_counter() - started)
         yield AgentEvent("answer", text="", answer=answer)
+
+
+SUMMARY_MODELS = ("auto", "dense", "lexical", "none")
+
+
+def sentence_scorer(toolbox: ToolBox, model: str = "auto") -> SentenceScorer | None:
+    """What scores the summary's sentences against the question: "auto" takes the index's dense encoder when it has
+    dense vectors (the model its vectors were made with), else BM25 and structure similarity over its own statistics;
+    "dense" takes the index's encoder or, without dense vectors, the default one (mathscout.dense, ONNX int8)."""
+    if model not in SUMMARY_MODELS:
+        raise QueryError(f"unknown summary model '{model}' (available: {', '.join(SUMMARY_MODELS)})")
+    if model == "none":
+        return None
+    components = toolbox.index.components
+    dense = _opened(toolbox, "dense") if model in ("auto", "dense") and "dense" in components else None
+    if dense is not None:
+        return DenseSentences(dense.encoder)
+    if model == "dense":
+        return DenseSentences(_default_encoder())
+    bm25 = _opened(toolbox, "bm25") if "bm25" in components else None
+    structure = _opened(toolbox, "structure") if "structure" in components else None
+    return LexicalSentences(bm25 if hasattr(bm25, "query_weights") else None,
+                            structure if hasattr(structure, "highlight_idf") else None)
+
+
+@functools.cache
+def _default_encoder():
+    from mathscout.dense.encoder import Encoder
+
+    return Encoder()
+
+
+def _opened(toolbox: ToolBox, mode: str):
+    """The toolbox's retriever of `mode`, or None when it cannot be opened (its search says why)."""
+    try:
+        return toolbox.retriever(mode)
+    except Exception:  # noqa: BLE001 — the summary does without it
+        return None
 
 
 def _formula_query(question: Question, words: str) -> Query:

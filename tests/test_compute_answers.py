@@ -8,7 +8,7 @@ import re
 import pytest
 
 from mathscout.agent.assistant import Assistant
-from mathscout.agent.compose import find_citations
+from mathscout.agent.compose import SUMMARY_HITS, find_citations
 from mathscout.question import read_question
 from mathscout.rewrite.compute import compute
 
@@ -49,7 +49,7 @@ def test_the_answer_states_the_computed_result_first_then_cited_passages(assista
     assert first.startswith("**Computed by SymPy:** $") and result in first
     assert summary.startswith("**In short:**")  # a short summary from the best hits, cited
     cited = {i for _, _, ids in find_citations(summary) for i in ids}
-    assert cited and cited <= {h.doc_id for h in answer.hits[:2]}
+    assert cited and cited <= {h.doc_id for h in answer.hits[:SUMMARY_HITS]}  # sentences of the top hits
     assert any(f"[{answer.hits[0].doc_id}]" in part for part in rest)  # then the passages
 
 
@@ -123,9 +123,16 @@ def test_the_summary_never_cuts_a_formula_open():
     from mathscout.agent.compose import summary_line
     from mathscout.types import Hit
 
+    class HoldsTheFormula:  # a scorer that prefers the sentence holding the question's formula
+        name = "formula"
+
+        def signals(self, question, sentences):
+            return [{"formulas": float("a^2+b^2=c^2" in s)} for s in sentences]
+
     record = _demo_document("demo:geometry-001")  # the demo corpus's Pythagorean proof, display math in \[ … \]
     snippet = record["text"].replace("\\[ a^2+b^2=c^2. \\]", "**\\[ a^2+b^2=c^2. \\]**")  # marked as a search marks it
-    summary = summary_line([Hit(record["id"], 1.0, 1, snippet=snippet)], {})
+    summary = summary_line([Hit(record["id"], 1.0, 1, snippet=snippet)], {}, read_question("why is $a^2+b^2=c^2$?"),
+                           HoldsTheFormula())
     assert "&#91;" not in summary and "\\\\" not in summary
     assert "\\[ a^2+b^2=c^2. \\]" in summary
     long = "Hence " + "x " * 100 + "and \\[ a^2+b^2=c^2 \\] Conversely it holds."  # 220 characters end inside the formula
