@@ -17,6 +17,7 @@ BENCHMARKS = {
     "rewrite": ("mathscout.benchmarks.rewrite_equivalence", "formula-equivalence test: recall@10 of structure search with and without SymPy rewriting"),
     "formulas": ("mathscout.benchmarks.formula_queries", "formula-only queries by kind (renamed, re-rendered, transformed, sub-expression): nDCG@10 of BM25 and structure search, untuned and question-tuned"),
     "types": ("mathscout.benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
+    "answers": ("mathscout.benchmarks.answers", "offline answers: how often the summary's first cited document is judged relevant vs the top hit (dev qrels), McNemar, latency; --grid tunes on train"),
     "agent": ("mathscout.benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
     "startup": ("mathscout.benchmarks.startup", "command-line start-up: --help, a search in a new process (bm25, structure, auto), warm, through --server, kernel compilation; against the targets"),
     "scale": ("mathscout.benchmarks.scale", "scale corpora (--make) and cost curves per factor: build time and peak RSS per component, size, open time, query p50/p95, rank safety"),
