@@ -19,6 +19,7 @@ from pathlib import Path
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.following import FollowedAssistant
 from mathscout.events import AgentEvent, Answer
+from mathscout.options import K, MODE, RERANK, RERANK_DEPTH, USE_LLM, check_options
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
 from mathscout.tools.session import ToolSession
@@ -43,18 +44,28 @@ class MathScout:
     def modes(self) -> list[str]:
         return self.assistant.modes()
 
-    def search(self, query: str, mode: str = "auto", k: int = 10) -> list[Hit]:
-        """Ranked hits with snippets and matched formulas. "auto" runs the offline planner's searches (rewrites,
-        structure and text search, fusion); any other mode is that retriever alone."""
-        return self.assistant.search(query, mode=mode, k=k)
+    def search(self, query: str, mode: str = MODE.default, k: int = K.default, rerank: str | bool | None = RERANK.default,
+               rerank_depth: int = RERANK_DEPTH.default) -> list[Hit]:
+        """Ranked hits (`Hit.to_dict()` gives the JSON the command line and the API give). "auto" runs the planner's
+        searches (rewrites, structure and text search, fusion); any other mode is that retriever alone; `rerank`
+        reorders the top `rerank_depth` hits. A bad option is a MathScoutError."""
+        return self.assistant.search(query, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth)
 
-    def ask(self, question: str, **options) -> Answer:
-        """An answer with `[doc-id]` citations; options: mode, k, rerank, use_llm (see Assistant.stream)."""
-        return self.assistant.ask(question, **options)
+    def ask(self, question: str, mode: str = MODE.default, k: int = K.default, rerank: str | bool | None = RERANK.default,
+            rerank_depth: int = RERANK_DEPTH.default, use_llm: bool | None = USE_LLM.default) -> Answer:
+        """An answer with `[doc-id]` citations (`Answer.to_dict()` for JSON). A bad option is a MathScoutError."""
+        answer = None
+        for event in self.stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm):
+            answer = event.answer if event.kind == "answer" else answer
+        return answer
 
-    def stream(self, question: str, **options) -> Iterator[AgentEvent]:
+    def stream(self, question: str, mode: str = MODE.default, k: int = K.default,
+               rerank: str | bool | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default,
+               use_llm: bool | None = USE_LLM.default) -> Iterator[AgentEvent]:
         """The same, as events (plan, tool_start/tool_end, notice, token, and finally answer)."""
-        return self.assistant.stream(question, **options)
+        check_options(k=k, rerank=rerank, rerank_depth=rerank_depth)
+        return self.assistant.stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth,
+                                     use_llm=use_llm)
 
     def session(self) -> ToolSession:
         """A fresh tool session (its `trace` and `seen` hits record what your agent did)."""

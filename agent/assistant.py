@@ -16,6 +16,11 @@ from mathscout.question import read_question
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.limits import AGENT_K, K, rerank_kind
+from mathscout.limits import RERANK_DEPTH as RERANK_DEPTH_LIMIT
+from mathscout.options import K as K_OPTION
+from mathscout.options import MODE, RERANK, RERANK_DEPTH, USE_LLM
+from mathscout.render import explain_hits
+from mathscout.retrievers.scores import describe_hits
 from mathscout.types import Hit
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox
@@ -71,30 +76,74 @@ class Assistant:
                            "offline planner used") if wanted else None
         return True, None
 
-    def search(self, query: str, mode: str = "auto", k: int = 10) -> list[Hit]:
-        """Ranked hits with snippets and matched formulas. "auto" runs the offline planner's searches (rewrites,
-        structure and text search, fusion); any other mode is that retriever alone."""
+    def search(self, query: str, mode: str = MODE.default, k: int = K_OPTION.default,
+               rerank: str | bool | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default) -> list[Hit]:
+        """Ranked hits with titles, snippets, matched formulas and what each score means. "auto" runs the offline
+        planner's searches (rewrites, structure and text search, fusion); any other mode is that retriever alone.
+        `rerank` (a kind of mathscout.limits.RERANKERS) reorders the first stage's top `rerank_depth` hits."""
         if mode not in self.modes():
             raise QueryError(f"unknown search mode '{mode}' for this index (modes: {', '.join(self.modes())})")
         question = read_question(query, max_chars=10_000)
         if question.problem:
             raise QueryError(question.problem)
-        k = K.check(k)
-        if mode != "auto" or k > AGENT_K.high:
-            return self.toolbox.retriever("hybrid" if mode == "auto" else mode).search(question.text, k=k)
-        pending: list[AgentEvent] = []
-        generator = self.planner.retrieve(question, ToolSession(self.toolbox), pending, k=k)
-        while True:
-            try:
-                next(generator)
-            except StopIteration as stop:
-                return stop.value
+        k, kind, rerank_depth = K.check(k), rerank_kind(rerank), RERANK_DEPTH_LIMIT.check(rerank_depth)
+        first = self._first_stage(question, mode)
+        if kind is not None:
+            from mathscout.retrievers.rerank import Reranked
 
-    def stream(self, question: str, *, mode: str = "auto", k: int = 10, rerank: bool | str | None = False,
-               use_llm: bool | None = None) -> Iterator[AgentEvent]:
-        """The work on one question as events; the last one is the "answer". Never raises for bad input.
-        `rerank`: False/None (no), True or "auto" (the LLM's listwise reranker when the LLM answers, else local
-        embeddings), or a reranker of mathscout.limits.RERANKERS."""
+            first = Reranked(first, self.toolbox.reranker("embedding" if kind == "auto" else kind), rerank_depth)
+        hits = first.search(question.text, k=k)
+        explain_hits(hits, self.index.store, question.text)
+        return describe_hits(hits)
+
+    def _first_stage(self, question, mode: str):
+        """The retriever of `mode`; "auto" is the planner's searches (above the assistant's k, the hybrid mode)."""
+        planner, toolbox = self.planner, self.toolbox
+
+        class Planned:
+            name = "auto"
+
+            def search(self, query, k: int = 10) -> list[Hit]:
+                if k > AGENT_K.high:
+                    return toolbox.retriever("hybrid").search(question.text, k=k)
+                generator = planner.retrieve(question, ToolSession(toolbox), [], k=k)
+                while True:
+                    try:
+                        next(generator)
+                    except StopIteration as stop:
+                        return stop.value
+
+        return Planned() if mode == "auto" else self.toolbox.retriever(mode)
+
+    def stream(self, question: str, *, mode: str = MODE.default, k: int = K_OPTION.default,
+               rerank: bool | str | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default,
+               use_llm: bool | None = USE_LLM.default) -> Iterator[AgentEvent]:
+        """The work on one question as events; the last one is the "answer" (with the options it used). Never
+        raises for bad input. `rerank`: False/None (no), True or "auto" (the LLM's listwise reranker when the LLM
+        answers, else local embeddings), or a reranker of mathscout.limits.RERANKERS; `rerank_depth`: how many
+        first-stage hits it reorders."""
+        for event in self._stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth,
+                                  use_llm=use_llm):
+            if event.kind == "answer" and event.answer is not None:
+                self._finish(event.answer, k, rerank, rerank_depth)
+            yield event
+
+    def _finish(self, answer: Answer, k, rerank, rerank_depth) -> None:
+        """The answer's options as used (k after the assistant's cap), and its hits' titles and score explanations."""
+        try:
+            answer.k = AGENT_K.cap(K.check(k))[0]
+        except MathScoutError:
+            answer.k = K_OPTION.default
+        try:
+            answer.rerank = rerank_kind(rerank)
+        except MathScoutError:
+            answer.rerank = None
+        answer.rerank_depth = rerank_depth if isinstance(rerank_depth, int) else RERANK_DEPTH.default
+        answer.index = self.index.path.name
+        explain_hits(answer.hits, self.index.store, answer.question)
+        describe_hits(answer.hits)
+
+    def _stream(self, question: str, *, mode: str, k, rerank, rerank_depth, use_llm) -> Iterator[AgentEvent]:
         started = time.perf_counter()
         notices: list[str] = []
         try:
@@ -104,12 +153,17 @@ class Assistant:
             kind = None
         rerank = kind is not None
         try:
-            k, capped = AGENT_K.cap(k)
+            rerank_depth = RERANK_DEPTH_LIMIT.check(rerank_depth)
+        except MathScoutError as exc:
+            notices.append(f"{exc}: {RERANK_DEPTH.default} used.")
+            rerank_depth = RERANK_DEPTH.default
+        try:
+            k, capped = AGENT_K.cap(K.check(k))
             if capped:
                 notices.append(capped)
-        except MathScoutError:
-            notices.append(f"k = {k!r} is not a whole number: 10 hits shown.")
-            k = 10
+        except MathScoutError as exc:
+            notices.append(f"{exc}: {K_OPTION.default} hits shown.")
+            k = K_OPTION.default
         mode = (mode or "auto").strip()
         if mode not in self.modes():
             notices.append(f"The search mode '{mode}' is not available on this index "
@@ -122,7 +176,8 @@ class Assistant:
         if read.problem:
             yield AgentEvent("notice", text=read.problem)
             yield AgentEvent("answer", answer=Answer(question=read.text, text=read.problem, notices=notices + [read.problem],
-                                                     planner="none", mode=mode, seconds=time.perf_counter() - started))
+                                                     planner="none", mode=mode, k=k,
+                                                     seconds=time.perf_counter() - started))
             return
         llm, refusal = self._wants_llm(use_llm)
         if refusal:
@@ -133,7 +188,7 @@ class Assistant:
             endpoint = dict(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,
                             timeout=self.config.timeout)
             chosen = "llm" if kind in (None, "auto") else kind
-            session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=chosen,
+            session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=chosen, rerank_depth=rerank_depth,
                                   rerank_options=endpoint if chosen == "llm" else {}, notices=list(notices))
             try:
                 yield from LLMAgent(self.config).stream(read, session, pending, mode=mode, k=k, rerank=rerank,
@@ -145,7 +200,8 @@ class Assistant:
                 pending.clear()
                 yield AgentEvent("notice", text=notice)
         chosen = "embedding" if kind in (None, "auto") else kind
-        session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=chosen, notices=list(notices))
+        session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=chosen, rerank_depth=rerank_depth,
+                              notices=list(notices))
         yield from self.planner.stream(read, session, pending, mode=mode, k=k, rerank=rerank, started=started)
 
     def ask(self, question: str, **options) -> Answer:

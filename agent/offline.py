@@ -41,7 +41,6 @@ MATH_WEIGHTS = {"bm25": 0.3, "hybrid": 0.0, "ranked": 0.0}
 DEFAULT_MATH_WEIGHT = 0.3
 FORMS_FUSED = "fused by match tier and form weight (Zhong 2023 thesis Eq. 3.14)"  # retrievers/rewrite.py
 EVENT_POLL_SECONDS = 0.05  # how often a running search's tool events are passed on
-RERANK_DEPTH = 20  # hits handed to the reranker
 _TOKEN = re.compile(r"\S+\s*|\s+")
 
 Events = Generator[AgentEvent, None, "list[Hit]"]
@@ -169,7 +168,7 @@ class OfflinePlanner:
         """The searches of the plan; returns the final top-k hits (events yielded as the tools run)."""
         available = set(self.toolbox.available())
         depth = _depth(k)
-        reranker = TracedReranker(session, RERANK_DEPTH) if rerank and "rerank" in available else None
+        reranker = TracedReranker(session, session.rerank_depth) if rerank and "rerank" in available else None
         if rerank and reranker is None:
             session.notices.append("Reranking was asked for but no reranker is installed: first-stage order kept.")
         if mode == "auto":
@@ -198,7 +197,7 @@ class OfflinePlanner:
         else:
             text = yield from self._text_search(session, pending, question, mode)
             hits = yield from self._run(text, question, session, pending, depth)
-        hits = hits[: max(k, RERANK_DEPTH) if reranker else k]
+        hits = hits[: max(k, session.rerank_depth) if reranker else k]
         if reranker is not None and hits:
             hits = yield from self._run(_Fixed(hits) >> reranker, question, session, pending, len(hits))
         hits = [replace(h) for h in hits[:k]]

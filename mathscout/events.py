@@ -58,6 +58,16 @@ class Answer:
     planner: str = "offline"  # "offline" or "llm:<model>"
     mode: str = "auto"
     seconds: float = 0.0
+    k: int = 10  # hits asked for (after the assistant's cap)
+    rerank: str | None = None  # the reranker used, if any
+    rerank_depth: int = 10
+    index: str = ""  # the index folder answered from
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as the schema gives it (`mathscout.schema.AnswerRecord`)."""
+        from mathscout.schema import answer_record
+
+        return answer_record(self).to_dict()
 
 
 @dataclass

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, TextIO
 
+from mathscout.schema import marked_snippet
 from mathscout.latex.tokens import formula_terms, is_math_term, lex, math_term, query_terms, word_term_spans
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Formula, Hit, MatchedFormula
@@ -192,11 +193,13 @@ class _Style:
 
 
 def explain_hits(hits: list[Hit], store: DocumentStore, query: str) -> dict[str, Document]:
-    """Fill snippets/formulas that the retriever left empty; return the hits' documents."""
+    """Fill titles, and snippets/formulas that the retriever left empty; return the hits' documents."""
     documents = store.get_many(h.doc_id for h in hits)
     terms = None
     for hit in hits:
         document = documents.get(hit.doc_id)
+        if document is not None:
+            hit.title = document.title
         if document is None or hit.snippet:
             continue
         terms = terms if terms is not None else query_terms(query)
@@ -206,7 +209,7 @@ def explain_hits(hits: list[Hit], store: DocumentStore, query: str) -> dict[str,
 
 
 def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
-    """Print hits as `hits_as_json` gives them (from this process or from a server's JSON)."""
+    """Print hits as the schema gives them (`Hit.to_dict()`, from this process or from a server's JSON)."""
     if not records:
         print(f"no results for {query!r}", file=out)
         return
@@ -216,7 +219,8 @@ def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
         header = f"{record['rank']:>3}. {style(record['doc_id'], '1')}  {style('score: ' + record['score_explained'], '2')}"
         print(header + (f"  {style(title, '1;36')}" if title else ""), file=out)
         if record.get("snippet"):
-            print(f"     {style.highlights(record['snippet'])}", file=out)
+            snippet = marked_snippet(record["snippet"], record.get("marks") or [])
+            print(f"     {style.highlights(snippet)}", file=out)
         formulas = [MatchedFormula(**f) for f in record.get("formulas") or []]
         if formulas:
             print("     formulas: " + "   ".join(style.formula(f) for f in formulas), file=out)

@@ -33,6 +33,12 @@ class Document:
     formulas: list[Formula] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The document as the schema gives it (`mathscout.schema.DocumentRecord`)."""
+        from mathscout.schema import document_record
+
+        return document_record(self).to_dict()
+
     def missing_title(self) -> str:
         """The title when the text does not already start with it, else "": the one rule for putting a title
         before a document's text (BM25 terms, dense and SPLADE encoding, type detection)."""
@@ -75,3 +81,11 @@ class Hit:
     snippet: str = ""
     formulas: list[MatchedFormula] = field(default_factory=list)
     components: dict[str, float] = field(default_factory=dict)
+    title: str = ""  # the document's title (set with the snippet, `mathscout.render.explain_hits`)
+    explanation: str = ""  # what the score means, in words (`mathscout.retrievers.scores.explain_score`)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The hit as the schema gives it (`mathscout.schema.HitRecord`): what `--json` prints and the API answers."""
+        from mathscout.schema import hit_record
+
+        return hit_record(self).to_dict()

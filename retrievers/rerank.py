@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mathscout.options import RERANK_DEPTH as RERANK_DEPTH_OPTION
 from mathscout.notices import notice
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit, Query
@@ -32,7 +33,7 @@ from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
 PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
 MAX_PASSAGE_CHARS = 2000  # text embedded per hit (MiniLM reads 256 word pieces; the rest is ignored anyway)
 MAX_PROMPT_PASSAGE_CHARS = 800  # text per passage in the LLM prompt
-DEFAULT_DEPTH = 10  # Zhong 2023 thesis ch. 6 reranks the top-10 with GPT-4
+DEFAULT_DEPTH = RERANK_DEPTH_OPTION.default  # Zhong 2023 thesis ch. 6 reranks the top-10 with GPT-4
 DEFAULT_CHAT_MODEL = "gpt-4o-mini"
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 RERANK_BACKEND = "torch"  # the embedding reranker's `Encoder` backend (fp32; `onnx-int8` is the dense index's)

@@ -1,14 +1,11 @@
-"""What a hit's number means, and hits as JSON-ready records (`mathscout search --json`, `GET /api/search`):
-each retriever's score meaning is its entry's `score` in the retriever registry."""
+"""What a hit's number means (each retriever's score meaning is its entry's `score` in the retriever registry)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict
 
 from mathscout.retrievers.registry import score_meanings
-from mathscout.types import Document, Hit
+from mathscout.types import Hit
 
 
 def explain_score(hit: Hit) -> str:
@@ -33,17 +30,8 @@ def explain_score(hit: Hit) -> str:
     return f"fused {hit.score:.3g} = weighted sum of normalised scores (1 = best; Zhong 2023 thesis Eq. 5.20) of {listed}"
 
 
-def hits_as_json(hits: list[Hit], documents: Mapping[str, Document]) -> list[dict]:
-    return [
-        {
-            "rank": h.rank,
-            "doc_id": h.doc_id,
-            "score": round(h.score, 4),
-            "score_explained": explain_score(h),
-            "title": documents[h.doc_id].title if h.doc_id in documents else "",
-            "snippet": h.snippet,
-            "formulas": [asdict(f) for f in h.formulas],
-            "components": h.components,
-        }
-        for h in hits
-    ]
+def describe_hits(hits: list[Hit]) -> list[Hit]:
+    """The hits with `explanation` set (what each score means); the same list."""
+    for hit in hits:
+        hit.explanation = explain_score(hit)
+    return hits

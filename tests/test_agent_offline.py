@@ -256,7 +256,10 @@ def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
     reranked = assistant.ask("does the harmonic series diverge", k=5, rerank=True)
     call = reranked.trace[-1]
     assert call.tool == "rerank" and not call.error and call.summary.startswith("embedding")
-    assert len(call.arguments["hit_ids"]) == 20  # the first stage's top 20 are reranked
+    assert len(call.arguments["hit_ids"]) == 10  # the option table's depth: the thesis's top 10 (ch. 6)
+    deeper = assistant.ask("does the harmonic series diverge", k=5, rerank=True, rerank_depth=20)
+    assert len(deeper.trace[-1].arguments["hit_ids"]) == 20 and deeper.rerank_depth == 20
+    assert reranked.to_dict()["rerank"] == "auto" and reranked.to_dict()["rerank_depth"] == 10
     assert all("rerank" in h.components for h in reranked.hits)
     scores = [h.components["rerank"] for h in reranked.hits]
     assert scores == sorted(scores, reverse=True) and {h.doc_id for h in reranked.hits} <= set(call.arguments["hit_ids"])

@@ -79,9 +79,8 @@ def test_user_text_is_never_evaluated_as_python():
 
 
 def test_each_hit_of_the_answer_says_what_its_score_is(assistant):
-    from mathscout.ui.ask import answer_json
 
-    record = answer_json(assistant.ask("simplify $\\frac{x^2-1}{x-1}$", k=3))
+    record = assistant.ask("simplify $\\frac{x^2-1}{x-1}$", k=3).to_dict()
     explained = [hit["score_explained"] for hit in record["hits"]]
     # a formula alone: documents ranked by match tier first (mathscout.structure.search.match_tier)
     top = record["hits"][0]  # the formula's forms fused as structure-rewrite fuses them: its score is tier-ranked

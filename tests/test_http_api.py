@@ -117,6 +117,8 @@ def test_bad_input_gets_a_clear_json_error(server):
     assert got == 400 and "JSON" in body["error"]
     got, body = _request(url + "/api/ask", {"question": "   "})
     assert got == 400 and "empty" in body["error"]
+    got, body = _request(url + "/api/ask", {"question": "x", "k": 0})  # as `ask --k 0` and /api/search?k=0
+    assert got == 400 and "k must be a whole number from 1 to 10,000" in body["error"]
 
 
 def test_documents_and_answers(server):
@@ -124,7 +126,7 @@ def test_documents_and_answers(server):
     status, body = _request(url + "/api/search?q=pythagorean%20theorem&k=1")
     doc_id = body["hits"][0]["doc_id"]
     status, document = _request(url + "/api/documents/" + urllib.parse.quote(doc_id, safe=""))
-    assert status == 200 and document["id"] == doc_id and document["text"] and document["formulas"]
+    assert status == 200 and document["doc_id"] == doc_id and document["text"] and document["formulas"]
     status, answer = _request(url + "/api/ask", {"question": "What is $\\int_0^1 x^2 dx$?", "k": 3})
     assert status == 200 and answer["text"].startswith("**Computed by SymPy:**") and "\\frac{1}{3}" in answer["text"]
     assert answer["planner"] == "offline" and answer["trace"]

@@ -14,7 +14,7 @@ def test_json_is_pure_on_first_use_with_a_fresh_home(tmp_path):
     result = run_cli(["search", "--json", "--k", "3", "$x^2+y^2=z^2$"], tmp_path / "home")
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads(result.stdout)
-    assert data["k"] == 3 and data["mode"] == "bm25" and len(data["hits"]) == 3
+    assert data["k"] == 3 and data["mode"] == "auto" and len(data["hits"]) == 3
     assert "building component" in result.stderr  # the build really happened in this process
     ask = run_cli(["ask", "--json", "--no-llm", "--k", "2", "What is $\\int_0^1 x^2 dx$?"], tmp_path / "home")
     assert ask.returncode == 0, ask.stderr[-2000:]

@@ -29,10 +29,11 @@ def test_search_json_is_machine_readable(small_index):
     out = _search("--index", str(small_index), "--k", "4", "--json", "prove $a^2+b^2=c^2$")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert (result["query"], result["mode"], result["k"]) == ("prove $a^2+b^2=c^2$", "bm25", 4)
+    assert (result["query"], result["mode"], result["k"]) == ("prove $a^2+b^2=c^2$", "auto", 4)  # the one default
     hits = result["hits"]
     assert [h["rank"] for h in hits] == [1, 2, 3, 4]
-    assert {"doc_id", "score", "title", "snippet", "formulas", "components"} <= set(hits[0])
+    assert {"doc_id", "score", "title", "snippet", "marks", "formulas", "components"} <= set(hits[0])
+    assert "**" not in hits[0]["snippet"] and all(0 <= a < b <= len(hits[0]["snippet"]) for a, b in hits[0]["marks"])
 
 
 def test_search_errors_are_one_line(small_index, tmp_path):

@@ -349,7 +349,7 @@ def test_a_shard_that_stays_unreachable_gives_flagged_partial_results(sharded_sm
         assert all(ordinals[h.doc_id] < first for h in hits)
         expected = [h.doc_id for h in complete if ordinals[h.doc_id] < first]  # the other shards' part of the answer
         assert [h.doc_id for h in hits][:len(expected)] == expected
-        result = run_search(SearchRequest(query, "bm25", 10).checked(), ToolBox(sharded_small)).to_json()
+        result = run_search(SearchRequest(query, "bm25", 10).checked(), ToolBox(sharded_small)).to_dict()
         assert result["missing_shards"] and any("partial results" in n for n in result["notices"])
         tool = ToolBox(sharded_small).search(query, "bm25", k=10)  # what the agent's tools (and an LLM) see
         assert any("partial results" in n and "shard 3 of 3" in n for n in tool.notices)

@@ -1,14 +1,14 @@
 """One search as the command line and the HTTP API run it: validated options in, a JSON-ready result out.
 
-`mathscout search --json` prints `SearchResult.to_json()`; `GET /api/search` answers with the same object, so
-the two never disagree on names, limits or notices.
+`mathscout search --json` prints `run_search(…).to_dict()` (a `mathscout.schema.SearchRecord`); `GET /api/search`
+answers with the same record, so the two never disagree on names, limits or notices.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import MathScoutError, QueryError
@@ -16,7 +16,8 @@ from mathscout.latex.bare import delimit_bare_math
 from mathscout.notices import collecting
 from mathscout.limits import K, RERANK_DEPTH, rerank_kind
 from mathscout.render import explain_hits
-from mathscout.retrievers.scores import hits_as_json
+from mathscout.retrievers.scores import describe_hits
+from mathscout.schema import SearchRecord, hit_record
 from mathscout.types import Hit
 from mathscout.retrievers.base import EMPTY_QUERY
 
@@ -40,27 +41,11 @@ class SearchRequest:
                              RERANK_DEPTH.check(self.rerank_depth))
 
 
-@dataclass
-class SearchResult:
-    query: str
-    mode: str
-    k: int
-    rerank: str | None
-    hits: list[dict]
-    notices: list[str] = field(default_factory=list)
-    formulas: list[str] = field(default_factory=list)  # the query's formulas, those typed without `$…$` included
-    seconds: float = 0.0
-    missing_shards: list[str] = field(default_factory=list)  # a sharded index's shards that did not answer (partial hits)
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
 # (query, k) → hits: the assistant's planned searches for mode "auto"
 SearchFunction = Callable[[str, int], list[Hit]]
 
 
-def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = None) -> SearchResult:
+def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = None) -> SearchRecord:
     """Run a checked request over a `mathscout.tools.toolbox.ToolBox` (its retrievers and rerankers, opened once each);
     mode "auto" runs `auto`. With `request.rerank`, the first stage's top `rerank_depth` hits are reordered."""
     started = time.perf_counter()
@@ -88,10 +73,12 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
         notices.insert(0, "read as math (typed without $…$): " + ", ".join(f"`{f}`" for f in read.formulas))
     missing = list(getattr(hits, "missing_shards", []))  # retrievers/shards/retriever.py: partial results
     notices += partial_results(hits)
-    documents = explain_hits(hits, toolbox.index.store, query.query)
-    return SearchResult(request.query, request.mode, request.k, request.rerank, hits_as_json(hits, documents),
-                        notices, formulas_and_words(query.query).formulas, round(time.perf_counter() - started, 3),
-                        missing)
+    explain_hits(hits, toolbox.index.store, query.query)
+    return SearchRecord(query=request.query, mode=request.mode, k=request.k, rerank=request.rerank,
+                        rerank_depth=request.rerank_depth, index=toolbox.index.path.name,
+                        formulas=formulas_and_words(query.query).formulas,
+                        hits=[hit_record(h) for h in describe_hits(hits)], notices=notices, missing_shards=missing,
+                        seconds=round(time.perf_counter() - started, 3))
 
 
 def partial_results(hits: list[Hit]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mathscout.options import RERANK_DEPTH
 from mathscout.events import AgentEvent, Expansion, Rewrite, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit
@@ -41,6 +42,7 @@ class ToolSession:
     emit: Callable[[AgentEvent], None] | None = None
     rerank_kind: str = "auto"
     rerank_options: dict[str, Any] = field(default_factory=dict)  # e.g. the LLM endpoint for "llm"
+    rerank_depth: int = RERANK_DEPTH.default  # first-stage hits a reranker reorders
     max_calls: int = MAX_CALLS
     max_document_calls: int = MAX_DOCUMENT_CALLS
     trace: list[ToolCall] = field(default_factory=list)

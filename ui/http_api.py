@@ -29,6 +29,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field, field_validator
 from starlette.exceptions import HTTPException
 
+from mathscout import options
+from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, SearchRecord
 from mathscout import __version__
 from mathscout.errors import MathScoutError
 from mathscout.limits import MAX_REQUEST_BYTES
@@ -44,11 +46,7 @@ PAGE_FILE_ROUTES = re.compile(r"/gradio_api/(upload|process_recording|proxy=|str
                               r"|file[=/][a-z][a-z0-9+.-]*:)", re.IGNORECASE)
 
 
-class ErrorBody(BaseModel):
-    """What every failure of the API answers."""
-
-    error: str = Field(description="one line: what went wrong and what to do, e.g. 'k must be a whole number …'")
-
+ErrorBody = ErrorRecord  # the schema's one error shape (mathscout.schema)
 
 ERRORS = {"4XX": {"model": ErrorBody, "description": "refused: bad input (400), no login (401), unknown document or "
                                                      f"route (404), wrong method (405), body over {MIB:g} MiB (413), failed "
@@ -58,11 +56,12 @@ ERRORS = {"4XX": {"model": ErrorBody, "description": "refused: bad input (400), 
 
 class AskBody(BaseModel):
     question: str = Field(description="words and LaTeX, e.g. 'Why is $\\cos^2 x + \\sin^2 x = 1$?'")
-    mode: str = Field("auto", description="auto (the assistant plans) or a search mode of the index")
-    k: int | str = Field(10, description="hits (1–10,000; the assistant shows at most 50, with a notice)")
-    rerank: str | bool | None = Field(None, description="auto, embedding, openai-embedding, llm, or none")
-    use_llm: bool | None = Field(None, description="false: the offline planner; null: the LLM when configured")
-    index: str | None = Field(None, description="an offered index (GET /api/health lists them)")
+    mode: str = Field(options.MODE.default, description=options.MODE.help)
+    k: int | str = Field(options.K.default, description=options.K.help)
+    rerank: str | bool | None = Field(options.RERANK.default, description=options.RERANK.help)
+    rerank_depth: int | str = Field(options.RERANK_DEPTH.default, description=options.RERANK_DEPTH.help)
+    use_llm: bool | None = Field(options.USE_LLM.default, description=options.USE_LLM.help)
+    index: str | None = Field(options.INDEX.default, description=options.INDEX.help)
 
     @field_validator("*")
     @classmethod
@@ -173,38 +172,39 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
         indexes = [_index_entry(pool, key) for key in pool.choices]
         return {"status": "ok", "version": __version__, "default_index": pool.default_key, "indexes": indexes}
 
-    @app.get("/api/search", dependencies=login, summary="search an index (as `mathscout search --json`)")
-    def search(q: str, mode: str = "bm25", k: str = "10", rerank: str = "none", rerank_depth: str = "10",
-               index: str | None = None) -> dict[str, Any]:
+    @app.get("/api/search", dependencies=login, summary="search an index (as `mathscout search --json`)",
+             response_model=SearchRecord)
+    def search(q: str, mode: str = options.MODE.default, k: str = str(options.K.default), rerank: str = "none",
+               rerank_depth: str = str(options.RERANK_DEPTH.default), index: str | None = options.INDEX.default):
         def run() -> dict[str, Any]:
             request = SearchRequest(q, mode, k, rerank, rerank_depth).checked()
             assistant = pool.assistant(index)
             auto = lambda query, count: assistant.search(query, mode="auto", k=count)  # noqa: E731
-            return run_search(request, assistant.toolbox, auto).to_json()
+            return run_search(request, assistant.toolbox, auto).to_dict()
 
         return _call(run)
 
-    @app.post("/api/ask", dependencies=login, summary="ask the assistant (as `mathscout ask --json`)")
-    def ask(body: AskBody) -> dict[str, Any]:
-        from mathscout.ui.ask import answer_json
-
+    @app.post("/api/ask", dependencies=login, summary="ask the assistant (as `mathscout ask --json`)",
+              response_model=AnswerRecord)
+    def ask(body: AskBody):
         def run() -> dict[str, Any]:
             if not body.question.strip():
                 raise MathScoutError("the question is empty: ask in words and/or LaTeX like $x^2+1$")
-            answer = pool.assistant(body.index).ask(body.question, mode=body.mode, k=body.k, rerank=body.rerank,
-                                                    use_llm=body.use_llm)
-            return answer_json(answer)
+            k, rerank, rerank_depth = options.check_options(k=body.k, rerank=body.rerank, rerank_depth=body.rerank_depth)
+            answer = pool.assistant(body.index).ask(body.question, mode=body.mode, k=k, rerank=rerank,
+                                                    rerank_depth=rerank_depth, use_llm=body.use_llm)
+            return answer.to_dict()
 
         return _call(run)
 
-    @app.get("/api/documents/{doc_id:path}", dependencies=login, summary="one document of an index")
-    def document(doc_id: str, index: str | None = None) -> dict[str, Any]:
+    @app.get("/api/documents/{doc_id:path}", dependencies=login, summary="one document of an index",
+             response_model=DocumentRecord)
+    def document(doc_id: str, index: str | None = options.INDEX.default):
         def run() -> dict[str, Any]:
             found = pool.index(index).store.get(doc_id)
             if found is None:
                 raise HTTPException(404, f"no document with id {doc_id!r} in index '{pool.choice(index).key}'")
-            return {"id": found.id, "title": found.title, "text": found.text, "metadata": found.metadata,
-                    "formulas": [{"id": f.id, "latex": f.latex, "display": f.display} for f in found.formulas]}
+            return found.to_dict()
 
         return _call(run)
 

@@ -76,7 +76,7 @@ def test_a_rebuilt_index_is_served_at_once(two_builds, tmp_path):
             assert after and set(after) <= second_ids, (mode, after)
         hit = after[0]
         status, _, body = server.request("GET", f"/api/documents/{urllib.parse.quote(hit)}?index={key}")
-        assert status == 200 and json.loads(body)["id"] == hit
+        assert status == 200 and json.loads(body)["doc_id"] == hit
         old = sorted(first_ids)[0]
         assert_http_error(*server.request("GET", f"/api/documents/{urllib.parse.quote(old)}?index={key}")[::2], 404)
         status, _, body = server.request("POST", "/api/ask", {"question": "How do I show $x^2 \\geq 0$?", "index": key,

@@ -1,0 +1,44 @@
+"""The options of a search and of a question, each with its one default, for every entry point: the command line
+(`mathscout search|ask|run`), the HTTP API (`GET /api/search`, `POST /api/ask`), the Python API
+(`MathScout.search/ask`, `Assistant.search/stream`) and the page. Ranges and choices are checked by
+`mathscout.limits` the same way everywhere; `tests/test_options.py` walks the entry points against this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its Python and JSON name, its default and what it means."""
+
+    name: str
+    default: Any
+    help: str
+
+    @property
+    def flag(self) -> str:
+        """The command line's spelling: `--rerank-depth`."""
+        return "--" + self.name.replace("_", "-")
+
+
+MODE = Option("mode", "auto", "auto (the assistant plans the searches: rewrites, structure and text search, fusion) "
+                              "or a search mode of the index")
+K = Option("k", 10, "hits to return (1–10,000; an answer shows at most 50, with a notice)")
+RERANK = Option("rerank", None, "rerank the top hits: auto, embedding, openai-embedding, llm, or none")
+RERANK_DEPTH = Option("rerank_depth", 10, "first-stage hits reranked (1–1,000)")  # Zhong 2023 thesis ch. 6: the top 10
+INDEX = Option("index", None, "the index (default: the one the server or command names first, else the demo)")
+USE_LLM = Option("use_llm", None, "false: the offline planner; null: the LLM when one is configured")
+
+SEARCH_OPTIONS = (MODE, K, RERANK, RERANK_DEPTH, INDEX)
+ASK_OPTIONS = (*SEARCH_OPTIONS, USE_LLM)
+
+
+def check_options(*, k: object = K.default, rerank: object = RERANK.default,
+                  rerank_depth: object = RERANK_DEPTH.default) -> tuple[int, str | None, int]:
+    """(k, reranker kind, rerank depth) checked as every entry point checks them; a MathScoutError otherwise."""
+    from mathscout import limits
+
+    return limits.K.check(k), limits.rerank_kind(rerank), limits.RERANK_DEPTH.check(rerank_depth)
