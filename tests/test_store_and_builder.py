@@ -62,13 +62,16 @@ def test_build_counts_documents_and_formulas(tmp_path):
     assert index.store.get("d2").formulas[0].latex.startswith("\\sum")
 
 
-def test_a_repeated_id_keeps_its_first_document_and_is_reported(tmp_path, capsys):
+def test_a_repeated_id_keeps_its_first_document_and_is_reported(tmp_path):
+    from mathscout.notices import collecting
+
     repeated = {"id": "d1", "text": "A second d1 with $x^3$ and $y^3$: dropped."}
-    manifest = build_index([_write_jsonl(tmp_path / "c.jsonl", DOCS[:2] + [repeated] + DOCS[2:])], tmp_path / "idx",
-                           ["counting"])
+    with collecting() as said:
+        manifest = build_index([_write_jsonl(tmp_path / "c.jsonl", DOCS[:2] + [repeated] + DOCS[2:])],
+                               tmp_path / "idx", ["counting"])
     assert (manifest.documents, manifest.formulas) == (3, 2)  # the dropped document's formulas are not counted
     assert IndexDir(tmp_path / "idx").store.get("d1").text == DOCS[0]["text"]
-    assert "ignored 1 documents whose id was already seen" in capsys.readouterr().err
+    assert any("ignored 1 documents whose id was already seen" in n for n in said)
 
 
 def test_failed_rebuild_keeps_the_old_index_and_leaves_no_debris(tmp_path):

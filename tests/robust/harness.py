@@ -17,6 +17,7 @@ import base64
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def run_measured(args: list[str], home: Path, timeout: float = 600, extra_env: d
     started = time.perf_counter()
     process = subprocess.Popen(MATHSCOUT + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, text=True,
-                               env={**env(home), **(extra_env or {})}, cwd=REPO)
+                               env={**env(home), **(extra_env or {})}, cwd=REPO, start_new_session=True)
     peak = [0.0]
     done = threading.Event()
 
@@ -68,8 +69,8 @@ def run_measured(args: list[str], home: Path, timeout: float = 600, extra_env: d
     sampler.start()
     try:
         out, err = process.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    except subprocess.TimeoutExpired:  # the whole group: a build's component processes and workers too
+        os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()
         raise AssertionError(f"mathscout {' '.join(args)[:200]} ran over {timeout} s:\n{err[-2000:]}") from None
     finally:
