@@ -121,3 +121,7 @@ MAX_ID_CHARS = 512  # 3x the longest shared id (156); every formula id repeats i
 MAX_NESTING = 64  # JSON values and XML elements nested deeper (the shared records: 1 level, Posts XML: 2) are skipped: parsers recurse per level
 MAX_TREE_DEPTH = 128  # formula trees deeper than this are flattened below it (deepest real one: 97): tree walks recurse per level
 
+
+# ---- files stored with an index (issue 32) --------------------------------------------------------------------
+
+FUSION_DEPTH = Limit("fusion depth", 1, 10_000, "hits taken from each fused retriever")

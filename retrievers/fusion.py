@@ -17,7 +17,6 @@ mode fuses the retrievers named in the index's `fusion.json` (written by `mathsc
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,15 +29,18 @@ import numpy as np
 from mathscout.notices import notice
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.index.stored import StoredFile
+from mathscout.limits import FUSION_DEPTH
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
-from mathscout.retrievers.registry import open_retriever, servable_modes
+from mathscout.retrievers.registry import available_modes, open_retriever, servable_modes
 
 Ranking = dict[str, float]  # document id → score for one query, best first
 DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Zhong 2023 thesis Table 5.6)
 RRF_K = 60
 WEIGHTS_FILE = "fusion.json"
 FALLBACK_COMPONENTS = ("structure", "dense", "bm25")  # MABOWDOR's components (Zhong 2023 thesis §5.2.3), when nothing is tuned
+MAX_WEIGHT = 1000.0  # a stored weight's bound (tuned weights sum to 1; only their ratios matter)
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ class FusedRetriever(BaseRetriever):
             raise MathScoutError("fusion weights must be non-negative")
         self.stages = list(stages)
         self.fusion = method(fusion).name
-        self.depth = depth
+        self.depth = FUSION_DEPTH.check(depth)
         self.cutoff = cutoff
         self.parallel = parallel
         self._pool: ThreadPoolExecutor | None = None
@@ -287,19 +289,17 @@ class FusionConfig:
 
     @classmethod
     def read_file(cls, path: Path) -> FusionConfig:
-        """A fusion.json; a clear error when it is missing or unusable."""
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-            config = cls(weights={str(k): float(v) for k, v in data["weights"].items()},
-                         method=str(data.get("method", "linear")), depth=int(data.get("depth", DEPTH)),
-                         tuning=dict(data.get("tuning") or {}))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise MathScoutError(f"the fusion weights {path} are unreadable ({exc}): re-tune with "
-                                 f"'mathscout train fusion' or delete the file") from exc
-        method(config.method)
-        if not any(w > 0 for w in config.weights.values()) or any(w < 0 for w in config.weights.values()):
-            raise MathScoutError(f"the fusion weights {path} need non-negative weights, one of them positive")
-        return config
+        """A fusion.json, every field checked: weights of modes other than hybrid itself, in 0–MAX_WEIGHT and one
+        positive, a known method, a depth in FUSION_DEPTH's range."""
+        file = StoredFile(path, "the fusion weights file", "re-tune with 'mathscout train fusion' or delete the file")
+        data = file.load()
+        fusable = set(available_modes()) - {FusedRetriever.name}  # a hybrid of itself would open itself for ever
+        weights = {file.name(name, "a weighted mode", fusable): file.number(weight, f"the weight of {name}", 0, MAX_WEIGHT)
+                   for name, weight in file.mapping(data.get("weights"), "weights").items()}
+        file.require(any(w > 0 for w in weights.values()), "no weight is positive")
+        return cls(weights, file.name(data.get("method", "linear"), "method", METHODS),
+                   file.whole(data.get("depth", DEPTH), "depth", FUSION_DEPTH.low, FUSION_DEPTH.high),
+                   file.mapping(data.get("tuning", {}), "tuning"))
 
     def write(self, path: Path) -> Path:
         """Write atomically (into an index directory: `FusionConfig.path(index)`)."""
@@ -323,7 +323,7 @@ def open_hybrid(index: IndexDir, **options) -> FusedRetriever:
         notice(f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
                f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'")
     stages = [weight * open_retriever(index, name) for name, weight in config.weights.items() if weight > 0]
-    return FusedRetriever(stages, options.get("fusion", config.method), int(options.get("depth", config.depth)),
+    return FusedRetriever(stages, options.get("fusion", config.method), options.get("depth", config.depth),
                           parallel=bool(options.get("parallel", True)))
 
 

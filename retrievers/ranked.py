@@ -12,7 +12,6 @@ there are candidates (a run of 1,000), the rest of the top k of the best single 
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,9 +22,11 @@ import numpy as np
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.index.integrity import FileRecord, record_file, verify_file
 from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.index.stored import StoredFile
+from mathscout.limits import K
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
-from mathscout.retrievers.candidates import CandidateGenerator, Candidates
+from mathscout.retrievers.candidates import RETRIEVERS, CandidateGenerator, Candidates
 from mathscout.retrievers.features import Vocabulary, feature_matrix, feature_names
 from mathscout.retrievers.registry import servable_modes
 
@@ -64,14 +65,24 @@ class RankerConfig:
         if not path.is_file():
             raise IndexMissingError(f"{folder} has no learned ranker ({CONFIG_FILE}): train one with "
                                     f"'mathscout train ranker --index {folder}'")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            config = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-            if config.features != feature_names(config.retrievers):
-                raise ValueError("its feature list is not the one this version computes")
-        except (OSError, ValueError, TypeError) as exc:
-            raise DamagedIndexError(f"the ranker description {path} is unusable ({exc}): retrain with "
-                                    f"'mathscout train ranker --index …' or delete it") from exc
+        file = StoredFile(path, "the ranker description",
+                          f"retrain with 'mathscout train ranker --index {folder}' or delete it")
+        data = file.load()
+        retrievers = [file.name(r, "a retriever", RETRIEVERS) for r in file.items(data.get("retrievers"), "retrievers")]
+        vocabulary = file.mapping(data.get("vocabulary"), "vocabulary")
+        model = file.mapping(data.get("model", {}), "model")
+        config = cls(retrievers=retrievers,
+                     used=[file.name(r, "a used retriever", retrievers) for r in file.items(data.get("used"), "used")],
+                     depth=file.whole(data.get("depth"), "depth", 1, K.high),
+                     features=[file.text(f, "a feature") for f in file.items(data.get("features"), "features")],
+                     vocabulary={name: [file.text(v, f"a {name} code") for v in file.items(codes, name)]
+                                 for name, codes in vocabulary.items()},
+                     model=model, training=file.mapping(data.get("training", {}), "training"))
+        file.require(config.features == feature_names(retrievers),
+                     "its feature list is not the one this version computes")
+        if model:
+            file.name(model.get("file"), "the model file", (MODEL_FILE,))
+            file.record(model, "the model")
         return config
 
     def write(self, folder: Path) -> Path:

@@ -9,7 +9,6 @@ its words. Older components without text lists fall back to the union of both ra
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, replace
@@ -22,6 +21,7 @@ from mathscout.notices import notice
 from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.index.stored import StoredFile
 from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import formula_terms, query_terms
 from mathscout.render import make_snippet
@@ -51,6 +51,7 @@ SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout tra
 MIXED_CANDIDATES = 1000  # per ranking, for Zhong 2023 thesis Eq. 3.18 fusion of math and words
 PARALLEL_ABOVE = int(os.environ.get("MATHSCOUT_PARALLEL_ABOVE", "100000"))  # formulas from which the path index is built by workers
 MAX_QUERY_FORMULAS = 100  # a query keeps at most its 100 widest formulas (bounded time for pasted documents)
+MAX_LAMBDA_M = 10_000.0  # the largest stored λ_m of Zhong 2023 thesis Eq. 3.18 (tuned: 0.1–100)
 
 
 class StructureComponent:
@@ -110,6 +111,20 @@ class KindSetting:
         return self
 
 
+def _stored_setting(file: StoredFile, fields: Any, what: str) -> dict[str, Any]:
+    """The fields of a KindSetting stored in structure.json, each checked (λ_m × a structure score stays finite)."""
+    fields = file.mapping(fields, what)
+    before = fields.get("before")
+    return {"lambda_m": file.number(fields.get("lambda_m"), f"{what}'s lambda_m", 0, MAX_LAMBDA_M),
+            "text": file.name(fields.get("text"), f"{what}'s text", TEXT_PARTS),
+            "max_formulas": file.whole(fields.get("max_formulas", 0), f"{what}'s max_formulas", 0, MAX_QUERY_FORMULAS),
+            "tuned_on": file.text(fields.get("tuned_on", ""), f"{what}'s tuned_on"),
+            "queries": file.whole(fields.get("queries", 0), f"{what}'s queries"),
+            "measure": file.text(fields.get("measure", ""), f"{what}'s measure"),
+            "score": file.number(fields.get("score", 0.0), f"{what}'s score", 0, 1),
+            "before": None if before is None else file.number(before, f"{what}'s before", 0, 1)}
+
+
 @dataclass
 class StructureSettings:
     """`<index>/structure.json`: Zhong 2023 thesis Eq. 3.18's settings fitted by `mathscout train structure` (evaluation/structure_tuning.py)
@@ -137,17 +152,24 @@ class StructureSettings:
         path = cls.path(index)
         if not path.is_file():
             return None
+        file = StoredFile(path, "the structure setting", f"rerun `mathscout train structure --index {index.path}` or "
+                                                         "delete it to use the thesis defaults")
+        data = file.load()
+        question = _stored_setting(file, data, "the question setting")
+        formula, kinds = data.get("formula"), data.get("kinds")
+        if kinds is not None:
+            kinds = {file.name(kind, "a query kind", QUERY_KINDS): _stored_setting(file, fields, f"the {kind} setting")
+                     for kind, fields in file.mapping(kinds, "kinds").items()}
+        settings = cls(lambda_m=question["lambda_m"], max_formulas=question["max_formulas"],
+                       text=file.name(data.get("text"), "text", ("words", "full")), tuned_on=question["tuned_on"],
+                       topics=file.whole(data.get("topics", 0), "topics"), measure=question["measure"],
+                       score=question["score"], kinds=kinds,
+                       formula=None if formula is None else _stored_setting(file, formula, "the formula setting"))
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            settings = cls(lambda_m=float(data["lambda_m"]), max_formulas=int(data["max_formulas"]), text=str(data["text"]),
-                           **{k: data[k] for k in ("tuned_on", "topics", "measure", "score", "formula", "kinds") if k in data})
-            if settings.text not in ("words", "full"):
-                raise ValueError(f"text '{settings.text}'")
             settings.kind_settings()  # every stored setting must be usable
-            return settings
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise MathScoutError(f"{path} is unusable ({exc}); rerun `mathscout train structure --index {index.path}` "
-                                 f"or delete it to use the thesis defaults") from exc
+        except ValueError as exc:
+            raise file.damaged(str(exc)) from None
+        return settings
 
     def kind_settings(self) -> dict[str, KindSetting]:
         """The stored setting of each kind: `kinds`, else (older files) the top-level setting for questions and the

@@ -7,7 +7,6 @@ With `--server URL` the question goes to a running `mathscout serve` (POST /api/
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, TextIO
 from mathscout.events import AgentEvent, Answer
 from mathscout.limits import AGENT_K, K, RERANKERS, rerank_argument
 from mathscout.notices import quiet
+from mathscout.ui.cli import strict_json
 
 
 def add_parser(sub, common: argparse.ArgumentParser) -> None:
@@ -86,7 +86,7 @@ def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
                                                use_llm=False if args.no_llm else None,
                                                index=args.index.name if args.index else None)
     if args.json:
-        print(json.dumps(record, ensure_ascii=False, indent=2), file=out)
+        print(strict_json(record), file=out)
         return
     if not quiet():
         for notice in record.get("notices", []):
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
     assistant = Assistant(args.index, use_llm=False if args.no_llm else None)
     options = dict(mode=args.mode, k=args.k, rerank=args.rerank)
     if args.json:
-        print(json.dumps(answer_json(assistant.ask(question, **options)), ensure_ascii=False, indent=2), file=out)
+        print(strict_json(answer_json(assistant.ask(question, **options))), file=out)
         return
     answer, streamed = None, ""
     for event in assistant.stream(question, **options):

@@ -16,6 +16,15 @@ from mathscout.errors import MathScoutError
 from mathscout.limits import PORT, RERANK_DEPTH, RERANKERS, K, rerank_argument
 
 
+def strict_json(data) -> str:
+    """`data` as strict JSON: a NaN or infinity (which JSON has not) is one clear error before anything is printed."""
+    try:
+        return json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False)
+    except ValueError as exc:
+        raise MathScoutError(f"the result holds a number JSON cannot represent ({exc}): check the index's tuned files "
+                             "(structure.json, fusion.json, ranker.json)") from None
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: `mathscout search: error: … (see 'mathscout search --help')`, exit 2."""
 
@@ -83,7 +92,7 @@ def _search_server(args: argparse.Namespace, request, out: TextIO) -> None:
                                                    rerank=request.rerank, rerank_depth=request.rerank_depth,
                                                    index=args.index.name if args.index else None)
     if args.json:
-        print(json.dumps(result, ensure_ascii=False, indent=2), file=out)
+        print(strict_json(result), file=out)
         return
     _say_notices(result.get("notices", []))
     print_hit_records(result["hits"], request.query, out)
@@ -126,7 +135,7 @@ def _search_once(search: _LocalSearch, request, as_json: bool, out: TextIO) -> N
 
     result = search.run(request)
     if as_json:
-        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2), file=out)
+        print(strict_json(result.to_json()), file=out)
         return
     _say_notices(result.notices)
     print_hit_records(result.hits, request.query, out)
@@ -213,14 +222,14 @@ def _cmd_eval(args: argparse.Namespace) -> None:
 
         results = [evaluate_run(run, args.qrels, **scoring) for run in args.run]
         families = family_scores(results)
-        print(json.dumps(families_json(results, families), indent=2) if args.json else format_families(results, families), file=args.out)
+        print(strict_json(families_json(results, families)) if args.json else format_families(results, families), file=args.out)
     elif len(args.run) == 1:
         result = evaluate_run(args.run[0], args.qrels, **scoring)
-        print(json.dumps(result.to_json(), indent=2) if args.json else format_evaluation(result, per_topic=args.per_topic),
+        print(strict_json(result.to_json()) if args.json else format_evaluation(result, per_topic=args.per_topic),
               file=args.out)
     else:
         comparison = compare_runs(args.run, args.qrels, **scoring)
-        print(json.dumps(comparison.to_json(), indent=2) if args.json else format_comparison(comparison), file=args.out)
+        print(strict_json(comparison.to_json()) if args.json else format_comparison(comparison), file=args.out)
 
 
 def _cmd_bench(args: argparse.Namespace) -> None:

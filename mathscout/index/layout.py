@@ -9,28 +9,41 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mathscout.errors import IndexMissingError, MathScoutError
+from mathscout.errors import IndexMissingError
 from mathscout.index.integrity import verify_folder
+from mathscout.index.stored import StoredFile
 from mathscout.store import DocumentStore
 
 MANIFEST = "manifest.json"
 STORE = "store.sqlite"
 FORMAT_VERSION = 1
+COMPONENT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")  # a component is a folder of the index: no path may hide in its name
+
+
+def _finite_or_null(value: Any) -> Any:
+    """`value` with every NaN or infinity as None: JSON has no such numbers, and readers refuse them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    return [_finite_or_null(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def write_json_atomic(path: Path | str, data: Any) -> Path:
-    """Write JSON next to `path` and rename it into place, so readers never see half a file."""
+    """Write strict JSON next to `path` and rename it into place, so readers never see half a file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
     with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(data, out, indent=2, ensure_ascii=False)
+        json.dump(_finite_or_null(data), out, indent=2, ensure_ascii=False, allow_nan=False)
     os.replace(tmp, path)
     return path
 
@@ -48,11 +61,21 @@ class Manifest:
 
     @classmethod
     def read(cls, path: Path) -> Manifest:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise MathScoutError(f"the index manifest {path} is unreadable ({exc}); rebuild the index") from exc
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        """The manifest at `path`, every field checked (a damaged one is one line naming the rebuild command)."""
+        file = StoredFile(path, "the index manifest",
+                          f"rebuild the index with 'mathscout index --input PATH --index {Path(path).parent}'")
+        data = file.load()
+        components = file.mapping(data.get("components", {}), "components")
+        for name, entry in components.items():
+            file.expect(COMPONENT_NAME.fullmatch(name), name, "a component's name", "a folder name like 'bm25'")
+            files = file.mapping(file.mapping(entry, f"component '{name}'").get("files", {}), f"the files of '{name}'")
+            for relative, record in files.items():
+                file.record(record, relative)
+        return cls(documents=file.whole(data.get("documents", 0), "documents"),
+                   formulas=file.whole(data.get("formulas", 0), "formulas"),
+                   sources=[file.text(s, "a source") for s in file.items(data.get("sources", []), "sources")],
+                   components=components, version=file.whole(data.get("version", FORMAT_VERSION), "version"),
+                   generation=file.text(data.get("generation", ""), "generation"))
 
     def write(self, path: Path) -> None:
         """Write atomically (temp file + rename), so readers never see half a manifest; each write is a new
