@@ -19,11 +19,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mathscout.corpus import IngestReport, estimate_documents, read_corpus
-from mathscout.errors import MathScoutError
-from mathscout.index.components import ComponentSpec, component_spec, default_components
+from mathscout.errors import DamagedIndexError, MathScoutError
+from mathscout.index.components import ComponentSpec, available_components, component_spec, default_components
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, IndexDir, Manifest, is_index
-from mathscout.index.safety import build_lock, check_build_target, disk_error, log, remove_leftovers, swap_in
+from mathscout.index.safety import (build_lock, check_build_target, disk_error, index_entries, log, new_build_folder,
+                                    remove_leftovers, swap_in)
 from mathscout.isolated import run_isolated
 from mathscout.store import DocumentStore
 from mathscout.usage import process_usage
@@ -97,11 +98,19 @@ def build_component(name: str, store: DocumentStore, folder: Path) -> dict:
     return stats
 
 
+def old_components(index: Path) -> list[str] | None:
+    """The components an index's manifest lists (None when the manifest is damaged: a rebuild replaces it)."""
+    try:
+        return list(Manifest.read(index / MANIFEST).components)
+    except DamagedIndexError:
+        return None
+
+
 def kept_files(index: Path) -> list[Path]:
     """What a rebuild carries over besides components: tuned settings and models (not the store, the
     manifest, component folders or hidden build files)."""
-    components = set(Manifest.read(index / MANIFEST).components)
-    return [p for p in sorted(index.iterdir())
+    components = set(old_components(index) or available_components())
+    return [p for p in index_entries(index)
             if p.name not in (MANIFEST, STORE) and p.name not in components and not p.name.startswith(".")]
 
 
@@ -109,7 +118,10 @@ def _plan(index_path: Path, requested: Sequence[str] | None, fresh: bool) -> tup
     """The components to build and the tuned files to keep, logging what a rebuild keeps or drops."""
     if not is_index(index_path):
         return (list(requested) if requested else default_components()), []
-    old = [n for n in Manifest.read(index_path / MANIFEST).components if n != "store"]
+    listed = old_components(index_path)
+    if listed is None:
+        _log(f"the manifest of {index_path} is damaged: rebuilding the index over it")
+    old = [n for n in listed or [] if n != "store"]
     if requested:
         names = list(requested)
         dropped = [n for n in old if n not in names]
@@ -162,7 +174,7 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
 
 
 def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Path]) -> Manifest:
-    building = Path(tempfile.mkdtemp(dir=index_path.parent, prefix=f".{index_path.name}.building-"))
+    building = new_build_folder(index_path)
     try:
         store = DocumentStore.create(building / STORE)
         report = ingest_inputs(inputs, store)
@@ -198,14 +210,17 @@ def add_components(index_path: Path | str, components: Sequence[str]) -> Manifes
     index = IndexDir(index_path)
     for name in components:
         component_spec(name)
-    with build_lock(index.path):
-        removed = []
-        for name in components:
-            removed += remove_leftovers(index.path, name)
-        if removed:
-            _log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
-        for name in components:
-            _add_component(index, name)
+    try:
+        with build_lock(index.path):
+            removed = []
+            for name in components:
+                removed += remove_leftovers(index.path, name)
+            if removed:
+                _log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
+            for name in components:
+                _add_component(index, name)
+    except OSError as exc:  # a read-only index, a full disk: one line
+        raise disk_error(exc, index.path) or exc
     return index.manifest
 
 

@@ -12,7 +12,6 @@ import os
 import resource
 import shutil
 import sqlite3
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from mathscout.retrievers import registry  # noqa: F401  (offers every retriever
 from mathscout.index.components import component_spec, default_components
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, Manifest, is_index
-from mathscout.index.safety import build_lock, check_build_target, disk_error, log, remove_leftovers, swap_in
+from mathscout.index.safety import build_lock, check_build_target, disk_error, log, new_build_folder, remove_leftovers, swap_in
 from mathscout.retrievers.shards.cluster import BUILD_CPUS, connect, ray_module, worker_env
 from mathscout.retrievers.shards.layout import SHARDS_FILE, ShardInfo, ShardSet
 from mathscout.retrievers.shards.stats import GLOBAL, write_global_statistics
@@ -168,7 +167,7 @@ def _gather(ray, refs: list, folders: list[Path]) -> list[dict]:
 def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], address: str,
            kept: list[Path]) -> Manifest:
     ray = ray_module()
-    building = Path(tempfile.mkdtemp(dir=index_path.parent, prefix=f".{index_path.name}.building-"))
+    building = new_build_folder(index_path)
     try:
         started = time.perf_counter()
         store = DocumentStore.create(building / STORE)
