@@ -52,6 +52,12 @@ def read_formula(latex: str) -> tuple[sp.Basic, str]:
         expr = sympy_parse_latex(latex, backend="lark")
     except Exception as exc:  # lark raises its own error classes
         raise ValueError(f"SymPy cannot read it ({reason}; lark: {type(exc).__name__})") from None
+    if not isinstance(expr, sp.Basic):  # lark hands back a formula it reads two ways as an unresolved `_ambig` Tree
+        readings = {r for r in getattr(expr, "children", ()) if isinstance(r, sp.Basic)}
+        if len(readings) != 1:
+            raise ValueError("SymPy can read it in more than one way (as f(x): f of x, or f times x); write \\cdot or "
+                             "brackets to say which is meant")
+        expr = readings.pop()
     leaf_names = {leaf.symbol.lstrip("\\") for leaf in parsed.tree.leaves() if leaf.token == "VAR"}
     names = {s.name for s in expr.free_symbols | expr.atoms(sp.Symbol)}
     if not names <= leaf_names:

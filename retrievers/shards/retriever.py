@@ -22,7 +22,7 @@ from mathscout.retrievers.shards.cluster import ACTOR_CPUS, MAX_RESTARTS, MAX_TA
 from mathscout.retrievers.shards.layout import ShardSet
 from mathscout.retrievers.shards.scoring import adjust_ties
 from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
-from mathscout.structure.fusion import fuse_formula_lists, rank_by_tier
+from mathscout.structure.fusion import FusedHit, fuse_formula_lists, rank_by_tier
 from mathscout.structure.lexer import LEGACY_LEXER
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.scoring import ETA_ARQMATH
@@ -182,8 +182,6 @@ class ShardedRetriever(BaseRetriever):
             found, gone = self._rank(chunk, k, per_query_errors=True)
             missing.update(gone)
             for query, (hits, _) in zip(chunk, found):
-                for rank, hit in enumerate(hits, start=1):
-                    hit.rank = rank
                 runs[query.id] = ShardedHits(hits, gone)
         if missing:
             notice(f"notice: partial run: {', '.join(sorted(missing))} did not answer some queries")
@@ -365,17 +363,18 @@ def merge_structure(answers: list[ShardHits], k: int) -> tuple[list[Hit], dict[i
         ids.update((e[0], e[1]) for e in entries)
     if first["plan"] == "top":
         best = {h.doc: h for h in merged[0][:k]} if merged else {}
-        return [Hit(doc_id=ids[d], score=h.score, components={"structure": h.score}) for d, h in best.items()], best
-    if first["plan"] == "tier":
+        fused = [FusedHit(d, h.score, {"structure": h.score}) for d, h in best.items()]
+    elif first["plan"] == "tier":
         best = {h.doc: h for h in merged[0]}
         fused = rank_by_tier({d: h.score for d, h in best.items()}, {d: {"structure": h.score} for d, h in best.items()}, best, k)
-        return [Hit(doc_id=ids[h.doc], score=h.score, components=h.components) for h in fused], best
-    bm25 = {}
-    for (ordinal, doc_id, _), score in _bm25_top((e for found in lists for e in found["bm25"]), depth):
-        bm25[ordinal] = score
-        ids[ordinal] = doc_id
-    fused, best = fuse_formula_lists(merged, bm25, k, first["lambda_m"], first["by_tier"], first["parts"])
-    return [Hit(doc_id=ids[h.doc], score=h.score, components=h.components) for h in fused], best
+    else:
+        bm25 = {}
+        for (ordinal, doc_id, _), score in _bm25_top((e for found in lists for e in found["bm25"]), depth):
+            bm25[ordinal] = score
+            ids[ordinal] = doc_id
+        fused, best = fuse_formula_lists(merged, bm25, k, first["lambda_m"], first["by_tier"], first["parts"])
+    return [Hit(doc_id=ids[h.doc], score=h.score, rank=n, components=h.components)
+            for n, h in enumerate(fused, start=1)], best
 
 
 def open_sharded(index: IndexDir, mode: str, **options):
