@@ -29,8 +29,8 @@ from mathscout.agent.compose import (
     PRIOR_WEIGHT,
     SENTENCE_WEIGHTS,
     SUMMARY_HITS,
+    _cite,
     choose_summary,
-    find_citations,
     score_candidates,
     summary_candidates,
     summary_line,
@@ -53,11 +53,12 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def _first_cited(text: str) -> str | None:
-    """The first document the answer's "In short" paragraph cites, or None when it has none."""
+def _first_cited(text: str, hits) -> str | None:
+    """The first hit the answer's "In short" paragraph cites, or None when it has none (a citation as the answer
+    writes it: `[id]`, or escaped text for an id with spaces or brackets, as ProofWiki's `pw:Euclid's Lemma`)."""
     summary = next((part for part in text.split("\n\n") if part.startswith("**In short:**")), "")
-    found = find_citations(summary)
-    return found[0][2][0] if found else None
+    places = [(summary.find(_cite(h.doc_id)), h.doc_id) for h in hits if _cite(h.doc_id) in summary]
+    return min(places)[1] if places else None
 
 
 def mcnemar(better: int, worse: int) -> float:
@@ -87,7 +88,7 @@ def measure(assistant: Assistant, topics, qrels, k: int, model: str) -> dict:
         started = time.perf_counter()
         answer = assistant.ask(topic.text, k=k, use_llm=False)
         seconds.append(time.perf_counter() - started)
-        summary_rel.append(_relevant(qrels, topic.id, _first_cited(answer.text)))
+        summary_rel.append(_relevant(qrels, topic.id, _first_cited(answer.text, answer.hits)))
         top_rel.append(_relevant(qrels, topic.id, answer.hits[0].doc_id if answer.hits else None))
         if answer.hits:  # the scorer's cost: the same summary with and without it
             question, documents = read_question(topic.text), store.get_many(h.doc_id for h in answer.hits)
