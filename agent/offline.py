@@ -243,8 +243,9 @@ def sentence_scorer(toolbox: ToolBox, model: str = "auto") -> SentenceScorer | N
         return None
     components = toolbox.index.components
     dense = _opened(toolbox, "dense") if model in ("auto", "dense") and "dense" in components else None
-    if dense is not None:
-        return DenseSentences(dense.encoder)
+    encoder = _encoder_of(dense) if dense is not None else None
+    if encoder is not None:
+        return DenseSentences(encoder)
     if model == "dense":
         return DenseSentences(_default_encoder())
     bm25 = _opened(toolbox, "bm25") if "bm25" in components else None
@@ -258,6 +259,14 @@ def _default_encoder():
     from mathscout.dense.encoder import Encoder
 
     return Encoder()
+
+
+def _encoder_of(dense):
+    """The query encoder of an opened dense retriever (single or sharded), or None when it cannot be loaded."""
+    try:
+        return getattr(dense, "encoder", None)
+    except Exception:  # noqa: BLE001 — e.g. the model folder is gone: the summary does without it
+        return None
 
 
 def _opened(toolbox: ToolBox, mode: str):
