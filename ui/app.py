@@ -21,6 +21,7 @@ from mathscout.config import DEMO_CORPUS
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
+from mathscout.ui import services
 from mathscout.ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
 from mathscout.ui.indexes import discover_indexes
 from mathscout.ui.inputs import formula_problem
@@ -265,14 +266,16 @@ def warm_up(pool: AssistantPool) -> list[str]:
     return failed
 
 
-def _listen(site, host: str, port: int, started: float, said: str) -> None:
-    """Serve `site` with uvicorn; `said` and "ready" are printed once the socket listens (not before)."""
+def _listen(site, host: str, port: int, started: float, said: str, on_ready=None) -> None:
+    """Serve `site` with uvicorn; `said` and "ready" are printed, and `on_ready()` called, once the socket listens."""
     import uvicorn
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets=sockets)
             if self.started:
+                if on_ready is not None:
+                    on_ready()
                 print(f"MathScout: ready in {time.perf_counter() - started:.1f} s: {said}", flush=True)
 
     Server(uvicorn.Config(site, host=host, port=port, log_level="warning", access_log=False)).run()
@@ -297,14 +300,15 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
         print("MathScout: warning: --public without --auth: anyone who can reach this address can use the page "
               "and its LLM quota; add --auth USER:PASSWORD", file=sys.stderr, flush=True)
     started = time.perf_counter()
+    settings = services.settings_fingerprint()  # as this server starts: its record says what decides its results
     pool = AssistantPool(discover_indexes(index_paths), use_llm=use_llm)
     failed = warm_up(pool)
     if failed:
         print(f"MathScout: warning: these modes failed to warm up and may fail on first use: {', '.join(failed)}",
               file=sys.stderr, flush=True)
-    cache = private_cache()
+    cache, record = private_cache(), None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # (re-raised by uvicorn after its
-    try:  # shutdown) a SIGTERM then ends the process through the `finally` below, which removes the cache
+    try:  # shutdown) a SIGTERM then ends the process through the `finally` below, which removes the cache and record
         if share:  # Gradio's share link needs its own launch: the page only
             print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} and a gradio.live link "
                   "(the JSON API is not served with --share) (Ctrl-C stops)", flush=True)
@@ -315,9 +319,16 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
         _check_port(host, port)
         site = build_site(pool, credentials)
         modes = sum(len(pool.assistant(key).modes()) for key in pool.choices)
+
+        def register() -> None:  # the command line of this OS user finds the server (mathscout.ui.services)
+            nonlocal record
+            record = services.register(host, port, {c.key: c.path for c in pool.choices.values()}, settings)
+
         _listen(site, host, port, started, f"serving {', '.join(pool.choices)} ({modes} search modes warmed) on "
-                f"http://{host}:{port} (page), http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)")
+                f"http://{host}:{port} (page), http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)",
+                register)
     finally:
+        services.unregister(record)
         shutil.rmtree(cache, ignore_errors=True)
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
+from mathscout.errors import MathScoutError
 from mathscout.events import AgentEvent, Answer
 from mathscout.limits import AGENT_K, K, RERANKERS, rerank_argument
 from mathscout.notices import quiet
@@ -32,6 +33,9 @@ def add_parser(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the answer, hits and trace as JSON")
     p.add_argument("--server", metavar="URL", help="ask a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
     p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
+    p.add_argument("--local", action="store_true", help="answer in this process, even when a MathScout service of "
+                   "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
+                   "such a service answers, with the same output, unless an LLM is to write the answer")
     p.set_defaults(func=run)
 
 
@@ -95,11 +99,48 @@ def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
     print_trace(record, out, with_calls=True)
 
 
+def _ask_service(args: argparse.Namespace, question: str, out: TextIO) -> bool:
+    """The answer of a running MathScout service of this user for the index (mathscout.ui.services), printed as an
+    answer written in this process is (its tool calls on stderr once it is done). False, with nothing printed, when
+    there is none, when an LLM would write the answer here, or when it fails in any way: the question is then
+    answered in this process."""
+    from mathscout.agent.config import LLMConfig
+    from mathscout.events import ToolCall
+    from mathscout.ui.services import debug, find
+
+    try:
+        if not args.no_llm and LLMConfig.from_env().configured:
+            return False
+    except MathScoutError:  # an unreadable config file: answering here says so
+        return False
+    service = find(args.index)
+    if service is None:
+        return False
+    try:
+        record = service.client().ask(question, mode=args.mode, k=args.k, rerank=args.rerank,
+                                      use_llm=False, index=service.key)
+        calls = [ToolCall(c["tool"], c["arguments"], c["summary"], seconds=c["seconds"], error=c.get("error"))
+                 for c in record["trace"]]
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong, this process answers by itself
+        debug(f"the service at {service.url} failed ({exc}): answering here")
+        return False
+    if args.json:
+        print(strict_json(record), file=out)
+        return True
+    for event in [AgentEvent("notice", text=n) for n in record["notices"]] + [AgentEvent("tool_end", call=c) for c in calls]:
+        _progress(event, sys.stderr)
+    print(record["text"], file=out)
+    print_trace(record, out, with_calls=quiet())
+    return True
+
+
 def run(args: argparse.Namespace) -> None:
     out: TextIO = getattr(args, "out", None) or sys.stdout
     question = " ".join(args.question)
     if args.server:
         _ask_server(args, question, out)
+        return
+    if not args.local and _ask_service(args, question, out):
         return
     from mathscout.agent.assistant import Assistant
     from mathscout.rewrite.pool import default_pool

@@ -67,9 +67,11 @@ def _open_index(args: argparse.Namespace):
 
 
 def _cmd_search(args: argparse.Namespace) -> None:
+    out: TextIO = args.out
+    if args.query and not args.server and not args.local and _search_service(args, out):
+        return
     from mathscout.tools.searching import SearchRequest
 
-    out: TextIO = args.out
     request = SearchRequest(" ".join(args.query), args.mode, args.k, args.rerank, args.rerank_depth)
     if args.server:
         _search_server(args, request, out)
@@ -85,17 +87,43 @@ def _cmd_search(args: argparse.Namespace) -> None:
 
 def _search_server(args: argparse.Namespace, request, out: TextIO) -> None:
     from mathscout.ui.client import Client
-    from mathscout.render import print_hit_records
 
     request = request.checked()
     result = Client(args.server, args.auth).search(request.query, mode=request.mode, k=request.k,
                                                    rerank=request.rerank, rerank_depth=request.rerank_depth,
                                                    index=args.index.name if args.index else None)
-    if args.json:
+    _print_search_result(result, request.query, args.json, out)
+
+
+def _search_service(args: argparse.Namespace, out: TextIO) -> bool:
+    """The search through a running MathScout service of this user for the index (`mathscout serve`,
+    mathscout.ui.services), printed as a search in this process prints it. False, with nothing printed, when there is
+    none or it fails in any way (bad input included): the search then runs in this process and says why."""
+    from mathscout.ui.services import debug, find
+
+    service = find(args.index)
+    if service is None:
+        return False
+    query = " ".join(args.query)
+    try:
+        result = service.client().search(query, mode=args.mode, k=args.k, rerank=args.rerank,
+                                         rerank_depth=args.rerank_depth, index=service.key)
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong, this process searches by itself
+        debug(f"the service at {service.url} failed ({exc}): searching here")
+        return False
+    _print_search_result(result, query, args.json, out)
+    return True
+
+
+def _print_search_result(result: dict, query: str, as_json: bool, out: TextIO) -> None:
+    """A search's result as JSON (`SearchResult` as a dict) printed: JSON, or its notices and hits."""
+    if as_json:
         print(strict_json(result), file=out)
         return
+    from mathscout.render import print_hit_records
+
     _say_notices(result.get("notices", []))
-    print_hit_records(result["hits"], request.query, out)
+    print_hit_records(result["hits"], query, out)
 
 
 class _LocalSearch:
@@ -254,11 +282,33 @@ def _trainer_names() -> list[str]:
     return list(trainers())
 
 
+DEFAULT_PORT = 7860
+
+
 def _cmd_serve(args: argparse.Namespace) -> None:
+    if args.stop or args.background:
+        _serve_background(args)
+        return
     from mathscout.ui.app import serve
 
-    serve(args.index or [], host=args.host, port=args.port, public=args.public, share=args.share,
+    serve(args.index or [], host=args.host, port=args.port or DEFAULT_PORT, public=args.public, share=args.share,
           auth=args.auth or os.environ.get("MATHSCOUT_AUTH"), use_llm=False if args.no_llm else None)
+
+
+def _serve_background(args: argparse.Namespace) -> None:
+    """`serve --stop`, and `serve --background`: the same `serve` in a process of its own (mathscout.ui.services)."""
+    from mathscout.ui import services
+
+    if args.stop:
+        services.stop(args.index or [])
+        return
+    if args.share:
+        raise MathScoutError("--share serves the page only, which the command line cannot use: leave out --background")
+    port = args.port or services.free_port(args.host)
+    serve_arguments = [f"--index={path}" for path in args.index or []] + [f"--host={args.host}", f"--port={port}"]
+    serve_arguments += [flag for flag, on in (("--public", args.public), ("--no-llm", args.no_llm),
+                                              ("--quiet", args.quiet)) if on]
+    services.start_background(serve_arguments, args.auth)
 
 
 def _add_index(sub, common: argparse.ArgumentParser) -> None:
@@ -290,6 +340,9 @@ def _add_search(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON (stdout carries only the JSON)")
     p.add_argument("--server", metavar="URL", help="search through a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
     p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
+    p.add_argument("--local", action="store_true", help="search in this process, even when a MathScout service of "
+                   "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
+                   "such a service answers, with the same output")
     p.set_defaults(func=_cmd_search)
 
 
@@ -374,12 +427,16 @@ def _add_serve(sub, common: argparse.ArgumentParser) -> None:
                    "index and every index under $MATHSCOUT_HOME/indexes)")
     p.add_argument("--host", default=os.environ.get("MATHSCOUT_HOST", "127.0.0.1"),
                    help="address to bind (default 127.0.0.1 or $MATHSCOUT_HOST; non-local ones need --public)")
-    p.add_argument("--port", type=PORT.argparse(), default=os.environ.get("MATHSCOUT_PORT") or "7860",
-                   help="port (default 7860 or $MATHSCOUT_PORT)")
+    p.add_argument("--port", type=PORT.argparse(), default=os.environ.get("MATHSCOUT_PORT"),
+                   help=f"port (default {DEFAULT_PORT} or $MATHSCOUT_PORT; with --background a free one)")
     p.add_argument("--public", action="store_true", help="allow binding beyond localhost (e.g. --host 0.0.0.0)")
     p.add_argument("--share", action="store_true", help="also open a public gradio.live link")
     p.add_argument("--auth", metavar="USER:PASSWORD", help="require a login (or set MATHSCOUT_AUTH)")
     p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
+    p.add_argument("--background", action="store_true", help="serve in a process of its own: returns once it listens, "
+                   "printing its URL and process id; 'mathscout search' and 'ask' then use it (as any 'serve' of yours "
+                   "on this machine)")
+    p.add_argument("--stop", action="store_true", help="stop your running services (with --index: those serving it)")
     p.set_defaults(func=_cmd_serve)
 
 

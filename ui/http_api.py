@@ -35,6 +35,7 @@ from mathscout import __version__
 from mathscout.errors import MathScoutError
 from mathscout.limits import MAX_REQUEST_BYTES
 from mathscout.tools.searching import SearchRequest, run_search
+from mathscout.ui import services
 from mathscout.ui.chat import AssistantPool
 from mathscout.ui.login import CLIENT, LoginGuard
 
@@ -125,12 +126,22 @@ async def _body(scope, receive) -> bytes | None:
 
 
 def _login_check(guard: LoginGuard | None):
-    """A dependency: with a guard, HTTP Basic credentials must be the page's login."""
+    """A dependency: with a guard, HTTP Basic credentials must be the page's login. The token of this server's
+    service record (`Authorization: Bearer …`, readable by its OS user only: mathscout.ui.services) is a login as
+    well, with or without a guard; a wrong token is a failed login (counted and slowed by the guard)."""
 
     async def check(request: Request) -> None:
+        scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            if services.token_accepted(encoded.strip()):
+                return
+            if guard is not None:
+                await guard.check(services.TOKEN_LOGIN, "")
+            raise HTTPException(401, "this server does not know that token: it is in the record of the "
+                                     "MathScout service that 'mathscout serve' writes", headers={"WWW-Authenticate":
+                                                                                                 'Bearer realm="MathScout"'})
         if guard is None:
             return
-        scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
         user, password = "", ""
         if scheme.lower() == "basic":
             try:
