@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, TextIO
 
-from mathscout.schema import marked_snippet
 from mathscout.latex.tokens import formula_terms, is_math_term, lex, math_term, query_terms, word_term_spans
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Formula, Hit, MatchedFormula
@@ -225,3 +224,28 @@ def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
         if formulas:
             print("     formulas: " + "   ".join(style.formula(f) for f in formulas), file=out)
         print(file=out)
+
+
+def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
+    """A snippet without its `**…**` match marks, and the marked ranges in the plain text."""
+    pieces = snippet.split(MARK)
+    closed = len(pieces) if len(pieces) % 2 else len(pieces) - 1  # an unpaired last mark closes nothing
+    text, marks, position = [], [], 0
+    for n, piece in enumerate(pieces):
+        if n % 2 and n < closed and piece:
+            marks.append((position, position + len(piece)))
+        text.append(piece if n < closed or not n % 2 else MARK + piece)
+        position += len(text[-1])
+    return "".join(text), marks
+
+
+def marked_snippet(snippet: str, marks: list[tuple[int, int]] | list[list[int]]) -> str:
+    """The snippet with `**…**` around its marks again (the terminal's and the page's rendering)."""
+    pieces, position = [], 0
+    for start, end in sorted((int(a), int(b)) for a, b in marks):
+        if start < position or end > len(snippet):
+            continue
+        pieces += [snippet[position:start], MARK, snippet[start:end], MARK]
+        position = end
+    pieces.append(snippet[position:])
+    return "".join(pieces)

@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MARK = "**"  # how retrievers and the renderer mark a match inside a snippet (mathscout.render.MARK)
+from mathscout.render import plain_snippet
+
 
 
 class Record(BaseModel):
@@ -125,31 +126,6 @@ class ErrorRecord(Record):
     """Every failure: one line that says what went wrong and what to do."""
 
     error: str = Field(description="one line: what went wrong and what to do, e.g. 'k must be a whole number …'")
-
-
-def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
-    """A snippet without its `**…**` match marks, and the marked ranges in the plain text."""
-    pieces = snippet.split(MARK)
-    closed = len(pieces) if len(pieces) % 2 else len(pieces) - 1  # an unpaired last mark closes nothing
-    text, marks, position = [], [], 0
-    for n, piece in enumerate(pieces):
-        if n % 2 and n < closed and piece:
-            marks.append((position, position + len(piece)))
-        text.append(piece if n < closed or not n % 2 else MARK + piece)
-        position += len(text[-1])
-    return "".join(text), marks
-
-
-def marked_snippet(snippet: str, marks: list[tuple[int, int]] | list[list[int]]) -> str:
-    """The snippet with `**…**` around its marks again (the terminal's and the page's rendering)."""
-    pieces, position = [], 0
-    for start, end in sorted((int(a), int(b)) for a, b in marks):
-        if start < position or end > len(snippet):
-            continue
-        pieces += [snippet[position:start], MARK, snippet[start:end], MARK]
-        position = end
-    pieces.append(snippet[position:])
-    return "".join(pieces)
 
 
 def hit_record(hit) -> HitRecord:

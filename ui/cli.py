@@ -282,6 +282,14 @@ def _trainer_names() -> list[str]:
     return list(trainers())
 
 
+class _TrainersHelp(str):
+    """`train`'s help, listing the registry's trainers only when help is printed (argparse formats it with `%`):
+    every other command starts without importing the registry."""
+
+    def __mod__(self, params) -> str:
+        return f"what to train ({', '.join(_trainer_names())})"
+
+
 DEFAULT_PORT = 7860
 
 
@@ -416,7 +424,7 @@ def _add_bench(sub, common: argparse.ArgumentParser) -> None:
 
 def _add_train(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("train", parents=[common], help="train a model (dense bi-encoder, type embeddings)")
-    p.add_argument("name", help=f"what to train ({', '.join(_trainer_names())})")
+    p.add_argument("name", help=_TrainersHelp("what to train"))
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the trainer")
     p.set_defaults(func=_cmd_train)
 
