@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
 from mathscout.errors import MathScoutError
-from mathscout.events import AgentEvent, Answer
-from mathscout.limits import AGENT_K, K, RERANKERS, rerank_argument
+from mathscout.events import AgentEvent
 from mathscout.notices import quiet
-from mathscout.ui.cli import strict_json
+from mathscout.ui.cli import add_search_options, strict_json
 
 
 def add_parser(sub, common: argparse.ArgumentParser) -> None:
@@ -24,11 +22,7 @@ def add_parser(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("question", nargs="+", help="words and LaTeX, e.g. 'why is $\\cos^2 x + \\sin^2 x = 1$?'")
     p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index; with --server, "
                    "the name of one the server offers)")
-    p.add_argument("--mode", default="auto", help="auto (the agent plans; default) or a search mode of the index")
-    p.add_argument("--k", type=K.argparse(), default=10,
-                   help=f"hits to return (the assistant shows at most {AGENT_K.high}; a larger k is capped with a notice)")
-    p.add_argument("--rerank", nargs="?", const="auto", default=None, type=rerank_argument, metavar="KIND",
-                   help=f"rerank the top hits: {', '.join(RERANKERS)} (a bare --rerank means auto)")
+    add_search_options(p)
     p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
     p.add_argument("--json", action="store_true", help="print the answer, hits and trace as JSON")
     p.add_argument("--server", metavar="URL", help="ask a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
@@ -59,7 +53,7 @@ def _progress(event: AgentEvent, out: TextIO) -> None:
 
 
 def print_trace(record: dict, out: TextIO, with_calls: bool = False) -> None:
-    """The trace summary of an answer (as `answer_json` gives it); the numbered tool calls with `with_calls`."""
+    """The trace summary of an answer (as `Answer.to_dict()` gives it); the numbered tool calls with `with_calls`."""
     print(f"\n--- trace: planner {record['planner']}, mode {record['mode']}, {len(record['trace'])} tool calls, "
           f"{record['seconds']:.2f} s", file=out)
     for n, call in enumerate(record["trace"] if with_calls else [], 1):
@@ -74,20 +68,11 @@ def print_trace(record: dict, out: TextIO, with_calls: bool = False) -> None:
         print("hits: " + ", ".join(f"{h['rank']}. {h['doc_id']}" for h in record["hits"]), file=out)
 
 
-def answer_json(answer: Answer) -> dict:
-    from mathscout.retrievers.scores import explain_score
-
-    record = asdict(answer)
-    for hit, entry in zip(answer.hits, record["hits"]):
-        entry["score_explained"] = explain_score(hit)
-    return record
-
-
 def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
     from mathscout.ui.client import Client
 
     record = Client(args.server, args.auth).ask(question, mode=args.mode, k=args.k, rerank=args.rerank,
-                                               use_llm=False if args.no_llm else None,
+                                               rerank_depth=args.rerank_depth, use_llm=False if args.no_llm else None,
                                                index=args.index.name if args.index else None)
     if args.json:
         print(strict_json(record), file=out)
@@ -118,7 +103,7 @@ def _ask_service(args: argparse.Namespace, question: str, out: TextIO) -> bool:
         return False
     try:
         record = service.client().ask(question, mode=args.mode, k=args.k, rerank=args.rerank,
-                                      use_llm=False, index=service.key)
+                                      rerank_depth=args.rerank_depth, use_llm=False, index=service.key)
         calls = [ToolCall(c["tool"], c["arguments"], c["summary"], seconds=c["seconds"], error=c.get("error"))
                  for c in record["trace"]]
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, this process answers by itself
@@ -147,9 +132,9 @@ def run(args: argparse.Namespace) -> None:
 
     default_pool()  # the SymPy worker starts importing now, beside the JVM and the kernels
     assistant = Assistant(args.index, use_llm=False if args.no_llm else None)
-    options = dict(mode=args.mode, k=args.k, rerank=args.rerank)
+    options = dict(mode=args.mode, k=args.k, rerank=args.rerank, rerank_depth=args.rerank_depth)
     if args.json:
-        print(strict_json(answer_json(assistant.ask(question, **options))), file=out)
+        print(strict_json(assistant.ask(question, **options).to_dict()), file=out)
         return
     answer, streamed = None, ""
     for event in assistant.stream(question, **options):
@@ -171,4 +156,4 @@ def run(args: argparse.Namespace) -> None:
         print("\n\n--- answer (checked) ---\n" + answer.text if streamed else answer.text, file=out)
     else:
         print(file=out)
-    print_trace(answer_json(answer), out, with_calls=quiet())
+    print_trace(answer.to_dict(), out, with_calls=quiet())

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from mathscout.errors import MathScoutError
 from mathscout.limits import PORT, RERANK_DEPTH, RERANKERS, K, rerank_argument
+from mathscout.options import MODE
 
 
 def strict_json(data) -> str:
@@ -163,10 +164,10 @@ def _search_once(search: _LocalSearch, request, as_json: bool, out: TextIO) -> N
 
     result = search.run(request)
     if as_json:
-        print(strict_json(result.to_json()), file=out)
+        print(strict_json(result.to_dict()), file=out)
         return
     _say_notices(result.notices)
-    print_hit_records(result.hits, request.query, out)
+    print_hit_records([h.to_dict() for h in result.hits], request.query, out)
 
 
 PROMPT_HELP = """commands (anything else is searched):
@@ -341,10 +342,7 @@ def _add_search(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="*", help="words and LaTeX, e.g. 'prove $a^2+b^2=c^2$'")
     p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index; with --server, "
                    "the name of one the server offers)")
-    p.add_argument("--mode", default="bm25", help="search mode (default: bm25), or auto (the assistant's planned "
-                   "searches: rewrites, structure and text, fused)")
-    p.add_argument("--k", type=K.argparse(), default=10, help=f"hits ({K.low}–{K.high:,}; default 10)")
-    _add_rerank(p)
+    add_search_options(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON (stdout carries only the JSON)")
     p.add_argument("--server", metavar="URL", help="search through a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
     p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
@@ -354,20 +352,35 @@ def _add_search(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_search)
 
 
+def add_search_options(p: argparse.ArgumentParser) -> None:
+    """--mode, --k, --rerank and --rerank-depth, from the option table (mathscout.options), as on search and ask."""
+    from mathscout import options
+
+    p.add_argument(options.MODE.flag, default=options.MODE.default, help=f"{options.MODE.help} (default: auto)")
+    p.add_argument(options.K.flag, type=K.argparse(), default=options.K.default,
+                   help=f"{options.K.help} (default {options.K.default})")
+    _add_rerank(p)
+
+
 def _add_rerank(p: argparse.ArgumentParser) -> None:
-    """--rerank KIND and --rerank-depth N, the same on search, ask and run."""
-    p.add_argument("--rerank", nargs="?", const="auto", default=None, type=rerank_argument, metavar="KIND",
+    """--rerank KIND and --rerank-depth N, the same on search, ask and run (defaults: the option table)."""
+    from mathscout import options
+
+    p.add_argument(options.RERANK.flag, nargs="?", const="auto", default=options.RERANK.default,
+                   type=rerank_argument, metavar="KIND",
                    help=f"rerank the top hits: {', '.join(RERANKERS)} (a bare --rerank means auto; default none)")
-    p.add_argument("--rerank-depth", type=RERANK_DEPTH.argparse(), default=10,
-                   help=f"first-stage hits reranked ({RERANK_DEPTH.low}–{RERANK_DEPTH.high:,}; default 10)")
+    p.add_argument(options.RERANK_DEPTH.flag, type=RERANK_DEPTH.argparse(), default=options.RERANK_DEPTH.default,
+                   help=f"first-stage hits reranked ({RERANK_DEPTH.low}–{RERANK_DEPTH.high:,}; "
+                        f"default {options.RERANK_DEPTH.default})")
 
 
 def _add_run(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("run", parents=[common], help="search every topic of a topic file and write a TREC run")
     p.add_argument("--index", type=Path)
     p.add_argument("--topics", required=True, type=Path, help="ARQMath topic XML, JSONL {id,title,body} or {id,query}")
-    p.add_argument("--mode", default="bm25")
-    p.add_argument("--k", type=K.argparse(), default=1000, help=f"hits per topic ({K.low}–{K.high:,}; default 1000)")
+    p.add_argument("--mode", default=MODE.default, help=f"{MODE.help} (default: {MODE.default})")
+    p.add_argument("--k", type=K.argparse(), default=1000, help=f"hits per topic ({K.low}–{K.high:,}; default 1000: "
+                   "a run's depth, not a page of hits)")
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--format", choices=["trec", "arqmath"], default="trec")
     p.add_argument("--task", type=int, choices=[1, 2], default=1,
