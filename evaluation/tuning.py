@@ -235,6 +235,9 @@ def _check_servable(index: IndexDir, names: list[str]) -> None:
 
     modes = available_modes()
     for name in names:
+        if name in ("hybrid", "auto"):  # the fused mode itself (and the planner above it) cannot be a part of it
+            raise MathScoutError(f"the run name '{name}' names the fusion itself: weight the runs of the modes it fuses "
+                                 "(structure=…, dense=…, bm25=…)")
         if name not in modes:
             raise MathScoutError(f"the run name '{name}' is not a search mode ({', '.join(sorted(modes))}): name each "
                                  f"run after the mode that produced it, so that --mode hybrid can run it")

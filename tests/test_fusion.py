@@ -120,6 +120,12 @@ def test_train_fusion_stores_weights_that_hybrid_search_uses(tunable_index, comp
                 "--k", "100", "--output", str(output)]) == 0
     assert len(read_run(output).topics) == 60
 
+    before = (tunable_index / "fusion.json").read_bytes()  # a run of the fusion itself is refused before writing
+    assert cli(["train", "fusion", "--runs", f"hybrid={output}", f"bm25={component_runs['bm25']}", "--qrels",
+                str(dev_subset[1]), "--index", str(tunable_index)]) == 2
+    assert "names the fusion itself" in capsys.readouterr().err
+    assert (tunable_index / "fusion.json").read_bytes() == before
+
 
 def test_hybrid_without_weights_fuses_available_components_equally(small_index):
     from mathscout.notices import collecting
