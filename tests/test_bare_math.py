@@ -52,7 +52,7 @@ def test_a_bare_formula_finds_the_same_top_hit_as_its_dollar_form(tiny_index, mo
     for bare in ("x^2+y^2=z^2", "\\frac{1}{n^2}", "sum of 1/n^2 for n = 1 to infinity"):
         dollar = delimit_bare_math(bare).text
         plain, delimited = (run_search(SearchRequest(q, mode, 5).checked(), assistant.toolbox, auto) for q in (bare, dollar))
-        assert [h["doc_id"] for h in plain.hits] == [h["doc_id"] for h in delimited.hits], (mode, bare)
+        assert [h.doc_id for h in plain.hits] == [h.doc_id for h in delimited.hits], (mode, bare)
         assert plain.formulas == delimited.formulas and plain.formulas
         assert any("read as math" in n for n in plain.notices)
 

@@ -239,6 +239,7 @@ def test_a_query_ranks_the_same_alone_or_in_a_batch(dense_index, shared_data):
     import faiss
 
     from mathscout.evaluation.topics import load_topics
+    from mathscout.retrievers.base import prepare_query
 
     topics = load_topics(shared_data / "collection" / "topics.dev.jsonl")[:32]
     dense = open_retriever(IndexDir(dense_index), "dense")
@@ -251,7 +252,7 @@ def test_a_query_ranks_the_same_alone_or_in_a_batch(dense_index, shared_data):
     faiss.omp_set_num_threads(2)  # a search process's default on this machine (builds set 1; with 1 the paths agree)
     try:
         batched = dense.batch_search(topics, 1000)
-        alone = {topic.id: dense.rank(topic, 1000).hits for topic in topics}
+        alone = {topic.id: dense.rank(prepare_query(topic), 1000).hits for topic in topics}  # as search() prepares
     finally:
         faiss.omp_set_num_threads(threads)
     for topic in topics:

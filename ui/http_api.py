@@ -9,7 +9,7 @@
     GET  /docs, /openapi.json              the OpenAPI description (Swagger UI served from this server)
 
 Options are checked by mathscout.limits as on the command line. Every failure under /api and /docs is JSON
-`{"error": "one line"}` (`ErrorBody`): 400 for bad input, 401 without the login (HTTP Basic, when `--auth` is
+`{"error": "one line"}` (`mathscout.schema.ErrorRecord`): 400 for bad input, 401 without the login (HTTP Basic, when `--auth` is
 set; failures slowed as on the page, 429 while one is), 404 for an unknown document or route, 405 for a wrong
 method, 413 for a body over MAX_REQUEST_BYTES, 500 for anything unforeseen (never a traceback).
 """
@@ -46,13 +46,10 @@ DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")  # shipp
 PAGE_FILE_ROUTES = re.compile(r"/gradio_api/(upload|process_recording|proxy=|stream/|vibe-|undo-vibe|run-history"
                               r"|file[=/][a-z][a-z0-9+.-]*:)", re.IGNORECASE)
 
-
-ErrorBody = ErrorRecord  # the schema's one error shape (mathscout.schema)
-
-ERRORS = {"4XX": {"model": ErrorBody, "description": "refused: bad input (400), no login (401), unknown document or "
+ERRORS = {"4XX": {"model": ErrorRecord, "description": "refused: bad input (400), no login (401), unknown document or "
                                                      f"route (404), wrong method (405), body over {MIB:g} MiB (413), failed "
                                                      "logins being slowed (429)"},
-          "5XX": {"model": ErrorBody, "description": "internal error (500, one line) or a missing optional part (501)"}}
+          "5XX": {"model": ErrorRecord, "description": "internal error (500, one line) or a missing optional part (501)"}}
 
 
 class AskBody(BaseModel):
@@ -75,10 +72,8 @@ class AskBody(BaseModel):
                 raise ValueError("not valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
         return value
 
-
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
-
 
 class Gate:
     """ASGI middleware before every route (API, docs and page): notes the client's address for the login guard,
@@ -108,7 +103,6 @@ class Gate:
 
         await self.app(scope, replay, send)
 
-
 async def _body(scope, receive) -> bytes | None:
     """The request's body, or None when it is over MAX_REQUEST_BYTES: the rest is then read and dropped (at most
     DRAIN_BYTES, never kept) so that the client, still sending, gets the 413 instead of a reset connection."""
@@ -123,7 +117,6 @@ async def _body(scope, receive) -> bytes | None:
             body += message.get("body", b"")
         more = message["type"] == "http.request" and message.get("more_body", False)
     return bytes(body) if seen <= MAX_REQUEST_BYTES else None
-
 
 def _login_check(guard: LoginGuard | None):
     """A dependency: with a guard, HTTP Basic credentials must be the page's login. The token of this server's
@@ -153,7 +146,6 @@ def _login_check(guard: LoginGuard | None):
                                      "'mathscout serve --auth'", headers={"WWW-Authenticate": 'Basic realm="MathScout"'})
 
     return check
-
 
 def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
     """The API over the pool's indexes (the page's own assistants, so both share opened retrievers)."""
@@ -222,7 +214,6 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
     _add_docs(app, login)
     return app
 
-
 def _index_entry(pool: AssistantPool, key: str) -> dict[str, Any]:
     """One offered index as its current build describes it: key, label, modes and the build's generation."""
     from mathscout.ui.indexes import index_label
@@ -230,7 +221,6 @@ def _index_entry(pool: AssistantPool, key: str) -> dict[str, Any]:
     assistant = _call(lambda: pool.assistant(key))
     return {"key": key, "label": index_label(key, assistant.index), "modes": assistant.modes(),
             "generation": assistant.index.manifest.generation}
-
 
 def _add_docs(app: FastAPI, login: list) -> None:
     """/openapi.json and /docs behind the login, Swagger UI from this server (no CDN), and the API's error shape
@@ -257,7 +247,6 @@ def _add_docs(app: FastAPI, login: list) -> None:
     for path in ("/api", "/api/{rest:path}", "/docs", "/docs/{rest:path}", "/openapi.json"):
         app.router.add_route(path, Unknown(app), include_in_schema=False)  # every method; after the real routes
 
-
 class Unknown:
     """An ASGI endpoint for any method: 405 when another method of the path is an API route, else 404."""
 
@@ -274,7 +263,6 @@ class Unknown:
         else:
             response = _error(404, f"no route {path}: the API's routes are listed at /docs")
         await response(scope, receive, send)
-
 
 def _call(work):
     """Run `work`, turning MathScout's errors into 400 and a missing optional part into 501 (anything else is

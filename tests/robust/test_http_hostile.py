@@ -415,13 +415,13 @@ def test_the_openapi_schema_declares_the_one_error_shape(auth_server):
     status, _, body = auth_server.request("GET", "/openapi.json", login=LOGIN)
     spec = json.loads(body)
     assert status == 200 and '"422"' not in body.decode() and "HTTPValidationError" not in body.decode()
-    assert spec["components"]["schemas"]["ErrorBody"]["required"] == ["error"]
+    assert spec["components"]["schemas"]["ErrorRecord"]["required"] == ["error"]  # mathscout.schema
     operations = [op for item in spec["paths"].values() for op in item.values()]
     assert len(operations) == 4
     for operation in operations:
         for status in ("4XX", "5XX"):
             schema = operation["responses"][status]["content"]["application/json"]["schema"]
-            assert schema == {"$ref": "#/components/schemas/ErrorBody"}, operation["summary"]
+            assert schema == {"$ref": "#/components/schemas/ErrorRecord"}, operation["summary"]
 
 
 def test_an_unforeseen_failure_is_one_json_line_without_details():
