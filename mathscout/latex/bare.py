@@ -143,25 +143,33 @@ def _all_math(text: str) -> bool:
     return not any(not _DIFFERENTIAL.fullmatch(w) for w in _SHORT_PROSE.findall(_COMMAND.sub(" ", text)))
 
 
-def delimit_bare_math(text: str) -> DelimitedText:
-    """`text` with every bare formula outside its delimited math wrapped in `$…$` (see the module docstring); a
-    text that is all math is one formula."""
+def bare_formulas(text: str) -> list[tuple[int, int]]:
+    """(start, end) in `text` of each bare formula outside its delimited math, in order (see the module docstring);
+    a text that is all math is one formula."""
     if not text or not text.strip():
-        return DelimitedText(text)
+        return []
     if _all_math(text.strip()):
+        start = len(text) - len(text.lstrip())
         body = text.strip().rstrip(_TRAILING).strip()
-        return DelimitedText(f"${body}$", (body,))
-    pieces, formulas, last = [], [], 0
+        return [(start, start + len(body))]
+    found, last = [], 0
     for start, end in [(s.start, s.end) for s in find_math(text)] + [(len(text), len(text))]:
-        plain = text[last:start]
-        position = 0
-        for a, b in _runs(plain):
-            formula = plain[a:b]
-            if "$" in formula:
-                continue
-            pieces += [plain[position:a], f"${formula}$"]
-            formulas.append(formula)
-            position = b
-        pieces += [plain[position:], text[start:end]]
+        found += [(last + a, last + b) for a, b in _runs(text[last:start]) if "$" not in text[last + a:last + b]]
         last = end
-    return DelimitedText("".join(pieces), tuple(formulas)) if formulas else DelimitedText(text)
+    return found
+
+
+def delimit_bare_math(text: str) -> DelimitedText:
+    """`text` with every bare formula (`bare_formulas`) wrapped in `$…$`, and the formulas."""
+    spans = bare_formulas(text)
+    if not spans:
+        return DelimitedText(text)
+    if _all_math(text.strip()):  # the whole text is one formula: it alone, without its trailing punctuation
+        body = text[spans[0][0]:spans[0][1]]
+        return DelimitedText(f"${body}$", (body,))
+    pieces, last = [], 0
+    for start, end in spans:
+        pieces += [text[last:start], f"${text[start:end]}$"]
+        last = end
+    pieces.append(text[last:])
+    return DelimitedText("".join(pieces), tuple(text[a:b] for a, b in spans))

@@ -324,49 +324,20 @@ def document_terms(document, vocabulary: int = LEGACY_VOCABULARY) -> list[str]:
 
 # ---- queries -------------------------------------------------------------------------------------
 
-_STRONG_MATH = re.compile(r"[\\^_{}=<>+*/|]|[A-Za-z][0-9]|[0-9][A-Za-z]")
-_LETTER_RUN = re.compile(r"[A-Za-z]+")
-_CHUNK = re.compile(r"\S+")
-
-
 class _QuerySpan(NamedTuple):
     latex: str
     start: int
     end: int
 
 
-def _weak_math(chunk: str) -> bool:
-    """Digits, brackets and isolated letters (`f(x)`, `-1`, `n`) — math only next to other math."""
-    runs = _LETTER_RUN.findall(chunk)
-    return chunk not in ("a", "A", "I") and all(len(r) == 1 or r in FUNCTION_NAMES for r in runs)
-
-
-def bare_math_spans(text: str) -> list[_QuerySpan]:
-    """Undelimited LaTeX in a query (`\\frac{1}{x}+1`, `prove x^2+1 > 0`): runs of math-looking chunks."""
-    chunks = [(m.start(), m.end(), m.group()) for m in _CHUNK.finditer(text)]
-    strong = [bool(_STRONG_MATH.search(c)) for *_, c in chunks]
-    mathy = [s or _weak_math(c) for s, (*_, c) in zip(strong, chunks)]
-    spans, i = [], 0
-    while i < len(chunks):
-        if not mathy[i]:
-            i += 1
-            continue
-        j = i
-        while j < len(chunks) and mathy[j]:
-            j += 1
-        if any(strong[i:j]) or (i == 0 and j == len(chunks)):
-            start, end = chunks[i][0], chunks[j - 1][1]
-            spans.append(_QuerySpan(text[start:end], start, end))
-        i = j
-    return spans
-
-
 def query_formulas(query_text: str) -> Sequence[Span]:
-    """The formulas of a query: delimited ones (`$…$`, `\\(…\\)`, …), else bare LaTeX-looking runs."""
+    """The formulas of a query: delimited ones (`$…$`, `\\(…\\)`, …) and those typed without delimiters
+    (`mathscout.latex.bare`, the one reader of bare math), in order."""
     from mathscout.corpus import find_math
+    from mathscout.latex.bare import bare_formulas
 
-    found = find_math(query_text)
-    return found if found else bare_math_spans(query_text)
+    bare = [_QuerySpan(query_text[start:end], start, end) for start, end in bare_formulas(query_text)]
+    return sorted([*find_math(query_text), *bare], key=lambda span: span.start)
 
 
 def query_terms(query_text: str, vocabulary: int = LEGACY_VOCABULARY) -> list[str]:
