@@ -19,7 +19,7 @@ BENCHMARKS = {
     "types": ("mathscout.benchmarks.types_detect", "type detection speed: tokens/s of the tokeniser and of longest-match detection"),
     "answers": ("mathscout.benchmarks.answers", "offline answers: how often the summary's first cited document is judged relevant vs the top hit (dev qrels), McNemar, latency; --grid tunes on train"),
     "agent": ("mathscout.benchmarks.agent", "offline planner latency per question (p50/p95, per tool) and its ranking vs one retriever"),
-    "startup": ("mathscout.benchmarks.startup", "command-line start-up: --help, a search in a new process (bm25, structure, auto), warm, through --server, kernel compilation; against the targets"),
+    "startup": ("mathscout.benchmarks.startup", "command-line start-up per mode (bm25, structure, auto, ask --no-llm): cold (--local) and through a running service, medians of 5 new processes with the load beside them; --help, warm, kernel compilation; against the targets"),
     "scale": ("mathscout.benchmarks.scale", "scale corpora (--make) and cost curves per factor: build time and peak RSS per component, size, open time, query p50/p95, rank safety"),
     "shards": ("mathscout.benchmarks.shards", "a sharded (or single) index: open time, p50/p95 and throughput of bm25, structure, formula-only structure and hybrid, coordinator and shard-actor peak RSS, per-shard rank safety"),
     "robust": ("mathscout.benchmarks.robust", "build memory over hostile corpora (a gzip bomb, a 50 MB document, a line nested 100,000 deep) against a normal build: process tree peak RSS and ratio"),
