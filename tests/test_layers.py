@@ -48,17 +48,32 @@ def layer(module: str) -> int:
     return LAYERS[max(prefixes, key=len)]
 
 
+def _package_roots() -> dict[Path, str]:
+    """Folder → package name: mathscout/ itself and the top-level folders the build maps into it (pyproject's
+    [tool.setuptools.package-dir]: agent/ is mathscout.agent, …)."""
+    import tomllib
+
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    mapped = pyproject["tool"]["setuptools"]["package-dir"]
+    return {PACKAGE: "mathscout", **{PACKAGE.parent / folder: name for name, folder in mapped.items()}}
+
+
+ROOTS = _package_roots()
+
+
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    root = next(r for r in ROOTS if path.is_relative_to(r))
+    parts = [ROOTS[root], *path.relative_to(root).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def package_modules() -> list[tuple[str, Path]]:
-    """Every module of the package, through the subpackage links (mathscout/agent -> ../agent, …)."""
+    """Every module of the package: mathscout/ and the folders mapped into it (agent/, retrievers/, …)."""
     found = []
-    for folder, dirs, files in os.walk(PACKAGE, followlinks=True):
-        dirs[:] = [d for d in dirs if d not in ("__pycache__", "data")]
-        found += [(module_name(Path(folder) / f), Path(folder) / f) for f in files if f.endswith(".py")]
+    for root in ROOTS:
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "data")]
+            found += [(module_name(Path(folder) / f), Path(folder) / f) for f in files if f.endswith(".py")]
     return sorted(found)
 
 
@@ -102,5 +117,16 @@ def test_the_check_sees_an_upward_import(tmp_path):
 
 @pytest.mark.parametrize("name", ["agent", "retrievers", "tools", "ui", "evaluation", "benchmarks", "prompts"])
 def test_project_folders_are_subpackages_of_mathscout(name):
-    link = PACKAGE / name
-    assert link.is_symlink() and link.resolve() == (PACKAGE.parent / name).resolve()
+    """The top-level folder is the package itself (mapped by the build, no link in the repository), and it imports
+    as mathscout.<name> from the folder."""
+    import importlib
+
+    assert not (PACKAGE / name).exists() and (PACKAGE.parent / name).is_dir()
+    assert ROOTS[PACKAGE.parent / name] == f"mathscout.{name}"
+    if not (PACKAGE.parent / name / "__init__.py").exists():  # prompts/: package data, read by mathscout.agent.prompts
+        from mathscout.agent.prompts import PROMPTS
+
+        assert PROMPTS.resolve() == (PACKAGE.parent / name).resolve()
+        return
+    module = importlib.import_module(f"mathscout.{name}")
+    assert Path(next(iter(module.__path__))).resolve() == (PACKAGE.parent / name).resolve()
