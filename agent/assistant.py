@@ -22,6 +22,7 @@ from mathscout.options import MODE, RERANK, RERANK_DEPTH, USE_LLM
 from mathscout.render import explain_hits
 from mathscout.retrievers.scores import describe_hits
 from mathscout.types import Hit
+from mathscout.tools.searching import FirstStage
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox
 
@@ -98,22 +99,20 @@ class Assistant:
 
     def _first_stage(self, question, mode: str):
         """The retriever of `mode`; "auto" is the planner's searches (above the assistant's k, the hybrid mode)."""
-        planner, toolbox = self.planner, self.toolbox
+        if mode != "auto":
+            return self.toolbox.retriever(mode)
 
-        class Planned:
-            name = "auto"
+        def planned(_text: str, k: int) -> list[Hit]:
+            if k > AGENT_K.high:
+                return self.toolbox.retriever("hybrid").search(question.text, k=k)
+            generator = self.planner.retrieve(question, ToolSession(self.toolbox), [], k=k)
+            while True:
+                try:
+                    next(generator)
+                except StopIteration as stop:
+                    return stop.value
 
-            def search(self, query, k: int = 10) -> list[Hit]:
-                if k > AGENT_K.high:
-                    return toolbox.retriever("hybrid").search(question.text, k=k)
-                generator = planner.retrieve(question, ToolSession(toolbox), [], k=k)
-                while True:
-                    try:
-                        next(generator)
-                    except StopIteration as stop:
-                        return stop.value
-
-        return Planned() if mode == "auto" else self.toolbox.retriever(mode)
+        return FirstStage("auto", planned)
 
     def stream(self, question: str, *, mode: str = MODE.default, k: int = K_OPTION.default,
                rerank: bool | str | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default,

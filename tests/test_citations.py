@@ -1,6 +1,6 @@
 """Every equation, algorithm or section a line of the source cites names its paper on the same line.
 
-Each module of the package (through the subpackage links, as `tests/test_layers.py` finds them) is read line by
+Each module of the package (mathscout/ and the folders mapped into it, as `tests/test_layers.py` finds them) is read line by
 line, code, comments and docstrings alike; a line citing "Eq."/"Eqs."/"Alg."/"Algorithm N"/"§" must also name
 a paper by author and year. The papers in ../shared/papers have one short form each:
 

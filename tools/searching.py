@@ -62,7 +62,7 @@ def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = No
             from mathscout.retrievers.rerank import Reranked
 
             reranker = toolbox.reranker(request.rerank)
-            hits = Reranked(_FirstStage(request.mode, search), reranker, request.rerank_depth).search(query.query,
+            hits = Reranked(FirstStage(request.mode, search), reranker, request.rerank_depth).search(query.query,
                                                                                                         k=request.k)
             if getattr(reranker, "last_notice", None):
                 notices.append(reranker.last_notice)
@@ -87,8 +87,8 @@ def partial_results(hits: list[Hit]) -> list[str]:
     return [f"partial results: {'; '.join(missing)} did not answer"] if missing else []
 
 
-class _FirstStage:
-    """A search function as the Retriever that `Reranked` wraps."""
+class FirstStage:
+    """A search function (query text, k → hits) as the Retriever that `Reranked` wraps."""
 
     def __init__(self, name: str, search: SearchFunction):
         self.name, self._search = name, search
