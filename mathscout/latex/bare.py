@@ -146,25 +146,29 @@ def _all_math(text: str) -> bool:
 def bare_formulas(text: str) -> list[tuple[int, int]]:
     """(start, end) in `text` of each bare formula outside its delimited math, in order (see the module docstring);
     a text that is all math is one formula."""
+    return _read(text)[0]
+
+
+def _read(text: str) -> tuple[list[tuple[int, int]], bool]:
+    """The bare formulas' spans, and whether the whole text is one formula (decided once)."""
     if not text or not text.strip():
-        return []
+        return [], False
     if _all_math(text.strip()):
         start = len(text) - len(text.lstrip())
-        body = text.strip().rstrip(_TRAILING).strip()
-        return [(start, start + len(body))]
+        return [(start, start + len(text.strip().rstrip(_TRAILING).strip()))], True
     found, last = [], 0
     for start, end in [(s.start, s.end) for s in find_math(text)] + [(len(text), len(text))]:
         found += [(last + a, last + b) for a, b in _runs(text[last:start]) if "$" not in text[last + a:last + b]]
         last = end
-    return found
+    return found, False
 
 
 def delimit_bare_math(text: str) -> DelimitedText:
     """`text` with every bare formula (`bare_formulas`) wrapped in `$…$`, and the formulas."""
-    spans = bare_formulas(text)
+    spans, whole = _read(text)
     if not spans:
         return DelimitedText(text)
-    if _all_math(text.strip()):  # the whole text is one formula: it alone, without its trailing punctuation
+    if whole:  # the whole text is one formula: it alone, without its trailing punctuation
         body = text[spans[0][0]:spans[0][1]]
         return DelimitedText(f"${body}$", (body,))
     pieces, last = [], 0
