@@ -5,9 +5,11 @@
     scout.search("sum of $\\frac{1}{n^2}$", mode="structure", k=5)   # -> list[Hit]
     answer = scout.ask("Why is $\\cos^2 x + \\sin^2 x = 1$?")       # -> Answer (text with [doc-id] citations)
 
-`mathscout` is the only top-level import name: the project's folders `agent/`, `retrievers/`, `tools/`,
-`ui/`, `evaluation/`, `benchmarks/` and `prompts/` are its subpackages `mathscout.agent`, … (symbolic links
-in this folder; see the README's "Layout"). `MathScout` is imported lazily so that `import mathscout` stays light.
+`mathscout` is the only top-level import name: the project's top-level folders `agent/`, `retrievers/`, `tools/`,
+`ui/`, `evaluation/`, `benchmarks/` and `prompts/` are its subpackages `mathscout.agent`, …, mapped by the build
+(pyproject.toml's `[tool.setuptools.package-dir]`; no links). This folder holds the core floors below them (corpus,
+store, index, LaTeX, engines). Layers and a question's path: docs/architecture.md. `MathScout` is imported lazily so
+that `import mathscout` stays light.
 """
 
 __version__ = "0.1.0"
