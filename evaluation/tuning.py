@@ -325,4 +325,4 @@ def main(argv: list[str] | None = None) -> None:
             "seed": args.seed,
         })
         for path in ([FusionConfig.path(IndexDir(args.index))] if args.index else []) + ([args.save] if args.save else []):
-            print(f"stored {describe_weights(cv.final_weights)} in {config.write(path)}", file=sys.stderr)
+            print(f"stored {describe_weights(cv.final_weights)} in {config.write_file(path)}", file=sys.stderr)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ import numpy as np
 
 from mathscout.notices import notice
 from mathscout.errors import MathScoutError, QueryError
-from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
+from mathscout.index.tuned import TunedFile
 from mathscout.limits import FUSION_DEPTH
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
@@ -269,30 +270,25 @@ class FusedRetriever(BaseRetriever):
 
 
 @dataclass
-class FusionConfig:
+class FusionConfig(TunedFile):
     """`<index>/fusion.json`: which retrievers the hybrid mode fuses, how, and how the weights were tuned."""
+
+    FILE = WEIGHTS_FILE
+    LABEL = "the fusion weights file"
 
     weights: dict[str, float]  # mode name → weight
     method: str = "linear"
     depth: int = DEPTH
     tuning: dict[str, Any] = field(default_factory=dict)  # provenance: topics, qrels, measure, folds, scores
 
-    @staticmethod
-    def path(index: IndexDir) -> Path:
-        return index.path / WEIGHTS_FILE
+    @classmethod
+    def remedy(cls, folder: Path) -> str:
+        return "re-tune with 'mathscout train fusion' or delete the file"
 
     @classmethod
-    def read(cls, index: IndexDir) -> FusionConfig | None:
-        """The configuration stored with the index, None when it has none."""
-        path = cls.path(index)
-        return cls.read_file(path) if path.is_file() else None
-
-    @classmethod
-    def read_file(cls, path: Path) -> FusionConfig:
-        """A fusion.json, every field checked: weights of modes other than hybrid itself, in 0–MAX_WEIGHT and one
-        positive, a known method, a depth in FUSION_DEPTH's range."""
-        file = StoredFile(path, "the fusion weights file", "re-tune with 'mathscout train fusion' or delete the file")
-        data = file.load()
+    def parse(cls, file: StoredFile, data: dict[str, Any]) -> FusionConfig:
+        """Weights of modes other than hybrid itself, in 0–MAX_WEIGHT and one positive, a known method, a depth in
+        FUSION_DEPTH's range."""
         fusable = set(available_modes()) - {FusedRetriever.name}  # a hybrid of itself would open itself for ever
         weights = {file.name(name, "a weighted mode", fusable): file.number(weight, f"the weight of {name}", 0, MAX_WEIGHT)
                    for name, weight in file.mapping(data.get("weights"), "weights").items()}
@@ -300,10 +296,6 @@ class FusionConfig:
         return cls(weights, file.name(data.get("method", "linear"), "method", METHODS),
                    file.whole(data.get("depth", DEPTH), "depth", FUSION_DEPTH.low, FUSION_DEPTH.high),
                    file.mapping(data.get("tuning", {}), "tuning"))
-
-    def write(self, path: Path) -> Path:
-        """Write atomically (into an index directory: `FusionConfig.path(index)`)."""
-        return write_json_atomic(path, asdict(self))
 
 
 def fallback_config(index: IndexDir) -> FusionConfig:

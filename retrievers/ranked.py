@@ -13,7 +13,7 @@ there are candidates (a run of 1,000), the rest of the top k of the best single 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,9 @@ import numpy as np
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.index.integrity import FileRecord, record_file, verify_file
-from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
+from mathscout.index.tuned import TunedFile
 from mathscout.limits import K
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
@@ -44,8 +45,11 @@ def lightgbm_module():
 
 
 @dataclass
-class RankerConfig:
+class RankerConfig(TunedFile):
     """`ranker.json`: what the model reads and how it was obtained (like `fusion.json`)."""
+
+    FILE = CONFIG_FILE
+    LABEL = "the ranker description"
 
     retrievers: list[str]  # retrievers whose features the model has (absent ones stay NaN)
     used: list[str]  # those the training index could serve: the ranked mode needs exactly these
@@ -60,14 +64,12 @@ class RankerConfig:
         return Path(ranker) if ranker else index.path
 
     @classmethod
-    def read(cls, folder: Path) -> RankerConfig:
-        path = folder / CONFIG_FILE
-        if not path.is_file():
-            raise IndexMissingError(f"{folder} has no learned ranker ({CONFIG_FILE}): train one with "
-                                    f"'mathscout train ranker --index {folder}'")
-        file = StoredFile(path, "the ranker description",
-                          f"retrain with 'mathscout train ranker --index {folder}' or delete it")
-        data = file.load()
+    def remedy(cls, folder: Path) -> str:
+        return f"retrain with 'mathscout train ranker --index {folder}' or delete it"
+
+    @classmethod
+    def parse(cls, file: StoredFile, data: dict[str, Any]) -> RankerConfig:
+        """Known retrievers, the feature list this version computes, the model's size and checksum."""
         retrievers = [file.name(r, "a retriever", RETRIEVERS) for r in file.items(data.get("retrievers"), "retrievers")]
         vocabulary = file.mapping(data.get("vocabulary"), "vocabulary")
         model = file.mapping(data.get("model", {}), "model")
@@ -84,9 +86,6 @@ class RankerConfig:
             file.name(model.get("file"), "the model file", (MODEL_FILE,))
             file.record(model, "the model")
         return config
-
-    def write(self, folder: Path) -> Path:
-        return write_json_atomic(folder / CONFIG_FILE, asdict(self))
 
     @property
     def vocab(self) -> Vocabulary:
@@ -126,6 +125,9 @@ class Ranker:
     @classmethod
     def load(cls, folder: Path) -> Ranker:
         config = RankerConfig.read(folder)
+        if config is None:
+            raise IndexMissingError(f"{folder} has no learned ranker ({CONFIG_FILE}): train one with "
+                                    f"'mathscout train ranker --index {folder}'")
         path = folder / config.model.get("file", MODEL_FILE)
         rebuild = f"retrain with 'mathscout train ranker --index {folder}'"
         try:

@@ -20,8 +20,9 @@ import numpy as np
 from mathscout.notices import notice
 from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
-from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
+from mathscout.index.tuned import TunedFile
 from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import formula_terms, query_terms
 from mathscout.render import make_snippet
@@ -126,10 +127,13 @@ def _stored_setting(file: StoredFile, fields: Any, what: str) -> dict[str, Any]:
 
 
 @dataclass
-class StructureSettings:
+class StructureSettings(TunedFile):
     """`<index>/structure.json`: Zhong 2023 thesis Eq. 3.18's settings fitted by `mathscout train structure` (evaluation/structure_tuning.py)
     with how each was obtained. The top-level fields are the setting of questions with words and formulas (the
     only one a file without `kinds` holds); `kinds` holds one `KindSetting` per query kind (QUERY_KINDS)."""
+
+    FILE = SETTINGS_FILE
+    LABEL = "the structure setting"
 
     lambda_m: float
     max_formulas: int
@@ -142,19 +146,13 @@ class StructureSettings:
     formula: dict | None = None
     kinds: dict[str, dict] | None = None  # kind → KindSetting fields
 
-    @staticmethod
-    def path(index: IndexDir) -> Path:
-        return index.path / SETTINGS_FILE
+    @classmethod
+    def remedy(cls, folder: Path) -> str:
+        return f"rerun `mathscout train structure --index {folder}` or delete it to use the thesis defaults"
 
     @classmethod
-    def read(cls, index: IndexDir) -> StructureSettings | None:
-        """The setting stored with the index, None when it has none; a clear error when it is unusable."""
-        path = cls.path(index)
-        if not path.is_file():
-            return None
-        file = StoredFile(path, "the structure setting", f"rerun `mathscout train structure --index {index.path}` or "
-                                                         "delete it to use the thesis defaults")
-        data = file.load()
+    def parse(cls, file: StoredFile, data: dict[str, Any]) -> StructureSettings:
+        """Every stored setting checked, and usable."""
         question = _stored_setting(file, data, "the question setting")
         formula, kinds = data.get("formula"), data.get("kinds")
         if kinds is not None:
@@ -186,10 +184,6 @@ class StructureSettings:
                 raise ValueError(f"unknown query kind '{kind}'")
             out[kind] = KindSetting(**fields).check()
         return out
-
-    def write(self, index: IndexDir) -> Path:
-        """Store with the index (atomically)."""
-        return write_json_atomic(self.path(index), asdict(self))
 
 
 def query_kind(query: Query) -> str:
