@@ -20,6 +20,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
+from mathscout.structure.heap import push
 from mathscout.structure.lists import mark_formulas
 from mathscout.structure.search import (
     SLACK,
@@ -152,42 +153,6 @@ def _doc_math_score(doc, theta_i, prune, formula_first, formulas, fpos, ix, q, p
 
 
 @numba.njit(cache=True)
-def _below(s1, d1, s2, d2):
-    """Heap order: a lower score, or the same score and a later document (which loses the tie)."""
-    return s1 < s2 or (s1 == s2 and d1 > d2)
-
-
-@numba.njit(cache=True)
-def _push(h_score, h_doc, size, score, doc):
-    """Insert into a min-heap (order `_below`) of capacity len(h_score), replacing the root when full."""
-    cap = h_score.shape[0]
-    if size < cap:
-        i = size
-        size += 1
-        while i > 0:
-            parent = (i - 1) // 2
-            if not _below(score, doc, h_score[parent], h_doc[parent]):
-                break
-            h_score[i], h_doc[i] = h_score[parent], h_doc[parent]
-            i = parent
-        h_score[i], h_doc[i] = score, doc
-        return size
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and _below(h_score[child + 1], h_doc[child + 1], h_score[child], h_doc[child]):
-            child += 1
-        if not _below(h_score[child], h_doc[child], score, doc):
-            break
-        h_score[i], h_doc[i] = h_score[child], h_doc[child]
-        i = child
-    h_score[i], h_doc[i] = score, doc
-    return size
-
-
-@numba.njit(cache=True)
 def _pivot(a, theta):
     """The last iterator whose suffix bound a[i] exceeds θ (the requirement set is 0..pivot)."""
     p = -1
@@ -212,6 +177,7 @@ def _hetero(ix, queries, cursors, alive, formulas, scratch, max_rows, formula_fi
     fpos = np.zeros((len(formulas), 1), dtype=np.int64)  # cursor into each math keyword's formula list
     h_score = np.zeros(k)
     h_doc = np.zeros(k, dtype=np.int64)
+    h_row = np.zeros(k, dtype=np.int64)  # `heap.push`'s rows (a document carries nothing else)
     size = 0
     theta = 0.0
     pivot = n - 1
@@ -249,7 +215,7 @@ def _hetero(ix, queries, cursors, alive, formulas, scratch, max_rows, formula_fi
                 m = _doc_math_score(cand, theta_i, prune, formula_first, formulas[j], fpos[j], ix, queries[j], cursors[j], alive[j], eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
                 score += lambda_m * m
         if complete and score > 0.0 and (size < k or score > theta):  # line 31
-            size = _push(h_score, h_doc, size, score, cand)
+            size, _ = push(h_score, h_doc, h_row, size, score, cand)
             if size == k:
                 theta = h_score[0]
                 if prune:

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 
 from mathscout.errors import QueryError
+from mathscout.structure.heap import push
 from mathscout.structure.index import PathIndex
 from mathscout.structure.lexer import LEXER
 from mathscout.structure.lists import BLOCK_SHIFT, crossed_into, decode_block, skip_block, skip_in_block
@@ -486,45 +487,6 @@ def _plan(theta_s, strategy, q, alive, active, required):
 
 
 @numba.njit(cache=True)
-def _below(score_a, fid_a, score_b, fid_b):
-    """Heap order: the lower score, and of equal scores the later formula, leaves first, so the top k is the k best by
-    (score, then lowest ordinal) whatever order the ties came in; a sharded index merges its shards' lists by the
-    same order (retrievers/shards/retriever.py)."""
-    return score_a < score_b or (score_a == score_b and fid_a > fid_b)
-
-
-@numba.njit(cache=True)
-def _heap_push(h_score, h_fid, h_doc, h_m, h_n, h_w, size, score, fid, doc, m, n, w):
-    """Insert into a min-heap (order `_below`) of capacity len(h_score), replacing the minimum when full; returns the
-    new size."""
-    cap = h_score.shape[0]
-    if size < cap:
-        i = size
-        size += 1
-        while i > 0:
-            parent = (i - 1) // 2
-            if not _below(score, fid, h_score[parent], h_fid[parent]):
-                break
-            h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = h_score[parent], h_fid[parent], h_doc[parent], h_m[parent], h_n[parent], h_w[parent]
-            i = parent
-        h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = score, fid, doc, m, n, w
-        return size
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and _below(h_score[child + 1], h_fid[child + 1], h_score[child], h_fid[child]):
-            child += 1
-        if not _below(h_score[child], h_fid[child], score, fid):
-            break
-        h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = h_score[child], h_fid[child], h_doc[child], h_m[child], h_n[child], h_w[child]
-        i = child
-    h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = score, fid, doc, m, n, w
-    return size
-
-
-@numba.njit(cache=True)
 def _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required):
     """θ after a push: the heap's minimum once it holds k; the requirement set is re-planned when θ has grown by
     _REPLAN since the last plan (a plan for a lower θ stays safe). (θ, θ of the plan, False when no list is left)."""
@@ -556,6 +518,7 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
     required = np.ones(n_lists, dtype=np.bool_)
     h_score = np.zeros(k)
     h_fid = np.zeros(k, dtype=np.int64)
+    h_row = np.zeros(k, dtype=np.int64)  # each heap entry's row of h_doc, h_m, h_n, h_w (`heap.push`)
     h_doc = np.zeros(k, dtype=np.int64)
     h_m = np.zeros(k, dtype=np.int64)
     h_n = np.zeros(k, dtype=np.int64)
@@ -593,7 +556,8 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                     cand = f
         if per_document and (cand < 0 or f_doc[cand] != doc_now):
             if doc_fid >= 0 and doc_score > theta:  # flush the finished document (θ = θ0 until the heap is full)
-                size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, h_w, size, doc_score, doc_fid, doc_now, doc_m, doc_n, doc_w)
+                size, row = push(h_score, h_fid, h_row, size, doc_score, doc_fid)
+                h_doc[row], h_m[row], h_n[row], h_w[row] = doc_now, doc_m, doc_n, doc_w
                 theta, planned, live = _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required)
                 if not live:
                     break
@@ -610,7 +574,8 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                 if score > doc_score:
                     doc_score, doc_fid, doc_m, doc_n, doc_w = score, cand, m, n, w
             elif score > theta:
-                size = _heap_push(h_score, h_fid, h_doc, h_m, h_n, h_w, size, score, cand, f_doc[cand], m, n, w)
+                size, row = push(h_score, h_fid, h_row, size, score, cand)
+                h_doc[row], h_m[row], h_n[row], h_w[row] = f_doc[cand], m, n, w
                 theta, planned, live = _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required)
                 if not live:
                     break
@@ -625,5 +590,6 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                         if decoded[ab] == 0:
                             decode_block(ix, ab)
                         pos[lst] = skip_in_block(e_fid, blocks, p, ab, cand + 1)
-    return h_fid[:size], h_score[:size], h_doc[:size], h_m[:size], h_n[:size], h_w[:size]
+    rows = h_row[:size]
+    return h_fid[:size], h_score[:size], h_doc[rows], h_m[rows], h_n[rows], h_w[rows]
 
