@@ -18,7 +18,7 @@ from mathscout.events import AgentEvent, Answer
 from mathscout.agent.prompts import load_prompt, user_prompt
 from mathscout.question import Question
 from mathscout.markup import sanitize_answer
-from mathscout.types import Hit
+from mathscout.types import Hit, renumbered
 from mathscout.tools.session import ToolSession
 
 MAX_STEPS = 10  # model turns per question (each may call several tools)
@@ -171,10 +171,7 @@ class LLMAgent:
                 by_id[doc_id] = Hit(doc_id=doc_id, score=0.0)
         others = sorted((h for d, h in by_id.items() if d not in cited), key=lambda h: h.rank or 10**6)
         hits = [by_id[d] for d in cited] + others
-        hits = hits[: max(k, len(cited))]
-        for rank, hit in enumerate(hits, start=1):
-            hit.rank = rank
-        return hits
+        return renumbered(hits[: max(k, len(cited))])
 
 
 def _drain(pending: list[AgentEvent]) -> Iterator[AgentEvent]:

@@ -25,7 +25,7 @@ from mathscout.errors import QueryError
 from mathscout.question import Question
 from mathscout.render import explain_hits
 from mathscout.rewrite.compute import compute
-from mathscout.types import Hit, Query
+from mathscout.types import Hit, Query, renumbered
 from mathscout.retrievers.base import BaseRetriever
 from mathscout.retrievers.compose import FormulaRewrite, QueryMap
 from mathscout.retrievers.fusion import FusedRetriever, Stage
@@ -200,10 +200,7 @@ class OfflinePlanner:
         hits = hits[: max(k, session.rerank_depth) if reranker else k]
         if reranker is not None and hits:
             hits = yield from self._run(_Fixed(hits) >> reranker, question, session, pending, len(hits))
-        hits = [replace(h) for h in hits[:k]]
-        for rank, hit in enumerate(hits, start=1):
-            hit.rank = rank
-        return hits
+        return renumbered([replace(h) for h in hits[:k]])
 
     def stream(self, question: Question, session: ToolSession, pending: list[AgentEvent], *, mode: str = "auto",
                k: int = 10, rerank: bool = False, started: float | None = None) -> Iterator[AgentEvent]:

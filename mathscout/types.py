@@ -89,3 +89,10 @@ class Hit:
         from mathscout.schema import hit_record
 
         return hit_record(self).to_dict()
+
+
+def renumbered(hits: list[Hit]) -> list[Hit]:
+    """`hits` with their ranks set to their positions from 1 (in place), for chaining: `return renumbered(hits)`."""
+    for rank, hit in enumerate(hits, start=1):
+        hit.rank = rank
+    return hits

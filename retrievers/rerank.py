@@ -26,7 +26,7 @@ import numpy as np
 from mathscout.options import RERANK_DEPTH as RERANK_DEPTH_OPTION
 from mathscout.notices import notice
 from mathscout.errors import MathScoutError
-from mathscout.types import Hit, Query
+from mathscout.types import Hit, Query, renumbered
 from mathscout.limits import RERANK_DEPTH
 from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
 
@@ -79,12 +79,9 @@ class _BaseReranker:
             notice(f"notice: {self.last_notice}")
             scores = [float(len(hits) - i) for i in range(len(hits))]
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
-        reranked = []
-        for rank, i in enumerate(order, start=1):
-            hit = hits[i]
-            hit.components["rerank"] = float(scores[i])
-            hit.score, hit.rank = float(scores[i]), rank
-            reranked.append(hit)
+        for i in order:
+            hits[i].components["rerank"] = hits[i].score = float(scores[i])
+        reranked = renumbered([hits[i] for i in order])
         return reranked[:k] if k is not None else reranked
 
     def scores(self, query: str, hits: list[Hit]) -> list[float]:
@@ -248,10 +245,7 @@ class Reranked(BaseRetriever):
         floor = min((h.score for h in head), default=0.0)
         for i, hit in enumerate(tail, start=1):  # below every reranked hit, first-stage order kept
             hit.score = floor - i
-        combined = (head + tail)[:k]
-        for rank, hit in enumerate(combined, start=1):
-            hit.rank = rank
-        return combined
+        return renumbered((head + tail)[:k])
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         return self._combine(query, self.retriever.search(query, max(k, self.depth)), k)

@@ -44,7 +44,7 @@ from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, 
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists, build_text_lists
 from mathscout.structure.parser import parse_latex
-from mathscout.types import Formula, Hit, MatchedFormula, Query
+from mathscout.types import Formula, Hit, MatchedFormula, Query, renumbered
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
@@ -455,8 +455,7 @@ class StructureRetriever(BaseRetriever):
         ordinals = self.doc_ordinals()
         first_tree = parse_latex(formulas[0], self.searcher.lexer).tree if formulas else None
         query_prefixes = path_prefixes(first_tree) if first_tree is not None else []
-        for rank, hit in enumerate(hits, start=1):
-            hit.rank = rank
+        renumbered(hits)
         if formulas and any(ordinals[h.doc_id] not in best for h in explained):
             best.update(self._best_formulas(formulas[0], [ordinals[h.doc_id] for h in explained]))
         for hit in explained:
@@ -519,8 +518,7 @@ class StructureRetriever(BaseRetriever):
             except QueryError as exc:
                 notice(f"notice: topic {query.id}: {exc}")
                 ranking = RankResult([])
-            for rank, hit in enumerate(ranking.hits, start=1):
-                hit.rank = rank
+            renumbered(ranking.hits)
             rankings[query.id] = ranking
         notice(f"structure: {len(queries)} queries in {time.perf_counter() - started:.1f} s")
         return rankings

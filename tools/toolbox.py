@@ -18,7 +18,7 @@ from mathscout.errors import MathScoutError, QueryError
 from mathscout.notices import collecting
 from mathscout.index.layout import IndexDir
 from mathscout.render import explain_hits
-from mathscout.types import Document, Hit, Query
+from mathscout.types import Document, Hit, Query, renumbered
 from mathscout.retrievers import available_modes, open_retriever
 from mathscout.retrievers.registry import servable_modes
 from mathscout.retrievers.base import Retriever
@@ -172,10 +172,8 @@ class ToolBox:
         """A search tool's output: the top-k hits of `mode` for `query`, explained (snippets, matched formulas), with
         the notices of opening its retriever and of a sharded index's missing shards (partial results)."""
         found = self.retriever(mode).search(query, k=k)
-        hits = [replace(h) for h in found]
+        hits = renumbered([replace(h) for h in found])
         documents = explain_hits(hits, self.index.store, explain_query)  # snippets/formulas the retriever left out
-        for rank, hit in enumerate(hits, start=1):
-            hit.rank = rank
         return ToolOutput(hit_ids_summary(hits), {"hits": [hit_payload(h, documents) for h in hits]}, hits=hits,
                           notices=self.open_notices(mode) + partial_results(found))
 
@@ -240,9 +238,7 @@ class ToolBox:
         """The hits reordered by a reranker (local embeddings, or an LLM/OpenAI embeddings when configured);
         when the reranker fails it keeps the first-stage order and says so."""
         reranker = self.reranker(kind, **options)
-        reranked = [replace(h) for h in reranker.rerank(query, [replace(h) for h in hits], k=len(hits))]
-        for rank, hit in enumerate(reranked, start=1):
-            hit.rank = rank
+        reranked = renumbered([replace(h) for h in reranker.rerank(query, [replace(h) for h in hits], k=len(hits))])
         documents = self.index.store.get_many(h.doc_id for h in reranked)
         name = getattr(reranker, "name", kind)
         notice = getattr(reranker, "last_notice", None)
