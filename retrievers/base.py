@@ -1,4 +1,5 @@
-"""The Retriever protocol every search mode implements."""
+"""The stage protocols (retriever, reranker, query stage), the composition operators every stage shares, and the
+base of the search modes."""
 
 from __future__ import annotations
 
@@ -56,34 +57,64 @@ class Retriever(Protocol):
         ...
 
 
-class BaseRetriever:
-    """Shared behaviour: query validation, a simple batch loop, and PyTerrier's composition operators
-    (`mathscout.retrievers.compose`): `0.3 * structure + 0.7 * dense` (weighted linear fusion, Zhong 2023 thesis Eq. 5.20),
-    `first >> reranker` and `rewrite >> structure` (pipelines), `retriever % 100` (rank cut-off)."""
+@runtime_checkable
+class Reranker(Protocol):
+    """Hits → hits: a second opinion on a first stage's hits (`first >> reranker`)."""
 
-    name = "base"
+    name: str
 
-    def __rmul__(self, weight: float):
-        from mathscout.retrievers.fusion import Stage
+    def rerank(self, query: str | Query, hits: list[Hit], k: int | None = None) -> list[Hit]:
+        """`hits` reordered, best first (the top `k` when given); each gains `components["rerank"]`."""
+        ...
 
-        return Stage(self, float(weight))
 
-    __mul__ = __rmul__
+@runtime_checkable
+class QueryStage(Protocol):
+    """Query → query: a stage that changes the query of the stage it feeds (`QueryMap(fn) >> retriever`)."""
 
-    def __add__(self, other):
-        from mathscout.retrievers.fusion import Stage
+    def feed(self, stage: Any) -> Any:
+        """`stage` (a retriever or a reranker) given this stage's queries."""
+        ...
 
-        return Stage(self) + other
+
+class Composable:
+    """PyTerrier's operators, written once for every stage (a retriever, a reranker, a query stage). What each
+    builds is decided in `mathscout.retrievers.compose` by what the stages can do (the protocols above), never by
+    their classes: `a >> b` (a pipeline), `0.3 * a + 0.7 * b` (weighted linear fusion, Zhong 2023 thesis Eq. 5.20),
+    `a % 100` (a rank cut-off)."""
 
     def __rshift__(self, other):
-        from mathscout.retrievers.compose import then
+        return _operators().then(self, other)
 
-        return then(self, other)
+    def __rrshift__(self, other):
+        return _operators().then(other, self)
+
+    def __mul__(self, weight: float):
+        return _operators().weighted(self, weight)
+
+    __rmul__ = __mul__
+
+    def __add__(self, other):
+        return _operators().fused(self, other)
+
+    def __radd__(self, other):
+        return _operators().fused(other, self)
 
     def __mod__(self, k: int):
-        from mathscout.retrievers.compose import Cutoff
+        return _operators().cutoff(self, k)
 
-        return Cutoff(self, k)
+
+def _operators():
+    """`mathscout.retrievers.compose`, imported on first use (it builds on this module)."""
+    from mathscout.retrievers import compose
+
+    return compose
+
+
+class BaseRetriever(Composable):
+    """Shared behaviour of retrievers: query validation, a simple batch loop, and the composition operators."""
+
+    name = "base"
 
     def search(self, query: str | Query, k: int = 10) -> list[Hit]:
         return self._search(prepare_query(query), K.check(k))

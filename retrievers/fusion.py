@@ -159,6 +159,11 @@ class Stage:
     retriever: Retriever
     weight: float = 1.0
 
+    def __post_init__(self):
+        if not isinstance(self.retriever, Retriever):
+            raise MathScoutError(f"a fusion adds rankings: {self.retriever!r} is no retriever (a reranker or a query "
+                                 "stage joins a pipeline with >>)")
+
     @property
     def name(self) -> str:
         return self.retriever.name

@@ -19,7 +19,6 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from mathscout.notices import notice
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit, Query, renumbered
 from mathscout.limits import RERANK_DEPTH
-from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
+from mathscout.retrievers.base import BaseRetriever, Composable, Reranker, Retriever, prepare_query
 
 PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
 MAX_PASSAGE_CHARS = 2000  # text embedded per hit (MiniLM reads 256 word pieces; the rest is ignored anyway)
@@ -39,16 +38,7 @@ DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 RERANK_BACKEND = "torch"  # the embedding reranker's `Encoder` backend (fp32; `onnx-int8` is the dense index's)
 
 
-@runtime_checkable
-class Reranker(Protocol):
-    name: str
-
-    def rerank(self, query: str | Query, hits: list[Hit], k: int | None = None) -> list[Hit]:
-        """`hits` reordered, best first (the top `k` when given); each gains `components["rerank"]`."""
-        ...
-
-
-class _BaseReranker:
+class _BaseReranker(Composable):
     """Passage texts (from the store when known, else the hit's snippet) and the common bookkeeping."""
 
     name = "rerank"
@@ -230,14 +220,21 @@ def open_reranker(kind: str = "auto", store=None, **options) -> Reranker:
 
 class Reranked(BaseRetriever):
     """`retriever >> reranker`: the top `depth` first-stage hits reordered, the others after them."""
+def lend_store(reranker: Reranker, store) -> None:
+    """Give a reranker that reads passages but has no store (`store` None) the first stage's; a composed reranker
+    (`RerankChain`, `QueryMap >> reranker`) lends it to its `parts`."""
+    for part in getattr(reranker, "parts", ()):
+        lend_store(part, store)
+    if store is not None and getattr(reranker, "store", "absent") is None:
+        reranker.store = store
+
+
 
     def __init__(self, retriever: Retriever, reranker: Reranker, depth: int = DEFAULT_DEPTH):
         depth = RERANK_DEPTH.check(depth)
         self.retriever, self.reranker, self.depth = retriever, reranker, depth
         self.name = f"{retriever.name}>>{reranker.name}"
-        store = getattr(retriever, "store", None)
-        if store is not None and getattr(reranker, "store", "absent") is None:
-            reranker.store = store
+        lend_store(reranker, getattr(retriever, "store", None))
 
     def _combine(self, query: Query, hits: list[Hit], k: int) -> list[Hit]:
         head = self.reranker.rerank(query, hits[: self.depth])

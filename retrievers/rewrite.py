@@ -17,9 +17,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from mathscout.notices import notice
-from mathscout.errors import QueryError
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.render import make_snippet
 from mathscout.rewrite import RewriteResult, equivalent_forms
@@ -27,9 +28,9 @@ from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import B2, length_penalty, symbol_factor
 from mathscout.structure.search import PART, FormulaHit
-from mathscout.types import Hit, Query
-from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
-from mathscout.retrievers.structure import EXPLAINED_HITS, StructureRetriever, split_query, highlight_weights, query_kind
+from mathscout.types import Hit, MatchedFormula, Query
+from mathscout.retrievers.base import BaseRetriever, Composable, RankResult, prepare_query
+from mathscout.retrievers.structure import EXPLAINED_HITS, split_query, highlight_weights, query_kind
 
 # A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
 # (Zhong 2023 thesis, Eq. 3.14 at S'_sym = b2, §3.2.1 α-equivalence), never more: renamed-variable matches of what the user wrote stay
@@ -41,6 +42,45 @@ WEIGHTED_DEPTH = 100  # hits per form for `weighted` fusion
 FUSIONS = ("max", "weighted")
 Rewriter = Callable[..., RewriteResult]  # (latex, max_forms=, seconds=) → RewriteResult, e.g. a cached equivalent_forms
 FormSearch = Callable[[Query, int], RankResult]  # (variant query, depth) → its structure ranking
+
+
+@runtime_checkable
+class StructureSearch(Protocol):
+    """What structure-rewrite asks of the structure search it fuses: one index's `StructureRetriever` or a sharded
+    index's `ShardedStructure`."""
+
+    index: IndexDir
+    store: Any
+    searcher: Any  # `.lexer`, `.eta`, `.prepare(latex).width`
+
+    def rank(self, query: Query, k: int) -> RankResult: ...
+
+    def setting_for(self, query: Query) -> Any: ...
+
+    def doc_ordinals(self) -> dict[str, int]: ...
+
+    def matched_formula(self, hit: FormulaHit, query_prefixes) -> MatchedFormula: ...
+
+
+@dataclass(frozen=True)
+class FormulaRewrite(Composable):
+    """A query stage: each formula and its SymPy-equivalent forms (`mathscout.rewrite`), fused by the structure
+    search it feeds (`FormulaRewrite() >> structure` is the `structure-rewrite` mode). Options as
+    `StructureRewriteRetriever`'s."""
+
+    fusion: str = "max"
+    max_forms: int = 8
+    seconds: float = 2.0
+    rewriter: Callable | None = None  # (latex, max_forms=, seconds=) → RewriteResult; default `equivalent_forms`
+    search_form: Callable | None = None  # (variant query, depth) → RankResult; default the structure retriever's rank
+
+    def feed(self, structure) -> StructureRewriteRetriever:
+        # one index's structure search, or a sharded index's (its forms fan out to the shards like any query)
+        if not isinstance(structure, StructureSearch):
+            raise MathScoutError(f"a formula rewrite feeds structure search, not {structure!r}")
+        return StructureRewriteRetriever(structure.index, fusion=self.fusion, max_forms=self.max_forms,
+                                         seconds=self.seconds, structure=structure, rewriter=self.rewriter,
+                                         search_form=self.search_form)
 
 
 @dataclass
@@ -71,7 +111,7 @@ class StructureRewriteRetriever(BaseRetriever):
     name = "structure-rewrite"
 
     def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter | None = None,
-                 normalise: str = "query", structure: StructureRetriever | None = None, search_form: FormSearch | None = None,
+                 normalise: str = "query", structure: StructureSearch | None = None, search_form: FormSearch | None = None,
                  **structure_options):
         if fusion not in FUSIONS:
             raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
@@ -237,7 +277,7 @@ def _eq_score(hit: Hit, setting) -> float:
     return setting.lambda_m * math + hit.components.get("bm25", 0.0) if with_text else math
 
 
-def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit]) -> float:
+def _form_scale(structure: StructureSearch, variant: _Variant, hits: list[Hit]) -> float:
     """The best score a document can reach for one form under the setting its kind is scored by: λ_m × its perfect
     structure score + the best BM25 score among its hits when the setting adds BM25 (Zhong 2023 thesis, Eq. 3.18), else the perfect
     structure score (Zhong 2023 thesis, Eq. 3.16). Dividing by it puts every form on [0, 1] whatever the stored setting's scale."""
@@ -247,7 +287,7 @@ def _form_scale(structure: StructureRetriever, variant: _Variant, hits: list[Hit
     return setting.lambda_m * perfect + bm25 if setting.text in ("full", "parts") and bm25 > 0 else perfect
 
 
-def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) -> float:
+def _length_ratio(structure: StructureSearch, latex: str, doc_leaves: int) -> float:
     """P(L_D; η) / P(L_Q; η) (Zhong 2023 thesis, Eq. 3.15): the perfect score at the document formula's length instead of the query's."""
     tree = parse_latex(latex, structure.searcher.lexer).tree
     if tree is None or doc_leaves <= 0:
@@ -256,7 +296,7 @@ def _length_ratio(structure: StructureRetriever, latex: str, doc_leaves: int) ->
     return length_penalty(doc_leaves, eta) / length_penalty(leaf_count(tree), eta)
 
 
-def _perfect_score(structure: StructureRetriever, latex: str) -> float:
+def _perfect_score(structure: StructureSearch, latex: str) -> float:
     """The score of a document formula identical to `latex`: widest width × S_sym = 1 × P(L; η) (Zhong 2023 thesis, Eq. 3.16)."""
     try:
         prepared = structure.searcher.prepare(latex)

@@ -164,8 +164,8 @@ def test_retrievers_compose_like_algebra(small_index):
 
 
 def test_retrievers_themselves_compose(small_index, capsys):
-    """`0.5 * structure + 0.5 * bm25` is the hybrid mode's equal-weight fallback, hit for hit; `% k` cuts; `>>`
-    wants a reranker on its right; `FormulaRewrite() >> structure` is the structure-rewrite mode."""
+    """`0.5 * structure + 0.5 * bm25` is the hybrid mode's equal-weight fallback, hit for hit; `% k` cuts; a retriever
+    on the right of `>>` reorders by its scores; `FormulaRewrite() >> structure` is the structure-rewrite mode."""
     from mathscout.retrievers.compose import Cutoff, FormulaRewrite
 
     bm25, structure = open_retriever(small_index, "bm25"), open_retriever(small_index, "structure")
@@ -179,8 +179,10 @@ def test_retrievers_themselves_compose(small_index, capsys):
     top3 = bm25 % 3
     assert isinstance(top3, Cutoff) and top3.k == 3
     assert [h.doc_id for h in top3.search(query, k=10)] == [h.doc_id for h in bm25.search(query, k=3)]
-    with pytest.raises(MathScoutError, match="must be a reranker"):
-        bm25 >> structure
+    rescored = (bm25 >> structure).search(query, k=10)  # bm25's top hits, those structure finds by its score
+    structure_scores = {h.doc_id: h.score for h in structure.search(query, k=1000)}
+    assert {h.doc_id for h in rescored} == {h.doc_id for h in bm25.search(query, k=10)}
+    assert rescored[0].score == max(structure_scores.get(h.doc_id, float("-inf")) for h in rescored)
     rewritten = FormulaRewrite() >> structure  # the structure-rewrite mode, composed
     formula = "$\\frac{a}{b} + c$"
     assert [(h.doc_id, h.score) for h in rewritten.search(formula, k=5)] == \

@@ -13,7 +13,7 @@ from typing import Any
 
 from mathscout.rewrite import EquivalentForm, RewriteResult
 from mathscout.types import Hit, Query
-from mathscout.retrievers.base import BaseRetriever, RankResult
+from mathscout.retrievers.base import BaseRetriever, Composable, RankResult
 from mathscout.retrievers.structure import StructureRetriever, split_query
 from mathscout.tools.searching import partial_results
 from mathscout.tools.session import ToolSession
@@ -81,7 +81,7 @@ def no_rewriter(latex: str, max_forms: int = 8, seconds: float = 2.0) -> Rewrite
     return RewriteResult(latex)
 
 
-class TracedReranker:
+class TracedReranker(Composable):
     """`>> reranker` through the session's `rerank` tool; when the call fails the first-stage order stays."""
 
     def __init__(self, session: ToolSession, depth: int):
