@@ -218,8 +218,6 @@ def open_reranker(kind: str = "auto", store=None, **options) -> Reranker:
     raise MathScoutError(f"unknown reranker '{kind}' (choose from auto, embedding, openai-embedding, llm)")
 
 
-class Reranked(BaseRetriever):
-    """`retriever >> reranker`: the top `depth` first-stage hits reordered, the others after them."""
 def lend_store(reranker: Reranker, store) -> None:
     """Give a reranker that reads passages but has no store (`store` None) the first stage's; a composed reranker
     (`RerankChain`, `QueryMap >> reranker`) lends it to its `parts`."""
@@ -229,6 +227,8 @@ def lend_store(reranker: Reranker, store) -> None:
         reranker.store = store
 
 
+class Reranked(BaseRetriever):
+    """`retriever >> reranker`: the top `depth` first-stage hits reordered, the others after them."""
 
     def __init__(self, retriever: Retriever, reranker: Reranker, depth: int = DEFAULT_DEPTH):
         depth = RERANK_DEPTH.check(depth)
