@@ -7,13 +7,10 @@ Config file: `$MATHSCOUT_HOME/config.toml` (or MATHSCOUT_CONFIG), section `[llm]
 
 from __future__ import annotations
 
-import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from mathscout.config import home
-from mathscout.errors import MathScoutError
+from mathscout.settings import settings
 
 DEFAULT_MODEL = "gpt-4o"
 DEFAULT_TIMEOUT = 60.0  # seconds per LLM request
@@ -22,18 +19,7 @@ LOCAL_KEY = "not-needed"  # local OpenAI-compatible servers ignore the key, the 
 
 
 def config_path() -> Path:
-    return Path(os.environ.get("MATHSCOUT_CONFIG") or home() / "config.toml")
-
-
-def _file_settings(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise MathScoutError(f"the config file {path} is unreadable ({exc}): fix or delete it") from exc
-    llm = data.get("llm", {})
-    return llm if isinstance(llm, dict) else {}
+    return settings().config_file
 
 
 @dataclass(frozen=True)
@@ -48,17 +34,11 @@ class LLMConfig:
 
     @classmethod
     def from_env(cls) -> LLMConfig:
-        settings = _file_settings(config_path())
-        env = os.environ
-        try:
-            timeout = float(env.get("MATHSCOUT_LLM_TIMEOUT") or settings.get("timeout") or DEFAULT_TIMEOUT)
-            retries = int(settings.get("max_retries", DEFAULT_MAX_RETRIES))
-        except (TypeError, ValueError) as exc:
-            raise MathScoutError(f"the LLM timeout/max_retries setting is not a number ({exc})") from exc
-        return cls(api_key=env.get("OPENAI_API_KEY") or settings.get("api_key") or None,
-                   base_url=env.get("OPENAI_BASE_URL") or settings.get("base_url") or None,
-                   model=env.get("MATHSCOUT_LLM_MODEL") or settings.get("model") or DEFAULT_MODEL,
-                   timeout=max(0.1, timeout), max_retries=max(0, retries))
+        """The endpoint of the settings (`mathscout.settings`: the environment over the config file's [llm])."""
+        config = settings()
+        return cls(api_key=config.llm_api_key or None, base_url=config.llm_base_url or None,
+                   model=config.llm_model or DEFAULT_MODEL, timeout=max(0.1, config.llm_timeout),
+                   max_retries=config.llm_max_retries)
 
     @property
     def configured(self) -> bool:

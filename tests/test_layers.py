@@ -35,7 +35,7 @@ LAYERS = {
     # the core: corpus, store, index directory, LaTeX, config, typed records, errors, limits, rendering, process usage and isolation
     **{f"mathscout.{name}": CORE for name in (
         "config", "corpus", "errors", "events", "extras", "index", "isolated", "java", "latex", "limits", "markup", "notices",
-        "jvm_archive", "options", "render", "schema", "stemmer", "store", "types", "usage")},
+        "jvm_archive", "options", "render", "schema", "settings", "stemmer", "store", "types", "usage")},
 }
 NAMES = {CORE: "core", ENGINES: "engines", RETRIEVERS: "retrievers", TOOLS: "tools", AGENT: "agent",
          TRAINING: "training/evaluation", ENTRY: "entry points"}
