@@ -206,16 +206,16 @@ def test_parallel_builds_quantise_the_model_once(dense_index, tmp_path):
     import subprocess
     import sys
 
-    from mathscout.dense.encoder import _onnx_file
+    from mathscout.dense.encoder import onnx_file
     from mathscout.dense.model import default_model_path
 
     model = Path(default_model_path())
-    exported = _onnx_file(model, quantized=False)  # the session's cached export: the processes race to quantise it
+    exported = onnx_file(model, quantized=False)  # the session's cached export: the processes race to quantise it
     fresh = tmp_path / "home" / "onnx" / exported.parent.name
     fresh.mkdir(parents=True)
     shutil.copy2(exported, fresh / exported.name)
-    script = ("import sys; from pathlib import Path; from mathscout.dense.encoder import _onnx_file; "
-              f"print(_onnx_file(Path({str(model)!r}), quantized=True))")
+    script = ("import sys; from pathlib import Path; from mathscout.dense.encoder import onnx_file; "
+              f"print(onnx_file(Path({str(model)!r}), quantized=True))")
     env = {**os.environ, "MATHSCOUT_HOME": str(tmp_path / "home")}
     runs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True) for _ in range(3)]

@@ -57,16 +57,21 @@ class EncodedBatch:
     token_ids: list[np.ndarray] = field(default_factory=list)
 
 
-def _model_key(folder: Path) -> str:
+EXPORT_VERSION = 2  # 2: traced on a padded batch (version 1's graphs ignored the attention mask)
+
+
+def _model_key(folder: Path, output: str = "hidden") -> str:
     config = folder / "config.json"
     weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
     stamp = "|".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in [config, *weights] if p.exists())
-    return hashlib.sha1(f"{folder.resolve()}|{stamp}".encode()).hexdigest()[:16]
+    return hashlib.sha1(f"{folder.resolve()}|{stamp}|{output}|{EXPORT_VERSION}".encode()).hexdigest()[:16]
 
 
-def _onnx_file(folder: Path, quantized: bool) -> Path:
-    """The model's transformer exported to ONNX (and int8-quantised), cached under MATHSCOUT_HOME/onnx."""
-    cache = home() / "onnx" / _model_key(folder)
+def onnx_file(folder: Path, quantized: bool, graph: OnnxGraph | None = None) -> Path:
+    """The model's ONNX graph (default: the transformer's last hidden states) exported (and int8-quantised), cached
+    under MATHSCOUT_HOME/onnx."""
+    graph = graph or _last_hidden_graph(folder)
+    cache = home() / "onnx" / _model_key(folder, graph.output)
     plain, int8 = cache / "model.onnx", cache / "model.int8.onnx"
     target = int8 if quantized else plain
     if target.is_file():
@@ -74,7 +79,7 @@ def _onnx_file(folder: Path, quantized: bool) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with _only_process(cache / "export.lock"):  # parallel builds (shard tasks) export and quantise once, one at a time
         if not target.is_file():
-            _export(folder, plain, int8 if quantized else None)
+            export_onnx(graph, plain, int8 if quantized else None)
     return target
 
 
@@ -91,12 +96,21 @@ def _only_process(lock_path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _export(folder: Path, plain: Path, int8: Path | None) -> None:
-    """The transformer → `plain` (ONNX, opset 17) unless there, then → `int8` (dynamic int8, per channel) if asked."""
-    import torch
+@dataclass(frozen=True)
+class OnnxGraph:
+    """What to export: `module()` builds a torch module taking (input_ids, attention_mask, token_type_ids) and
+    returning one tensor, named `output` in the graph; `folder` names the model in errors."""
 
-    if not plain.is_file():
-        bert = load_sentence_model(folder)[0].auto_model.eval()
+    module: Callable[[], object]
+    output: str
+    folder: Path
+
+
+def _last_hidden_graph(folder: Path) -> OnnxGraph:
+    """The bi-encoder's transformer: word pieces → last hidden states (pooling is done outside the graph)."""
+
+    def module():
+        import torch
 
         class LastHidden(torch.nn.Module):
             def __init__(self, inner):
@@ -107,15 +121,31 @@ def _export(folder: Path, plain: Path, int8: Path | None) -> None:
                 return self.inner(input_ids=input_ids, attention_mask=attention_mask,
                                   token_type_ids=token_type_ids).last_hidden_state
 
-        example = tuple(torch.ones(2, 8, dtype=torch.long) for _ in range(3))
-        axes = {name: {0: "batch", 1: "length"} for name in ("input_ids", "attention_mask", "token_type_ids", "hidden")}
+        return LastHidden(load_sentence_model(folder)[0].auto_model.eval())
+
+    return OnnxGraph(module, "hidden", folder)
+
+
+def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
+    """`graph` → `plain` (ONNX, opset 17, dynamic batch and length) unless there, then → `int8` (dynamic int8, per
+    channel) if asked."""
+    import torch
+
+    if not plain.is_file():
+        # a padded example: traced on an all-ones mask, transformers drops the mask and the graph ignores padding
+        mask = torch.ones(2, 8, dtype=torch.long)
+        mask[1, 5:] = 0
+        example = (torch.ones(2, 8, dtype=torch.long), mask, torch.zeros(2, 8, dtype=torch.long))
+        axes = {name: {0: "batch", 1: "length"} for name in ("input_ids", "attention_mask", "token_type_ids")}
+        axes[graph.output] = {0: "batch", 1: "length"} if graph.output == "hidden" else {0: "batch"}
         tmp = plain.with_suffix(f".tmp{os.getpid()}")
         try:
-            torch.onnx.export(LastHidden(bert), example, str(tmp), input_names=["input_ids", "attention_mask", "token_type_ids"],
-                              output_names=["hidden"], dynamic_axes=axes, opset_version=17, dynamo=False)
+            # eval() on the wrapper too: export restores the wrapper's mode, which would put the cached model in training
+            torch.onnx.export(graph.module().eval(), example, str(tmp), input_names=["input_ids", "attention_mask", "token_type_ids"],
+                              output_names=[graph.output], dynamic_axes=axes, opset_version=17, dynamo=False)
         except Exception as exc:  # noqa: BLE001
             tmp.unlink(missing_ok=True)
-            raise MathScoutError(f"cannot export {folder} to ONNX ({str(exc).splitlines()[0]}): use backend 'torch'") from exc
+            raise MathScoutError(f"cannot export {graph.folder} to ONNX ({str(exc).splitlines()[0]}): use backend 'torch'") from exc
         os.replace(tmp, plain)
     if int8 is not None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -125,18 +155,23 @@ def _export(folder: Path, plain: Path, int8: Path | None) -> None:
         os.replace(tmp, int8)
 
 
+def onnx_session(path: Path):
+    """An onnxruntime CPU session of the graph in `path`: MATHSCOUT_DENSE_THREADS threads (default every core), no
+    busy-waiting (the CPUs are shared)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(os.environ.get("MATHSCOUT_DENSE_THREADS", "0")) or (os.cpu_count() or 1)
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared CPUs: no busy-waiting
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 def _session(folder: Path, backend: str):
     key = (str(folder.resolve()), backend)
     with _lock:
         if key not in _sessions:
-            import onnxruntime as ort
-
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = int(os.environ.get("MATHSCOUT_DENSE_THREADS", "0")) or (os.cpu_count() or 1)
-            options.log_severity_level = 3
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared CPUs: no busy-waiting
-            path = _onnx_file(folder, quantized=backend == "onnx-int8")
-            _sessions[key] = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            _sessions[key] = onnx_session(onnx_file(folder, quantized=backend == "onnx-int8"))
         return _sessions[key]
 
 
