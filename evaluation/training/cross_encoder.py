@@ -1,0 +1,433 @@
+"""`mathscout train cross-encoder`: a cross-encoder (question, answer passage → relevance) trained on the train topics
+with hard negatives from the index's own first stages, stored with the index (mathscout.dense.cross).
+
+    mathscout train cross-encoder --index DIR [--topics T --qrels Q] [--max-minutes M] [--epochs E]
+                                  [--train-topics N] [--held-out H] [--negatives n] [--depth D] [--max-length L]
+
+1. Topics: a seeded sample of N train topics whose best-graded relevant answer (grade ≥ 2) is in the index, and H
+   others held out for validation (`--topics/--qrels`: train files only, dev is refused).
+2. Hard negatives: each topic's top D hits of the index's bm25, structure and (when the index has it) dense-ft
+   search (the candidates `--rerank cross` reorders), its judged answers and the answers of its own thread removed;
+   n of them drawn at random (seeded) for each training topic.
+3. Training: sentence-transformers' CrossEncoder from the offline all-MiniLM-L6-v2 weights with a one-logit head,
+   CrossEncoderTrainer with MultipleNegativesRankingLoss over (question, positive, n hard negatives) plus one in-batch
+   negative: Zhong 2023 thesis §5.2.2 Eq. 5.18's softmax of the positive against hard and in-batch negatives, with
+   the cross-encoder's score in place of the bi-encoder's S(q, p). Both texts pass through `model_input_text`
+   (formulas stay LaTeX); a pair is cut to L word pieces.
+4. Held-out: nDCG@10 of each first stage's top D on the held-out topics, before and after reranking.
+5. Backends: the held-out pairs scored by torch fp32, ONNX fp32 and ONNX int8: Kendall τ and top-10 agreement against
+   fp32 per topic, ms per pair. The fastest backend that keeps the order (mean τ ≥ MIN_TAU and top-10 agreement ≥
+   MIN_TOP10) is chosen and recorded; torch always qualifies.
+6. Stored: DIR/cross-encoder/ (model/, the chosen ONNX graph, loss.png, cross-encoder.json with the index build's
+   hash, the topics and qrels files, counts, epochs, held-out scores, backend measurements and times).
+
+Every step is resumable: the work lives in DIR/cross-encoder.work/ (the plan, the mined candidates, the trainer's
+checkpoints every `--checkpoint-every` steps); after a kill or `--max-minutes`, rerun the same command.
+
+Defaults fit 60 minutes on the 2-core machine (DEFAULTS' comment gives the measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from mathscout.config import SHARED_COLLECTION
+from mathscout.dense.cross import (BACKENDS, FOLDER, INFO_FILE, MODEL_DIR, ONNX_FILES, CrossEncoderInfo, CrossScorer,
+                                   load_cross_model, onnx_graph, passage_text)
+from mathscout.dense.encoder import export_onnx
+from mathscout.dense.model import default_model_path, model_input_text
+from mathscout.errors import MathScoutError
+from mathscout.evaluation.measures import read_qrels
+from mathscout.evaluation.topics import load_topics, require_train_topics
+from mathscout.evaluation.training.contrastive import SEED, plot_losses
+from mathscout.evaluation.tuning import Scorer
+from mathscout.index.integrity import record_folder
+from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.retrievers.registry import open_retriever, servable_modes
+from mathscout.types import Query
+
+MINERS = ("bm25", "structure", "dense-ft")  # first stages whose candidates give the hard negatives (those the index has)
+WORK = "cross-encoder.work"
+MIN_TAU = 0.9  # a backend keeps the scores' order when its mean Kendall τ against torch fp32 is at least this …
+MIN_TOP10 = 0.9  # … and its top 10 shares at least this share of fp32's, over the held-out topics
+RELEVANT = 2  # the lowest grade taken as a positive
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the training data and schedule depend on (a rerun must give the same, or start afresh)."""
+
+    train_topics: int = 1000
+    held_out: int = 80
+    negatives: int = 3  # hard negatives per question (+ the positive and 1 in-batch): 5 pairs through the model
+    depth: int = 30  # hits per first stage mined (and reranked on the held-out topics)
+    max_length: int = 128  # word pieces of a (question, passage) pair: what reranking 100 in 1 s allows (see below)
+    batch: int = 16  # questions per step
+    epochs: int = 1
+    lr: float = 5e-5  # Zhong 2023 thesis §5.3.1 fine-tunes at 2·10⁻⁵ over 594,000 triplets; here ~1,000 questions
+    warmup: float = 0.1
+    seed: int = SEED
+
+
+DEFAULTS = Settings()
+
+
+@dataclass
+class Mined:
+    """One topic's first-stage hits: retriever → [(doc, score)], best first."""
+
+    topic: str
+    runs: dict[str, list[tuple[str, float]]]
+
+    @property
+    def docs(self) -> list[str]:
+        return list(dict.fromkeys(doc for hits in self.runs.values() for doc, _ in hits))
+
+
+def index_build(index: IndexDir, components: list[str]) -> str:
+    """A hash of the index build the negatives came from: the recorded sizes and CRC-32 of the store's and the mined
+    components' files."""
+    records = {name: index.manifest.components.get(name, {}).get("files", {}) for name in ["store", *components]}
+    return hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---- 1. topics ------------------------------------------------------------------------------------------------------
+
+def choose(topics_path: Path, qrels_path: Path, index: IndexDir, settings: Settings) -> tuple[list[str], list[str]]:
+    """(training topic ids, held-out topic ids): a seeded sample of the topics whose positive is in the index."""
+    qrels = read_qrels(qrels_path)
+    topics = [t for t in load_topics(topics_path) if any(g >= RELEVANT for g in qrels.get(t.id, {}).values())]
+    rng = random.Random(settings.seed)
+    rng.shuffle(topics)
+    wanted = settings.train_topics + settings.held_out
+    stored = index.store.summaries(d for t in topics[: wanted * 2] for d in qrels[t.id])
+    usable = [t.id for t in topics[: wanted * 2] if any(d in stored for d, g in qrels[t.id].items() if g >= RELEVANT)]
+    if len(usable) < 2:
+        raise MathScoutError(f"only {len(usable)} topic(s) of {topics_path} have a relevant answer in {index.path}")
+    held = min(settings.held_out, max(1, len(usable) // 5))
+    return usable[held : held + settings.train_topics], usable[:held]
+
+
+# ---- 2. hard negatives --------------------------------------------------------------------------------------------
+
+def mine(index: IndexDir, topics: list[Query], depth: int, path: Path) -> dict[str, Mined]:
+    """Each topic's first-stage hits, appended to `path` topic by topic (a rerun reads them back)."""
+    done: dict[str, Mined] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:  # the line a kill cut short
+                continue
+            done[record["topic"]] = Mined(record["topic"], {k: [tuple(h) for h in v] for k, v in record["runs"].items()})
+    todo = [t for t in topics if t.id not in done]
+    if not todo:
+        return done
+    miners = servable_modes(index, MINERS)
+    retrievers = {name: open_retriever(index, name) for name in miners}
+    with open(path, "a", encoding="utf-8") as out:
+        for topic in tqdm(todo, desc=f"hard negatives ({', '.join(miners)}, top {depth})", unit="topic",
+                          file=sys.stderr, initial=len(done), total=len(topics)):
+            runs = {}
+            for name, retriever in retrievers.items():
+                try:
+                    runs[name] = [(h.doc_id, float(h.score)) for h in retriever.batch_search([topic], k=depth)[topic.id]]
+                except MathScoutError:  # a question this retriever cannot search (no words, no formula)
+                    runs[name] = []
+            done[topic.id] = Mined(topic.id, runs)
+            out.write(json.dumps({"topic": topic.id, "runs": runs}) + "\n")
+            out.flush()
+    return done
+
+
+def training_rows(topics: dict[str, Query], mined: dict[str, Mined], qrels: dict[str, dict[str, int]], index: IndexDir,
+                  settings: Settings) -> list[list[str]]:
+    """(question, positive, negative × n) texts per training topic: its best-graded stored answer and n candidates
+    that are neither judged for it nor from its own thread."""
+    rng = random.Random(settings.seed)
+    store = index.store
+    threads = {doc: s.metadata.get("thread_id") for doc, s in
+               store.summaries({d for m in mined.values() for d in m.docs} | {d for t in topics for d in qrels[t]}).items()}
+    rows = []
+    for qid in sorted(topics):
+        judged = qrels[qid]
+        best = max((g for d, g in judged.items() if d in threads), default=0)
+        if best < RELEVANT:
+            continue
+        positive = rng.choice(sorted(d for d, g in judged.items() if g == best and d in threads))
+        pool = [d for d in mined[qid].docs if d not in judged and threads.get(d) != qid]
+        if len(pool) < settings.negatives:
+            continue
+        negatives = rng.sample(pool, settings.negatives)
+        texts = {d.id: model_input_text(passage_text(d.title, d.text)) for d in store.get_many([positive, *negatives]).values()}
+        rows.append([model_input_text(topics[qid].text), texts[positive], *(texts[d] for d in negatives)])
+    return rows
+
+
+# ---- 3. training ----------------------------------------------------------------------------------------------------
+
+def train_model(rows: list[list[str]], base: Path, work: Path, settings: Settings, deadline: float | None,
+                checkpoint_every: int) -> tuple[bool, list[float]]:
+    """Fine-tune from `base` with the library's trainer; (finished, batch losses). Checkpoints go to work/trainer and a
+    rerun resumes from the newest; at `deadline` (time.time()) it checkpoints and stops."""
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
+    from transformers import TrainerCallback
+    from transformers.trainer_utils import get_last_checkpoint
+
+    columns = ["query", "positive", *(f"negative_{n}" for n in range(1, settings.negatives + 1))]
+    dataset = Dataset.from_dict({name: [row[i] for row in rows] for i, name in enumerate(columns)})
+    model = load_cross_model(base, settings.max_length, cached=False)  # the trainer changes it in place
+    model.train()
+    output = work / "trainer"
+    arguments = CrossEncoderTrainingArguments(
+        output_dir=str(output), num_train_epochs=settings.epochs, per_device_train_batch_size=settings.batch,
+        learning_rate=settings.lr, warmup_ratio=settings.warmup, save_strategy="steps", save_steps=checkpoint_every,
+        save_total_limit=1, logging_steps=max(1, min(10, checkpoint_every)), report_to="none", seed=settings.seed,
+        data_seed=settings.seed, dataloader_pin_memory=False, use_cpu=True, disable_tqdm=False)
+
+    class Deadline(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if deadline is not None and time.time() > deadline and state.global_step < state.max_steps:
+                control.should_save = control.should_training_stop = True
+            return control
+
+    loss = losses.MultipleNegativesRankingLoss(model, num_negatives=1)  # Zhong 2023 thesis §5.2.2, Eq. 5.18
+    trainer = CrossEncoderTrainer(model=model, args=arguments, train_dataset=dataset, loss=loss, callbacks=[Deadline()])
+    last = get_last_checkpoint(str(output)) if output.is_dir() else None
+    if last:
+        print(f"resuming from {last}", file=sys.stderr)
+    trainer.train(resume_from_checkpoint=last)
+    losses_seen = [float(entry["loss"]) for entry in trainer.state.log_history if "loss" in entry]
+    finished = trainer.state.global_step >= trainer.state.max_steps
+    if finished:
+        model.eval()
+        model.save(str(work / MODEL_DIR))
+    return finished, losses_seen
+
+
+# ---- 4-5. held-out scores and backends ------------------------------------------------------------------------------
+
+def _kendall(a: np.ndarray, b: np.ndarray) -> float:
+    from scipy.stats import kendalltau
+
+    if len(a) < 2:
+        return 1.0
+    tau = kendalltau(a, b).statistic
+    return 1.0 if np.isnan(tau) else float(tau)
+
+
+def _top(scores: np.ndarray, n: int = 10) -> set[int]:
+    return set(np.argsort(-scores, kind="stable")[:n].tolist())
+
+
+def held_out_report(model_dir: Path, work: Path, topics: dict[str, Query], mined: dict[str, Mined],
+                    qrels_path: Path, index: IndexDir, settings: Settings, backends: tuple[str, ...]) -> dict:
+    """nDCG@10 of each first stage's top `depth` and of it reranked, and each backend's agreement with torch fp32."""
+    qrels = read_qrels(qrels_path)
+    held_qrels = work / "qrels.held-out.txt"
+    held_qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q in sorted(topics) for d, g in qrels.get(q, {}).items()),
+                          encoding="utf-8")
+    scorer = Scorer(held_qrels)
+    store = index.store
+    if set(backends) & set(ONNX_FILES):
+        int8 = work / ONNX_FILES["onnx-int8"]
+        export_onnx(onnx_graph(model_dir, settings.max_length), work / ONNX_FILES["onnx"],
+                    int8 if "onnx-int8" in backends and not int8.is_file() else None)
+    models = {b: CrossScorer(model_dir, settings.max_length, b, work / ONNX_FILES[b] if b in ONNX_FILES else None)
+              for b in backends}
+    scores: dict[str, dict[str, np.ndarray]] = {b: {} for b in backends}
+    seconds = dict.fromkeys(backends, 0.0)
+    pairs = 0
+    for qid in tqdm(sorted(topics), desc="held-out topics", unit="topic", file=sys.stderr):
+        docs = mined[qid].docs
+        if not docs:
+            continue
+        found = store.get_many(docs)
+        docs = [d for d in docs if d in found]
+        passages = [passage_text(found[d].title, found[d].text) for d in docs]
+        pairs += len(docs)
+        for backend, model in models.items():
+            started = time.perf_counter()
+            scores[backend][qid] = dict(zip(docs, model.scores(topics[qid].text, passages)))
+            seconds[backend] += time.perf_counter() - started
+    report: dict = {"topics": len(topics), "pairs": pairs, "measure": scorer.measure, "first_stage": {}, "reranked": {}}
+    for name in sorted({n for m in mined.values() for n in m.runs}):
+        first = {q: mined[q].runs.get(name, []) for q in topics}
+        report["first_stage"][name] = round(float(np.mean(list(scorer.per_topic(first).values()))), 4)
+        for backend in backends:
+            reranked = {q: sorted(((d, float(scores[backend][q].get(d, -1e9))) for d, _ in hits), key=lambda x: -x[1])
+                        for q, hits in first.items() if q in scores[backend]}
+            report["reranked"].setdefault(backend, {})[name] = round(
+                float(np.mean(list(scorer.per_topic(reranked).values()))), 4)
+    agreement = {}
+    for backend in backends:
+        taus, tops = [], []
+        for qid, reference in scores["torch"].items():
+            a = np.array(list(reference.values()))
+            b = np.array([scores[backend][qid][d] for d in reference])
+            taus.append(_kendall(a, b))
+            n = min(10, len(a))
+            tops.append(len(_top(a, n) & _top(b, n)) / n)
+        agreement[backend] = {"kendall_tau": round(float(np.mean(taus)), 4), "top10": round(float(np.mean(tops)), 4),
+                              "min_kendall_tau": round(float(np.min(taus)), 4),
+                              "ms_per_pair": round(1000 * seconds[backend] / max(pairs, 1), 2)}
+    keeps = [b for b in backends if b == "torch" or (agreement[b]["kendall_tau"] >= MIN_TAU
+                                                     and agreement[b]["top10"] >= MIN_TOP10)]
+    report["backends"] = agreement
+    report["rule"] = f"fastest of the backends with mean Kendall tau >= {MIN_TAU} and top-10 agreement >= {MIN_TOP10} vs torch fp32"
+    report["chosen"] = min(keeps, key=lambda b: agreement[b]["ms_per_pair"])
+    return report
+
+
+# ---- 6. storing ---------------------------------------------------------------------------------------------------
+
+def store_model(index: IndexDir, work: Path, backend: str, settings: Settings, training: dict) -> Path:
+    """DIR/cross-encoder/, written beside and renamed into place (a reader never sees half of it)."""
+    target = index.path / FOLDER
+    staging = index.path / f".{FOLDER}.saving"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(work / MODEL_DIR, staging / MODEL_DIR)
+    if backend in ONNX_FILES:
+        shutil.copy2(work / ONNX_FILES[backend], staging / ONNX_FILES[backend])
+    if (work / "loss.png").is_file():
+        shutil.copy2(work / "loss.png", staging / "loss.png")
+    info = CrossEncoderInfo(backend=backend, max_length=settings.max_length, files=record_folder(staging),
+                            training=training)
+    info.write_file(staging / INFO_FILE)
+    old = index.path / f".{FOLDER}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def train(args: argparse.Namespace) -> Path | None:
+    started, wall = time.time(), {}
+    deadline = started + args.max_minutes * 60 if args.max_minutes is not None else None
+    require_train_topics(args.topics, args.qrels, what="training a cross-encoder")
+    for path in (args.topics, args.qrels):
+        if not path.is_file():
+            raise MathScoutError(f"training data not found: {path}")
+    index = IndexDir(args.index)
+    settings = Settings(train_topics=args.train_topics, held_out=args.held_out, negatives=args.negatives,
+                        depth=args.depth, max_length=args.max_length, batch=args.batch, epochs=args.epochs,
+                        lr=args.lr, seed=args.seed)
+    work = index.path / WORK
+    work.mkdir(exist_ok=True)
+    plan_path = work / "plan.json"
+    source = {"topics": str(args.topics.resolve()), "qrels": str(args.qrels.resolve()), "base": str(args.base)}
+    if plan_path.is_file():
+        plan = json.loads(plan_path.read_text(encoding="utf-8"))
+        if plan["settings"] != asdict(settings) or plan["source"] != source:
+            raise MathScoutError(f"{work} holds a training with other settings ({plan['settings']}, {plan['source']}): "
+                                 f"rerun with them, or delete {work} to start afresh")
+    else:
+        train_ids, held_ids = choose(args.topics, args.qrels, index, settings)
+        plan = {"settings": asdict(settings), "source": source, "train": train_ids, "held_out": held_ids,
+                "seconds": {}}
+        write_json_atomic(plan_path, plan)
+    print(f"cross-encoder: {len(plan['train'])} training and {len(plan['held_out'])} held-out topics, "
+          f"{settings.negatives} hard negatives each from the top {settings.depth}, pairs cut to {settings.max_length} "
+          f"word pieces, batch {settings.batch}, {settings.epochs} epoch(s)", file=sys.stderr)
+    topics = {t.id: t for t in load_topics(args.topics) if t.id in set(plan["train"]) | set(plan["held_out"])}
+    qrels = read_qrels(args.qrels)
+
+    def spent(step: str, since: float) -> None:  # seconds per step, summed over the runs of a resumed training
+        plan["seconds"][step] = round(plan["seconds"].get(step, 0.0) + time.time() - since, 1)
+        write_json_atomic(plan_path, plan)
+
+    t0 = time.time()
+    mined = mine(index, [topics[q] for q in plan["train"] + plan["held_out"]], settings.depth, work / "mined.jsonl")
+    spent("mining", t0)
+    t0 = time.time()
+    finished = (work / MODEL_DIR / "config.json").is_file()
+    losses: list[float] = plan.get("losses", [])
+    if not finished:
+        rows = training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings)
+        plan["rows"] = len(rows)
+        print(f"{len(rows):,} training questions × (1 positive + {settings.negatives} hard negatives + 1 in-batch); "
+              f"{-(-len(rows) // settings.batch) * settings.epochs} steps", file=sys.stderr)
+        finished, losses = train_model(rows, args.base, work, settings, deadline, args.checkpoint_every)
+        plan["losses"] = losses
+        spent("training", t0)
+        if not finished:
+            print(f"stopped after {args.max_minutes} min; rerun the same command to resume from {work / 'trainer'}",
+                  file=sys.stderr)
+            return None
+        plot_losses(losses, work / "loss.png", f"cross-encoder: {plan['rows']} questions, {settings.epochs} epoch(s)")
+    t0 = time.time()
+    report = held_out_report(work / MODEL_DIR, work, {q: topics[q] for q in plan["held_out"]}, mined, args.qrels, index,
+                             settings, tuple(args.backends))
+    spent("held_out", t0)
+    used = sorted({n for m in mined.values() for n in m.runs})
+    training = {
+        "index": str(index.path.resolve()), "index_build": index_build(index, used), "documents": index.manifest.documents,
+        "base": str(args.base), "topics": str(args.topics), "qrels": str(args.qrels),
+        "counts": {"training_topics": len(plan["train"]), "training_questions": plan.get("rows"),
+                   "held_out_topics": len(plan["held_out"]), "mined_from": used},
+        "settings": asdict(settings), "loss": "MultipleNegativesRankingLoss (Zhong 2023 thesis §5.2.2, Eq. 5.18), "
+                                              "1 in-batch negative", "losses": losses,
+        "held_out": report, "seconds": plan["seconds"], "minutes": round(sum(plan["seconds"].values()) / 60, 1)}
+    stored = store_model(index, work, report["chosen"], settings, training)
+    shutil.rmtree(work, ignore_errors=True)
+    return stored
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="mathscout train cross-encoder", description=__doc__.splitlines()[0])
+    parser.add_argument("--index", type=Path, required=True, help="the index whose candidates give the hard negatives "
+                        "and which stores the model (DIR/cross-encoder/)")
+    parser.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")
+    parser.add_argument("--qrels", type=Path, default=SHARED_COLLECTION / "qrels.train.txt")
+    parser.add_argument("--base", type=Path, default=None, help="the weights to start from (default all-MiniLM-L6-v2)")
+    parser.add_argument("--train-topics", type=int, default=DEFAULTS.train_topics, help="questions trained on")
+    parser.add_argument("--held-out", type=int, default=DEFAULTS.held_out, help="train questions held out for the "
+                        "validation scores")
+    parser.add_argument("--negatives", type=int, default=DEFAULTS.negatives, help="hard negatives per question")
+    parser.add_argument("--depth", type=int, default=DEFAULTS.depth, help="hits per first stage mined")
+    parser.add_argument("--max-length", type=int, default=DEFAULTS.max_length, help="word pieces per pair")
+    parser.add_argument("--batch", type=int, default=DEFAULTS.batch, help="questions per step")
+    parser.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
+    parser.add_argument("--lr", type=float, default=DEFAULTS.lr)
+    parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    parser.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help=f"inference backends measured against torch fp32 (of {', '.join(BACKENDS)})")
+    args = parser.parse_args(argv)
+    args.backends = list(dict.fromkeys(["torch", *(b.strip() for b in args.backends.split(",") if b.strip())]))
+    unknown = [b for b in args.backends if b not in BACKENDS]
+    if unknown:
+        raise MathScoutError(f"unknown backend(s) {', '.join(unknown)} (available: {', '.join(BACKENDS)})")
+    for name in ("train_topics", "negatives", "depth", "batch", "epochs", "checkpoint_every"):
+        if getattr(args, name) < 1:
+            raise MathScoutError(f"--{name.replace('_', '-')} must be at least 1")
+    if not 16 <= args.max_length <= 512:
+        raise MathScoutError("--max-length must be from 16 to 512 word pieces")
+    args.base = args.base or default_model_path()
+    started = time.perf_counter()
+    stored = train(args)
+    if stored is not None:
+        info = CrossEncoderInfo.require(stored.parent)
+        report = info.training["held_out"]
+        print(f"cross-encoder stored in {stored} ({(time.perf_counter() - started) / 60:.1f} min this run, "
+              f"{info.training['minutes']} min in all); backend {info.backend}")
+        for name, score in report["first_stage"].items():
+            print(f"  held-out {report['measure']} {name}: {score:.4f} -> reranked {report['reranked'][info.backend][name]:.4f}")
+        for backend, figures in report["backends"].items():
+            print(f"  {backend}: Kendall tau {figures['kendall_tau']:.3f}, top-10 agreement {figures['top10']:.2f}, "
+                  f"{figures['ms_per_pair']:.1f} ms/pair")

@@ -1,0 +1,206 @@
+"""A trained cross-encoder: (question, answer passage) → relevance, read together (Zhong 2023 thesis §2.2.2, Fig. 2.2:
+"full pair-wise token interactions between both query and candidate passages"), stored with an index.
+
+    <index>/cross-encoder/
+      cross-encoder.json   CrossEncoderInfo: the inference backend and length, how it was trained, its files' CRC-32
+      model/               the sentence-transformers CrossEncoder (all-MiniLM-L6-v2 + a one-logit head, fine-tuned)
+      model.int8.onnx      its int8 ONNX graph, when training found that int8 keeps the scores' order
+
+`mathscout train cross-encoder` (mathscout.evaluation.training.cross_encoder) writes the folder; `open_cross_scorer`
+reads it offline (files checked against their recorded sizes and checksums). Both sides read a pair the same way:
+`model_input_text` (formulas kept as LaTeX, unified with the sparse side's lexer) of the question and of the passage
+(title and text, MAX_PASSAGE_CHARS), cut together to the trained number of word pieces (the longer text first).
+
+Backends: `torch` (fp32, the trained model as is), `onnx` (fp32 graph) and `onnx-int8` (dynamic int8, per channel),
+exported as the bi-encoder's are (mathscout.dense.encoder); a backend not stored with the index is exported once into
+MATHSCOUT_HOME/onnx.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mathscout.dense.encoder import OnnxGraph, onnx_file, onnx_session
+from mathscout.dense.model import MODEL_ENV, model_input_text
+from mathscout.errors import IndexMissingError, MathScoutError
+from mathscout.index.integrity import verify_folder
+from mathscout.index.stored import StoredFile
+from mathscout.index.tuned import TunedFile
+
+FOLDER = "cross-encoder"  # inside an index folder
+INFO_FILE = "cross-encoder.json"
+MODEL_DIR = "model"
+ONNX_FILES = {"onnx-int8": "model.int8.onnx", "onnx": "model.onnx"}  # a stored graph per backend (the chosen one)
+BACKENDS = ("onnx-int8", "onnx", "torch")
+MAX_PASSAGE_CHARS = 2000  # as the embedding reranker: title + text cut here before the word pieces are
+BATCH = 32  # pairs per forward pass
+TRAIN_COMMAND = "mathscout train cross-encoder --index {index}"
+
+_lock = threading.Lock()
+_models: dict[tuple[str, int], Any] = {}
+_sessions: dict[str, Any] = {}
+
+
+def passage_text(title: str, text: str) -> str:
+    """The passage a reranker reads for a document (title and text, cut at MAX_PASSAGE_CHARS)."""
+    return f"{title}\n{text}".strip()[:MAX_PASSAGE_CHARS]
+
+
+def pair(question: str, passage: str) -> tuple[str, str]:
+    """What the model reads for one (question, passage): both with their formulas as unified LaTeX."""
+    return model_input_text(question), model_input_text(passage)
+
+
+@dataclass
+class CrossEncoderInfo(TunedFile):
+    """`cross-encoder/cross-encoder.json`: how to run the model (`backend`, `max_length`), its files and how it was
+    trained."""
+
+    FILE = f"{FOLDER}/{INFO_FILE}"
+    LABEL = "the cross-encoder description"
+
+    backend: str
+    max_length: int
+    files: dict[str, dict] = field(default_factory=dict)  # path inside the folder → size and CRC-32 (index integrity)
+    training: dict[str, Any] = field(default_factory=dict)  # index build, topics, qrels, counts, held-out, backends, time
+
+    @classmethod
+    def remedy(cls, folder: Path) -> str:
+        return "retrain with '" + TRAIN_COMMAND.format(index=folder.parent) + "'"
+
+    @classmethod
+    def parse(cls, file: StoredFile, data: dict[str, Any]) -> CrossEncoderInfo:
+        """The backend and length, and every file's record, which the folder's files must match."""
+        info = cls(backend=file.name(data.get("backend"), "backend", BACKENDS),
+                   max_length=file.whole(data.get("max_length"), "max_length", 16, 512),
+                   files=file.mapping(data.get("files"), "files"),
+                   training=file.mapping(data.get("training", {}), "training"))
+        for relative, record in info.files.items():
+            file.record(record, relative)
+        file.require(f"{MODEL_DIR}/config.json" in info.files, "its file list has no model")
+        verify_folder(file.path.parent, info.files, file.remedy)
+        return info
+
+    @classmethod
+    def require(cls, index_path: Path | str) -> CrossEncoderInfo:
+        """The info of the cross-encoder stored with the index; one line saying what to run when there is none."""
+        info = cls.read(Path(index_path))
+        if info is None:
+            raise IndexMissingError(f"the index {index_path} has no trained cross-encoder: run "
+                                    + TRAIN_COMMAND.format(index=index_path))
+        return info
+
+
+def load_cross_model(model_dir: Path, max_length: int, cached: bool = True):
+    """The sentence-transformers CrossEncoder in `model_dir` (or the base bi-encoder's weights with a new one-logit
+    head), offline; cached per folder and length unless `cached` is False (a model to train)."""
+    key = (str(Path(model_dir).resolve()), max_length)
+    with _lock:
+        if not cached:
+            return _load(Path(model_dir), max_length)
+        if key not in _models:
+            _models[key] = _load(Path(model_dir), max_length)
+        return _models[key]
+
+
+def _load(model_dir: Path, max_length: int):
+    if not (model_dir / "config.json").is_file():
+        raise MathScoutError(f"{model_dir} is not a model folder (no config.json): point {MODEL_ENV} at a "
+                             "local sentence-transformers/Hugging Face model folder")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import transformers
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # "classifier newly initialized" is what training starts from
+    try:
+        model = CrossEncoder(str(model_dir), num_labels=1, max_length=max_length, device="cpu", local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 — a loading failure is the folder's, said in one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MathScoutError(f"cannot load the cross-encoder in {model_dir}: {first}") from exc
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    model.max_seq_length = max_length
+    model.eval()
+    return model
+
+
+def onnx_graph(model_dir: Path, max_length: int) -> OnnxGraph:
+    """The classifier as an ONNX graph: word pieces of a (question, passage) pair → its logit."""
+
+    def module():
+        import torch
+
+        class Logit(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                                  token_type_ids=token_type_ids).logits
+
+        return Logit(load_cross_model(model_dir, max_length).model.eval())
+
+    return OnnxGraph(module, "logits", Path(model_dir))
+
+
+class CrossScorer:
+    """One model folder + backend: the relevance logits of passages for a question (higher is more relevant)."""
+
+    def __init__(self, model_dir: Path, max_length: int, backend: str = "torch", graph: Path | None = None):
+        if backend not in BACKENDS:
+            raise MathScoutError(f"unknown cross-encoder backend '{backend}' (available: {', '.join(BACKENDS)})")
+        self.model_dir, self.max_length, self.backend = Path(model_dir), max_length, backend
+        self.model = load_cross_model(self.model_dir, max_length)  # its tokenizer reads the pairs on every backend
+        self.session = None
+        if backend != "torch":
+            path = graph or onnx_file(self.model_dir, backend == "onnx-int8", onnx_graph(self.model_dir, max_length))
+            with _lock:
+                if str(path) not in _sessions:
+                    _sessions[str(path)] = onnx_session(path)
+                self.session = _sessions[str(path)]
+
+    def features(self, question: str, passages: list[str]) -> dict:
+        return self.model.preprocess([pair(question, p) for p in passages])
+
+    def logits(self, features: dict) -> np.ndarray:
+        """The model's logits for one tokenised batch."""
+        if self.session is None:
+            import torch
+
+            with torch.inference_mode():
+                return self.model(features)["scores"].view(-1).float().numpy()
+        inputs = {name: features[name].numpy() for name in ("input_ids", "attention_mask")}
+        inputs["token_type_ids"] = (features["token_type_ids"].numpy() if "token_type_ids" in features
+                                    else np.zeros_like(inputs["input_ids"]))
+        return self.session.run(None, inputs)[0].reshape(-1).astype(np.float32)
+
+    def scores(self, question: str, passages: list[str], batch_size: int = BATCH) -> np.ndarray:
+        """One logit per passage, in batches of `batch_size` in the given order."""
+        out = [self.logits(self.features(question, passages[start:start + batch_size]))
+               for start in range(0, len(passages), batch_size)]
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+
+def open_cross_scorer(index_path: Path | str, backend: str | None = None) -> CrossScorer:
+    """The cross-encoder stored with the index, on `backend` (default: the one its training chose)."""
+    info = CrossEncoderInfo.require(index_path)
+    backend = backend or info.backend
+    if backend not in BACKENDS:
+        raise MathScoutError(f"unknown cross-encoder backend '{backend}' (available: {', '.join(BACKENDS)})")
+    folder = Path(index_path) / FOLDER
+    stored = ONNX_FILES.get(backend)
+    graph = folder / stored if stored and stored in info.files else None
+    return CrossScorer(folder / MODEL_DIR, info.max_length, backend, graph)
+
+
+def has_cross_encoder(index_path: Path | str) -> bool:
+    return CrossEncoderInfo.path(Path(index_path)).is_file()
