@@ -41,7 +41,7 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
     if rerank:
         from mathscout.retrievers.rerank import Reranked, open_reranker
 
-        retriever = Reranked(retriever, open_reranker(rerank, store=index.store), rerank_depth)
+        retriever = Reranked(retriever, open_reranker(rerank, store=index.store, index=index), rerank_depth)
     results: dict[str, list[Hit]] = {}
     failures: list[str] = []
     latencies: list[float] = []

@@ -75,8 +75,8 @@ PORT = Limit("port", 1, 65_535, "TCP port")
 
 # ---- named choices, checked alike everywhere (command line, Python API, HTTP API) --------------------------
 
-RERANKERS = ("auto", "embedding", "openai-embedding", "llm")  # auto: the LLM when configured, else embedding
-_RERANK_ALIASES = {"openai": "openai-embedding", "llm-listwise": "llm"}
+RERANKERS = ("auto", "embedding", "openai-embedding", "llm", "cross")  # auto: the LLM when configured, else embedding
+_RERANK_ALIASES = {"openai": "openai-embedding", "llm-listwise": "llm", "cross-encoder": "cross"}
 _NO_RERANK = ("", "none", "off", "no", "false")
 
 

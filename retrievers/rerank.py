@@ -4,6 +4,8 @@
   unsupervised embedding reranking of Rohatgi et al. 2020, §2.2: "rank the candidates using their
   cosine distance to the topic embedding"; local model via `mathscout.dense.model`).
 - `OpenAIEmbeddingReranker`: the same with an OpenAI-compatible embeddings API (Zhong 2023 thesis ch. 6, Ada-002).
+- `CrossEncoderReranker`: the cross-encoder trained for the index (`mathscout train cross-encoder`) reads the question
+  and each passage together (Zhong 2023 thesis §2.2.2); an index without one says what to run.
 - `LLMListwiseReranker`: a chat model sorts the passages (Zhong 2023 thesis ch. 6 prompt, `prompts/rerank_listwise.md`).
   Malformed replies are repaired: ids it names are taken in its order (unknown and repeated ones
   ignored), the ones it leaves out follow in first-stage order; an empty reply, an API error or a
@@ -38,6 +40,12 @@ DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 RERANK_BACKEND = "torch"  # the embedding reranker's `Encoder` backend (fp32; `onnx-int8` is the dense index's)
 
 
+def passage_text(title: str, text: str, limit: int = MAX_PASSAGE_CHARS) -> str:
+    """What a reranker reads of a document: its title and text, cut at `limit` characters (the cross-encoder is
+    trained on the same, mathscout.evaluation.training.cross_encoder)."""
+    return f"{title}\n{text}".strip()[:limit]
+
+
 class _BaseReranker(Composable):
     """Passage texts (from the store when known, else the hit's snippet) and the common bookkeeping."""
 
@@ -52,8 +60,8 @@ class _BaseReranker(Composable):
         texts = []
         for hit in hits:
             document = documents.get(hit.doc_id)
-            text = f"{document.title}\n{document.text}" if document is not None else (hit.snippet or hit.doc_id)
-            texts.append(text.strip()[:limit])
+            texts.append(passage_text(document.title, document.text, limit) if document is not None
+                         else (hit.snippet or hit.doc_id).strip()[:limit])
         return texts
 
     def rerank(self, query: str | Query, hits: list[Hit], k: int | None = None) -> list[Hit]:
@@ -204,18 +212,41 @@ class LLMListwiseReranker(_BaseReranker):
         return scores
 
 
-def open_reranker(kind: str = "auto", store=None, **options) -> Reranker:
+class CrossEncoderReranker(_BaseReranker):
+    """The cross-encoder trained for the index (`mathscout train cross-encoder`, mathscout.dense.cross): the question
+    and each passage read together (Zhong 2023 thesis §2.2.2, Fig. 2.2), its logit the score; on the backend its
+    training chose unless `backend` says otherwise. An index without one is an IndexMissingError naming the command."""
+
+    name = "cross"
+
+    def __init__(self, index, store=None, backend: str | None = None, batch_size: int | None = None):
+        super().__init__(store)
+        from mathscout.dense.cross import BATCH, open_cross_scorer
+
+        self.scorer = open_cross_scorer(getattr(index, "path", index), backend)
+        self.batch_size = batch_size or BATCH
+
+    def scores(self, query: str, hits: list[Hit]) -> list[float]:
+        return [float(s) for s in self.scorer.scores(query, self.passages(hits), self.batch_size)]
+
+
+def open_reranker(kind: str = "auto", store=None, index=None, **options) -> Reranker:
     """`auto` (the LLM when OPENAI_API_KEY is set, else local embeddings), `embedding`, `openai-embedding`
-    (or `openai`), `llm`; options go to the reranker (model, base_url, api_key, timeout, model_path)."""
+    (or `openai`), `llm`, `cross` (the cross-encoder stored with `index`); options go to the reranker (model,
+    base_url, api_key, timeout, model_path, backend)."""
     if kind == "auto":
         kind = "llm" if os.environ.get("OPENAI_API_KEY") else "embedding"
+    if kind in ("cross", "cross-encoder"):
+        if index is None:
+            raise MathScoutError("the cross-encoder reranker reads the model stored with an index: give the index")
+        return CrossEncoderReranker(index, store=store, **options)
     if kind == "embedding":
         return EmbeddingReranker(store=store, **options)
     if kind in ("openai-embedding", "openai"):
         return OpenAIEmbeddingReranker(store=store, **options)
     if kind in ("llm", "llm-listwise"):
         return LLMListwiseReranker(store=store, **options)
-    raise MathScoutError(f"unknown reranker '{kind}' (choose from auto, embedding, openai-embedding, llm)")
+    raise MathScoutError(f"unknown reranker '{kind}' (choose from auto, embedding, openai-embedding, llm, cross)")
 
 
 def lend_store(reranker: Reranker, store) -> None:

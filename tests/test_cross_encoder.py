@@ -66,7 +66,8 @@ def test_training_stores_a_model_that_loads_offline(trained, monkeypatch):
     assert set(training["counts"]["mined_from"]) == {"bm25", "structure"}
     assert len(training["index_build"]) == 16 and training["settings"]["epochs"] == 1
     held = training["held_out"]
-    assert set(held["first_stage"]) == {"bm25", "structure"} and set(held["backends"]) == set(BACKENDS)
+    assert set(held["first_stage"]) == set(held["reranked"]) == {"bm25", "structure"}
+    assert set(held["backends"]) == set(BACKENDS)
     assert held["backends"]["torch"]["kendall_tau"] == 1.0 and held["chosen"] == info.backend
     assert training["seconds"]["training"] > 0 and training["losses"]
     scorer = open_cross_scorer(trained)
@@ -92,3 +93,71 @@ def test_a_missing_model_says_what_to_run(small_index):
 
     with pytest.raises(IndexMissingError, match=r"no trained cross-encoder: run mathscout train cross-encoder --index"):
         open_cross_scorer(small_index)
+
+
+QUESTION = "How do I prove that $\\sum_{n=1}^\\infty 1/n^2$ converges?"
+DEPTH = 5
+
+
+def _reranked(hits: list[dict], first: list[str]) -> list[str]:
+    """The ids of hits that the cross-encoder reranked: the top DEPTH are a reordering of the first stage's."""
+    ids = [h["doc_id"] for h in hits]
+    assert sorted(ids[:DEPTH]) == sorted(first[:DEPTH]) and all("rerank" in h["components"] for h in hits[:DEPTH])
+    return ids
+
+
+def test_rerank_cross_reorders_hits_on_every_entry_point(trained, capsys):
+    """`--rerank cross` through the option table: the Python API, the command line, the HTTP API and a run."""
+    from fastapi.testclient import TestClient
+
+    from mathscout import MathScout
+    from mathscout.cli import main
+    from mathscout.ui.chat import AssistantPool
+    from mathscout.ui.http_api import create_api
+    from mathscout.ui.indexes import discover_indexes
+
+    scout = MathScout(trained, use_llm=False)
+    first = [h.doc_id for h in scout.search(QUESTION, mode="bm25", k=20)]
+    python = _reranked([{"doc_id": h.doc_id, "components": h.components}
+                        for h in scout.search(QUESTION, mode="bm25", k=20, rerank="cross", rerank_depth=DEPTH)], first)
+    assert python[DEPTH:] == first[DEPTH:]
+    assert main(["search", "--local", "--index", str(trained), "--mode", "bm25", "--k", "20", "--rerank", "cross",
+                 "--rerank-depth", str(DEPTH), "--json", QUESTION]) == 0
+    assert _reranked(json.loads(capsys.readouterr().out)["hits"], first) == python
+    client = TestClient(create_api(AssistantPool(discover_indexes([trained]))))
+    response = client.get("/api/search", params={"q": QUESTION, "mode": "bm25", "k": 20, "rerank": "cross",
+                                                  "rerank_depth": DEPTH})
+    assert response.status_code == 200, response.text
+    assert _reranked(response.json()["hits"], first) == python
+    orders = [python[:DEPTH] != first[:DEPTH]]
+    for question in ("Why is $e^{i\\pi} = -1$?", "integral of $x^2$ from 0 to 1", "prime numbers infinitely many"):
+        plain = [h.doc_id for h in scout.search(question, mode="bm25", k=DEPTH)]
+        orders.append([h.doc_id for h in scout.search(question, mode="bm25", k=DEPTH, rerank="cross",
+                                                      rerank_depth=DEPTH)] != plain)
+    assert any(orders)  # the model has an opinion of its own
+
+
+def test_run_reranks_with_the_cross_encoder(trained, dev_subset, tmp_path):
+    from mathscout.evaluation.runner import run_topics
+    from mathscout.evaluation.runs import read_run
+    from mathscout.index.layout import IndexDir
+
+    topics, _ = dev_subset
+    three = tmp_path / "topics.jsonl"
+    three.write_text("".join(topics.read_text(encoding="utf-8").splitlines(keepends=True)[:3]), encoding="utf-8")
+    first, second = tmp_path / "bm25.trec", tmp_path / "bm25.cross.trec"
+    run_topics(IndexDir(trained), three, "bm25", 20, first)
+    run_topics(IndexDir(trained), three, "bm25", 20, second, rerank="cross", rerank_depth=DEPTH)
+    before, after = read_run(first).topics, read_run(second).topics
+    for qid in before:
+        ids_before, ids_after = [e.doc_id for e in before[qid]], [e.doc_id for e in after[qid]]
+        assert set(ids_after[:DEPTH]) == set(ids_before[:DEPTH]) and ids_after[DEPTH:] == ids_before[DEPTH:]
+
+
+def test_rerank_cross_without_a_model_is_one_line(small_index, capsys):
+    from mathscout.cli import main
+
+    assert main(["search", "--local", "--index", str(small_index), "--mode", "bm25", "--rerank", "cross", "x^2"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].endswith(f"no trained cross-encoder: run mathscout train cross-encoder "
+                                                   f"--index {small_index}"), errors

@@ -231,7 +231,7 @@ class ToolBox:
         key = (kind, tuple(sorted(options.items())))
         with self._lock:
             if key not in self._rerankers:
-                self._rerankers[key] = module.open_reranker(kind, store=self.index.store, **options)
+                self._rerankers[key] = module.open_reranker(kind, store=self.index.store, index=self.index, **options)
             return self._rerankers[key]
 
     def rerank(self, query: str, hits: list[Hit], kind: str = "auto", **options) -> ToolOutput:

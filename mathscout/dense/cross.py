@@ -9,7 +9,7 @@
 `mathscout train cross-encoder` (mathscout.evaluation.training.cross_encoder) writes the folder; `open_cross_scorer`
 reads it offline (files checked against their recorded sizes and checksums). Both sides read a pair the same way:
 `model_input_text` (formulas kept as LaTeX, unified with the sparse side's lexer) of the question and of the passage
-(title and text, MAX_PASSAGE_CHARS), cut together to the trained number of word pieces (the longer text first).
+(a reranker's `passage_text`: title and text), cut together to the trained number of word pieces (the longer first).
 
 Backends: `torch` (fp32, the trained model as is), `onnx` (fp32 graph) and `onnx-int8` (dynamic int8, per channel),
 exported as the bi-encoder's are (mathscout.dense.encoder); a backend not stored with the index is exported once into
@@ -38,18 +38,12 @@ INFO_FILE = "cross-encoder.json"
 MODEL_DIR = "model"
 ONNX_FILES = {"onnx-int8": "model.int8.onnx", "onnx": "model.onnx"}  # a stored graph per backend (the chosen one)
 BACKENDS = ("onnx-int8", "onnx", "torch")
-MAX_PASSAGE_CHARS = 2000  # as the embedding reranker: title + text cut here before the word pieces are
 BATCH = 32  # pairs per forward pass
 TRAIN_COMMAND = "mathscout train cross-encoder --index {index}"
 
 _lock = threading.Lock()
 _models: dict[tuple[str, int], Any] = {}
 _sessions: dict[str, Any] = {}
-
-
-def passage_text(title: str, text: str) -> str:
-    """The passage a reranker reads for a document (title and text, cut at MAX_PASSAGE_CHARS)."""
-    return f"{title}\n{text}".strip()[:MAX_PASSAGE_CHARS]
 
 
 def pair(question: str, passage: str) -> tuple[str, str]:
