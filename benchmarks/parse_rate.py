@@ -23,10 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mathscout.config import shared_data
 from mathscout.structure.parser import NO_MATH, parse_latex
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("MATHSCOUT_SHARED_DATA", REPO.parent / "shared" / "data"))
 TOPIC_FILES = [f"arqmath/topics.arqmath-{year}-task2-origin.xml" for year in (2020, 2021, 2022)]
 
 
@@ -159,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N documents of docs.jsonl")
     ap.add_argument("--no-pya0", action="store_true", help="skip the pya0 comparison")
     ap.add_argument("--reasons", type=int, default=8, help="show this many top partial/failed reasons")
-    ap.add_argument("--data", type=Path, default=SHARED_DATA, help="the shared data directory")
+    ap.add_argument("--data", type=Path, default=shared_data(), help="the shared data directory")
     args = ap.parse_args(argv)
     docs = args.data / "collection" / "docs.jsonl"
     if not docs.is_file():

@@ -19,7 +19,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from mathscout.benchmarks.scale import DATA, measure_command
+from mathscout.benchmarks.scale import measure_command
+from mathscout.config import shared_data
 
 GOAL_MIB = 1536
 NORMAL = ['{"id": "n1", "text": "Euler: $e^{i\\\\pi}+1=0$ holds."}', '{"id": "n2", "text": "Gauss: $\\\\sum_{k=1}^n k$."}']
@@ -68,7 +69,7 @@ def deep_json(folder: Path) -> Path:
 def _collection(docs: int | None) -> Callable[[Path], Path]:
     """The normal corpus: the shared collection, or its first `docs` documents."""
     def write(folder: Path) -> Path:
-        source = DATA / "collection" / "docs.jsonl"
+        source = shared_data() / "collection" / "docs.jsonl"
         if docs is None:
             return source
         path = folder / f"docs-{docs}.jsonl"

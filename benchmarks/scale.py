@@ -36,11 +36,11 @@ import sys
 import time
 from pathlib import Path
 
+from mathscout.config import shared_data
 from mathscout.errors import MathScoutError
 from mathscout.usage import TreePeak, process_usage
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("MATHSCOUT_SHARED_DATA", REPO.parent / "shared" / "data"))
 TARGET_FACTOR = 40  # the ARQMath collection is ~40× the shared one
 
 
@@ -133,9 +133,9 @@ def _query_stage(index: Path, n_queries: int, n_safety: int) -> dict:
     structure = open_retriever(index_dir, "structure")
     out["open_structure_s"] = time.perf_counter() - started
     out["rss_open"] = _rss()
-    topics = load_topics(DATA / "collection" / "topics.dev.jsonl")[:n_queries]
+    topics = load_topics(shared_data() / "collection" / "topics.dev.jsonl")[:n_queries]
     formulas = [t.formula for year in (2020, 2021, 2022)
-                for t in load_topics(DATA / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")]
+                for t in load_topics(shared_data() / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")]
     searcher = StructureSearcher(structure.paths, lexer=structure.searcher.lexer)
     valid = []  # the formulas that parse; prepared one at a time (a prepared query holds the blocks it decoded)
     for latex in formulas:
@@ -191,7 +191,7 @@ def _worker_dense(kind: str, args: list[str]) -> dict:
     if kind == "dense-derive":
         return scale_dense.write_derived(Path(args[0]), int(args[1]), Path(args[2]), int(args[3]) or None)
     if kind == "dense-queries":
-        return {"queries": scale_dense.query_vectors(Path(args[0]), DATA / "collection" / "topics.dev.jsonl", int(args[1]),
+        return {"queries": scale_dense.query_vectors(Path(args[0]), shared_data() / "collection" / "topics.dev.jsonl", int(args[1]),
                                                      Path(args[2]))}
     if kind == "dense-build":
         return {**scale_dense.build(Path(args[0]), int(args[1]), Path(args[2])), **_rss()}
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, required=True, help="folder for the corpora, indexes and results")
     parser.add_argument("--make", action="store_true", help="only make the scale corpora (JSONL.gz, --xml also Posts XML)")
     parser.add_argument("--xml", action="store_true", help="with --make: also write ARQMath Posts XML")
-    parser.add_argument("--source", type=Path, default=DATA / "collection" / "docs.jsonl", help="the real collection (JSONL)")
+    parser.add_argument("--source", type=Path, default=shared_data() / "collection" / "docs.jsonl", help="the real collection (JSONL)")
     parser.add_argument("--queries", type=int, default=100, help="dev topics timed per mode and k")
     parser.add_argument("--safety", type=int, default=50, help="formula queries checked against exhaustive search per k")
     parser.add_argument("--keep-indexes", action="store_true", help="keep each factor's index (default: removed after measuring)")

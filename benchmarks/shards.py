@@ -23,7 +23,8 @@ import os
 import time
 from pathlib import Path
 
-from mathscout.benchmarks.scale import DATA, even_sample, percentiles
+from mathscout.benchmarks.scale import even_sample, percentiles
+from mathscout.config import shared_data
 from mathscout.usage import process_usage
 from mathscout.evaluation.runs import write_run
 from mathscout.evaluation.topics import load_topics
@@ -31,7 +32,7 @@ from mathscout.index.layout import IndexDir
 from mathscout.retrievers import open_retriever
 from mathscout.retrievers.shards.layout import is_sharded
 
-TASK2 = [DATA / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml" for year in (2020, 2021, 2022)]
+TASK2 = [f"arqmath/topics.arqmath-{year}-task2-origin.xml" for year in (2020, 2021, 2022)]  # in the shared data
 MODES = ("bm25", "structure", "formula", "hybrid", "dense")  # dense on request (an index with dense vectors)
 DEFAULT_MODES = MODES[:4]
 
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--queries", "--topics", dest="queries", type=Path, required=True,
                         help="topics for bm25, structure and hybrid (the collection's dev topics)")
-    parser.add_argument("--formulas", type=Path, nargs="+", default=TASK2,
+    parser.add_argument("--formulas", type=Path, nargs="+", default=[shared_data() / name for name in TASK2],
                         help="formula-only queries for the 'formula' mode (default: ARQMath Task 2 2020–2022)")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"of {', '.join(MODES)}")
     parser.add_argument("--k", type=int, default=1000)

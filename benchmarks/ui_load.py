@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mathscout.errors import MathScoutError
+from mathscout.settings import settings
 from mathscout.ui.app import example_questions
 
 _TAG = re.compile(r"session-(\d+)")
@@ -108,7 +109,7 @@ def start_server(index: Path | None, home: Path) -> tuple[subprocess.Popen, str]
     port = _free_port()
     command = [sys.executable, "-m", "mathscout.cli", "serve", "--port", str(port), "--no-llm"]
     command += ["--index", str(index)] if index else []
-    env = {**os.environ, "MATHSCOUT_HOME": os.environ.get("MATHSCOUT_HOME", str(home))}
+    env = {**os.environ, "MATHSCOUT_HOME": str(settings().home or home)}
     with open(home / "serve.log", "w") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"

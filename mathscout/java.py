@@ -23,6 +23,7 @@ from types import ModuleType
 
 from mathscout import jvm_archive
 from mathscout.errors import MathScoutError
+from mathscout.settings import settings
 
 _lock = threading.Lock()
 # pyjnius is not thread-safe (concurrent class reflection and calls crash the process, kivy/pyjnius#46, #287):
@@ -122,7 +123,7 @@ def boot(building: bool = False) -> None:
                 options.append("--sun-misc-unsafe-memory-access=allow")
             if _quick_start:
                 options.append("-XX:TieredStopAtLevel=1")
-            if heap := os.environ.get("MATHSCOUT_JAVA_HEAP") or (BUILD_HEAP if building else SEARCH_HEAP):
+            if heap := settings().java_heap or (BUILD_HEAP if building else SEARCH_HEAP):
                 options.append(f"-Xmx{heap}")
             jar = (jnius_config.classpath or [""])[0]  # get_classpath() would start the JVM (it imports jnius)
             archive_options = jvm_archive.jvm_options(java_home, jar) if jar.endswith(".jar") else []

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from mathscout.config import home
+from mathscout.settings import settings
 
 STALE_LOCK_SECONDS = 600  # a dump that has not finished by then is taken to have died
 # the JVM's own CDS and class-path messages go to stdout by default: a passed-over archive stays silent
@@ -26,7 +27,7 @@ QUIET = "-Xlog:cds*=off,class+path*=off,aot*=off"
 
 
 def enabled() -> bool:
-    return os.environ.get("MATHSCOUT_JVM_ARCHIVE", "1") != "0"
+    return settings().jvm_archive
 
 
 def archive_path(java_home: str, jar: str) -> Path:

@@ -18,13 +18,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from mathscout.settings import settings
+
 log = logging.getLogger("mathscout")
 _collectors: ContextVar[tuple[list[str], ...]] = ContextVar("mathscout_notice_collectors", default=())
-_ON_STDERR = "MATHSCOUT_NOTICES_ON_STDERR"  # set by an entry point; inherited by the processes it starts
 
 
 def quiet() -> bool:
-    return os.environ.get("MATHSCOUT_QUIET", "") not in ("", "0")
+    return settings().quiet
 
 
 def set_quiet() -> None:
@@ -37,7 +38,7 @@ def set_quiet() -> None:
 
 def show_on_stderr() -> None:
     """Print notices on stderr from now on, in this process and the ones it starts (the command line's choice)."""
-    os.environ[_ON_STDERR] = "1"
+    os.environ["MATHSCOUT_NOTICES_ON_STDERR"] = "1"  # read back through mathscout.settings
 
 
 def notice(message: str) -> None:
@@ -46,7 +47,7 @@ def notice(message: str) -> None:
     sinks = _collectors.get()
     for sink in sinks:
         sink.append(message)
-    if not sinks and os.environ.get(_ON_STDERR) == "1" and not quiet():
+    if not sinks and settings().notices_on_stderr and not quiet():
         print(message, file=sys.stderr, flush=True)
 
 

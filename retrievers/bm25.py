@@ -21,6 +21,7 @@ from tqdm import tqdm
 from mathscout.notices import notice
 from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
 from mathscout.latex.aliases import LEGACY_VOCABULARY, VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import document_terms, formula_terms, is_math_term, query_terms
@@ -70,7 +71,7 @@ class BM25Component:
 
     name = "bm25"
 
-    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+    def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
         started = time.perf_counter()
         indexer = java.lucene_index().LuceneIndexer(
             # -storeDocvectors: RM3 (set_rm3) reads the feedback documents' term vectors

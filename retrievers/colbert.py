@@ -17,7 +17,6 @@ off-the-shelf bi-encoder's (no ColBERT training here), so this measures late int
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
@@ -26,9 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from mathscout.dense.ann import set_build_threads
 from mathscout.dense.build import read_meta
 from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
@@ -39,7 +40,6 @@ PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
 TRAIN_SAMPLE_PER_LIST = 40
 NPROBE, TOKEN_DEPTH, CANDIDATES, MAX_QUERY_TOKENS = 16, 64, 1000, 128
 META = "meta.json"
-BUILD_THREADS = int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1"))
 
 
 def _tokens_folder(dense: Path) -> Path:
@@ -63,10 +63,10 @@ class ColbertComponent:
 
     name = "colbert"
 
-    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+    def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
         import faiss
 
-        faiss.omp_set_num_threads(BUILD_THREADS)  # OpenMP barriers crawl on a shared, oversubscribed CPU
+        set_build_threads()
         started = time.perf_counter()
         dense = store.path.parent / "dense"
         if not (dense / "meta.json").is_file():

@@ -11,7 +11,6 @@ scores the max over its passages. `dense-ft` is the same over a second component
 
 from __future__ import annotations
 
-import os
 import threading
 from functools import cached_property
 from pathlib import Path
@@ -26,20 +25,21 @@ from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint,
 from mathscout.dense.encoder import Encoder
 from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
+from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.limits import EF_SEARCH, PASSAGES, Limit
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
-FT_ENV = "MATHSCOUT_DENSE_FT_MODEL"
 SEARCH_KINDS = ("flat", "hnsw", "ivfpq")
 NPROBE = Limit("nprobe", 1, 65_536, "IVF lists probed per query")
 
 
 def fine_tuned_model_path() -> Path:
     """Where `mathscout train dense` puts its model by default, or $MATHSCOUT_DENSE_FT_MODEL."""
-    return Path(os.environ.get(FT_ENV) or home() / "models" / "dense-ft")
+    return Path(settings().dense_ft.model or home() / "models" / "dense-ft")
 
 
 class DenseComponent:
@@ -48,15 +48,13 @@ class DenseComponent:
     def __init__(self, name: str = "dense"):
         self.name = name
 
-    def settings(self) -> DenseSettings:
+    def build_settings(self) -> DenseSettings:
         if self.name == "dense-ft":
-            settings = DenseSettings.from_env("MATHSCOUT_DENSE_FT", tokens=False)
-            settings.model = str(fine_tuned_model_path())
-            return settings
-        return DenseSettings.from_env()
+            return DenseSettings.configured(settings().dense_ft, tokens=False, model=str(fine_tuned_model_path()))
+        return DenseSettings.configured(settings().dense)
 
-    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
-        settings = self.settings()
+    def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
+        settings = self.build_settings()
         if self.name == "dense-ft":  # a query-side fine-tuned model encodes documents as `dense` did
             reused = reuse_document_vectors(target.parent / "dense", target, settings, self.name)
             if reused is not None:
@@ -78,7 +76,7 @@ def load_faiss(path: Path, index_path: Path, component: str):
 def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str) -> Encoder:
     """The query encoder: `model`, else $MATHSCOUT_DENSE_MODEL (for `dense`), else the index's model;
     its dimension must be the index's."""
-    env = os.environ.get("MATHSCOUT_DENSE_MODEL") if component == "dense" else None
+    env = settings().dense.model if component == "dense" else None
     folder = Path(model or env or meta["model"])
     encoder = Encoder(folder, meta.get("backend", "onnx-int8"), meta.get("batching", "length"))  # as its vectors were made
     if encoder.dimension != int(meta["dimension"]):
@@ -117,7 +115,7 @@ class DenseRetriever(BaseRetriever):
         passages = None if passages is None else PASSAGES.check(passages)
         nprobe = None if nprobe is None else NPROBE.check(nprobe)
         self.name, self._model = component, model
-        if model or (component == "dense" and os.environ.get("MATHSCOUT_DENSE_MODEL")):
+        if model or (component == "dense" and settings().dense.model):
             self.encoder  # another model than the one the vectors were made with: checked now, at open
         kinds = ["ivfpq"] if self.meta.get("default_search") == "ivfpq" else ["flat", "hnsw"]
         if search not in kinds:

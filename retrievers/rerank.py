@@ -29,6 +29,7 @@ from mathscout.notices import notice
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit, Query, renumbered
 from mathscout.limits import RERANK_DEPTH
+from mathscout.settings import settings
 from mathscout.retrievers.base import BaseRetriever, Composable, Reranker, Retriever, prepare_query
 
 PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
@@ -188,7 +189,8 @@ class LLMListwiseReranker(_BaseReranker):
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0, store=None):
         super().__init__(store)
-        self.model = model or os.environ.get("MATHSCOUT_RERANK_MODEL") or os.environ.get("MATHSCOUT_LLM_MODEL") or DEFAULT_CHAT_MODEL
+        configured = settings()
+        self.model = model or configured.rerank_model or configured.llm_model or DEFAULT_CHAT_MODEL
         self.client = _client(base_url, api_key, timeout)
         self.last_reply: str | None = None
 

@@ -30,6 +30,7 @@ from scipy import sparse
 from tqdm import tqdm
 
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.render import make_snippet, match_formulas
 from mathscout.store import DocumentStore
@@ -97,7 +98,7 @@ class SoftCosineComponent:
 
     name = "scm"
 
-    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+    def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
         from gensim.corpora import Dictionary
         from gensim.matutils import corpus2csc
         from gensim.models import LuceneBM25Model, TfidfModel

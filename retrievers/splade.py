@@ -10,7 +10,6 @@ same way and searched with pyserini's LuceneImpactSearcher (score = Σ query wei
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,12 +19,14 @@ from tqdm import tqdm
 
 from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
+from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
 from mathscout.retrievers.base import BaseRetriever, RankResult
 
-MODEL_ENV = "MATHSCOUT_SPLADE_MODEL"
+MODEL_ENV = "MATHSCOUT_SPLADE_MODEL"  # named in error messages (mathscout.settings)
 MAX_DOC_TOKENS = 512
 MAX_QUERY_TOKENS = 256
 BATCH = 8
@@ -34,7 +35,7 @@ QUANT_RANGE, WEIGHT_RANGE = 256, 5.0  # pyserini's quantisation of SPLADE weight
 
 def model_path(configured: str | Path | None = None) -> Path:
     """The local SPLADE checkpoint: the argument, else $MATHSCOUT_SPLADE_MODEL; a clear error when there is none."""
-    value = configured or os.environ.get(MODEL_ENV)
+    value = configured or settings().splade_model
     if not value:
         raise MathScoutError(f"learned sparse retrieval needs a local SPLADE checkpoint (a masked-LM model directory); "
                              f"none ships with MathScout and none can be downloaded offline: set {MODEL_ENV}=PATH")
@@ -97,7 +98,7 @@ class SpladeComponent:
 
     name = "splade"
 
-    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+    def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
         path = model_path()
         encoder = SpladeEncoder(path)
         started = time.perf_counter()
@@ -145,7 +146,7 @@ class SpladeRetriever(BaseRetriever):
     def __init__(self, index: IndexDir, model: str | Path | None = None):
         folder = index.component_path("splade")
         stats = index.manifest.components.get("splade", {})
-        path = model_path(model or os.environ.get(MODEL_ENV) or stats.get("model"))
+        path = model_path(model or settings().splade_model or stats.get("model"))
         self.encoder = SpladeEncoder(path)
         if stats.get("vocab_size") not in (None, len(self.encoder.vocabulary)):
             raise MathScoutError(f"the SPLADE checkpoint {path} has a {len(self.encoder.vocabulary):,}-term vocabulary "

@@ -9,7 +9,6 @@ its words. Older components without text lists fall back to the union of both ra
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -20,12 +19,14 @@ import numpy as np
 from mathscout.notices import notice
 from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
+from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
 from mathscout.index.tuned import TunedFile
 from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import formula_terms, query_terms
 from mathscout.render import make_snippet
+from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.structure.highlight import leaf_spans, merge_spans
 from mathscout.structure.index import PathIndex, build_path_index
@@ -50,7 +51,6 @@ from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
 SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout train structure`
 MIXED_CANDIDATES = 1000  # per ranking, for Zhong 2023 thesis Eq. 3.18 fusion of math and words
-PARALLEL_ABOVE = int(os.environ.get("MATHSCOUT_PARALLEL_ABOVE", "100000"))  # formulas from which the path index is built by workers
 MAX_QUERY_FORMULAS = 100  # a query keeps at most its 100 widest formulas (bounded time for pasted documents)
 MAX_LAMBDA_M = 10_000.0  # the largest stored λ_m of Zhong 2023 thesis Eq. 3.18 (tuned: 0.1–100)
 
@@ -60,9 +60,10 @@ class StructureComponent:
 
     name = "structure"
 
-    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
-        n_formulas, workers = store.formula_count(), default_workers()
-        if workers > 1 and n_formulas >= PARALLEL_ABOVE:  # below it, starting the workers costs more than they save
+    def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
+        n_formulas, workers = store.formula_count(), default_workers(options.workers)
+        # below MATHSCOUT_PARALLEL_ABOVE formulas, starting the workers costs more than they save
+        if workers > 1 and n_formulas >= settings().parallel_above:
             report = build_path_index_parallel(store.path, n_formulas, target, workers)
         else:
             report = build_path_index(store.iter_formula_latex(), n_formulas, target)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -23,7 +22,9 @@ from tqdm import tqdm
 
 from mathscout import java
 from mathscout.errors import IndexMissingError
+from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
+from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.types_expansion.detect import TypeDetector, read_terms
@@ -39,9 +40,10 @@ BATCH = 500
 FUSION_DEPTH = 1000  # hits taken from each of the word and type indexes before their scores are added
 
 
-def planetmath_entries() -> Path | None:
-    """PlanetMath's entries.jsonl: $MATHSCOUT_PLANETMATH ("none": no extra text), else the shared data when present."""
-    configured = os.environ.get("MATHSCOUT_PLANETMATH")
+def planetmath_entries(configured: str | None = None) -> Path | None:
+    """PlanetMath's entries.jsonl: `configured`, else $MATHSCOUT_PLANETMATH ("none": no extra text), else the shared
+    data when present."""
+    configured = configured or settings().planetmath
     if configured == "none":
         return None
     path = Path(configured) if configured else SHARED_PLANETMATH / "entries.jsonl"
@@ -67,7 +69,7 @@ class TypesComponent:
 
     name = "types"
 
-    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+    def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
         started = time.perf_counter()
         detector = TypeDetector(read_terms())
         total = store.count()
@@ -77,7 +79,7 @@ class TypesComponent:
         )
         batch: list[str] = []
         typed_docs = 0
-        extra = planetmath_entries()
+        extra = planetmath_entries(options.planetmath)
 
         def index_types(n: int, tokens: list[str]) -> None:
             nonlocal batch, typed_docs
@@ -220,9 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--planetmath", help="PlanetMath entries.jsonl whose bodies also train the embeddings "
                                              "(default: $MATHSCOUT_PLANETMATH or the shared data; 'none' to skip)")
     args = parser.parse_args(argv)
-    if args.planetmath:
-        os.environ["MATHSCOUT_PLANETMATH"] = args.planetmath
-    stats = add_components(args.index, ["types"]).components["types"]
+    stats = add_components(args.index, ["types"], BuildOptions(planetmath=args.planetmath)).components["types"]
     print(f"types in {args.index}: {stats['typed_documents']:,} of {stats['documents']:,} documents typed "
           f"(+{stats['planetmath_extra_texts']:,} PlanetMath texts), {stats['type_mentions']:,} type mentions; "
           f"detection {stats['tokens_per_second']:,} tokens/s; word2vec {stats['train_seconds']} s; "

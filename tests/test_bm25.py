@@ -18,7 +18,7 @@ KNOWN_TOPIC = "mse:math.stackexchange.com:67198"  # "Does ∫ sin x / x dx have 
 class _Nothing:
     name = "nothing"
 
-    def build(self, store, target):
+    def build(self, store, target, options):
         return {}
 
 

@@ -8,7 +8,7 @@ import pytest
 from mathscout.errors import IndexMissingError, MathScoutError
 from mathscout.index import IndexDir
 from mathscout.index.builder import add_components, build_index
-from mathscout.index.components import ComponentSpec, register_component
+from mathscout.index.components import BuildOptions, ComponentSpec, register_component
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Formula
 
@@ -28,16 +28,16 @@ DOCS = [
 class _Failing:
     name = "failing"
 
-    def build(self, store, target):
+    def build(self, store, target, options):
         raise RuntimeError("disk on fire")
 
 
 class _Counting:
     name = "counting"
 
-    def build(self, store, target):
+    def build(self, store, target, options):
         (target / "count.txt").write_text(str(store.count()))
-        return {"docs": store.count()}
+        return {"docs": store.count(), "workers": options.workers}
 
 
 register_component(ComponentSpec("failing", _Failing, "always fails (tests)", default=False))
@@ -52,6 +52,14 @@ def test_store_round_trip(tmp_path):
     again = DocumentStore.open(tmp_path / "s.sqlite").get("x")
     assert again == doc
     assert store.formula_at(0).latex == "y=x"
+
+
+def test_build_options_reach_the_component_builds(tmp_path):
+    """`mathscout index --workers` is a parameter of the builds (BuildOptions), not an environment variable."""
+    corpus = _write_jsonl(tmp_path / "c.jsonl", DOCS)
+    manifest = build_index([corpus], tmp_path / "idx", ["counting"], options=BuildOptions(workers=3))
+    assert manifest.components["counting"]["workers"] == 3
+    assert add_components(tmp_path / "idx", ["counting"]).components["counting"]["workers"] is None
 
 
 def test_build_counts_documents_and_formulas(tmp_path):

@@ -34,23 +34,24 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cmd_index(args: argparse.Namespace) -> None:
+    from mathscout.index.components import BuildOptions
     from mathscout.retrievers.indexing import add_components, build_index
 
     components = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
-    if args.workers is not None:
-        if args.workers < 1:
-            raise MathScoutError(f"--workers must be at least 1, not {args.workers}")
-        os.environ["MATHSCOUT_BUILD_WORKERS"] = str(args.workers)  # read by the structure component (parallel.py)
+    if args.workers is not None and args.workers < 1:
+        raise MathScoutError(f"--workers must be at least 1, not {args.workers}")
+    options = BuildOptions(workers=args.workers)  # the structure component's path index builders (parallel.py)
     if args.shards is not None:
         if not args.input:
             raise MathScoutError("--shards needs --input PATH… (a sharded index is built whole)")
         from mathscout.retrievers.shards.build import build_sharded_index
 
-        manifest = build_sharded_index(args.input, args.index, args.shards, components, args.ray, fresh=args.fresh)
+        manifest = build_sharded_index(args.input, args.index, args.shards, components, args.ray, fresh=args.fresh,
+                                       options=options)
     elif args.input:
-        manifest = build_index(args.input, args.index, components, fresh=args.fresh)
+        manifest = build_index(args.input, args.index, components, fresh=args.fresh, options=options)
     elif components:
-        manifest = add_components(args.index, components)
+        manifest = add_components(args.index, components, options)
     else:
         raise MathScoutError("give --input PATH… to build an index, or --components NAME to add to one")
     print(f"index {args.index}: {manifest.documents:,} documents, {manifest.formulas:,} formulas, "
@@ -295,13 +296,19 @@ DEFAULT_PORT = 7860
 
 
 def _cmd_serve(args: argparse.Namespace) -> None:
+    from mathscout.settings import settings
+
+    configured = settings()  # unless given: MATHSCOUT_HOST, MATHSCOUT_PORT, MATHSCOUT_AUTH or the config file
+    args.host = args.host or configured.host
+    args.port = args.port or configured.port
+    args.auth = args.auth or configured.auth
     if args.stop or args.background:
         _serve_background(args)
         return
     from mathscout.ui.app import serve
 
     serve(args.index or [], host=args.host, port=args.port or DEFAULT_PORT, public=args.public, share=args.share,
-          auth=args.auth or os.environ.get("MATHSCOUT_AUTH"), use_llm=False if args.no_llm else None)
+          auth=args.auth, use_llm=False if args.no_llm else None)
 
 
 def _serve_background(args: argparse.Namespace) -> None:
@@ -446,9 +453,9 @@ def _add_serve(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", parents=[common], help="the chat page in a browser (Gradio), on 127.0.0.1 by default")
     p.add_argument("--index", type=Path, action="append", help="an index to offer (repeatable; default: the demo "
                    "index and every index under $MATHSCOUT_HOME/indexes)")
-    p.add_argument("--host", default=os.environ.get("MATHSCOUT_HOST", "127.0.0.1"),
+    p.add_argument("--host",
                    help="address to bind (default 127.0.0.1 or $MATHSCOUT_HOST; non-local ones need --public)")
-    p.add_argument("--port", type=PORT.argparse(), default=os.environ.get("MATHSCOUT_PORT"),
+    p.add_argument("--port", type=PORT.argparse(),
                    help=f"port (default {DEFAULT_PORT} or $MATHSCOUT_PORT; with --background a free one)")
     p.add_argument("--public", action="store_true", help="allow binding beyond localhost (e.g. --host 0.0.0.0)")
     p.add_argument("--share", action="store_true", help="also open a public gradio.live link")
@@ -545,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         from mathscout.extras import missing_extra
 
         message = missing_extra(exc)
-        if message is None and not os.environ.get("MATHSCOUT_DEBUG"):
+        if message is None and not _debug():
             message = f"a module is missing ({exc}): reinstall MathScout ('bash scripts/setup.sh')"
         if message is None:
             raise
@@ -555,13 +562,23 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # a defect or a library's own error: one line, the traceback only on request
-        if os.environ.get("MATHSCOUT_DEBUG"):
+        if _debug():
             raise
         detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         print(f"mathscout: internal error: {type(exc).__name__}: {detail} (set MATHSCOUT_DEBUG=1 for the details)",
               file=sys.stderr)
         return 1
     return 0
+
+
+def _debug() -> bool:
+    """MATHSCOUT_DEBUG; False when the settings are unreadable (that error was said already)."""
+    from mathscout.settings import settings
+
+    try:
+        return settings().debug
+    except MathScoutError:
+        return False
 
 
 if __name__ == "__main__":

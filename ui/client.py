@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
 
 from mathscout.errors import MathScoutError
+from mathscout.settings import settings
 
 TIMEOUT = 600.0  # seconds; an LLM-planned answer can take minutes
 
@@ -45,7 +45,7 @@ class Client:
             raise MathScoutError(f"--server wants a URL like http://127.0.0.1:7860 (got {url!r})")
         self.base = f"{parsed.scheme}://{parsed.netloc}{parsed.path.rstrip('/')}"
         self.timeout = timeout
-        auth = auth or os.environ.get("MATHSCOUT_AUTH")
+        auth = auth or settings().auth
         self.headers = {"Accept": "application/json"}
         self._open = urllib.request.urlopen
         if token:

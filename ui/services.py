@@ -29,6 +29,7 @@ from pathlib import Path
 import mathscout
 from mathscout.config import home
 from mathscout.errors import MathScoutError
+from mathscout.settings import settings
 
 HEALTH_TIMEOUT = 2.0  # seconds /api/health may take before the command line searches by itself
 START_TIMEOUT = 900.0  # seconds a background service may take to warm up and listen
@@ -201,7 +202,7 @@ def find(index: Path | None) -> Service | None:
 
 def debug(message: str) -> None:
     """A line on stderr with MATHSCOUT_DEBUG set: which way a search went and why."""
-    if os.environ.get("MATHSCOUT_DEBUG"):
+    if settings().debug:
         print(f"mathscout: {message}", file=sys.stderr, flush=True)
 
 

@@ -19,7 +19,6 @@ Memory: the codes (m bytes + an 8-byte id per passage) and the coarse centroids;
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mathscout.errors import MathScoutError
+from mathscout.settings import settings
 
 VECTORS = "passage_vectors.f32"
 IVFPQ = "ivfpq.faiss"
@@ -90,10 +90,10 @@ def _training_sample(path: Path, dimension: int, rows: int, wanted: int) -> np.n
 
 
 def set_build_threads() -> None:
-    """faiss builds on $MATHSCOUT_FAISS_THREADS threads, default 1 (OpenMP barriers crawl on shared CPUs)."""
+    """faiss builds on MATHSCOUT_FAISS_THREADS threads, default 1 (OpenMP barriers crawl on shared CPUs)."""
     import faiss
 
-    faiss.omp_set_num_threads(int(os.environ.get("MATHSCOUT_FAISS_THREADS", "1")))
+    faiss.omp_set_num_threads(settings().faiss_threads)
 
 
 def build_ivfpq(path: Path, dimension: int, target: Path, settings: IvfPqSettings, label: str = "dense") -> dict[str, Any]:

@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -42,10 +42,11 @@ from tqdm import tqdm
 
 from mathscout.dense.ann import (ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_hnsw, build_ivfpq, read_rows,
                                set_build_threads)
-from mathscout.dense.encoder import (BATCHINGS, DEFAULT_BACKEND, DEFAULT_BATCHING, DEFAULT_MAX_PASSAGES, EncodedBatch,
-                                     Encoder, log)
+from mathscout.dense.encoder import (BATCHINGS, DEFAULT_BATCHING, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder,
+                                     default_backend, log)
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
+from mathscout.settings import DenseOptions
 from mathscout.store import DocumentStore
 from mathscout.types import Document
 
@@ -59,10 +60,10 @@ TOKENIZE_BATCH = 1_000
 
 @dataclass
 class DenseSettings:
-    """How a dense component is built (component options; environment variables give the defaults)."""
+    """How a dense component is built (component options; the settings give the defaults)."""
 
     model: str | None = None  # a local sentence-transformers/HF folder; None = default_model_path()
-    backend: str = DEFAULT_BACKEND
+    backend: str = field(default_factory=default_backend)
     batching: str = DEFAULT_BATCHING  # "passage": each passage encoded alone (Encoder; recorded in meta.json)
     max_passages: int = DEFAULT_MAX_PASSAGES
     hnsw_m: int = HNSW_M
@@ -74,25 +75,13 @@ class DenseSettings:
     nprobe: int = NPROBE
 
     @classmethod
-    def from_env(cls, prefix: str = "MATHSCOUT_DENSE", **overrides: Any) -> DenseSettings:
-        settings = cls(**overrides)
-        env = os.environ
-        if (v := env.get(f"{prefix}_MODEL")) and "model" not in overrides:
-            settings.model = v
-        for name, kind in (("backend", str), ("batching", str), ("max_passages", int), ("hnsw_m", int), ("hnsw_ef_construction", int),
-                           ("hnsw_ef_search", int), ("chunk_documents", int), ("ann_above", int),
-                           ("nprobe", int)):
-            if (v := env.get(f"{prefix}_{name.upper()}")) is not None:
-                try:
-                    setattr(settings, name, kind(v))
-                except ValueError as exc:
-                    raise MathScoutError(f"{prefix}_{name.upper()}={v!r} is not a valid {kind.__name__}") from exc
-        if settings.max_passages < 1:
-            raise MathScoutError("the number of passages per document must be at least 1")
+    def configured(cls, options: DenseOptions, **overrides: Any) -> DenseSettings:
+        """`options` (the settings of the component: `settings().dense` or `.dense_ft`) over the defaults;
+        `overrides` win."""
+        given = {name: value for name, value in asdict(options).items() if value is not None}
+        settings = cls(**{**given, **overrides})
         if settings.batching not in BATCHINGS:
-            raise MathScoutError(f"{prefix}_BATCHING={settings.batching!r}: choose {' or '.join(BATCHINGS)}")
-        if settings.chunk_documents < 1 or settings.nprobe < 1:
-            raise MathScoutError(f"{prefix}_CHUNK_DOCUMENTS and {prefix}_NPROBE must be at least 1")
+            raise MathScoutError(f"the dense batching {settings.batching!r} is unknown: choose {' or '.join(BATCHINGS)}")
         return settings
 
 

@@ -30,9 +30,9 @@ from mathscout.config import home
 from mathscout.dense.model import default_model_path, load_sentence_model
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError
+from mathscout.settings import settings
 
 BACKENDS = ("onnx-int8", "onnx", "torch")
-DEFAULT_BACKEND = os.environ.get("MATHSCOUT_DENSE_BACKEND", "onnx-int8")
 DEFAULT_MAX_PASSAGES = 2
 BATCH_TOKENS = 8192  # word pieces per batch (length-sorted batches of similar length)
 MAX_BATCH = 64
@@ -161,7 +161,7 @@ def onnx_session(path: Path):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = int(os.environ.get("MATHSCOUT_DENSE_THREADS", "0")) or (os.cpu_count() or 1)
+    options.intra_op_num_threads = settings().dense_threads or (os.cpu_count() or 1)
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared CPUs: no busy-waiting
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -184,10 +184,16 @@ def _mean_pooled(model) -> bool:
     return config.get("pooling_mode", "mean" if config.get("pooling_mode_mean_tokens") else None) == "mean"
 
 
+def default_backend() -> str:
+    """MATHSCOUT_DENSE_BACKEND, else onnx-int8."""
+    return settings().dense.backend or "onnx-int8"
+
+
 class Encoder:
     """One model folder + backend: tokenises, splits into passages, encodes batches."""
 
-    def __init__(self, model_path: str | Path | None = None, backend: str = DEFAULT_BACKEND, batching: str = DEFAULT_BATCHING):
+    def __init__(self, model_path: str | Path | None = None, backend: str | None = None, batching: str = DEFAULT_BATCHING):
+        backend = backend or default_backend()
         if backend not in BACKENDS:
             raise MathScoutError(f"unknown dense backend '{backend}' (available: {', '.join(BACKENDS)})")
         if batching not in BATCHINGS:

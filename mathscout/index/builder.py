@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from mathscout.corpus import IngestReport, estimate_documents, read_corpus
 from mathscout.errors import DamagedIndexError, MathScoutError
-from mathscout.index.components import ComponentSpec, available_components, component_spec, default_components
+from mathscout.index.components import (BuildOptions, ComponentSpec, available_components, component_spec,
+                                        default_components)
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, IndexDir, Manifest, is_index
 from mathscout.index.safety import (build_lock, check_build_target, disk_error, index_entries, log, new_build_folder,
@@ -71,23 +72,24 @@ def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
     return report
 
 
-def _build_in_this_process(spec: ComponentSpec, store_path: Path, folder: Path) -> tuple[dict, float]:
+def _build_in_this_process(spec: ComponentSpec, store_path: Path, folder: Path,
+                           options: BuildOptions) -> tuple[dict, float]:
     """Build one component from the store at `store_path`; its stats and this process's peak RSS (MiB)."""
     store = DocumentStore.open(store_path)
     try:
-        stats = spec.factory().build(store, folder)
+        stats = spec.factory().build(store, folder, options)
     finally:
         store.close()
     return stats, process_usage().peak_mib
 
 
-def build_component(name: str, store: DocumentStore, folder: Path) -> dict:
+def build_component(name: str, store: DocumentStore, folder: Path, options: BuildOptions = BuildOptions()) -> dict:
     """Build component `name` into the new folder `folder`, in a process of its own: a build holds at once only
     the memory of its largest component (bm25's JVM heap is gone before structure starts)."""
     folder.mkdir(parents=True)
     started = time.perf_counter()
     _log(f"building component '{name}' …")
-    stats, peak_mib = run_isolated(_build_in_this_process, component_spec(name), store.path, folder,
+    stats, peak_mib = run_isolated(_build_in_this_process, component_spec(name), store.path, folder, options,
                                    name=f"'{name}' build")
     stats.setdefault("seconds", round(time.perf_counter() - started, 2))
     stats.setdefault("bytes", sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()))
@@ -141,12 +143,13 @@ def _plan(index_path: Path, requested: Sequence[str] | None, fresh: bool) -> tup
 
 
 def build_index(inputs: Sequence[Path | str], index_path: Path | str, components: Sequence[str] | None = None,
-                fresh: bool = False, store_only: bool = False) -> Manifest:
+                fresh: bool = False, store_only: bool = False, options: BuildOptions = BuildOptions()) -> Manifest:
     """Ingest `inputs` into a new index at `index_path` (replacing an old index atomically).
 
     `components`: what to build (default: an existing index's components, else the defaults); `fresh`:
     do not carry the old index's tuned files over; `store_only`: the store and no component (components are
-    then added one by one with `add_components`, as the scale benchmark does to measure each apart)."""
+    then added one by one with `add_components`, as the scale benchmark does to measure each apart); `options`:
+    what the component builds are given (`--workers`)."""
     index_path = Path(index_path)
     inputs = [Path(p) for p in inputs]
     for path in inputs:
@@ -163,7 +166,7 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
             if removed:
                 _log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
             names, kept = ([], []) if store_only else _plan(index_path, components, fresh)
-            return _build(inputs, index_path, names, kept)
+            return _build(inputs, index_path, names, kept, options)
     except OSError as exc:
         raise disk_error(exc, index_path) or exc
     except sqlite3.OperationalError as exc:
@@ -173,7 +176,7 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
         raise
 
 
-def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Path]) -> Manifest:
+def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Path], options: BuildOptions) -> Manifest:
     building = new_build_folder(index_path)
     try:
         store = DocumentStore.create(building / STORE)
@@ -192,7 +195,7 @@ def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Pa
         )
         store = DocumentStore.open(building / STORE)
         for name in names:
-            manifest.components[name] = build_component(name, store, building / name)
+            manifest.components[name] = build_component(name, store, building / name, options)
         store.close()
         for path in kept:
             copy = shutil.copytree if path.is_dir() else shutil.copy2
@@ -205,7 +208,7 @@ def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Pa
     return manifest
 
 
-def add_components(index_path: Path | str, components: Sequence[str]) -> Manifest:
+def add_components(index_path: Path | str, components: Sequence[str], options: BuildOptions = BuildOptions()) -> Manifest:
     """Build (or rebuild) components of an existing index, each swapped in atomically."""
     index = IndexDir(index_path)
     for name in components:
@@ -218,17 +221,17 @@ def add_components(index_path: Path | str, components: Sequence[str]) -> Manifes
             if removed:
                 _log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
             for name in components:
-                _add_component(index, name)
+                _add_component(index, name, options)
     except OSError as exc:  # a read-only index, a full disk: one line
         raise disk_error(exc, index.path) or exc
     return index.manifest
 
 
-def _add_component(index: IndexDir, name: str) -> None:
+def _add_component(index: IndexDir, name: str, options: BuildOptions) -> None:
     folder = Path(tempfile.mkdtemp(dir=index.path, prefix=f".{name}.building-"))
     try:
         shutil.rmtree(folder)
-        stats = build_component(name, index.store, folder)
+        stats = build_component(name, index.store, folder, options)
         swap_in(folder, index.path / name)
     except OSError as exc:
         shutil.rmtree(folder, ignore_errors=True)

@@ -17,10 +17,18 @@ from mathscout.errors import MathScoutError
 from mathscout.store import DocumentStore
 
 
+@dataclass(frozen=True)
+class BuildOptions:
+    """What a command gives the component builds besides the store (None: the settings decide)."""
+
+    workers: int | None = None  # processes building the structure path index (`mathscout index --workers`)
+    planetmath: str | None = None  # PlanetMath entries for the types component (`mathscout train types --planetmath`)
+
+
 class IndexComponent(Protocol):
     name: str
 
-    def build(self, store: DocumentStore, target: Path) -> dict[str, Any]:
+    def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
         """Build into `target` (an empty folder); return stats (counts, seconds, bytes, settings)."""
         ...
 

@@ -19,7 +19,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-DEFAULT_MEMORY_MB = int(os.environ.get("MATHSCOUT_REWRITE_MEMORY_MB", "1024"))
+from mathscout.settings import settings
+
 STARTUP_SECONDS = 60.0  # importing SymPy on a busy machine
 
 
@@ -38,7 +39,8 @@ class WorkerReply:
 class RewriteWorker:
     """One child process speaking the JSON-lines protocol of `worker.py`."""
 
-    def __init__(self, memory_mb: int = DEFAULT_MEMORY_MB):
+    def __init__(self, memory_mb: int | None = None):
+        memory_mb = memory_mb or settings().rewrite_memory_mb
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mathscout.rewrite.worker", str(memory_mb)],
             stdin=subprocess.PIPE,
@@ -118,8 +120,8 @@ class RewriteWorker:
 class WorkerPool:
     """`size` warm workers; `run` borrows one, and replaces it when its request did not finish cleanly."""
 
-    def __init__(self, size: int = 1, memory_mb: int = DEFAULT_MEMORY_MB):
-        self.memory_mb = memory_mb
+    def __init__(self, size: int = 1, memory_mb: int | None = None):
+        self.memory_mb = memory_mb or settings().rewrite_memory_mb
         self._idle = [RewriteWorker(memory_mb) for _ in range(size)]
         self._all = list(self._idle)
         self._available = threading.Condition()
@@ -160,6 +162,6 @@ def default_pool() -> WorkerPool:
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
-            _DEFAULT = WorkerPool(size=max(1, int(os.environ.get("MATHSCOUT_REWRITE_WORKERS", "1"))))
+            _DEFAULT = WorkerPool(size=max(1, settings().rewrite_workers))
             atexit.register(_DEFAULT.close)
         return _DEFAULT

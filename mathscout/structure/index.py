@@ -23,7 +23,6 @@ The build buffers entries up to MATHSCOUT_SEGMENT_MB (96) and flushes them as se
 
 from __future__ import annotations
 
-import os
 import json
 import sys
 import time
@@ -39,6 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
+from mathscout.settings import settings
 from mathscout.structure.lexer import LEXER
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
@@ -49,7 +49,6 @@ from mathscout.structure.lists import (BLOCK_FILE, PATH_FILES, BlockTable, Damag
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES, floored_path_idf
 
 FORMAT_VERSION = 1
-SEGMENT_BYTES = int(float(os.environ.get("MATHSCOUT_SEGMENT_MB", "96")) * 2**20)  # buffered entries per segment
 _FILES = ("meta.json", "paths.json.gz", "symbols.json", "lists.npz", "postings.bin", "formulas.npz")
 
 
@@ -78,17 +77,22 @@ class BuildReport:
         }
 
 
+def default_segment_bytes() -> int:
+    """Path-index entries buffered per segment: MATHSCOUT_SEGMENT_MB as bytes."""
+    return int(settings().segment_mb * 2**20)
+
+
 class PathIndexWriter:
     """Accumulates posting entries formula by formula (in ordinal order), then writes the index folder."""
 
-    def __init__(self, n_formulas: int, target: Path, segment_bytes: int = SEGMENT_BYTES, progress: bool = True,
+    def __init__(self, n_formulas: int, target: Path, segment_bytes: int | None = None, progress: bool = True,
                  first: int = 0, segment_folder: Path | None = None):
         """`first`: the ordinal of the first formula (a worker of a parallel build indexes n_formulas from there,
         parallel.py); segments go to `segment_folder` (default: target/.segments)."""
         self.report = BuildReport()
         self.progress = progress
         self.target = Path(target)
-        self.segment_bytes = segment_bytes
+        self.segment_bytes = segment_bytes or default_segment_bytes()
         self.first = first
         self.segment_folder = Path(segment_folder) if segment_folder is not None else self.target / ".segments"
         self._segments: list[Segment] = []
@@ -253,7 +257,7 @@ def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.nd
 
 
 def build_path_index(formulas: Iterable[tuple[int, int, str]], n_formulas: int, target: Path, progress: bool = True,
-                     segment_bytes: int = SEGMENT_BYTES) -> BuildReport:
+                     segment_bytes: int | None = None) -> BuildReport:
     """Index (formula ordinal, document ordinal, LaTeX) triples into `target`; ordinals are < n_formulas.
     Entries are flushed as a segment whenever they pass `segment_bytes` and the segments merged at the end."""
     started = time.perf_counter()

@@ -29,21 +29,17 @@ from tqdm import tqdm
 
 from mathscout.errors import MathScoutError
 from mathscout.isolated import die_with_parent
-from mathscout.structure.index import SEGMENT_BYTES, BuildReport, PathIndexWriter, write_index_tables
+from mathscout.settings import settings
+from mathscout.structure.index import BuildReport, PathIndexWriter, default_segment_bytes, write_index_tables
 from mathscout.usage import process_usage
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, renumber_segment
 
 PROGRESS_EVERY = 2000  # formulas a worker indexes between two updates of its progress counter
 
 
-def default_workers() -> int:
-    """MATHSCOUT_BUILD_WORKERS (`mathscout index --workers`), else min(2, CPU count)."""
-    configured = os.environ.get("MATHSCOUT_BUILD_WORKERS", "").strip()
-    if configured:
-        if not configured.isdigit() or int(configured) < 1:
-            raise MathScoutError(f"MATHSCOUT_BUILD_WORKERS must be a whole number ≥ 1, not {configured!r}")
-        return int(configured)
-    return min(2, os.cpu_count() or 1)
+def default_workers(workers: int | None = None) -> int:
+    """`workers` (`mathscout index --workers`), else MATHSCOUT_BUILD_WORKERS, else min(2, CPU count)."""
+    return workers or settings().build_workers or min(2, os.cpu_count() or 1)
 
 
 @dataclass
@@ -194,7 +190,7 @@ def _global_segments(results: list[WorkerResult], maps: list[tuple[np.ndarray, n
 
 
 def build_path_index_parallel(store_path: Path, n_formulas: int, target: Path, workers: int, progress: bool = True,
-                              segment_bytes: int = SEGMENT_BYTES) -> ParallelReport:
+                              segment_bytes: int | None = None) -> ParallelReport:
     """Index every formula of the store at `store_path` into `target` with `workers` processes (same files as
     index.build_path_index over store.iter_formula_latex())."""
     started = time.perf_counter()
@@ -202,7 +198,8 @@ def build_path_index_parallel(store_path: Path, n_formulas: int, target: Path, w
     target.mkdir(parents=True, exist_ok=True)
     work = target / ".segments"
     try:
-        results = _run_workers(Path(store_path), n_formulas, work, workers, segment_bytes, progress)
+        results = _run_workers(Path(store_path), n_formulas, work, workers, segment_bytes or default_segment_bytes(),
+                               progress)
         paths, symbols, maps = _global_ids(results)
         segments = _global_segments(results, maps, progress)
         del maps

@@ -12,7 +12,6 @@ Files (in the structure component folder): `text.npz` (term_start, docs, tf, doc
 
 from __future__ import annotations
 
-import os
 import sys
 import zipfile
 from array import array
@@ -23,10 +22,10 @@ import numpy as np
 from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, MathScoutError
+from mathscout.settings import settings
 from mathscout.structure.lists import load_json_gz, load_npz_member, save_json_gz
 
 TEXT_FILES = ("text.npz", "text_terms.json.gz")
-SEGMENT_POSTINGS = int(os.environ.get("MATHSCOUT_TEXT_SEGMENT_POSTINGS", 8_000_000))  # buffered postings per segment
 
 
 def _long_to_int4(i: int) -> int:
@@ -88,10 +87,10 @@ class TextLists:
         self.global_df: np.ndarray | None = None  # a shard's collection-wide df per term (retrievers/shards/stats.py)
 
     @classmethod
-    def build(cls, documents, segment_postings: int = SEGMENT_POSTINGS, folder: Path | None = None) -> TextLists:
+    def build(cls, documents, segment_postings: int | None = None, folder: Path | None = None) -> TextLists:
         """From (document ordinal order) lists of index terms; with `folder`, postings are flushed there as sorted
         segments every `segment_postings` and merged on disk into text.npz (memory-mapped back)."""
-        builder = _TextListsBuilder(segment_postings, folder)
+        builder = _TextListsBuilder(segment_postings or settings().text_segment_postings, folder)
         for terms in documents:
             builder.add(terms)
         return builder.finish()
@@ -140,7 +139,7 @@ class TextLists:
         return docs, scores.astype(np.float64)
 
 
-def build_text_lists(store, folder: Path, segment_postings: int = SEGMENT_POSTINGS, vocabulary: int = 1) -> TextLists:
+def build_text_lists(store, folder: Path, segment_postings: int | None = None, vocabulary: int = 1) -> TextLists:
     """Text lists of every document of a store (ordinal order) in a BM25 token `vocabulary`
     (`mathscout.latex.aliases`), saved into `folder` (built in segments); progress bars for the documents and for
     the merge of the segments, each with its ETA."""
@@ -235,9 +234,9 @@ def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: n
     seg_start = np.zeros((len(segments), n_terms + 1), dtype=np.int64)
     np.cumsum(counts, axis=1, out=seg_start[:, 1:])
     total = int(term_start[-1])
-    chunks, t = [], 0
-    while t < n_terms:  # term ranges of about SEGMENT_POSTINGS postings (a longer list alone)
-        end = int(np.searchsorted(term_start, term_start[t] + SEGMENT_POSTINGS, side="right")) - 1
+    chunks, t, postings = [], 0, settings().text_segment_postings
+    while t < n_terms:  # term ranges of about MATHSCOUT_TEXT_SEGMENT_POSTINGS postings (a longer list alone)
+        end = int(np.searchsorted(term_start, term_start[t] + postings, side="right")) - 1
         end = min(max(end, t + 1), n_terms)
         chunks.append((t, end))
         t = end

@@ -8,25 +8,26 @@ the same safety rules as a single index (mathscout/index/safety.py).
 
 from __future__ import annotations
 
-import os
 import resource
 import shutil
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from mathscout.errors import MathScoutError
 from mathscout.usage import process_usage
 from mathscout.index.builder import build_component, ingest_inputs, kept_files
 from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component to the builder, in Ray workers too)
-from mathscout.index.components import component_spec, default_components
+from mathscout.index.components import BuildOptions, component_spec, default_components
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, Manifest, is_index
 from mathscout.index.safety import build_lock, check_build_target, disk_error, log, new_build_folder, remove_leftovers, swap_in
-from mathscout.retrievers.shards.cluster import BUILD_CPUS, connect, ray_module, worker_env
+from mathscout.retrievers.shards.cluster import connect, ray_module, worker_env
 from mathscout.retrievers.shards.layout import SHARDS_FILE, ShardInfo, ShardSet
 from mathscout.retrievers.shards.stats import GLOBAL, write_global_statistics
+from mathscout.settings import settings
 from mathscout.store import DocumentStore
 
 MAX_SHARDS = 64
@@ -63,22 +64,20 @@ def copy_store_range(source: Path, target: Path, first: int, end: int) -> tuple[
 
 
 def build_cpus() -> float:
-    """CPUs each shard's build task asks Ray for: BUILD_CPUS, or what is free when this process's open shard actors
+    """CPUs each shard's build task asks Ray for: MATHSCOUT_SHARD_BUILD_CPUS, or what is free when this process's open shard actors
     hold part of the cluster (a task asking for more than is free would wait for ever)."""
     free = float(ray_module().available_resources().get("CPU", 0.0))
     if free < 0.1:
         raise MathScoutError("Ray has no free CPU for the shard builds (open sharded indexes' actors hold them): build "
                              "in a new process or give Ray more CPUs")
-    return min(BUILD_CPUS, free)
+    return min(settings().shard_build_cpus, free)
 
 
-def build_shard(source: str, folder: str, first: int, end: int, components: list[str]) -> dict:
+def build_shard(source: str, folder: str, first: int, end: int, components: list[str], options: BuildOptions) -> dict:
     """One shard: its store (documents [first, end) of `source`), its components and its text lists (a Ray task)."""
     from mathscout.latex.aliases import VOCABULARY
     from mathscout.structure.text_lists import build_text_lists
 
-    # a shard task holds one Ray CPU: its path index is built in this process, not by extra workers (parallel.py)
-    os.environ.setdefault("MATHSCOUT_BUILD_WORKERS", "1")
     started = time.perf_counter()
     folder_path = Path(folder)
     folder_path.mkdir(parents=True)
@@ -87,7 +86,7 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
                         components={"store": {"files": {STORE: record_file(folder_path / STORE).to_json()}}})
     store = DocumentStore.open(folder_path / STORE)
     for name in components:
-        manifest.components[name] = build_component(name, store, folder_path / name)
+        manifest.components[name] = build_component(name, store, folder_path / name, options)
     if "structure" not in components:  # BM25 with global statistics scores from text lists (stats.py)
         (folder_path / "text").mkdir()
         build_text_lists(store, folder_path / "text", vocabulary=VOCABULARY)
@@ -116,9 +115,10 @@ def tuned_files(index_path: Path) -> list[Path]:
 
 def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, shards: int,
                         components: Sequence[str] | None = None, ray_address: str | None = None,
-                        fresh: bool = False) -> Manifest:
+                        fresh: bool = False, options: BuildOptions = BuildOptions()) -> Manifest:
     """Ingest `inputs`, split them into `shards` shards built as Ray tasks, write the global statistics into each;
-    an existing index's tuned files are kept unless `fresh`."""
+    an existing index's tuned files are kept unless `fresh`. A shard task holds one Ray CPU: its path index is built
+    in its own process unless `options` or MATHSCOUT_BUILD_WORKERS ask for more workers (parallel.py)."""
     index_path, inputs = Path(index_path), [Path(p) for p in inputs]
     if not 1 <= shards <= MAX_SHARDS:
         raise MathScoutError(f"--shards must be 1–{MAX_SHARDS} (got {shards})")
@@ -140,7 +140,8 @@ def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, sh
             kept = [] if fresh else tuned_files(index_path)
             if kept:
                 log(f"keeping tuned files {', '.join(p.name for p in kept)} (--fresh drops them)")
-            return _build(inputs, index_path, shards, names, address, kept)
+            workers = options.workers or settings().build_workers or 1
+            return _build(inputs, index_path, shards, names, address, kept, replace(options, workers=workers))
     except OSError as exc:
         raise disk_error(exc, index_path) or exc
 
@@ -165,7 +166,7 @@ def _gather(ray, refs: list, folders: list[Path]) -> list[dict]:
 
 
 def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], address: str,
-           kept: list[Path]) -> Manifest:
+           kept: list[Path], options: BuildOptions) -> Manifest:
     ray = ray_module()
     building = new_build_folder(index_path)
     try:
@@ -181,7 +182,8 @@ def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], 
         folders = [building / SHARDS_FOLDER / f"shard-{i:03d}" for i in range(shards)]
         task = ray.remote(num_cpus=build_cpus(), max_retries=1, max_calls=1, runtime_env=worker_env())(build_shard)
         log(f"building {shards} shards as Ray tasks ({address}) …")
-        refs = [task.remote(str(building / STORE), str(folder), lo, hi, names) for folder, (lo, hi) in zip(folders, ranges)]
+        refs = [task.remote(str(building / STORE), str(folder), lo, hi, names, options)
+                for folder, (lo, hi) in zip(folders, ranges)]
         built = _gather(ray, refs, folders)
         shards_done = time.perf_counter()
         stats = write_global_statistics(folders)

@@ -13,10 +13,8 @@ import os
 from mathscout.errors import MathScoutError
 from mathscout.extras import missing_extra
 from mathscout.java import keep_jvm_signal_handlers
+from mathscout.settings import settings
 
-ACTOR_CPUS = float(os.environ.get("MATHSCOUT_SHARD_CPUS", "0.25"))  # 4 shard actors fit on 2 cores
-BUILD_CPUS = float(os.environ.get("MATHSCOUT_SHARD_BUILD_CPUS", "1"))
-SHARD_JAVA_HEAP = os.environ.get("MATHSCOUT_SHARD_JAVA_HEAP", "768m")  # each actor's JVM (mathscout/java.py)
 MAX_RESTARTS = 3
 MAX_TASK_RETRIES = 2
 _FORWARDED = ("PYTHONPATH", "MATHSCOUT_HOME", "MATHSCOUT_DENSE_MODEL", "MATHSCOUT_DENSE_FT_MODEL", "MATHSCOUT_SPLADE_MODEL",
@@ -36,7 +34,7 @@ def connect(address: str | None = None) -> str:
     """Join or start Ray (`address`: auto, local or HOST:PORT; default $MATHSCOUT_RAY, $RAY_ADDRESS, else local);
     the address used."""
     ray = ray_module()
-    address = (address or os.environ.get("MATHSCOUT_RAY") or os.environ.get("RAY_ADDRESS") or "local").strip()
+    address = (address or settings().ray or os.environ.get("RAY_ADDRESS") or "local").strip()
     if ray.is_initialized():
         return address
     common = dict(namespace="mathscout", log_to_driver=False, include_dashboard=False, runtime_env=worker_env())
@@ -59,8 +57,10 @@ def connect(address: str | None = None) -> str:
 
 
 def worker_env() -> dict:
-    """What the shard workers inherit: the project's import path and settings, and a bounded JVM heap."""
+    """What the shard workers inherit: the project's import path and settings, and a bounded JVM heap (each actor's
+    JVM: MATHSCOUT_JAVA_HEAP, else MATHSCOUT_SHARD_JAVA_HEAP)."""
     env = {name: value for name, value in os.environ.items() if name in _FORWARDED or name.startswith("MATHSCOUT_")}
-    env["MATHSCOUT_JAVA_HEAP"] = os.environ.get("MATHSCOUT_JAVA_HEAP", SHARD_JAVA_HEAP)
+    current = settings()
+    env["MATHSCOUT_JAVA_HEAP"] = current.java_heap or current.shard_java_heap
     env.update(MATHSCOUT_QUIET="1", TQDM_DISABLE="1")  # workers print nothing; the coordinator reports
     return {"env_vars": env}

@@ -10,7 +10,6 @@ with the missing shard (`ShardedHits.missing_shards`, a notice, `missing_shards`
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,7 +17,8 @@ from pathlib import Path
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.notices import notice
-from mathscout.retrievers.shards.cluster import ACTOR_CPUS, MAX_RESTARTS, MAX_TASK_RETRIES, connect, ray_module, worker_env
+from mathscout.settings import settings
+from mathscout.retrievers.shards.cluster import MAX_RESTARTS, MAX_TASK_RETRIES, connect, ray_module, worker_env
 from mathscout.retrievers.shards.layout import ShardSet
 from mathscout.retrievers.shards.scoring import adjust_ties
 from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
@@ -31,10 +31,9 @@ from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.structure import KindSetting, StructureRetriever, StructureSettings, query_kind
 
-CALL_TIMEOUT = float(os.environ.get("MATHSCOUT_SHARD_TIMEOUT", "300"))  # seconds for one call of ≤ BATCH queries
 EXPLAINED_HITS = 20  # hits that get a snippet in `search` (as the single-index retrievers)
 DENSE_MODES = ("dense", "dense-ft")  # encoded once at the coordinator (ShardedDense)
-BATCH = 10  # queries per call in runs: bounded calls, so a dead shard is noticed within CALL_TIMEOUT
+BATCH = 10  # queries per call in runs: bounded calls, so a dead shard is noticed within MATHSCOUT_SHARD_TIMEOUT
 
 
 class ShardedHits(list):
@@ -73,7 +72,7 @@ class ShardPool:
         info = self.shards.shards[shard]
         return ray.remote(ShardWorker).options(
             name=self.name(shard), get_if_exists=True, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES,
-            num_cpus=ACTOR_CPUS, runtime_env=worker_env(),
+            num_cpus=settings().shard_cpus, runtime_env=worker_env(),
         ).remote(str(self.shards.folder(self.index, shard)), info.first_document, info.first_formula)
 
     def describe(self, shard: int) -> str:
@@ -115,7 +114,7 @@ class ShardPool:
     def _get(self, ref):
         ray = ray_module()
         try:
-            return ray.get(ref, timeout=CALL_TIMEOUT)
+            return ray.get(ref, timeout=settings().shard_timeout)
         except ray.exceptions.RayTaskError as exc:  # the shard raised: a clear error of ours, or a bug
             cause = getattr(exc, "cause", None)
             if isinstance(cause, MathScoutError):
@@ -134,7 +133,8 @@ class ShardPool:
 
     def each(self, method: str, *args) -> list:
         """Every shard's answer of `method`, in shard order (a shard that does not answer raises)."""
-        return ray_module().get([getattr(actor, method).remote(*args) for actor in self.actors], timeout=CALL_TIMEOUT)
+        return ray_module().get([getattr(actor, method).remote(*args) for actor in self.actors],
+                                timeout=settings().shard_timeout)
 
     def ping(self) -> list[int]:
         return self.each("ping")
