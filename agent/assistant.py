@@ -18,7 +18,7 @@ from mathscout.index.layout import IndexDir
 from mathscout.limits import AGENT_K, K, rerank_kind
 from mathscout.limits import RERANK_DEPTH as RERANK_DEPTH_LIMIT
 from mathscout.options import K as K_OPTION
-from mathscout.options import MODE, RERANK, RERANK_DEPTH, USE_LLM
+from mathscout.options import AUTO, MODE, RERANK, RERANK_DEPTH, USE_LLM
 from mathscout.render import explain_hits
 from mathscout.retrievers.scores import describe_hits
 from mathscout.types import Hit
@@ -63,7 +63,7 @@ class Assistant:
 
     def modes(self) -> list[str]:
         """"auto" (the planner chooses), then every search mode this index supports."""
-        return ["auto", *self.toolbox.modes()]
+        return [AUTO, *self.toolbox.modes()]
 
     def _wants_llm(self, use_llm: bool | None) -> tuple[bool, str | None]:
         """(use the LLM?, a notice when the LLM was asked for but cannot be used)."""
@@ -163,11 +163,11 @@ class Assistant:
         except MathScoutError as exc:
             notices.append(f"{exc}: {K_OPTION.default} hits shown.")
             k = K_OPTION.default
-        mode = (mode or "auto").strip()
+        mode = (mode or MODE.default).strip()
         if mode not in self.modes():
             notices.append(f"The search mode '{mode}' is not available on this index "
-                           f"(modes: {', '.join(self.modes())}): auto used.")
-            mode = "auto"
+                           f"(modes: {', '.join(self.modes())}): {AUTO} used.")
+            mode = AUTO  # offered on every index
         read = read_question(question)
         notices += read.notices
         for notice in notices:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mathscout.options import MODE
 from mathscout.types import Hit
 
 EventKind = Literal["plan", "tool_start", "tool_end", "token", "notice", "answer"]
@@ -56,7 +57,7 @@ class Answer:
     expansions: list[Expansion] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # e.g. "LLM unavailable (timeout): offline planner used"
     planner: str = "offline"  # "offline" or "llm:<model>"
-    mode: str = "auto"
+    mode: str = MODE.default
     seconds: float = 0.0
     k: int = 10  # hits asked for (after the assistant's cap)
     rerank: str | None = None  # the reranker used, if any

@@ -24,8 +24,9 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
 
-MODE = Option("mode", "auto", "auto (the assistant plans the searches: rewrites, structure and text search, fusion) "
-                              "or a search mode of the index")
+AUTO = "auto"  # the planned mode (mathscout.agent.planned): the assistant chooses the searches
+MODE = Option("mode", AUTO, "auto (the assistant plans the searches: rewrites, structure and text search, fusion) "
+                            "or a search mode of the index")
 K = Option("k", 10, "hits to return (1–10,000; an answer shows at most 50, with a notice)")
 RERANK = Option("rerank", None, "rerank the top hits: auto, embedding, openai-embedding, llm, cross (the index's "
                                 "trained cross-encoder), or none")

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mathscout.options import MODE
 from mathscout.render import plain_snippet
 
 
@@ -93,7 +94,7 @@ class AnswerRecord(Record):
     text: str
     citations: list[str] = Field(default_factory=list, description="doc ids cited in `text`, in order of first use")
     hits: list[HitRecord] = Field(default_factory=list)
-    mode: str = "auto"
+    mode: str = MODE.default
     k: int = 10
     rerank: str | None = None
     rerank_depth: int = 10

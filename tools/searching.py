@@ -15,6 +15,9 @@ from mathscout.errors import MathScoutError, QueryError
 from mathscout.latex.bare import delimit_bare_math
 from mathscout.notices import collecting
 from mathscout.limits import K, RERANK_DEPTH, rerank_kind
+from mathscout.options import K as K_OPTION
+from mathscout.options import MODE, RERANK
+from mathscout.options import RERANK_DEPTH as RERANK_DEPTH_OPTION
 from mathscout.render import explain_hits
 from mathscout.retrievers.scores import describe_hits
 from mathscout.schema import SearchRecord, hit_record
@@ -27,16 +30,16 @@ class SearchRequest:
     """A search: words and LaTeX, a mode of the index (or "auto"), k hits, an optional reranker."""
 
     query: str
-    mode: str = "bm25"
-    k: int = 10
-    rerank: str | None = None
-    rerank_depth: int = 10
+    mode: str = MODE.default
+    k: int = K_OPTION.default
+    rerank: str | None = RERANK.default
+    rerank_depth: int = RERANK_DEPTH_OPTION.default
 
     def checked(self) -> SearchRequest:
         """The request with every option checked (mathscout.limits), else MathScoutError with one line."""
         if not isinstance(self.query, str) or not self.query.strip():
             raise QueryError(EMPTY_QUERY)
-        mode = (self.mode or "bm25").strip()
+        mode = (self.mode or MODE.default).strip()
         return SearchRequest(self.query, mode, K.check(self.k), rerank_kind(self.rerank),
                              RERANK_DEPTH.check(self.rerank_depth))
 

@@ -21,6 +21,7 @@ from mathscout.config import DEMO_CORPUS
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
+from mathscout.options import AUTO, MODE
 from mathscout.ui import services
 from mathscout.ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
 from mathscout.ui.indexes import discover_indexes
@@ -170,7 +171,7 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
             reason = str(exc) if isinstance(exc, MathScoutError) else f"{type(exc).__name__}: {exc}"
             gr.Warning(f"cannot open this index: {reason}")
             return gr.update()
-        return gr.update(choices=mode_choices(modes), value="auto" if "auto" in modes else modes[0],
+        return gr.update(choices=mode_choices(modes), value=MODE.default if MODE.default in modes else modes[0],
                          info=missing_modes_note(pool.index(index_key), modes))
 
     with gr.Blocks(title="MathScout") as app:
@@ -215,7 +216,7 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
                         allow_custom_value=True, elem_id="ms-index", interactive=len(choices) > 1,
                         info=None if len(choices) > 1 else "one index available (start with --index DIR for more)",
                     )
-                    mode = gr.Dropdown(mode_choices(default.modes()), value="auto", label="Search mode",
+                    mode = gr.Dropdown(mode_choices(default.modes()), value=MODE.default, label="Search mode",
                                        info=missing_modes_note(pool.index(None), default.modes()), elem_id="ms-mode")
                     with gr.Row():
                         k = gr.Slider(1, MAX_K, value=10, step=1, label="Results (k)", elem_id="ms-k")
@@ -254,8 +255,8 @@ def warm_up(pool: AssistantPool) -> list[str]:
             started = time.perf_counter()
             try:
                 for question in WARM_UP_QUESTIONS:  # a formula and words: every part of the mode is opened
-                    if mode == "auto":
-                        assistant.ask(question, mode="auto", k=3, use_llm=False)
+                    if mode == AUTO:  # the planner's searches, as a question runs them
+                        assistant.ask(question, mode=AUTO, k=3, use_llm=False)
                     else:
                         with contextlib.suppress(QueryError):  # a mode that needs a formula refuses the words
                             assistant.search(question, mode=mode, k=3)

@@ -20,6 +20,7 @@ from mathscout.events import AgentEvent, Answer, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.markup import sanitize_answer
+from mathscout.options import MODE
 from mathscout.ui.cards import CardContext, link_citations, renderable_math, results_html
 from mathscout.ui.indexes import IndexChoice
 from mathscout.ui.inputs import check_question
@@ -189,7 +190,7 @@ def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | Non
         yield TurnOutput(history + view.messages(), panel, trace, state)
         answer: Answer | None = None
         shown = time.perf_counter()
-        for event in assistant.stream(checked.text, mode=mode or "auto", k=k, rerank=bool(rerank), use_llm=use_llm):
+        for event in assistant.stream(checked.text, mode=mode or MODE.default, k=k, rerank=bool(rerank), use_llm=use_llm):
             answer = _apply(view, event) or answer
             if event.kind == "token" and time.perf_counter() - shown < TOKEN_UPDATE_SECONDS:
                 continue  # tokens are sent in batches: every update carries the whole chat to the browser

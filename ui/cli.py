@@ -363,7 +363,8 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     """--mode, --k, --rerank and --rerank-depth, from the option table (mathscout.options), as on search and ask."""
     from mathscout import options
 
-    p.add_argument(options.MODE.flag, default=options.MODE.default, help=f"{options.MODE.help} (default: auto)")
+    p.add_argument(options.MODE.flag, default=options.MODE.default,
+                   help=f"{options.MODE.help} (default: {options.MODE.default})")
     p.add_argument(options.K.flag, type=K.argparse(), default=options.K.default,
                    help=f"{options.K.help} (default {options.K.default})")
     _add_rerank(p)
