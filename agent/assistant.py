@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mathscout.agent.config import LLMConfig
-from mathscout.events import AgentEvent, Answer
+from mathscout.events import AgentEvent, Answer, EventQueue
 from mathscout.agent.llm import LLMAgent, LLMUnavailable
 from mathscout.agent.offline import OfflinePlanner
+from mathscout.agent.plan import Plan
 from mathscout.question import read_question
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
@@ -105,7 +106,8 @@ class Assistant:
         def planned(_text: str, k: int) -> list[Hit]:
             if k > AGENT_K.high:
                 return self.toolbox.retriever("hybrid").search(question.text, k=k)
-            generator = self.planner.retrieve(question, ToolSession(self.toolbox), [], k=k)
+            generator = self.planner.run(Plan.make(self.toolbox, question, AUTO), question, ToolSession(self.toolbox),
+                                         EventQueue(), k)
             while True:
                 try:
                     next(generator)
@@ -182,26 +184,26 @@ class Assistant:
         if refusal:
             notices.append(refusal)
             yield AgentEvent("notice", text=refusal)
-        pending: list[AgentEvent] = []
+        events: EventQueue = EventQueue()
         if llm:  # the listwise LLM reranker on the same endpoint (Zhong 2023 thesis ch. 6 prompt, prompts/rerank_listwise.md)
             endpoint = dict(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,
                             timeout=self.config.timeout)
             chosen = "llm" if kind in (None, "auto") else kind
-            session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=chosen, rerank_depth=rerank_depth,
+            session = ToolSession(self.toolbox, emit=events.put, rerank_kind=chosen, rerank_depth=rerank_depth,
                                   rerank_options=endpoint if chosen == "llm" else {}, notices=list(notices))
             try:
-                yield from LLMAgent(self.config).stream(read, session, pending, mode=mode, k=k, rerank=rerank,
+                yield from LLMAgent(self.config).stream(read, session, events, mode=mode, k=k, rerank=rerank,
                                                         started=started)
                 return
             except LLMUnavailable as exc:
                 notice = f"LLM unavailable ({exc.reason}): offline planner used"
                 notices.append(notice)
-                pending.clear()
+                events = EventQueue()  # the LLM's tool events not yet shown are dropped
                 yield AgentEvent("notice", text=notice)
         chosen = "embedding" if kind in (None, "auto") else kind
-        session = ToolSession(self.toolbox, emit=pending.append, rerank_kind=chosen, rerank_depth=rerank_depth,
+        session = ToolSession(self.toolbox, emit=events.put, rerank_kind=chosen, rerank_depth=rerank_depth,
                               notices=list(notices))
-        yield from self.planner.stream(read, session, pending, mode=mode, k=k, rerank=rerank, started=started)
+        yield from self.planner.stream(read, session, events, mode=mode, k=k, rerank=rerank, started=started)
 
     def ask(self, question: str, **options) -> Answer:
         """The final answer (see `stream` for the options)."""

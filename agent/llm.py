@@ -14,8 +14,9 @@ from collections.abc import Iterator
 
 from mathscout.agent.compose import check_citations
 from mathscout.agent.config import LLMConfig
-from mathscout.events import AgentEvent, Answer
+from mathscout.events import AgentEvent, Answer, EventQueue, drain
 from mathscout.agent.prompts import load_prompt, user_prompt
+from mathscout.options import AUTO, MODE
 from mathscout.question import Question
 from mathscout.markup import sanitize_answer
 from mathscout.types import Hit, renumbered
@@ -86,13 +87,13 @@ class LLMAgent:
     def tools_for(self, session: ToolSession, mode: str):
         from mathscout.tools import langchain_tools
 
-        if mode == "auto":
+        if mode == AUTO:
             return langchain_tools(session)
         if mode in MODE_TOOLS:
             return langchain_tools(session, MODE_TOOLS[mode])
         return langchain_tools(session, OTHER_MODE_TOOLS, search_mode=mode)
 
-    def stream(self, question: Question, session: ToolSession, pending: list[AgentEvent], *, mode: str = "auto",
+    def stream(self, question: Question, session: ToolSession, events: EventQueue, *, mode: str = MODE.default,
                k: int = 10, rerank: bool = False, started: float | None = None) -> Iterator[AgentEvent]:
         """Run the agent; yields plan, tool and token events and finally the answer. Raises LLMUnavailable."""
         from langchain.agents import create_agent
@@ -115,7 +116,7 @@ class LLMAgent:
             stream = agent.stream({"messages": [{"role": "user", "content": prompt}]},
                                   stream_mode=["messages", "updates"], config={"recursion_limit": 2 * MAX_STEPS + 1})
             for kind, chunk in stream:
-                yield from _drain(pending)
+                yield from drain(events)
                 if kind == "messages":
                     message, metadata = chunk
                     if isinstance(message, AIMessageChunk) and metadata.get("langgraph_node") == "model":
@@ -132,7 +133,7 @@ class LLMAgent:
                             raise LLMUnavailable(f"malformed tool call to {bad.get('name') or 'a tool'}: "
                                                  f"{(bad.get('error') or 'arguments are not valid JSON')[:80]}")
                         final = message
-            yield from _drain(pending)
+            yield from drain(events)
         except LLMUnavailable:
             raise
         except Exception as exc:
@@ -173,7 +174,3 @@ class LLMAgent:
         hits = [by_id[d] for d in cited] + others
         return renumbered(hits[: max(k, len(cited))])
 
-
-def _drain(pending: list[AgentEvent]) -> Iterator[AgentEvent]:
-    while pending:
-        yield pending.pop(0)

@@ -7,7 +7,9 @@ forms as the `structure-rewrite` mode does, (4) searches the words with the inde
 math and text linearly, (6) optionally reranks, and (7) writes an extractive answer citing `[doc-id]`s. The search
 is built from the composition operators (`FormulaRewrite() >> structure`, `w * math + (1 - w) * text`,
 `>> reranker`; `mathscout.retrievers.compose`) whose stages are tool calls of a `ToolSession`
-(`mathscout.tools.traced`), so the trace is the same kind as the LLM agent's.
+(`mathscout.tools.traced`), so the trace is the same kind as the LLM agent's. What is done is decided once, as a
+`Plan` (`mathscout.agent.plan`): the "plan" event describes that object and `run` runs it; the tools' events reach
+the stream through a queue as they happen.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from collections.abc import Generator, Iterator
 from dataclasses import replace
 
 from mathscout.agent.compose import DenseSentences, LexicalSentences, SentenceScorer, check_citations, extractive_answer
-from mathscout.events import AgentEvent, Answer
+from mathscout.agent.plan import Plan, TextSearch
+from mathscout.events import AgentEvent, Answer, EventQueue, drain
 from mathscout.errors import QueryError
+from mathscout.options import MODE
 from mathscout.question import Question
 from mathscout.render import explain_hits
 from mathscout.rewrite.compute import compute
@@ -33,14 +37,6 @@ from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox, ToolOutput
 from mathscout.tools.traced import TracedReranker, TracedSearch, no_rewriter, traced_form_search, traced_rewriter
 
-# the math run's weight in the final math/text fusion (Zhong 2023 thesis Eq. 5.20) for a BM25 text run, tuned on train topics
-# (200 mixed train topics of the full collection, seeded sample; nDCG@10 of `auto`): 0.588 at 0.1, 0.596 at 0.2,
-# 0.600 at 0.3, 0.596 at 0.4. Hybrid (MABOWDOR) and the learned ranker (`ranked`) fuse structure search's scores
-# themselves: no separate math run.
-MATH_WEIGHTS = {"bm25": 0.3, "hybrid": 0.0, "ranked": 0.0}
-DEFAULT_MATH_WEIGHT = 0.3
-FORMS_FUSED = "fused by match tier and form weight (Zhong 2023 thesis Eq. 3.14)"  # retrievers/rewrite.py
-EVENT_POLL_SECONDS = 0.05  # how often a running search's tool events are passed on
 _TOKEN = re.compile(r"\S+\s*|\s+")
 
 Events = Generator[AgentEvent, None, "list[Hit]"]
@@ -61,55 +57,14 @@ class OfflinePlanner:
         self.toolbox = toolbox
         self.summary_model = summary_model
 
-    # --- the plan -------------------------------------------------------------------------------------------
-
-    def _auto_plan(self, question: Question, available: set[str]) -> tuple[str | None, float, bool]:
-        """(text retriever, math weight, structure-search the formulas?) for mode "auto"; a text retriever
-        that fuses structure search itself (hybrid) gets no separate math run for mixed questions."""
-        text_mode = self.toolbox.text_mode()
-        weight = MATH_WEIGHTS.get(text_mode or "", DEFAULT_MATH_WEIGHT)
-        structure = "structure_search" in available and bool(question.formulas) and (
-            question.kind == "formula" or weight > 0 or text_mode is None)
-        return text_mode, weight, structure
-
-    def describe(self, question: Question, mode: str, rerank: bool) -> str:
-        """One line saying what will be done (the "plan" event)."""
-        available = set(self.toolbox.available())
-        kind = {"formula": "formula-only", "text": "text-only", "mixed": "words and formulas"}[question.kind]
-        steps = []
-        if mode == "auto":
-            text_mode, weight, structure = self._auto_plan(question, available)
-            if structure:
-                rewrite = "rewrite_formula" in available
-                steps.append(("rewrite each formula into equivalent forms (SymPy), " if rewrite else "")
-                             + "structure search" + (f" each form, {FORMS_FUSED}" if rewrite else ""))
-            if question.kind != "formula" and "type_expansion" in available:
-                steps.append("detect mathematical types and their related types")
-            if (question.kind != "formula" or not structure) and text_mode:
-                steps.append(f"{text_mode} search over the words")
-            if structure and question.kind == "mixed" and text_mode:
-                steps.append(f"fuse math {weight:g} + text {1 - weight:g}")
-        elif mode in ("structure", "structure-rewrite"):
-            steps.append(f"rewrite each formula, structure search each form, {FORMS_FUSED}")
-        else:
-            steps.append(f"{mode} search")
-        if rerank:
-            steps.append("rerank the top hits" if "rerank" in available else "no reranker installed: keep the order")
-        if question.compute:
-            steps.insert(0, f"{question.compute} the formula with SymPy (limited worker)")
-        steps.append("quote the best passages with their ids")
-        return f"{kind} question: " + "; ".join(steps)
-
-    # --- running it ---------------------------------------------------------------------------------------
-
-    def _call(self, session: ToolSession, pending: list[AgentEvent], tool: str, **arguments) -> Generator[AgentEvent, None, ToolOutput | None]:
+    def _call(self, session: ToolSession, events: EventQueue, tool: str, **arguments) -> Generator[AgentEvent, None, ToolOutput | None]:
         call = session.start(tool, arguments)
-        yield from _drain(pending)
+        yield from drain(events)
         output = session.finish(call)
-        yield from _drain(pending)
+        yield from drain(events)
         return output
 
-    def _formula_search(self, session: ToolSession, question: Question, words: str) -> BaseRetriever | None:
+    def _formula_search(self, session: ToolSession, question: Question, plan: Plan) -> BaseRetriever | None:
         """Structure search of the question's formulas and their equivalent forms, fused as `structure-rewrite` fuses
         them (`FormulaRewrite() >> structure`); each rewrite and each form's search is a tool call. None when the
         structure component cannot be opened (a failed `structure_search` call says why)."""
@@ -119,26 +74,25 @@ class OfflinePlanner:
             session.run("structure_search", {"formula": question.formulas[0] if question.formulas else ""},
                         lambda: _raise(exc))
             return None
-        formulas = QueryMap(lambda _: _formula_query(question, words))
-        rewriter = traced_rewriter(session) if "rewrite_formula" in self.toolbox.available() else no_rewriter
+        formulas = QueryMap(lambda _: _formula_query(question, plan.formula_words))
+        rewriter = traced_rewriter(session) if plan.rewrite else no_rewriter
         return formulas >> (FormulaRewrite(rewriter=rewriter, search_form=traced_form_search(session, structure)) >> structure)
 
-    def _text_search(self, session: ToolSession, pending: list[AgentEvent], question: Question, mode: str) -> Events:
-        """The words' retriever as the traced `search` (or `hybrid_search`) tool; type expansion is called first."""
-        if mode in ("auto", "types") and "type_expansion" in self.toolbox.available():  # shown in the trace
-            yield from self._call(session, pending, "type_expansion", text=question.text)
-        mode = self.toolbox.text_mode() if mode == "auto" else mode
-        box = self.toolbox
+    def _text_search(self, session: ToolSession, events: EventQueue, question: Question, step: TextSearch) -> Events:
+        """The step's retriever as the traced `search` (or `hybrid_search`) tool; type expansion is called first."""
+        if step.expand_types:  # shown in the trace
+            yield from self._call(session, events, "type_expansion", text=question.text)
+        mode, box = step.mode, self.toolbox
         if mode == "hybrid":
             return TracedSearch(session, mode, "hybrid_search", lambda q, k: {"query": q.text, "k": k},
                                 lambda q, k: box.hybrid_search(q.text, k))
         return TracedSearch(session, mode, "search", lambda q, k: {"query": q.text, "mode": mode, "k": k},
                             lambda q, k: box.search(q.text, mode, k))
 
-    def _run(self, search: BaseRetriever | None, question: Question, session: ToolSession, pending: list[AgentEvent],
+    def _run(self, search: BaseRetriever | None, question: Question, session: ToolSession, events: EventQueue,
              depth: int) -> Events:
         """The hits of a composed search; it runs in a worker thread so that each of its tool calls' events is
-        yielded while the search goes on (a tool's start before its result), not all at its end."""
+        yielded as it is queued (a tool's start before its result), not all at its end."""
         if search is None:
             return []
         outcome: dict[str, object] = {}
@@ -148,13 +102,12 @@ class OfflinePlanner:
                 outcome["hits"] = search.search(Query(id="question", text=question.text), depth)
             except BaseException as exc:  # handed to the caller's thread below
                 outcome["error"] = exc
+            finally:
+                events.put(_FINISHED)
 
-        worker = threading.Thread(target=work, name="mathscout-search", daemon=True)
-        worker.start()
-        while worker.is_alive():
-            worker.join(EVENT_POLL_SECONDS)
-            yield from _drain(pending)
-        yield from _drain(pending)
+        threading.Thread(target=work, name="mathscout-search", daemon=True).start()
+        while (event := events.get()) is not _FINISHED:
+            yield event
         error = outcome.get("error")
         if isinstance(error, QueryError):
             session.notices.append(str(error))
@@ -163,55 +116,35 @@ class OfflinePlanner:
             raise error
         return outcome["hits"]
 
-    def retrieve(self, question: Question, session: ToolSession, pending: list[AgentEvent], *, mode: str = "auto",
-                 k: int = 10, rerank: bool = False) -> Events:
-        """The searches of the plan; returns the final top-k hits (events yielded as the tools run)."""
-        available = set(self.toolbox.available())
+    def run(self, plan: Plan, question: Question, session: ToolSession, events: EventQueue, k: int = 10) -> Events:
+        """The plan's searches; returns the final top-k hits (the tools' events yielded as they run)."""
+        session.notices.extend(plan.notices)
         depth = _depth(k)
-        reranker = TracedReranker(session, session.rerank_depth) if rerank and "rerank" in available else None
-        if rerank and reranker is None:
-            session.notices.append("Reranking was asked for but no reranker is installed: first-stage order kept.")
-        if mode == "auto":
-            text_mode, weight, structure = self._auto_plan(question, available)
-            problem = self.toolbox.ranker_problem()
-            if problem:  # an unusable ranker is passed over, and the user told why
-                session.notices.append(f"The index's learned ranker is not used, {text_mode or 'structure search'} "
-                                       f"searches instead: {problem}")
-            math = self._formula_search(session, question, question.words if question.kind == "mixed" and text_mode is None
-                                        else "") if structure else None
-            wants_text = text_mode and question.kind != "formula"
-            text = (yield from self._text_search(session, pending, question, "auto")) if wants_text else None
-            search = FusedRetriever([Stage(math, weight), Stage(text, 1.0 - weight)], "linear", depth,
-                                    parallel=False) if math and text else (math or text)
-            hits = yield from self._run(search, question, session, pending, depth)
-            if not hits and text_mode and question.kind == "formula":  # no structure search, or nothing matched
-                text = yield from self._text_search(session, pending, question, text_mode)
-                hits = yield from self._run(text, question, session, pending, depth)
-        elif mode in ("structure", "structure-rewrite"):
-            if not question.formulas:
-                session.notices.append("Structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$.")
-                hits = []
-            else:
-                search = self._formula_search(session, question, question.words)
-                hits = yield from self._run(search, question, session, pending, depth)
-        else:
-            text = yield from self._text_search(session, pending, question, mode)
-            hits = yield from self._run(text, question, session, pending, depth)
+        reranker = TracedReranker(session, session.rerank_depth) if plan.reranker else None
+        math = self._formula_search(session, question, plan) if plan.formulas else None
+        text = (yield from self._text_search(session, events, question, plan.text)) if plan.text else None
+        search = FusedRetriever([Stage(math, plan.math_weight), Stage(text, 1.0 - plan.math_weight)], "linear", depth,
+                                parallel=False) if math and text else (math or text)
+        hits = yield from self._run(search, question, session, events, depth)
+        if not hits and plan.fallback:  # e.g. no formula matched a formula-only question
+            text = yield from self._text_search(session, events, question, plan.fallback)
+            hits = yield from self._run(text, question, session, events, depth)
         hits = hits[: max(k, session.rerank_depth) if reranker else k]
         if reranker is not None and hits:
-            hits = yield from self._run(_Fixed(hits) >> reranker, question, session, pending, len(hits))
+            hits = yield from self._run(_Fixed(hits) >> reranker, question, session, events, len(hits))
         return renumbered([replace(h) for h in hits[:k]])
 
-    def stream(self, question: Question, session: ToolSession, pending: list[AgentEvent], *, mode: str = "auto",
+    def stream(self, question: Question, session: ToolSession, events: EventQueue, *, mode: str = MODE.default,
                k: int = 10, rerank: bool = False, started: float | None = None) -> Iterator[AgentEvent]:
         """Plan, search, and stream an extractive answer; the last event is the "answer"."""
         started = time.perf_counter() if started is None else started
         announced = len(session.notices)  # notices from before the plan were already streamed
-        yield AgentEvent("plan", text=self.describe(question, mode, rerank))
+        plan = Plan.make(self.toolbox, question, mode, rerank)
+        yield AgentEvent("plan", text=plan.describe())
         computation = None
-        if question.compute:  # an order to compute: SymPy in the limited worker, shown first
-            computation = compute(question.formulas[0], question.compute)
-        hits = yield from self.retrieve(question, session, pending, mode=mode, k=k, rerank=rerank)
+        if plan.compute:  # an order to compute: SymPy in the limited worker, shown first
+            computation = compute(question.formulas[0], plan.compute)
+        hits = yield from self.run(plan, question, session, events, k)
         documents = explain_hits(hits, self.toolbox.index.store, question.text)
         text = extractive_answer(question, hits, documents, session.rewrites, session.expansions, computation,
                                  sentence_scorer(self.toolbox, self.summary_model) if hits else None, session.notices)
@@ -298,7 +231,5 @@ def _raise(exc: Exception) -> ToolOutput:
     raise exc
 
 
-def _drain(pending: list[AgentEvent]) -> Iterator[AgentEvent]:
-    while pending:
-        yield pending.pop(0)
+_FINISHED = AgentEvent("notice", text="the search finished")  # queued by `_run`'s worker after its last event
 

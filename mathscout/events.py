@@ -6,6 +6,8 @@ the `Answer`. `Assistant.ask(…)` returns that `Answer` directly.
 
 from __future__ import annotations
 
+import queue
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,3 +81,15 @@ class AgentEvent:
     text: str = ""
     call: ToolCall | None = None  # set for tool_start / tool_end
     answer: Answer | None = None  # set for the final "answer" event
+
+
+EventQueue = queue.Queue  # AgentEvents as the tools emit them (from any thread), passed on by the assistant's stream
+
+
+def drain(events: EventQueue) -> Iterator[AgentEvent]:
+    """The events queued so far, in order, without waiting for more."""
+    while True:
+        try:
+            yield events.get_nowait()
+        except queue.Empty:
+            return
