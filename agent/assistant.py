@@ -12,7 +12,7 @@ from mathscout.agent.config import LLMConfig
 from mathscout.events import AgentEvent, Answer, EventQueue
 from mathscout.agent.llm import LLMAgent, LLMUnavailable
 from mathscout.agent.offline import OfflinePlanner
-from mathscout.agent.plan import Plan
+from mathscout.agent.planned import offered_modes, open_mode
 from mathscout.question import read_question
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
@@ -23,7 +23,6 @@ from mathscout.options import AUTO, MODE, RERANK, RERANK_DEPTH, USE_LLM
 from mathscout.render import explain_hits
 from mathscout.retrievers.scores import describe_hits
 from mathscout.types import Hit
-from mathscout.tools.searching import FirstStage
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox
 
@@ -64,7 +63,7 @@ class Assistant:
 
     def modes(self) -> list[str]:
         """"auto" (the planner chooses), then every search mode this index supports."""
-        return [AUTO, *self.toolbox.modes()]
+        return offered_modes(self.toolbox)
 
     def _wants_llm(self, use_llm: bool | None) -> tuple[bool, str | None]:
         """(use the LLM?, a notice when the LLM was asked for but cannot be used)."""
@@ -80,16 +79,17 @@ class Assistant:
 
     def search(self, query: str, mode: str = MODE.default, k: int = K_OPTION.default,
                rerank: str | bool | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default) -> list[Hit]:
-        """Ranked hits with titles, snippets, matched formulas and what each score means. "auto" runs the offline
-        planner's searches (rewrites, structure and text search, fusion); any other mode is that retriever alone.
-        `rerank` (a kind of mathscout.limits.RERANKERS) reorders the first stage's top `rerank_depth` hits."""
+        """Ranked hits with titles, snippets, matched formulas and what each score means. The first stage is
+        `open_mode`'s: "auto" runs the offline planner's searches (rewrites, structure and text search, fusion), any
+        other mode is that retriever alone. `rerank` (a kind of mathscout.limits.RERANKERS) reorders the first
+        stage's top `rerank_depth` hits."""
         if mode not in self.modes():
             raise QueryError(f"unknown search mode '{mode}' for this index (modes: {', '.join(self.modes())})")
         question = read_question(query, max_chars=10_000)
         if question.problem:
             raise QueryError(question.problem)
         k, kind, rerank_depth = K.check(k), rerank_kind(rerank), RERANK_DEPTH_LIMIT.check(rerank_depth)
-        first = self._first_stage(question, mode)
+        first = open_mode(self.toolbox, mode)
         if kind is not None:
             from mathscout.retrievers.rerank import Reranked
 
@@ -97,24 +97,6 @@ class Assistant:
         hits = first.search(question.text, k=k)
         explain_hits(hits, self.index.store, question.text)
         return describe_hits(hits)
-
-    def _first_stage(self, question, mode: str):
-        """The retriever of `mode`; "auto" is the planner's searches (above the assistant's k, the hybrid mode)."""
-        if mode != "auto":
-            return self.toolbox.retriever(mode)
-
-        def planned(_text: str, k: int) -> list[Hit]:
-            if k > AGENT_K.high:
-                return self.toolbox.retriever("hybrid").search(question.text, k=k)
-            generator = self.planner.run(Plan.make(self.toolbox, question, AUTO), question, ToolSession(self.toolbox),
-                                         EventQueue(), k)
-            while True:
-                try:
-                    next(generator)
-                except StopIteration as stop:
-                    return stop.value
-
-        return FirstStage("auto", planned)
 
     def stream(self, question: str, *, mode: str = MODE.default, k: int = K_OPTION.default,
                rerank: bool | str | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default,

@@ -88,17 +88,17 @@ def _command(mode: str, index: Path) -> list[str]:
 
 def _warm(index: Path, mode: str, runs: int) -> list[float]:
     """The same search repeated in this process, after a first one that opens everything."""
-    from mathscout.agent.assistant import Assistant
+    from mathscout.agent.planned import open_mode
     from mathscout.tools.searching import SearchRequest, run_search
+    from mathscout.tools.toolbox import ToolBox
 
-    assistant = Assistant(index, use_llm=False)
+    toolbox = ToolBox(index)
     request = SearchRequest(QUERY, mode, 10).checked()
-    auto = lambda query, k: assistant.search(query, mode="auto", k=k)
-    run_search(request, assistant.toolbox, auto)
+    run_search(request, toolbox, open_mode)
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        run_search(request, assistant.toolbox, auto)
+        run_search(request, toolbox, open_mode)
         times.append(time.perf_counter() - started)
     return times
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tqdm import tqdm
@@ -15,14 +16,18 @@ from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Hit
 from mathscout.limits import ARQMATH_RUN_K, K, RERANK_DEPTH
+from mathscout.retrievers.base import Retriever
 from mathscout.retrievers.registry import open_retriever
 
 
 def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str,
                fmt: str = "trec", tag: str | None = None, options: dict | None = None,
-               rerank: str | None = None, rerank_depth: int = 10, first_stage: Path | str | None = None) -> str:
+               rerank: str | None = None, rerank_depth: int = 10, first_stage: Path | str | None = None,
+               open_mode: Callable[..., Retriever] | None = None) -> str:
     """Search each topic (top `k`) with the `mode` retriever and write `output`; returns a summary line.
 
+    `open_mode(index, mode, **options)` opens the retriever: the entry layer hands down the one mode resolver
+    (`mathscout.agent.planned.open_mode`, with `auto`); without it, the registry's `open_retriever`.
     `rerank` (a `mathscout.retrievers.rerank.open_reranker` kind) reorders each topic's top `rerank_depth` hits;
     `first_stage` (a run file) replaces the `mode` search by that run's rankings (rerank a stored run).
 
@@ -35,7 +40,8 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
     format_run_lines({}, tag, fmt)  # a bad format or tag fails now, not after the whole run
     topics = load_topics(topics_path)
     try:
-        retriever = RunRetriever(first_stage, index) if first_stage else open_retriever(index, mode, **(options or {}))
+        opener = open_mode or open_retriever
+        retriever = RunRetriever(first_stage, index) if first_stage else opener(index, mode, **(options or {}))
     except TypeError as exc:  # an option the mode does not take
         raise MathScoutError(f"mode '{mode}' does not accept these options {sorted(options or {})}: {exc}") from exc
     if rerank:

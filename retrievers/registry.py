@@ -1,11 +1,11 @@
-"""The one table of retrievers: each entry carries its index component, its search modes (with their labels)
-and its trainer. The command line, the chat page, the agent's tools and the index builder all read it; adding a
-retriever is adding an entry here (and the module it names).
+"""The one table of retrievers/'s own retrievers: each entry carries its index component and its search modes
+(with their labels). The command line, the chat page, the agent's tools and the index builder all read it; adding
+a retriever is adding an entry here (and the module it names).
 
 Code is named, not imported: `"module:attribute"` targets are imported on first use, so a bm25 search never
-loads numba, scipy or the dense code, and listing the modes imports nothing. The `auto` mode (the assistant's
-planned search) names its opener in the agent layer the same way; it is opened only by callers above the
-agent (the command line, the evaluation runner), never by the retrievers themselves.
+loads numba, scipy or the dense code, and listing the modes imports nothing. Targets name retrievers/ or the
+layers below it only (tests/test_layers.py checks them): the entry layer adds what lives above, the agent's
+`auto` mode and the trainers (`mathscout.ui.registry`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ class ModeSpec:
     description: str
     label: str = ""
     menu: int = 100
-    planned: bool = False  # the assistant's planned search ("auto"): not one of the index's own retrievers
 
     def open(self, index: IndexDir, **options) -> Retriever:
         opener = resolve(self.opener) if isinstance(self.opener, str) else self.opener
@@ -48,25 +47,15 @@ class ModeSpec:
 
 
 @dataclass(frozen=True)
-class Trainer:
-    """`mathscout train COMMAND …`: `target` names a `main(argv)` function."""
-
-    command: str
-    target: str
-    description: str
-
-
-@dataclass(frozen=True)
 class RetrieverEntry:
     """One retriever: its index component (`component` names a factory of `mathscout.index.components.
-    IndexComponent`, None when it reads other retrievers' components), its modes and its trainer."""
+    IndexComponent`, None when it reads other retrievers' components) and its modes."""
 
     name: str
     component: str | None
     component_description: str = ""
     default: bool = False  # built by `mathscout index` unless --components says otherwise
     modes: tuple[ModeSpec, ...] = ()
-    trainer: Trainer | None = None
     score: str = ""  # what the retriever's raw score means (shown beside a hit's number)
 
 
@@ -83,9 +72,6 @@ RETRIEVERS: tuple[RetrieverEntry, ...] = (
         modes=(ModeSpec("structure", R + "structure:open_structure", ("structure",),
                         "Approach Zero structure search (formulas; + BM25 for words, Zhong 2023 thesis Eq. 3.18)",
                         "structure — formula trees (Approach Zero)", 1),),
-        trainer=Trainer("structure", "mathscout.evaluation.structure_tuning:main",
-                        "Zhong 2023 thesis Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index "
-                        "(structure.json)"),
         score="matched-subtree similarity × path idf (Zhong 2023 thesis Eqs. 3.5, 3.15)"),
     RetrieverEntry(
         "types", R + "types:TypesComponent", "mathematical types: type delta index + type embeddings (word2vec)",
@@ -96,16 +82,12 @@ RETRIEVERS: tuple[RetrieverEntry, ...] = (
                         "types2x — BM25 + query types", 10),
                ModeSpec("rm3", R + "types:open_rm3", ("bm25",), "BM25 with RM3 pseudo-relevance feedback",
                         "rm3 — BM25 + feedback", 11)),
-        trainer=Trainer("types", R + "types:main",
-                        "type dictionary detection + word2vec type embeddings into an index (adds 'types')"),
         score="BM25 of expanded type terms"),
     RetrieverEntry(
         "hybrid", None,
         modes=(ModeSpec("hybrid", R + "fusion:open_hybrid", (),
                         "MABOWDOR: fusion of structure, dense and BM25 with the weights tuned for the index "
-                        "(mathscout train fusion)", "hybrid — structure + dense + text, fused", 3),),
-        trainer=Trainer("fusion", "mathscout.evaluation.tuning:main",
-                        "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)")),
+                        "(mathscout train fusion)", "hybrid — structure + dense + text, fused", 3),)),
     RetrieverEntry(
         "splade", R + "splade:SpladeComponent",
         "learned sparse (SPLADE) impact index from a local checkpoint ($MATHSCOUT_SPLADE_MODEL)",
@@ -125,8 +107,6 @@ RETRIEVERS: tuple[RetrieverEntry, ...] = (
         modes=(ModeSpec("dense-ft", R + "dense:open_dense_ft", ("dense-ft",),
                         "dense retrieval with the fine-tuned bi-encoder",
                         "dense-ft — embeddings, fine-tuned queries", 5),),
-        trainer=Trainer("dense", "mathscout.evaluation.training.dense:main",
-                        "contrastive fine-tuning of the bi-encoder on the train topics"),
         score="embedding cosine, fine-tuned queries"),
     RetrieverEntry(
         "colbert", R + "colbert:ColbertComponent",
@@ -152,15 +132,7 @@ RETRIEVERS: tuple[RetrieverEntry, ...] = (
         modes=(ModeSpec("ranked", R + "ranked:open_ranked", (),
                         "learned ranking (LambdaMART) of the first-stage retrievers' candidates "
                         "(mathscout train ranker)",
-                        "ranked — learned ranking of every retriever's candidates (LambdaMART)", 2),),
-        trainer=Trainer("ranker", "mathscout.evaluation.ranker_training:main",
-                        "LambdaMART (LightGBM) over the retrievers' candidates, k-fold CV over train topics, "
-                        "stored with an index (ranker.json)")),
-    RetrieverEntry(
-        "auto", None,
-        modes=(ModeSpec("auto", "mathscout.agent.planned:open_auto", (),
-                        "the assistant's own search: SymPy rewrites, structure and text search, fused",
-                        "auto — the agent plans the search", 0, planned=True),)),
+                        "ranked — learned ranking of every retriever's candidates (LambdaMART)", 2),)),
 )
 
 def _register_components() -> None:
@@ -183,13 +155,13 @@ def _make(target: str) -> Any:
 _register_components()
 
 
-def available_modes(planned: bool = False) -> dict[str, ModeSpec]:
-    """Every mode, in table order; `planned`: with the assistant's `auto`."""
-    return {spec.name: spec for entry in RETRIEVERS for spec in entry.modes if planned or not spec.planned}
+def available_modes() -> dict[str, ModeSpec]:
+    """Every mode, in table order."""
+    return {spec.name: spec for entry in RETRIEVERS for spec in entry.modes}
 
 
 def combining_modes() -> set[str]:
-    """Modes of entries without an index component of their own (hybrid, structure-rewrite, ranked, auto): they open
+    """Modes of entries without an index component of their own (hybrid, structure-rewrite, ranked): they open
     other modes and combine their answers (on a sharded index they run at the coordinator, over the sharded modes)."""
     return {spec.name for entry in RETRIEVERS if entry.component is None for spec in entry.modes}
 
@@ -200,11 +172,6 @@ def servable_modes(index: IndexDir, names: Iterable[str]) -> list[str]:
     return [name for name in names if name in modes and set(modes[name].requires) <= components]
 
 
-def trainers() -> dict[str, Trainer]:
-    """`mathscout train` commands, in table order."""
-    return {entry.trainer.command: entry.trainer for entry in RETRIEVERS if entry.trainer}
-
-
 def score_meanings() -> dict[str, str]:
     """Retriever name → what its raw score means."""
     return {entry.name: entry.score for entry in RETRIEVERS if entry.score}
@@ -212,7 +179,7 @@ def score_meanings() -> dict[str, str]:
 
 def open_retriever(index: IndexDir | str, mode: str, **options) -> Retriever:
     """The retriever for `mode` over `index`; clear errors for unknown modes or missing components."""
-    modes = available_modes(planned=True)
+    modes = available_modes()
     if mode not in modes:
         raise MathScoutError(f"unknown search mode '{mode}' (available: {', '.join(sorted(modes))})")
     index = index if isinstance(index, IndexDir) else IndexDir(index)

@@ -44,14 +44,14 @@ def test_the_planner_reads_a_bare_formula_inside_words():
 
 @pytest.mark.parametrize("mode", ["bm25", "structure", "hybrid", "auto"])
 def test_a_bare_formula_finds_the_same_top_hit_as_its_dollar_form(tiny_index, mode):
-    from mathscout.agent.assistant import Assistant
+    from mathscout.agent.planned import open_mode
     from mathscout.tools.searching import SearchRequest, run_search
+    from mathscout.tools.toolbox import ToolBox
 
-    assistant = Assistant(tiny_index, use_llm=False)
-    auto = lambda query, k: assistant.search(query, mode="auto", k=k)  # noqa: E731
+    toolbox = ToolBox(tiny_index)
     for bare in ("x^2+y^2=z^2", "\\frac{1}{n^2}", "sum of 1/n^2 for n = 1 to infinity"):
         dollar = delimit_bare_math(bare).text
-        plain, delimited = (run_search(SearchRequest(q, mode, 5).checked(), assistant.toolbox, auto) for q in (bare, dollar))
+        plain, delimited = (run_search(SearchRequest(q, mode, 5).checked(), toolbox, open_mode) for q in (bare, dollar))
         assert [h.doc_id for h in plain.hits] == [h.doc_id for h in delimited.hits], (mode, bare)
         assert plain.formulas == delimited.formulas and plain.formulas
         assert any("read as math" in n for n in plain.notices)

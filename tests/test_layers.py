@@ -1,12 +1,14 @@
 """Imports point one way: entry points → training/evaluation/benchmarks → agent → tools → retrievers → engines
 → core. Every module of the package is parsed (ast, nothing imported) and each `import` of another MathScout
-module is checked against the layer table below; a lower layer importing a higher one fails with its file and
-line. Runs without ../shared."""
+module, and each `"module:attribute"` string target (the registries name code they import on first use that way),
+is checked against the layer table below; a lower layer naming a higher one fails with its file and line. Runs
+without ../shared."""
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -90,6 +92,28 @@ def imported_modules(path: Path, known: set[str]) -> list[tuple[str, int]]:
     return [(name, line) for name, line in found if name == "mathscout" or name.startswith("mathscout.")]
 
 
+TARGET = re.compile(r"(mathscout(?:\.\w+)+):\w+")
+
+
+def named_targets(path: Path) -> list[tuple[str, int]]:
+    """(module, line) of every `"module:attribute"` string target in `path`, a module-level prefix constant joined
+    on (`R + "bm25:open_bm25"` with `R = "mathscout.retrievers."`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    prefixes = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                for target in node.targets if isinstance(target, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Name) \
+                and isinstance(node.right, ast.Constant) and isinstance(node.right.value, str):
+            text = prefixes.get(node.left.id, "") + node.right.value
+        match = TARGET.fullmatch(text or "")
+        if match:
+            found.append((match.group(1), node.lineno))
+    return found
+
+
 def test_every_module_is_in_a_layer():
     for name, _ in package_modules():
         layer(name)
@@ -105,6 +129,27 @@ def test_no_lower_layer_imports_a_higher_one():
                 upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name} ({NAMES[layer(name)]}) imports "
                               f"{target} ({NAMES[layer(target)]})")
     assert not upward, "imports pointing up a layer:\n" + "\n".join(upward)
+
+
+def test_no_string_target_names_a_higher_layer():
+    """The registries' targets obey the layers too: retrievers/'s registry names retrievers/ and below; `auto` and
+    the trainers are named by the entry layer (mathscout.ui.registry)."""
+    upward, seen = [], set()
+    for name, path in package_modules():
+        for target, line in named_targets(path):
+            seen.add(target)
+            if layer(target) > layer(name):
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name} ({NAMES[layer(name)]}) names "
+                              f"{target} ({NAMES[layer(target)]})")
+    assert not upward, "string targets pointing up a layer:\n" + "\n".join(upward)
+    assert {"mathscout.retrievers.bm25", "mathscout.evaluation.tuning"} <= seen  # the registry's and a trainer
+
+
+def test_the_check_sees_an_upward_string_target(tmp_path):
+    source = tmp_path / "registry.py"
+    source.write_text('A = "mathscout.agent."\nopen = A + "planned:open_mode"\ntrain = "mathscout.evaluation.tuning:main"\n',
+                      encoding="utf-8")
+    assert named_targets(source) == [("mathscout.agent.planned", 2), ("mathscout.evaluation.tuning", 3)]
 
 
 def test_the_check_sees_an_upward_import(tmp_path):

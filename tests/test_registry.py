@@ -1,5 +1,6 @@
 """One table of retrievers (`mathscout/retrievers/registry.py`) feeds the command line, the page, the tools and the
-index builder. Runs without ../shared (nothing is searched)."""
+index builder; the entry layer (`mathscout/ui/registry.py`) adds the agent's `auto` and the trainers. Runs without
+../shared (nothing is searched)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 
 from mathscout.errors import MathScoutError
 from mathscout.index.components import available_components, default_components
-from mathscout.retrievers.registry import RETRIEVERS, available_modes, open_retriever, resolve, trainers
+from mathscout.retrievers.registry import RETRIEVERS, available_modes, open_retriever, resolve
+from mathscout.ui.registry import TRAINERS, all_modes, trainers
 
 
 @pytest.mark.parametrize("entry", RETRIEVERS, ids=lambda e: e.name)
@@ -16,8 +18,11 @@ def test_every_target_of_the_table_exists(entry):
         assert callable(resolve(entry.component))
     for mode in entry.modes:
         assert callable(resolve(mode.opener)) and mode.label and mode.description
-    if entry.trainer:
-        assert callable(resolve(entry.trainer.target))
+
+
+@pytest.mark.parametrize("trainer", TRAINERS, ids=lambda t: t.command)
+def test_every_trainer_exists(trainer):
+    assert callable(resolve(trainer.target)) and trainer.description
 
 
 def test_the_index_builder_offers_exactly_the_registered_components():
@@ -45,6 +50,15 @@ def test_the_page_menu_lists_every_mode_auto_first():
 
 
 def test_auto_is_a_mode_only_above_the_agent(tmp_path):
-    assert "auto" not in available_modes() and "auto" in available_modes(planned=True)
-    with pytest.raises(MathScoutError, match="unknown search mode 'nope'"):
-        open_retriever(tmp_path, "nope")
+    """The registry lists retrievers/'s own modes; `auto` comes from the agent, added by the entry layer."""
+    from mathscout.agent.planned import AUTO_SPEC, open_mode
+
+    assert "auto" not in available_modes() and all_modes()["auto"] is AUTO_SPEC
+    assert list(all_modes())[:-1] == list(available_modes())
+    with pytest.raises(MathScoutError, match="unknown search mode 'auto'"):
+        open_retriever(tmp_path, "auto")
+    for opener in (open_retriever, open_mode):
+        with pytest.raises(MathScoutError, match="unknown search mode 'nope'"):
+            opener(tmp_path, "nope")
+    with pytest.raises(TypeError, match="mode auto takes no options"):
+        open_mode(tmp_path, "auto", alpha=1)

@@ -198,14 +198,15 @@ def test_modes_that_combine_others_run_at_the_coordinator(sharded_small, small_i
     """Every mode without a component of its own (hybrid, structure-rewrite, ranked, auto) opens over the sharded
     modes, never once per shard with the shard's own statistics; `auto` (the assistant's planned search) answers as
     on one index."""
+    from mathscout.agent.planned import open_mode
     from mathscout.retrievers.registry import combining_modes
     from mathscout.retrievers.shards.retriever import ShardedRetriever
 
-    assert combining_modes() == {"hybrid", "structure-rewrite", "ranked", "auto"}
-    auto = open_retriever(sharded_small, "auto")
+    assert combining_modes() == {"hybrid", "structure-rewrite", "ranked"}
+    auto = open_mode(sharded_small, "auto")
     assert not isinstance(auto, ShardedRetriever)
     queries = [t for t in topics if "$" not in t.text][:4]  # no SymPy rewriting: its time budget varies with the load
-    single = open_retriever(small_index, "auto")
+    single = open_mode(small_index, "auto")
     assert_same_runs({q.id: single.search(q, 10) for q in queries}, {q.id: auto.search(q, 10) for q in queries})
 
 
@@ -231,12 +232,13 @@ def test_auto_rewrites_formulas_on_shards_as_on_the_single_index(two_shards, sma
     from functools import lru_cache
 
     from mathscout import MathScout, rewrite
+    from mathscout.agent.planned import open_mode
 
     sympy_forms = rewrite.equivalent_forms
     forms = lru_cache(maxsize=None)(lambda latex, max_forms=8, seconds=2.0: sympy_forms(latex, max_forms=max_forms, seconds=30.0))
     monkeypatch.setattr(rewrite, "equivalent_forms", forms)  # what the assistant's rewrite_formula tool calls
     queries = [t for t in topics if "$" in t.text][:6]
-    single, sharded = open_retriever(small_index, "auto"), open_retriever(two_shards, "auto")
+    single, sharded = open_mode(small_index, "auto"), open_mode(two_shards, "auto")
     assert_same_runs({q.id: single.search(q, 10) for q in queries}, {q.id: sharded.search(q, 10) for q in queries})
     answers = [MathScout(two_shards, use_llm=False).ask(q.text) for q in queries]
     assert any(answer.rewrites for answer in answers)  # SymPy found forms, and they were searched on the shards

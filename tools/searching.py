@@ -9,9 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from mathscout.corpus.math_spans import formulas_and_words
-from mathscout.errors import MathScoutError, QueryError
+from mathscout.errors import QueryError
 from mathscout.latex.bare import delimit_bare_math
 from mathscout.notices import collecting
 from mathscout.limits import K, RERANK_DEPTH, rerank_kind
@@ -22,7 +23,7 @@ from mathscout.render import explain_hits
 from mathscout.retrievers.scores import describe_hits
 from mathscout.schema import SearchRecord, hit_record
 from mathscout.types import Hit
-from mathscout.retrievers.base import EMPTY_QUERY
+from mathscout.retrievers.base import EMPTY_QUERY, Retriever
 
 
 @dataclass(frozen=True)
@@ -44,33 +45,30 @@ class SearchRequest:
                              RERANK_DEPTH.check(self.rerank_depth))
 
 
-# (query, k) → hits: the assistant's planned searches for mode "auto"
-SearchFunction = Callable[[str, int], list[Hit]]
+# (toolbox, mode) → the mode's first stage: the entry layer hands down `mathscout.agent.planned.open_mode`, which
+# opens "auto" too; without it, the registry's modes only (opened once by the toolbox)
+ModeOpener = Callable[[Any, str], Retriever]
 
 
-def run_search(request: SearchRequest, toolbox, auto: SearchFunction | None = None) -> SearchRecord:
+def run_search(request: SearchRequest, toolbox, open_mode: ModeOpener | None = None) -> SearchRecord:
     """Run a checked request over a `mathscout.tools.toolbox.ToolBox` (its retrievers and rerankers, opened once each);
-    mode "auto" runs `auto`. With `request.rerank`, the first stage's top `rerank_depth` hits are reordered."""
+    `open_mode(toolbox, mode)` gives the first stage. With `request.rerank`, its top `rerank_depth` hits are
+    reordered."""
     started = time.perf_counter()
     read = delimit_bare_math(request.query)
     query = replace(request, query=read.text)
-    if request.mode == "auto":
-        if auto is None:
-            raise MathScoutError("mode auto needs the assistant, which is not installed here")
-        search, notices = auto, []
-    else:
-        search, notices = toolbox.retriever(request.mode).search, toolbox.open_notices(request.mode)
+    first = open_mode(toolbox, request.mode) if open_mode else toolbox.retriever(request.mode)
+    notices = toolbox.open_notices(request.mode)
     with collecting() as said:
         if request.rerank:
             from mathscout.retrievers.rerank import Reranked
 
             reranker = toolbox.reranker(request.rerank)
-            hits = Reranked(FirstStage(request.mode, search), reranker, request.rerank_depth).search(query.query,
-                                                                                                        k=request.k)
+            hits = Reranked(first, reranker, request.rerank_depth).search(query.query, k=request.k)
             if getattr(reranker, "last_notice", None):
                 notices.append(reranker.last_notice)
         else:
-            hits = search(query.query, request.k)
+            hits = first.search(query.query, request.k)
     notices += [n.removeprefix("notice: ") for n in said if n.removeprefix("notice: ") not in notices]
     if read.formulas:
         notices.insert(0, "read as math (typed without $…$): " + ", ".join(f"`{f}`" for f in read.formulas))
@@ -88,13 +86,3 @@ def partial_results(hits: list[Hit]) -> list[str]:
     """The notice of hits a sharded index gave without some of its shards (`ShardedHits.missing_shards`), if any."""
     missing = list(getattr(hits, "missing_shards", []))
     return [f"partial results: {'; '.join(missing)} did not answer"] if missing else []
-
-
-class FirstStage:
-    """A search function (query text, k → hits) as the Retriever that `Reranked` wraps."""
-
-    def __init__(self, name: str, search: SearchFunction):
-        self.name, self._search = name, search
-
-    def search(self, query, k: int = 10) -> list[Hit]:
-        return self._search(getattr(query, "text", query), k)

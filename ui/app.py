@@ -77,17 +77,15 @@ def example_label(question: str, limit: int = EXAMPLE_LABEL_CHARS) -> str:
 
 
 def _menu() -> dict:
-    """Every mode with "auto", in the page's menu order (`ModeSpec.menu` in the retriever registry)."""
-    from mathscout.retrievers.registry import available_modes
+    """Every mode with "auto", in the page's menu order (`ModeSpec.menu`: the retriever registry's and `auto`'s)."""
+    from mathscout.ui.registry import all_modes
 
-    modes = available_modes(planned=True)
+    modes = all_modes()
     return {name: modes[name] for name in sorted(modes, key=lambda m: (modes[m].menu, m))}
 
 
 def mode_label(name: str) -> str:
-    from mathscout.retrievers.registry import available_modes
-
-    spec = available_modes(planned=True).get(name)
+    spec = _menu().get(name)
     return spec.label if spec is not None and spec.label else name
 
 
@@ -100,11 +98,11 @@ def mode_choices(modes: Sequence[str]) -> list[tuple[str, str]]:
 
 def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
     """Which modes the index does not offer and why, e.g. 'not on this index: dense, types (missing components:
-    dense, types …)'."""
+    dense, types …)'; `auto` runs on every index."""
     components = set(index.components)
     missing_modes, missing_components, other = [], [], []
     for name, spec in _menu().items():
-        if name in modes or spec.planned:
+        if name in modes or name == AUTO:
             continue
         label = (spec.label or name).split(" — ")[0]
         needs = [c for c in spec.requires if c not in components]

@@ -1,6 +1,6 @@
 """The `mathscout` command line (an entry point: it may import every layer below it): index, search, ask, serve,
 run, eval, train, bench. A subcommand is a `_add_<name>` function in SUBCOMMANDS below; `train` commands come
-from the retriever registry (`mathscout.retrievers.registry.trainers`)."""
+from the entry layer's table (`mathscout.ui.registry.trainers`)."""
 
 from __future__ import annotations
 
@@ -129,28 +129,25 @@ def _print_search_result(result: dict, query: str, as_json: bool, out: TextIO) -
 
 
 class _LocalSearch:
-    """Searches of one index in this process (retrievers and rerankers opened once, by a ToolBox)."""
+    """Searches of one index in this process (retrievers and rerankers opened once, by a ToolBox); every mode,
+    `auto` included, opened by the one mode resolver (`mathscout.agent.planned.open_mode`)."""
 
     def __init__(self, args: argparse.Namespace):
         from mathscout.tools.toolbox import ToolBox
 
         self.index = _open_index(args)
         self.toolbox = ToolBox(self.index)
-        self._assistant = None
+
+    def modes(self) -> list[str]:
+        from mathscout.agent.planned import offered_modes
+
+        return offered_modes(self.toolbox)
 
     def run(self, request):
+        from mathscout.agent.planned import open_mode
         from mathscout.tools.searching import run_search
 
-        return run_search(request, self.toolbox, self._auto)
-
-    def _auto(self, query: str, k: int):
-        if self._assistant is None:
-            from mathscout.agent.assistant import Assistant
-            from mathscout.rewrite.pool import default_pool
-
-            default_pool()  # the SymPy worker starts importing now, beside the JVM and the kernels (≈ 1.5 s sooner)
-            self._assistant = Assistant(self.index, use_llm=False)
-        return self._assistant.search(query, mode="auto", k=k)
+        return run_search(request, self.toolbox, open_mode)
 
 
 def _say_notices(notices: list[str]) -> None:
@@ -193,7 +190,7 @@ def _interactive(search: _LocalSearch, request, as_json: bool, out: TextIO) -> N
             break
         try:
             if line.startswith(":"):
-                settings, as_json, message = _prompt_command(line, settings, as_json, ["auto", *search.toolbox.modes()])
+                settings, as_json, message = _prompt_command(line, settings, as_json, search.modes())
                 print(message, file=out)
             else:
                 _search_once(search, replace(settings, query=line).checked(), as_json, out)
@@ -228,6 +225,7 @@ def _prompt_command(line: str, settings, as_json: bool, modes: list[str]):
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
+    from mathscout.agent.planned import open_mode
     from mathscout.evaluation.runner import run_topics
 
     index = _open_index(args)
@@ -238,7 +236,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
         print(run_task2(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options))
         return
     summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options,
-                         rerank=args.rerank, rerank_depth=args.rerank_depth, first_stage=args.first_stage)
+                         rerank=args.rerank, rerank_depth=args.rerank_depth, first_stage=args.first_stage,
+                         open_mode=open_mode)
     print(summary)
 
 
@@ -269,7 +268,8 @@ def _cmd_bench(args: argparse.Namespace) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> None:
-    from mathscout.retrievers.registry import resolve, trainers
+    from mathscout.retrievers.registry import resolve
+    from mathscout.ui.registry import trainers
 
     known = trainers()
     if args.name not in known:
@@ -279,7 +279,7 @@ def _cmd_train(args: argparse.Namespace) -> None:
 
 
 def _trainer_names() -> list[str]:
-    from mathscout.retrievers.registry import trainers
+    from mathscout.ui.registry import trainers
 
     return list(trainers())
 

@@ -33,6 +33,7 @@ from mathscout import options
 from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, SearchRecord
 from mathscout import __version__
 from mathscout.errors import MathScoutError
+from mathscout.agent.planned import open_mode
 from mathscout.limits import MAX_REQUEST_BYTES
 from mathscout.tools.searching import SearchRequest, run_search
 from mathscout.ui import services
@@ -181,9 +182,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
                rerank_depth: str = str(options.RERANK_DEPTH.default), index: str | None = options.INDEX.default):
         def run() -> dict[str, Any]:
             request = SearchRequest(q, mode, k, rerank, rerank_depth).checked()
-            assistant = pool.assistant(index)
-            auto = lambda query, count: assistant.search(query, mode="auto", k=count)  # noqa: E731
-            return run_search(request, assistant.toolbox, auto).to_dict()
+            return run_search(request, pool.assistant(index).toolbox, open_mode).to_dict()
 
         return _call(run)
 

@@ -379,12 +379,12 @@ def merge_structure(answers: list[ShardHits], k: int) -> tuple[list[Hit], dict[i
 
 def open_sharded(index: IndexDir, mode: str, **options):
     """The retriever of `mode` over a sharded index: ranking modes fan out to the shards; modes that combine other
-    modes (`registry.combining_modes`: hybrid, structure-rewrite, ranked, auto) open as on one index, over the
+    modes (`registry.combining_modes`: hybrid, structure-rewrite, ranked) open as on one index, over the
     sharded modes they combine."""
     shards = ShardSet.read(index.path)
     from mathscout.retrievers.registry import available_modes, combining_modes
 
-    spec = available_modes(planned=True)[mode]
+    spec = available_modes()[mode]
     missing = [name for name in spec.requires if name not in shards.components]
     if missing:
         raise MathScoutError(f"the sharded index {index.path} has no '{missing[0]}' component: rebuild it with "
