@@ -13,7 +13,7 @@ from mathscout.errors import DamagedIndexError, IndexMissingError
 TRAIN_TOPICS = 8
 HELD_OUT = 4
 TINY = ["--train-topics", str(TRAIN_TOPICS), "--held-out", str(HELD_OUT), "--negatives", "2", "--depth", "5",
-        "--max-length", "64", "--batch", "4", "--checkpoint-every", "1"]
+        "--max-length", "64", "--batch", "4", "--eval-every", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,8 @@ def test_training_stores_a_model_that_loads_offline(trained, monkeypatch):
     assert set(held["first_stage"]) == set(held["reranked"]) == {"bm25", "structure"}
     assert set(held["backends"]) == set(BACKENDS)
     assert held["backends"]["torch"]["kendall_tau"] == 1.0 and held["chosen"] == info.backend
-    assert training["seconds"]["training"] > 0 and training["losses"]
+    assert training["seconds"]["training"] > 0 and training["losses"] and training["steps"] == 2
+    assert [step for step, _ in training["held_out_curve"]] == [0, 1, 2] and training["best_step"] in (1, 2)
     scorer = open_cross_scorer(trained)
     first, second = scorer.scores("What is $x^2$?", ["$x^2$ is x times x.", "Paris is in France."])
     assert first != second

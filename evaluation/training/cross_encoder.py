@@ -13,7 +13,9 @@ with hard negatives from the index's own first stages, stored with the index (ma
    CrossEncoderTrainer with MultipleNegativesRankingLoss over (question, positive, n hard negatives) plus one in-batch
    negative: Zhong 2023 thesis §5.2.2 Eq. 5.18's softmax of the positive against hard and in-batch negatives, with
    the cross-encoder's score in place of the bi-encoder's S(q, p). Both texts pass through `model_input_text`
-   (formulas stay LaTeX); a pair is cut to L word pieces.
+   (formulas stay LaTeX); a pair is cut to L word pieces. Every `--eval-every` steps (and before the first) the
+   library's CrossEncoderRerankingEvaluator gives the held-out nDCG@10 of the first miner's reranked top D; the best
+   checkpoint is the model kept.
 4. Held-out: nDCG@10 of each first stage's top D on the held-out topics, before and after reranking.
 5. Backends: the held-out pairs scored by torch fp32, ONNX fp32 and ONNX int8: Kendall τ and top-10 agreement against
    fp32 per topic, ms per pair. The fastest backend that keeps the order (mean τ ≥ MIN_TAU and top-10 agreement ≥
@@ -22,7 +24,7 @@ with hard negatives from the index's own first stages, stored with the index (ma
    hash, the topics and qrels files, counts, epochs, held-out scores, backend measurements and times).
 
 Every step is resumable: the work lives in DIR/cross-encoder.work/ (the plan, the mined candidates, the trainer's
-checkpoints every `--checkpoint-every` steps); after a kill or `--max-minutes`, rerun the same command.
+checkpoints at each validation); after a kill or `--max-minutes`, rerun the same command.
 
 Defaults fit 60 minutes on the 2-core machine (DEFAULTS' comment gives the measurement).
 """
@@ -69,14 +71,14 @@ RELEVANT = 2  # the lowest grade taken as a positive
 class Settings:
     """What the training data and schedule depend on (a rerun must give the same, or start afresh)."""
 
-    train_topics: int = 700
+    train_topics: int = 1500
     held_out: int = 60
     negatives: int = 3  # hard negatives per question (+ the positive and 1 in-batch): 5 pairs through the model
     depth: int = 30  # hits per first stage mined (and reranked on the held-out topics)
     max_length: int = 128  # word pieces of a (question, passage) pair: what reranking 100 in 1 s allows (see below)
     batch: int = 16  # questions per step
     epochs: int = 1
-    lr: float = 5e-5  # Zhong 2023 thesis §5.3.1 fine-tunes at 2·10⁻⁵ over 594,000 triplets; here ~1,000 questions
+    lr: float = 1e-4  # Zhong 2023 thesis §5.3.1 fine-tunes at 2·10⁻⁵ over 594,000 triplets; here ~100 steps
     warmup: float = 0.1
     seed: int = SEED
 
@@ -178,12 +180,37 @@ def training_rows(topics: dict[str, Query], mined: dict[str, Mined], qrels: dict
 
 # ---- 3. training ----------------------------------------------------------------------------------------------------
 
-def train_model(rows: list[list[str]], base: Path, work: Path, settings: Settings, deadline: float | None,
-                checkpoint_every: int) -> tuple[bool, list[float]]:
-    """Fine-tune from `base` with the library's trainer; (finished, batch losses). Checkpoints go to work/trainer and a
-    rerun resumes from the newest; at `deadline` (time.time()) it checkpoints and stops."""
+EVALUATOR = "held-out"
+METRIC = f"eval_{EVALUATOR}_ndcg@10"  # the trainer's name of the evaluator's nDCG@10
+
+
+def validation_samples(topics: dict[str, Query], mined: dict[str, Mined], qrels: dict[str, dict[str, int]],
+                       index: IndexDir, depth: int) -> list[dict]:
+    """The held-out topics as the library's reranking evaluator reads them: the first miner's top `depth` passages in
+    its order (only the relevant ones it found count: `always_rerank_positives=False`)."""
+    samples = []
+    for qid in sorted(topics):
+        runs = mined[qid].runs
+        hits = next((runs[name] for name in MINERS if runs.get(name)), [])[:depth]
+        found = index.store.get_many(d for d, _ in hits)
+        documents = [d for d, _ in hits if d in found]
+        relevant = [d for d in documents if qrels.get(qid, {}).get(d, 0) >= RELEVANT]
+        if documents:
+            text = {d: model_input_text(passage_text(found[d].title, found[d].text)) for d in documents}
+            samples.append({"query": model_input_text(topics[qid].text), "positive": [text[d] for d in relevant],
+                            "documents": [text[d] for d in documents]})
+    return samples
+
+
+def train_model(rows: list[list[str]], samples: list[dict], base: Path, work: Path, settings: Settings,
+                deadline: float | None, every: int) -> tuple[bool, dict]:
+    """Fine-tune from `base` with the library's trainer, validated on `samples` (held-out nDCG@10 of the first stage's
+    reranked top hits) every `every` steps and at the start, the best checkpoint kept; (finished, its history: batch
+    losses, held-out curve, best step). Checkpoints go to work/trainer and a rerun resumes from the newest; at
+    `deadline` (time.time()) it checkpoints and stops."""
     from datasets import Dataset
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
+    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
     from transformers import TrainerCallback
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -192,11 +219,16 @@ def train_model(rows: list[list[str]], base: Path, work: Path, settings: Setting
     model = load_cross_model(base, settings.max_length, cached=False)  # the trainer changes it in place
     model.train()
     output = work / "trainer"
+    last = get_last_checkpoint(str(output)) if output.is_dir() else None
     arguments = CrossEncoderTrainingArguments(
         output_dir=str(output), num_train_epochs=settings.epochs, per_device_train_batch_size=settings.batch,
-        learning_rate=settings.lr, warmup_ratio=settings.warmup, save_strategy="steps", save_steps=checkpoint_every,
-        save_total_limit=1, logging_steps=max(1, min(10, checkpoint_every)), report_to="none", seed=settings.seed,
-        data_seed=settings.seed, dataloader_pin_memory=False, use_cpu=True, disable_tqdm=False)
+        learning_rate=settings.lr, warmup_steps=settings.warmup, save_strategy="steps", save_steps=every,
+        eval_strategy="steps", eval_steps=every, eval_on_start=last is None, load_best_model_at_end=True,
+        metric_for_best_model=METRIC, greater_is_better=True, save_total_limit=1,
+        logging_steps=max(1, min(10, every)), report_to="none", seed=settings.seed, data_seed=settings.seed,
+        dataloader_pin_memory=False, use_cpu=True, disable_tqdm=False)
+    evaluator = CrossEncoderRerankingEvaluator(samples, always_rerank_positives=False, name=EVALUATOR, batch_size=32,
+                                               write_csv=False)
 
     class Deadline(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -205,17 +237,22 @@ def train_model(rows: list[list[str]], base: Path, work: Path, settings: Setting
             return control
 
     loss = losses.MultipleNegativesRankingLoss(model, num_negatives=1)  # Zhong 2023 thesis §5.2.2, Eq. 5.18
-    trainer = CrossEncoderTrainer(model=model, args=arguments, train_dataset=dataset, loss=loss, callbacks=[Deadline()])
-    last = get_last_checkpoint(str(output)) if output.is_dir() else None
+    trainer = CrossEncoderTrainer(model=model, args=arguments, train_dataset=dataset, loss=loss, evaluator=evaluator,
+                                  callbacks=[Deadline()])
     if last:
         print(f"resuming from {last}", file=sys.stderr)
     trainer.train(resume_from_checkpoint=last)
-    losses_seen = [float(entry["loss"]) for entry in trainer.state.log_history if "loss" in entry]
-    finished = trainer.state.global_step >= trainer.state.max_steps
-    if finished:
+    state = trainer.state
+    history = {"losses": [float(e["loss"]) for e in state.log_history if "loss" in e],
+               "held_out_curve": [[e["step"], round(float(e[METRIC]), 4)] for e in state.log_history if METRIC in e],
+               "steps": state.global_step, "best_step": None, "best": state.best_metric}
+    if state.best_model_checkpoint:
+        history["best_step"] = int(Path(state.best_model_checkpoint).name.rpartition("-")[2])
+    finished = state.global_step >= state.max_steps
+    if finished:  # the best checkpoint's weights (load_best_model_at_end)
         model.eval()
         model.save(str(work / MODEL_DIR))
-    return finished, losses_seen
+    return finished, history
 
 
 # ---- 4-5. held-out scores and backends ------------------------------------------------------------------------------
@@ -364,20 +401,24 @@ def train(args: argparse.Namespace) -> Path | None:
     spent("mining", t0)
     t0 = time.time()
     finished = (work / MODEL_DIR / "config.json").is_file()
-    losses: list[float] = plan.get("losses", [])
     if not finished:
         rows = training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings)
+        samples = validation_samples({q: topics[q] for q in plan["held_out"]}, mined, qrels, index, settings.depth)
         plan["rows"] = len(rows)
         print(f"{len(rows):,} training questions × (1 positive + {settings.negatives} hard negatives + 1 in-batch); "
-              f"{-(-len(rows) // settings.batch) * settings.epochs} steps", file=sys.stderr)
-        finished, losses = train_model(rows, args.base, work, settings, deadline, args.checkpoint_every)
-        plan["losses"] = losses
+              f"{-(-len(rows) // settings.batch) * settings.epochs} steps; held-out nDCG@10 every {args.eval_every} "
+              f"steps", file=sys.stderr)
+        finished, history = train_model(rows, samples, args.base, work, settings, deadline, args.eval_every)
+        plan["history"] = history
         spent("training", t0)
         if not finished:
             print(f"stopped after {args.max_minutes} min; rerun the same command to resume from {work / 'trainer'}",
                   file=sys.stderr)
             return None
-        plot_losses(losses, work / "loss.png", f"cross-encoder: {plan['rows']} questions, {settings.epochs} epoch(s)")
+        curve = [score for _, score in history["held_out_curve"]]
+        plot_losses(history["losses"], work / "loss.png", f"cross-encoder: {plan['rows']} questions, "
+                    f"{settings.epochs} epoch(s), best step {history['best_step']}", held_out=curve,
+                    steps_per_epoch=args.eval_every)
     t0 = time.time()
     report = held_out_report(work / MODEL_DIR, work, {q: topics[q] for q in plan["held_out"]}, mined, args.qrels, index,
                              settings, tuple(args.backends), args.agreement_topics)
@@ -389,7 +430,7 @@ def train(args: argparse.Namespace) -> Path | None:
         "counts": {"training_topics": len(plan["train"]), "training_questions": plan.get("rows"),
                    "held_out_topics": len(plan["held_out"]), "mined_from": used},
         "settings": asdict(settings), "loss": "MultipleNegativesRankingLoss (Zhong 2023 thesis §5.2.2, Eq. 5.18), "
-                                              "1 in-batch negative", "losses": losses,
+                                              "1 in-batch negative", **plan.get("history", {}),
         "held_out": report, "seconds": plan["seconds"], "minutes": round(sum(plan["seconds"].values()) / 60, 1)}
     stored = store_model(index, work, report["chosen"], settings, training)
     shutil.rmtree(work, ignore_errors=True)
@@ -413,7 +454,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
     parser.add_argument("--lr", type=float, default=DEFAULTS.lr)
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
-    parser.add_argument("--checkpoint-every", type=int, default=20, help="steps between checkpoints")
+    parser.add_argument("--eval-every", type=int, default=25, help="steps between held-out validations (each one "
+                        "a checkpoint; the best one is kept)")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
     parser.add_argument("--agreement-topics", type=int, default=30, help="held-out topics each backend is compared "
                         "on against torch fp32")
@@ -424,7 +466,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [b for b in args.backends if b not in BACKENDS]
     if unknown:
         raise MathScoutError(f"unknown backend(s) {', '.join(unknown)} (available: {', '.join(BACKENDS)})")
-    for name in ("train_topics", "negatives", "depth", "batch", "epochs", "checkpoint_every"):
+    for name in ("train_topics", "negatives", "depth", "batch", "epochs", "eval_every"):
         if getattr(args, name) < 1:
             raise MathScoutError(f"--{name.replace('_', '-')} must be at least 1")
     if not 16 <= args.max_length <= 512:
