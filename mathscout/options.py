@@ -1,7 +1,7 @@
 """The options of a search and of a question, each with its one default, for every entry point: the command line
 (`mathscout search|ask|run`), the HTTP API (`GET /api/search`, `POST /api/ask`), the Python API
 (`MathScout.search/ask`, `Assistant.search/stream`) and the page. Ranges and choices are checked by
-`mathscout.limits` the same way everywhere; `tests/test_options.py` walks the entry points against this table.
+`mathscout.limits` the same way everywhere; `tests/mathscout/test_options.py` walks the entry points against this table.
 """
 
 from __future__ import annotations

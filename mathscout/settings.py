@@ -6,7 +6,7 @@ its config-file key (`[section] name`); the variable wins over the file, the fil
 variable counts as unset. A bad value is one MathScoutError naming the variable or the file's key.
 
 The config file is $MATHSCOUT_CONFIG, else $MATHSCOUT_HOME/config.toml. docs/settings.md is the table of every
-setting (tests/test_settings.py keeps it whole).
+setting (tests/mathscout/test_settings.py keeps it whole).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ a retriever is adding an entry here (and the module it names).
 
 Code is named, not imported: `"module:attribute"` targets are imported on first use, so a bm25 search never
 loads numba, scipy or the dense code, and listing the modes imports nothing. Targets name retrievers/ or the
-layers below it only (tests/test_layers.py checks them): the entry layer adds what lives above, the agent's
+layers below it only (tests/codebase/test_layers.py checks them): the entry layer adds what lives above, the agent's
 `auto` mode and the trainers (`mathscout.ui.registry`).
 """
 

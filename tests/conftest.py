@@ -117,7 +117,7 @@ def mathscout_home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "home"
 
 
-from tests.cli_helpers import TINY_DOCS  # noqa: E402  (documents of the tiny index of the reliability tests)
+from tests.support.cli import TINY_DOCS  # noqa: E402  (documents of the tiny index of the reliability tests)
 
 
 @pytest.fixture(scope="session")

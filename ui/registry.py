@@ -1,6 +1,6 @@
 """What the entry points add to the retriever registry (`mathscout.retrievers.registry`, which lists only
 retrievers/'s own retrievers): the agent's `auto` mode, first in the page's menu, and the `mathscout train` commands.
-Trainers are named as `"module:function"` targets, imported only when one runs (tests/test_layers.py checks that
+Trainers are named as `"module:function"` targets, imported only when one runs (tests/codebase/test_layers.py checks that
 every target points down the layers)."""
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class MathSpan:
 class _Closers:
     """Next occurrences of closing delimiters, remembered: positions only move forward during a scan, so
     each closer is searched across any stretch of the text at most once (linear time even when a text
-    holds thousands of unclosed openers; thesis-independent, see tests/test_robust_scanners.py)."""
+    holds thousands of unclosed openers; thesis-independent, see tests/robust/test_scanners.py)."""
 
     def __init__(self, text: str):
         self.text = text

@@ -19,7 +19,7 @@ encoding: it only trains its product quantiser and indexes them (retrievers/colb
 Bounded memory: documents are read from the store, tokenised TOKENIZE_BATCH at a time and encoded in chunks of
 `chunk_documents` (default 50,000 ≥ the shared collection, so there it is one chunk and the batches, hence the
 vectors, are exactly those of a whole-collection pass; int8 dynamic quantisation scales activations per batch, so
-another chunking changes vectors slightly: mean cosine > 0.99, min 0.956 in tests/test_dense.py). Each chunk's passage vectors are appended to a file and its
+another chunking changes vectors slightly: mean cosine > 0.99, min 0.956 in tests/mathscout/dense/test_dense.py). Each chunk's passage vectors are appended to a file and its
 token vectors to a spill file as soon as they are encoded; the token spill is rewritten in document order at the
 end, and the ANN index is built from the vector file. Memory grows with one chunk, not with the collection
 (except 5 bytes of bookkeeping per passage and 16 per document).

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import MATHSCOUT, REPO, env, run_cli
-from tests.robust.harness import MEMORY_BOUND_MIB, Outcome, assert_clean_refusal, run_measured, snapshot
+from tests.support.cli import MATHSCOUT, REPO, env, run_cli
+from tests.support.harness import MEMORY_BOUND_MIB, Outcome, assert_clean_refusal, run_measured, snapshot
 
 DEEP = "[" * 100_000 + "]" * 100_000  # nested far beyond Python's recursion limit
 

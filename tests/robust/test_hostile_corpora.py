@@ -18,7 +18,7 @@ import pytest
 
 from mathscout.benchmarks.robust import DEEP, NORMAL, big_jsonl_document, big_note, deep_json, gzip_bomb
 from mathscout.corpus.math_spans import MAX_FORMULA_CHARS
-from tests.robust.harness import MEMORY_BOUND_MIB, assert_no_crash, run_measured, snapshot
+from tests.support.harness import MEMORY_BOUND_MIB, assert_no_crash, run_measured, snapshot
 
 
 def normal_lines() -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from mathscout.limits import MAX_REQUEST_BYTES
-from tests.robust.harness import Server, assert_http_error
+from tests.support.harness import Server, assert_http_error
 
 LOGIN = "u:p"
 SECRET = "top-secret-" + uuid.uuid4().hex

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.robust.harness import Server, assert_http_error, run_measured
+from tests.support.harness import Server, assert_http_error, run_measured
 
 DOCS = 120  # documents of each build: two disjoint slices of the shared collection
 

@@ -1,0 +1,1 @@
+"""Tests of mathscout.agent (agent/): the offline planner, the LLM agent, the answers."""

@@ -1,0 +1,1 @@
+"""Tests of mathscout.evaluation (evaluation/): topics, runs, measures, trainers, reproductions."""

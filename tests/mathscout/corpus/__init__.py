@@ -1,0 +1,1 @@
+"""Tests of mathscout.corpus: corpus readers and math spans."""

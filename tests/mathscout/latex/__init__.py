@@ -1,0 +1,1 @@
+"""Tests of mathscout.latex: math tokens and formulas typed without delimiters."""

@@ -1,0 +1,1 @@
+"""Tests of mathscout.rewrite: SymPy equivalent forms and the structure-rewrite mode."""

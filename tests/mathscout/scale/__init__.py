@@ -1,0 +1,1 @@
+"""Tests of mathscout.scale and segmented builds."""

@@ -1,0 +1,1 @@
+"""Tests of mathscout.structure: the formula parser, Approach Zero scoring and structure search."""

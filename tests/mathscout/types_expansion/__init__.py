@@ -1,0 +1,1 @@
+"""Tests of mathscout.types_expansion: mathematical types and type-aware expansion."""

@@ -1,0 +1,1 @@
+"""Tests of mathscout.retrievers (retrievers/): retrievers, composition, fusion, reranking, the registry."""

@@ -1,0 +1,1 @@
+"""Tests of mathscout.retrievers.shards (retrievers/shards/): sharded indexes on Ray."""

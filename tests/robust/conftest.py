@@ -1,7 +1,0 @@
-"""The hostile-input suite (issue 32): every case asserts a clean refusal (exit 2 or HTTP 4xx with one line),
-nothing changed on disk, and memory under MEMORY_BOUND_MIB measured over the whole process tree.
-
-Add a case by adding one test (or one parameter) in the file of its kind: test_http_hostile.py (payloads to a
-real server), test_damaged_files.py (files an index holds), test_hostile_corpora.py (inputs to `mathscout index`).
-Shared fixtures of ../conftest.py (tiny_corpus, tiny_index, …) are available here.
-"""
