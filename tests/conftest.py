@@ -8,32 +8,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("MATHSCOUT_SHARED_DATA", REPO.parent / "shared" / "data"))
+from tests.support.corpora import DENSE_DISTRACTORS, DENSE_TOPICS, FORMULA_ONLY, TINY_DOCS
+from tests.support.paths import SHARED_DATA
+
 SUBSET_DEV_TOPICS = 60  # dev topics whose judged documents are all in the small index
 SUBSET_EXTRA_DOCS = 3000  # plus this many other documents (distractors) from the collection
-
-
-def first_records(shared_data: Path, n: int) -> list[dict]:
-    """The first n records of the shared collection's docs.jsonl."""
-    records = []
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
-        for line in f:
-            if len(records) == n:
-                break
-            records.append(json.loads(line))
-    return records
-
-
-def formula_triples(records: list[dict]) -> list[tuple[int, int, str]]:
-    """(formula ordinal, document ordinal, LaTeX) of every formula of the records, in order."""
-    from mathscout.corpus import make_document
-
-    triples = []
-    for doc, record in enumerate(records):
-        for formula in make_document(record["id"], record["text"]).formulas:
-            triples.append((len(triples), doc, formula.latex))
-    return triples
 
 
 @pytest.fixture(scope="session")
@@ -117,9 +96,6 @@ def mathscout_home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "home"
 
 
-from tests.support.cli import TINY_DOCS  # noqa: E402  (documents of the tiny index of the reliability tests)
-
-
 @pytest.fixture(scope="session")
 def tiny_corpus(shared_data, tmp_path_factory) -> Path:
     """The first TINY_DOCS documents of the shared collection."""
@@ -142,11 +118,6 @@ def tiny_index(tiny_corpus, tmp_path_factory) -> Path:
 
 
 # --- a small index with dense vectors (real MiniLM weights; ~200 documents encode in seconds) ----------------
-
-DENSE_TOPICS = 8  # dense_index: the judged answers of the first 8 MSE dev topics…
-DENSE_DISTRACTORS = 150  # …150 other documents of the collection, and a formula-only document
-FORMULA_ONLY = {"id": "t:formula-only", "text": "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$"}
-
 
 @pytest.fixture(scope="session")
 def dense_topics(shared_data) -> list[dict]:

@@ -1,6 +1,6 @@
 """Every equation, algorithm or section a line of the source cites names its paper on the same line.
 
-Each module of the package (mathscout/ and the folders mapped into it, as `tests/codebase/test_layers.py` finds them) is read line by
+Each module of the package (mathscout/ and the folders mapped into it, as `tests/support/source.py` finds them) is read line by
 line, code, comments and docstrings alike; a line citing "Eq."/"Eqs."/"Alg."/"Algorithm N"/"§" must also name
 a paper by author and year. The papers in ../shared/papers have one short form each:
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.codebase.test_layers import PACKAGE, package_modules
+from tests.support.paths import PACKAGE
+from tests.support.source import package_modules
 
 CITATION = re.compile(r"\b[Ee]qs?\.|\bAlg\.|\bAlgorithm \d|§|\b[Cc]h\. \d|\bFig(?:ure)?s?\.? \d|\bTables? \d")
 # an author (optionally "et al." or "& Second-author") followed by a year: "Zhong 2023", "Lee et al. 2021"

@@ -7,13 +7,13 @@ without ../shared."""
 from __future__ import annotations
 
 import ast
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "mathscout"
+from tests.support.paths import PACKAGE
+from tests.support.source import ROOTS, package_modules
 
 # (module prefix, layer): the longest matching prefix decides ("mathscout" itself matches only the package's
 # __init__); higher numbers may import lower ones only.
@@ -48,35 +48,6 @@ def layer(module: str) -> int:
     if not prefixes:
         raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/codebase/test_layers.py")
     return LAYERS[max(prefixes, key=len)]
-
-
-def _package_roots() -> dict[Path, str]:
-    """Folder → package name: mathscout/ itself and the top-level folders the build maps into it (pyproject's
-    [tool.setuptools.package-dir]: agent/ is mathscout.agent, …)."""
-    import tomllib
-
-    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
-    mapped = pyproject["tool"]["setuptools"]["package-dir"]
-    return {PACKAGE: "mathscout", **{PACKAGE.parent / folder: name for name, folder in mapped.items()}}
-
-
-ROOTS = _package_roots()
-
-
-def module_name(path: Path) -> str:
-    root = next(r for r in ROOTS if path.is_relative_to(r))
-    parts = [ROOTS[root], *path.relative_to(root).with_suffix("").parts]
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def package_modules() -> list[tuple[str, Path]]:
-    """Every module of the package: mathscout/ and the folders mapped into it (agent/, retrievers/, …)."""
-    found = []
-    for root in ROOTS:
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if d not in ("__pycache__", "data")]
-            found += [(module_name(Path(folder) / f), Path(folder) / f) for f in files if f.endswith(".py")]
-    return sorted(found)
 
 
 def imported_modules(path: Path, known: set[str]) -> list[tuple[str, int]]:

@@ -3,11 +3,10 @@ in one namespace, against the small index (`INDEX`); every list of hits they lea
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mathscout.types import Hit
+from tests.support.paths import REPO
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = REPO / "README.md"
 HEADING = "Compos"  # the heading the examples sit under
 MIN_BLOCKS = 3
 

@@ -18,8 +18,6 @@ from mathscout.errors import MathScoutError
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="session")
 def arqmath(shared_data) -> Path:

@@ -12,8 +12,8 @@ import pytest
 
 from mathscout.errors import MathScoutError
 from mathscout.settings import settings, variables
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"MATHSCOUT_[A-Z0-9_]*[A-Z0-9]")
 DEFINITIONS = REPO / "mathscout" / "settings.py"  # where the names are made (group prefixes)
 

@@ -5,7 +5,6 @@ over fixed rankings, no index."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,9 @@ from mathscout.retrievers.compose import Cutoff, Pending, QueryMap, RerankChain,
 from mathscout.retrievers.fusion import FusedRetriever
 from mathscout.retrievers.rerank import Reranked
 from mathscout.retrievers.rewrite import FormulaRewrite
+from tests.support.paths import REPO
 
-RETRIEVERS = Path(__file__).resolve().parents[2] / "retrievers"
+RETRIEVERS = REPO / "retrievers"
 
 
 class Fixed(BaseRetriever):

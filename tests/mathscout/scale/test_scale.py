@@ -26,7 +26,7 @@ from mathscout.structure.paths import path_prefixes
 from mathscout.structure.search import StructureSearcher
 from mathscout.store import DocumentStore
 from mathscout.structure.text_lists import TextLists, build_text_lists
-from tests.conftest import first_records, formula_triples
+from tests.support.corpora import first_records, formula_triples
 
 N_DOCS = 600
 

@@ -15,7 +15,7 @@ from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.search import StructureSearcher
-from tests.conftest import first_records, formula_triples
+from tests.support.corpora import first_records, formula_triples
 
 N_DOCS = 2000  # formulas of the first N_DOCS documents of docs.jsonl (~25k formulas)
 PRUNED = ("maxref", "gbp-num", "gbp-len")

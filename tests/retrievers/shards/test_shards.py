@@ -23,7 +23,7 @@ from mathscout.errors import MathScoutError  # noqa: E402
 from mathscout.evaluation.topics import load_topics  # noqa: E402
 from mathscout.index.layout import IndexDir  # noqa: E402
 from mathscout.retrievers import open_retriever  # noqa: E402
-from tests.support.cli import run_cli  # noqa: E402
+from tests.support.cli import REPO, run_cli  # noqa: E402
 
 K = 100
 TOLERANCE = 1e-5
@@ -362,31 +362,14 @@ def test_a_shard_that_stays_unreachable_gives_flagged_partial_results(sharded_sm
     assert open_retriever(sharded_small, "bm25").search(query, k=20).missing_shards == []  # back once it is back
 
 
-def _fault_handler_library(signal_number: int) -> str:
-    """The shared library whose function handles `signal_number` in this process (dladdr of its sigaction)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None)
-    buffer = ctypes.create_string_buffer(512)
-    assert libc.sigaction(signal_number, None, buffer) == 0
-    handler = ctypes.c_void_p.from_buffer(buffer).value
-
-    class DlInfo(ctypes.Structure):
-        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
-
-    info = DlInfo()
-    libc.dladdr(ctypes.c_void_p(handler), ctypes.byref(info))
-    return Path((info.fname or b"").decode()).name
-
-
 _JVM_THEN_RAY = """
 import sys
 from mathscout.retrievers import open_retriever
 from mathscout.retrievers.shards.cluster import connect
-from tests.retrievers.shards.test_shards import _fault_handler_library
+from tests.support.signals import fault_handler_library
 open_retriever(sys.argv[1], "bm25").search("integral of a polynomial", k=5)  # the JVM starts first
 connect(sys.argv[2])
-print(_fault_handler_library(11))
+print(fault_handler_library(11))
 """
 
 
@@ -400,7 +383,7 @@ def test_a_process_searching_lucene_then_joining_ray_keeps_the_jvm_fault_handler
 
     address = ray.get_runtime_context().gcs_address
     done = subprocess.run([sys.executable, "-c", _JVM_THEN_RAY, str(small_index), address], capture_output=True, text=True,
-                          timeout=300, cwd=Path(__file__).resolve().parents[3])
+                          timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "libjvm.so"
 
