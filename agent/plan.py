@@ -72,6 +72,8 @@ class Plan:
         retriever, fused; a text retriever that fuses structure search itself (hybrid, ranked) gets no separate math
         run for mixed questions. A formula-only question falls back to the text retriever when no formula matches."""
         text_mode = toolbox.text_mode()
+        if text_mode is None and question.kind == "text" and toolbox.mode_usable("structure"):
+            text_mode = "structure"  # an index without Lucene's bm25 (a core install): structure search's text lists
         weight = MATH_WEIGHTS.get(text_mode or "", DEFAULT_MATH_WEIGHT)
         formulas = "structure_search" in available and bool(question.formulas) and (
             question.kind == "formula" or weight > 0 or text_mode is None)

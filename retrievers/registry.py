@@ -57,12 +57,14 @@ class RetrieverEntry:
     default: bool = False  # built by `mathscout index` unless --components says otherwise
     modes: tuple[ModeSpec, ...] = ()
     score: str = ""  # what the retriever's raw score means (shown beside a hit's number)
+    needs: str = ""  # the top-level module its component's build needs that an optional part installs
 
 
 R = "mathscout.retrievers."
 RETRIEVERS: tuple[RetrieverEntry, ...] = (
     RetrieverEntry(
         "bm25", R + "bm25:BM25Component", "math-aware BM25 (Lucene, pre-tokenized math + words)", default=True,
+        needs="pyserini",
         modes=(ModeSpec("bm25", R + "bm25:open_bm25", ("bm25",), "math-aware BM25 over words and unified LaTeX tokens",
                         "text — math-aware BM25", 7),),
         score="Okapi BM25, words + math tokens"),
@@ -141,7 +143,7 @@ def _register_components() -> None:
     for entry in RETRIEVERS:
         if entry.component:
             register_component(ComponentSpec(entry.name, _factory(entry.component), entry.component_description,
-                                             entry.default))
+                                             entry.default, entry.needs))
 
 
 def _factory(target: str) -> Callable[[], Any]:

@@ -10,6 +10,7 @@ its words. Older components without text lists fall back to the union of both ra
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -258,7 +259,8 @@ class StructureRetriever(BaseRetriever):
         self.strategy = strategy
         self.initial_threshold_factor = initial_threshold_factor
         self.depth = depth
-        self.text = TextLists.open(folder) if exact else None
+        # the text lists answer the words: for the exact top k, and on an index without Lucene's bm25 (a core install)
+        self.text = TextLists.open(folder) if exact or "bm25" not in index.components else None
         if self.text is not None and "bm25" in index.components and (
                 recorded_vocabulary(index.manifest.components.get("structure", {}))
                 != recorded_vocabulary(index.manifest.components.get("bm25", {}))):
@@ -295,7 +297,7 @@ class StructureRetriever(BaseRetriever):
             prepared = self._prepare(formulas, setting.max_formulas, strict=bool(by_tier)) if formulas else []
             return self.fused(prepared, self.bm25_scores(query, max(self.depth, k)), k, setting.lambda_m, bool(by_tier),
                                parts=setting.text == "parts")
-        if not formulas and not (words and "bm25" in self.index.components):
+        if not formulas and not (words and ("bm25" in self.index.components or self.text is not None)):
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
         prepared = self._prepare(formulas, setting.max_formulas, strict=not words)
         if self.text is not None and (words or len(prepared) != 1):
@@ -388,10 +390,13 @@ class StructureRetriever(BaseRetriever):
         return hits
 
     def _text_weights(self, words: str):
-        """The BM25 query terms of the words (as the bm25 mode weighs them); none without a bm25 component."""
-        if not words or "bm25" not in self.index.components:
+        """The BM25 query terms of the words: as the bm25 mode weighs them, or, on an index without a bm25 component
+        (a core install has no Lucene), the words' terms as the structure component's own text lists hold them."""
+        if not words:
             return {}
-        return self._bm25_retriever().query_weights(Query(id="words", text=words))
+        if "bm25" in self.index.components:
+            return self._bm25_retriever().query_weights(Query(id="words", text=words))
+        return Counter(query_terms(words, recorded_vocabulary(self.index.manifest.components.get("structure", {}))))
 
     def fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int,
                lambda_m: float, by_tier: bool = False, parts: bool = False) -> tuple[list[Hit], dict[int, FormulaHit]]:

@@ -8,12 +8,15 @@ for the manifest. Build indexes through `mathscout.retrievers.indexing`, which l
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from mathscout.errors import MathScoutError
+from mathscout.extras import missing_module
+from mathscout.notices import notice
 from mathscout.store import DocumentStore
 
 
@@ -39,6 +42,11 @@ class ComponentSpec:
     factory: Callable[[], IndexComponent]  # must pickle (a module-level class or function): builds run in a child process
     description: str
     default: bool = True  # built by `mathscout index` unless --components says otherwise
+    needs: str = ""  # a top-level module the build needs that an optional part installs ("" = the core's)
+
+    def installed(self) -> bool:
+        """Is the module the build needs importable (checked without importing it)?"""
+        return not self.needs or importlib.util.find_spec(self.needs) is not None
 
 
 _REGISTRY: dict[str, ComponentSpec] = {}
@@ -60,4 +68,14 @@ def component_spec(name: str) -> ComponentSpec:
 
 
 def default_components() -> list[str]:
-    return [n for n, s in available_components().items() if s.default]
+    """The components `mathscout index` builds unless told: the default ones whose optional part is installed
+    (a core install without the `lucene` part builds structure alone, and says so)."""
+    names = []
+    for name, spec in available_components().items():
+        if not spec.default:
+            continue
+        if spec.installed():
+            names.append(name)
+        else:
+            notice(f"notice: the {name} component is left out: {missing_module(spec.needs)}")
+    return names
