@@ -60,6 +60,7 @@ def _plain(exc: BaseException) -> BaseException:
 def _run_step(result_fd: int, caller: int) -> None:
     """In the child: read (function, args) from stdin, run it, write ("ok", result) or ("error", exc, traceback)."""
     die_with_parent(caller)
+    message: tuple[Any, ...]
     try:
         function, args = pickle.load(sys.stdin.buffer)
         message = ("ok", function(*args))
@@ -82,6 +83,7 @@ def run_isolated(function: Callable[..., T], *args: Any, name: str = "mathscout-
         raise
     finally:
         os.close(result_write)
+    assert process.stdin is not None  # opened as a pipe
     try:
         try:
             process.stdin.write(payload)

@@ -91,11 +91,12 @@ def _openai_clients_deferred():
     import openai
 
     real = openai.OpenAI
-    openai.OpenAI = lambda *a, **kw: _DeferredClient(real, a, kw)
+    # a deliberate monkeypatch of the library's class, which mypy does not allow
+    openai.OpenAI = lambda *a, **kw: _DeferredClient(real, a, kw)  # type: ignore[misc, assignment]
     try:
         yield
     finally:
-        openai.OpenAI = real
+        openai.OpenAI = real  # type: ignore[misc]
 
 
 def prefer_quick_start() -> None:

@@ -68,7 +68,8 @@ def match_formulas(document: Document, query_terms: Mapping[str, float] | Iterab
 
 def _matches(document: Document, weights: Mapping[str, float]) -> list[_Match]:
     """Spans of the text that match the query: single words, and whole formulas that match enough."""
-    text, matches, position = document.text, [], 0
+    text, position = document.text, 0
+    matches: list[_Match] = []
     math_weights, total = _math_weights(weights)
 
     def words(start: int, end: int) -> None:
@@ -131,15 +132,15 @@ def make_snippet(document: Document, query_terms: Mapping[str, float] | Iterable
         start = max(0, first.start - CONTEXT_BEFORE)
         space = text.find(" ", start, first.start)
         start = space + 1 if start > 0 and space >= 0 else start
-    for formula in formulas:
-        if formula.start < start < formula.end:
-            start = formula.start
+    for f in formulas:
+        if f.start < start < f.end:
+            start = f.start
     matched_formulas = {(m.start, m.end) for m in matches if m.is_formula}
     words = [m for m in matches if not m.is_formula]
     pieces: list[str] = []
     budget, position = SNIPPET_CHARS, start
     upcoming = iter([f for f in formulas if f.start >= start] + [None])
-    formula = next(upcoming)
+    formula: Formula | None = next(upcoming)
     while position < len(text) and budget > 0:
         segment_end = formula.start if formula else len(text)
         if position < segment_end:
@@ -155,6 +156,7 @@ def make_snippet(document: Document, query_terms: Mapping[str, float] | Iterable
             pieces.append(text[position:cut])
             position = cut
             continue
+        assert formula is not None  # without one the text runs to its end, taken above
         shown = _shown_formula(text, formula)
         pieces.append(MARK + shown + MARK if (formula.start, formula.end) in matched_formulas else shown)
         budget -= len(shown)

@@ -187,6 +187,7 @@ def _convert(variable: Variable, value: Any) -> Any:
     if text is None and (kind in (bool, str, Path) or not isinstance(value, (int, float)) or isinstance(value, bool)):
         raise ValueError
     if kind is bool:
+        assert text is not None  # a bool's value that is not one is text (raised above otherwise)
         return text.lower() not in _NO
     if kind in (str, Path):
         return kind(value)
@@ -255,4 +256,4 @@ def settings(environ: Mapping[str, str] | None = None) -> Settings:
 @functools.cache
 def _groups() -> dict[str, type]:
     """The fields of Settings that are groups of settings (DenseOptions), by name."""
-    return {name: kind for name, kind in typing.get_type_hints(Settings).items() if is_dataclass(kind)}
+    return {name: kind for name, kind in typing.get_type_hints(Settings).items() if isinstance(kind, type) and is_dataclass(kind)}

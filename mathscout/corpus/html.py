@@ -67,7 +67,7 @@ class _TextExtractor:
     def start_tag(self, tag: str, attributes: str) -> None:
         if tag == "span":
             found = _CLASS.search(attributes)
-            is_math = bool(found) and "math-container" in html.unescape(next(g for g in found.groups() if g is not None))
+            is_math = found is not None and "math-container" in html.unescape(next(g for g in found.groups() if g is not None))
             self._span_stack.append(is_math)
             if is_math:
                 self._math_depth += 1

@@ -42,6 +42,7 @@ def _lines(path: Path, report):
             try:
                 yield number, raw if raw is None else raw.decode("utf-8")
             except UnicodeDecodeError:
+                assert raw is not None  # decoding it raised
                 report.replace(f"{path.name}:{number}", "invalid UTF-8 bytes replaced by U+FFFD")
                 yield number, raw.decode("utf-8", errors="replace")
 
@@ -115,7 +116,8 @@ def read_jsonl(path: Path, report) -> Iterator[Document]:
             if "\x00" in text:
                 report.skip(where, f"document {doc_id}: binary content")
                 continue
-            title = record.get("title") if isinstance(record.get("title"), str) else ""
+            title = record.get("title")
+            title = title if isinstance(title, str) else ""
             metadata = {k: v for k, v in record.items() if k not in ("id", "text", "title")}
             yield make_document(doc_id, text, title, metadata, report=report, where=where)
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError

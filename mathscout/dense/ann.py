@@ -179,7 +179,9 @@ class IvfPqSearch:
         wanted = min(self.ntotal, depth * self.refine)
         lists = self.index.nlist
         probe = min(lists, max(self.nprobe, math.ceil(SCAN * wanted * lists / max(self.ntotal, 1))))
-        _, candidates = self.index.search(queries, wanted, params=faiss.SearchParametersIVF(nprobe=probe))
+        params = faiss.SearchParametersIVF()
+        params.nprobe = probe
+        _, candidates = self.index.search(queries, wanted, params=params)
         scores = np.full((len(queries), depth), -np.inf, dtype=np.float32)
         positions = np.full((len(queries), depth), -1, dtype=np.int64)
         for row, (query, found) in enumerate(zip(queries, candidates)):

@@ -147,6 +147,7 @@ class TokenSink:
         """vectors.npy in document order (read back from the spill file one document at a time), offsets, projection."""
         if self.matrix is None:
             self.fit()
+        assert self.mean is not None and self.matrix is not None  # fit() sets them
         self.spill.close()
         width = self.matrix.shape[1]
         offsets = np.concatenate([[0], np.cumsum(self.count)])

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from mathscout.dense.model import default_model_path, load_sentence_model
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError
 from mathscout.settings import settings
+
+if TYPE_CHECKING:
+    import torch
 
 BACKENDS = ("onnx-int8", "onnx", "torch")
 DEFAULT_MAX_PASSAGES = 2
@@ -101,7 +105,7 @@ class OnnxGraph:
     """What to export: `module()` builds a torch module taking (input_ids, attention_mask, token_type_ids) and
     returning one tensor, named `output` in the graph; `folder` names the model in errors."""
 
-    module: Callable[[], object]
+    module: Callable[[], torch.nn.Module]
     output: str
     folder: Path
 
@@ -121,7 +125,8 @@ def _last_hidden_graph(folder: Path) -> OnnxGraph:
                 return self.inner(input_ids=input_ids, attention_mask=attention_mask,
                                   token_type_ids=token_type_ids).last_hidden_state
 
-        return LastHidden(load_sentence_model(folder)[0].auto_model.eval())
+        # torch's stubs type a submodule's attribute as Tensor | Module
+        return LastHidden(load_sentence_model(folder)[0].auto_model.eval())  # type: ignore[union-attr]
 
     return OnnxGraph(module, "hidden", folder)
 
@@ -205,8 +210,10 @@ class Encoder:
         self.model = load_sentence_model(self.folder)
         self.tokenizer = self.model.tokenizer
         self.window = min(int(self.model.max_seq_length or 256), 512)
-        self.dimension = int(self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension")
-                             else self.model.get_sentence_embedding_dimension())
+        dimension = (self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension")
+                     else self.model.get_sentence_embedding_dimension())
+        assert dimension is not None, f"the dense model at {self.folder} does not tell its embedding dimension"
+        self.dimension = int(dimension)
         self.normalize = any(type(m).__name__ == "Normalize" for m in self.model)
         self.query_adapter = QueryAdapter.load(self.folder)  # query-side fine-tuning: queries only
         if self.query_adapter is not None and self.query_adapter.dimension != self.dimension:
@@ -301,7 +308,7 @@ class Encoder:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
     def encode_passages(self, sequences: list[list[int]], with_tokens: Callable[[int], bool] | None = None,
-                        progress: Callable[[int], None] | None = None,
+                        progress: Callable[[int], object] | None = None,
                         on_batch: Callable[[np.ndarray, EncodedBatch], None] | None = None) -> np.ndarray:
         """Embeddings of many sequences in length-sorted batches (longest first, ≤ BATCH_TOKENS pieces and
         `max_batch` sequences each: 1 under the "passage" batching);

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,7 +105,7 @@ def render_formula(latex: str) -> str:
     return _SPACES.sub(" ", "".join(parts)).strip()
 
 
-def render_text(text: str, formulas: list[Span] | tuple[Span, ...]) -> str:
+def render_text(text: str, formulas: Sequence[Span]) -> str:
     """`text` with each formula span replaced by `$<unified LaTeX>$` (one delimiter style for all)."""
     parts, position = [], 0
     for formula in sorted(formulas, key=lambda f: f.start):

@@ -151,8 +151,8 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
     then added one by one with `add_components`, as the scale benchmark does to measure each apart); `options`:
     what the component builds are given (`--workers`)."""
     index_path = Path(index_path)
-    inputs = [Path(p) for p in inputs]
-    for path in inputs:
+    input_paths = [Path(p) for p in inputs]
+    for path in input_paths:
         if not path.exists():
             raise MathScoutError(f"input not found: {path}")
     for name in components or []:
@@ -166,7 +166,7 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
             if removed:
                 _log(f"removed leftovers of interrupted builds: {', '.join(removed)}")
             names, kept = ([], []) if store_only else _plan(index_path, components, fresh)
-            return _build(inputs, index_path, names, kept, options)
+            return _build(input_paths, index_path, names, kept, options)
     except OSError as exc:
         raise disk_error(exc, index_path) or exc
     except sqlite3.OperationalError as exc:

@@ -68,11 +68,17 @@ class Token(NamedTuple):
 
 
 class Span(Protocol):
-    """Where a formula sits in a text (mathscout.types.Formula satisfies this)."""
+    """Where a formula sits in a text (mathscout.types.Formula satisfies this). Read-only: frozen dataclasses and
+    named tuples are spans too."""
 
-    latex: str
-    start: int
-    end: int
+    @property
+    def latex(self) -> str: ...
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
 
 
 def _closing_braces(latex: str) -> dict[int, int]:
@@ -159,8 +165,9 @@ class _Lexer:
             elif kind == "sym":
                 ch = m.group()
                 if ch in SYMBOLS:
-                    if SYMBOLS[ch]:
-                        self.emit(SYMBOLS[ch], start, pos)
+                    symbol = SYMBOLS[ch]
+                    if symbol:
+                        self.emit(symbol, start, pos)
                 elif ch.isalnum():
                     self.emit(ch, start, pos)
             elif kind == "esc":

@@ -53,6 +53,7 @@ class RewriteWorker:
 
     def _read(self, deadline: float) -> dict | None:
         """The next message, or None at the deadline or when the worker has died."""
+        assert self.process.stdout is not None  # opened as a pipe
         fd = self.process.stdout.fileno()
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
@@ -80,6 +81,7 @@ class RewriteWorker:
             reply.stopped = "the rewrite worker did not start"
             return reply
         request = json.dumps({"latex": latex, "rules": rules, "seconds": seconds, "op": op}) + "\n"
+        assert self.process.stdin is not None  # opened as a pipe
         try:
             self.process.stdin.write(request.encode())
             self.process.stdin.flush()
@@ -111,6 +113,7 @@ class RewriteWorker:
             self.process.kill()
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
+            assert stream is not None  # both opened as pipes
             try:
                 stream.close()
             except OSError:

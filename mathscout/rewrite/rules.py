@@ -21,7 +21,7 @@ def _has_trig(e: sp.Basic) -> bool:
     return e.has(sp.sin, sp.cos, sp.tan, sp.cot, sp.sec, sp.csc, sp.sinh, sp.cosh, sp.tanh)
 
 
-def _positive(e: sp.Basic, rule: Rule) -> sp.Basic:
+def _positive(e: sp.Basic, rule: Callable[[sp.Basic], sp.Basic]) -> sp.Basic:
     """Apply `rule` with every symbol assumed positive, then restore the original symbols."""
     positives = {s: sp.Symbol(s.name, positive=True) for s in e.free_symbols if isinstance(s, sp.Symbol)}
     result = rule(e.xreplace(positives))

@@ -228,5 +228,6 @@ def write_scale_corpus(source: Path, factor: int, output: Path, xml: bool = Fals
                 posts.close()
     partial.replace(jsonl)
     if xml_partial:
+        assert xml_path is not None  # the partial file's name is made from it
         xml_partial.replace(xml_path)
     return ScaleReport(factor, documents, jsonl, xml_path)

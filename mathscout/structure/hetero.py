@@ -44,6 +44,18 @@ class KeywordList:
     query: PreparedQuery | None = None  # MATH only
     formulas: np.ndarray | None = None  # MATH only: the formulas on any of the query's path lists, sorted
 
+    @property
+    def text_scores(self) -> np.ndarray:
+        """A TEXT keyword's partial scores."""
+        assert self.scores is not None, "a formula keyword has no text scores"
+        return self.scores
+
+    @property
+    def math_query(self) -> PreparedQuery:
+        """A MATH keyword's query formula."""
+        assert self.query is not None, "a text keyword has no query formula"
+        return self.query
+
 
 def math_keyword(searcher: StructureSearcher, query: PreparedQuery) -> KeywordList:
     """The document-level iterator of a query formula: the formulas sharing a token path with it, and their documents."""
@@ -75,9 +87,9 @@ def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList
     uppers = []
     for kw in keywords:
         if kw.kind == TEXT:
-            uppers.append(float(kw.scores.max()))
+            uppers.append(float(kw.text_scores.max()))
         else:
-            uppers.append(math_upper_bound(kw.query, searcher.eta, lambda_m))
+            uppers.append(math_upper_bound(kw.math_query, searcher.eta, lambda_m))
     order = sorted(range(len(keywords)), key=lambda i: (-uppers[i], i))  # line 3: by upper bound, descending
     keywords = [keywords[i] for i in order]
     u = np.array([uppers[i] for i in order], dtype=np.float64)
@@ -89,16 +101,17 @@ def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList
     math_of = np.full(len(keywords), -1, dtype=np.int64)
     queries, cursors, alive, formulas = List(), List(), List(), List()
     max_rows = 1
-    ix, bound = bind(searcher.index, [kw.query for kw in keywords if kw.kind == MATH])
+    ix, bound = bind(searcher.index, [kw.math_query for kw in keywords if kw.kind == MATH])
     for i, kw in enumerate(keywords):
         if kw.kind == MATH:
             math_of[i] = len(queries)
             arrays = bound[len(queries)]
             queries.append(arrays)
             cursors.append(arrays[0].copy())
-            alive.append(np.ones(len(kw.query.node_ids), dtype=np.bool_))
+            query = kw.math_query
+            alive.append(np.ones(len(query.node_ids), dtype=np.bool_))
             formulas.append(kw.formulas)
-            max_rows = max(max_rows, int(kw.query.arrays[13].max()) if len(kw.query.node_ids) else 1)
+            max_rows = max(max_rows, int(query.arrays[13].max()) if len(query.node_ids) else 1)
     if not len(queries):  # no formula keyword matched a path: plain BM25 over the text keywords
         return _text_only(docs, scores, starts, k)
     with searcher.index.reading():
@@ -123,11 +136,11 @@ def exhaustive_scores(searcher: StructureSearcher, keywords: list[KeywordList], 
     total = np.zeros(n_docs)
     for kw in keywords:
         if kw.kind == TEXT:
-            np.add.at(total, kw.docs, kw.scores)
+            np.add.at(total, kw.docs, kw.text_scores)
             continue
         formulas = np.flatnonzero(np.isin(searcher.index.doc, kw.docs))
         best = np.zeros(n_docs)
-        for hit in searcher.score_formulas(kw.query, formulas):
+        for hit in searcher.score_formulas(kw.math_query, formulas):
             best[hit.doc] = max(best[hit.doc], hit.score)
         total += lambda_m * best
     return total

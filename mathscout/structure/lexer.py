@@ -59,12 +59,19 @@ class LexResult(NamedTuple):
     errors: list[str]
 
 
+def _match_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """Where `pattern` stops matching at `pos`: `_SPACE` and `_DIMENSION` match everywhere (the empty string at worst)."""
+    found = pattern.match(text, pos)
+    assert found is not None
+    return found.end()
+
+
 def _braced(text: str, pos: int) -> tuple[str | None, int, bool]:
     """The content of a `{…}` group starting at `pos` (after optional spaces).
 
     Returns (content or None when no group starts there, position after the group, balanced?).
     """
-    pos = _SPACE.match(text, pos).end()
+    pos = _match_end(_SPACE, text, pos)
     if pos >= len(text) or text[pos] != "{":
         return None, pos, True
     depth = 0
@@ -81,7 +88,7 @@ def _braced(text: str, pos: int) -> tuple[str | None, int, bool]:
 
 def _bracketed(text: str, pos: int) -> int:
     """Skip an optional `[…]` argument (no nesting) starting at `pos`."""
-    p = _SPACE.match(text, pos).end()
+    p = _match_end(_SPACE, text, pos)
     if p < len(text) and text[p] == "[":
         close = text.find("]", p)
         if close != -1:
@@ -110,6 +117,7 @@ def tokenize(latex: str, max_tokens: int = MAX_TOKENS, lexer: int = LEXER) -> Le
         if m is None:
             break
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _SCAN is a named group
         start, pos = m.start(kind), m.end()
         value = m.group(kind)
         if kind == "l" or kind == "n":
@@ -125,7 +133,7 @@ def tokenize(latex: str, max_tokens: int = MAX_TOKENS, lexer: int = LEXER) -> Le
                     pos = delimiter.end()
                 continue
             value = aliases.get(value, value)
-            if value in _CLASS_MARKERS and not latex.startswith("{", _SPACE.match(latex, pos).end()):
+            if value in _CLASS_MARKERS and not latex.startswith("{", _match_end(_SPACE, latex, pos)):
                 continue  # `i \mathop \in I` (ProofWiki): a bare class marker carries nothing
             if value in TEXT_COMMANDS or value in OPERATOR_NAME_COMMANDS or value == "\\qvar":
                 if latex.startswith("*", pos):
@@ -179,7 +187,7 @@ def tokenize(latex: str, max_tokens: int = MAX_TOKENS, lexer: int = LEXER) -> Le
 def _skip_arguments(latex: str, pos: int, command: str, count: int) -> int:
     """Skip the arguments of a command whose arguments carry no math (`\\label{…}`, `\\hspace{…}`)."""
     if count == 0:  # `\\kern3pt`, `\\hskip 1em`: a bare dimension
-        return _DIMENSION.match(latex, pos).end()
+        return _match_end(_DIMENSION, latex, pos)
     pos = _bracketed(latex, pos)
     for _ in range(count):
         content, after, _ok = _braced(latex, pos)

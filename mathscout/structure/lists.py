@@ -75,15 +75,20 @@ class PathDictionary:
         return cls(None, None, {p: i for i, p in enumerate(read_json())})
 
     def __len__(self) -> int:
-        return len(self._dict) if self._dict is not None else len(self._hashes)
+        if self._dict is not None:
+            return len(self._dict)
+        assert self._hashes is not None  # the tables when there is no dictionary
+        return len(self._hashes)
 
     def get(self, path: str, default=None):
         if self._dict is not None:
             return self._dict.get(path, default)
+        hashes, tids = self._hashes, self._tids
+        assert hashes is not None and tids is not None  # the tables when there is no dictionary
         h = np.uint64(path_hash(path))
-        at = int(np.searchsorted(self._hashes, h))
-        if at < len(self._hashes) and self._hashes[at] == h:
-            return int(self._tids[at])
+        at = int(np.searchsorted(hashes, h))
+        if at < len(hashes) and hashes[at] == h:
+            return int(tids[at])
         return default
 
     def __contains__(self, path: str) -> bool:
@@ -101,7 +106,9 @@ class PathDictionary:
             if len(self._dict) != n_lists:
                 raise ValueError("the posting lists and the path dictionary disagree")
             return
-        if len(self._tids) != n_lists or (n_lists and (self._tids.min() < 0 or self._tids.max() >= n_lists)):
+        tids = self._tids
+        assert tids is not None  # the tables when there is no dictionary
+        if len(tids) != n_lists or (n_lists and (tids.min() < 0 or tids.max() >= n_lists)):
             raise ValueError("the posting lists and the path dictionary disagree")
 
     def wildcard_mask(self) -> np.ndarray:
@@ -224,7 +231,8 @@ def _scan_blocks(buf, byte_offsets, list_start, n_blocks, shift):
 
 def first_blocks(list_start: np.ndarray) -> np.ndarray:
     """The block number each list starts at (one more than the lists: the last is the number of blocks)."""
-    counts = (np.diff(np.asarray(list_start, dtype=np.int64)) + BLOCK - 1) >> BLOCK_SHIFT
+    lengths: np.ndarray = np.diff(np.asarray(list_start, dtype=np.int64))  # numpy's stubs: a timedelta64 array
+    counts = (lengths + BLOCK - 1) >> BLOCK_SHIFT
     return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
 
 
@@ -482,9 +490,10 @@ class PostingLists:
         blocks[:, B_ENTRIES] = np.minimum(BLOCK, df[owner] - (within << BLOCK_SHIFT))
         self._check(unique, blocks, at, df)
         capacity = n << BLOCK_SHIFT
+        sym, fp, count = (np.empty(int(g_at[-1]), dtype=np.int32) for _ in range(3))
         postings = BlockedPostings(
             np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.int32),
-            np.empty(capacity + 1, dtype=np.int64), *(np.empty(int(g_at[-1]), dtype=np.int32) for _ in range(3)),
+            np.empty(capacity + 1, dtype=np.int64), sym, fp, count,
             self.buf, blocks, np.zeros(n, dtype=np.uint8), self.limits, self.symbol_map)
         start = at[:-1] << BLOCK_SHIFT
         return postings, start[inverse], (start + df)[inverse]

@@ -145,7 +145,7 @@ def _run_workers(store_path: Path, n_formulas: int, work: Path, workers: int, se
             bar.update(sum(c.value for c in counters) - bar.n)
         for p in processes:
             p.join()
-        bar.update(bar.total - bar.n)
+        bar.update(n_formulas - bar.n)
     finally:
         bar.close()
         for p in processes:

@@ -16,6 +16,7 @@ recursive-descent/precedence-climbing parser with no backtracking, so time is li
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from mathscout.limits import MAX_TREE_DEPTH
 from mathscout.structure.lexer import LEXER, Token, tokenize
@@ -140,7 +141,7 @@ def _rank(i: int) -> str:
     return _RANKS[i] if i < 256 else f"rank{i}"
 
 
-def _ranked(token: str, symbol: str, operands: list[Node | None]) -> Node | None:
+def _ranked(token: str, symbol: str, operands: Sequence[Node | None]) -> Node | None:
     """A non-commutative operator: operands under rank nodes (positions kept when one is missing)."""
     children = [Node(_rank(i), "", [o]) for i, o in enumerate(operands, 1) if o is not None]
     return Node(token, symbol, children) if children else None
@@ -148,7 +149,9 @@ def _ranked(token: str, symbol: str, operands: list[Node | None]) -> Node | None
 
 def _apply(head: Node, args: list[Node]) -> Node:
     """Function application: APPLY(rank1 = function, rank2… = arguments)."""
-    return _ranked("APPLY", head.symbol, [head, *args])
+    applied = _ranked("APPLY", head.symbol, [head, *args])
+    assert applied is not None  # the head is an operand
+    return applied
 
 
 def _lines(nodes: list[Node | None]) -> Node | None:
@@ -622,7 +625,9 @@ class _Parser:
         tok = self._peek()
         kind, v = tok[0], tok[1]
         if kind == "c" and v in FONTS:
-            word, after = self._font_word(self.pos)
+            font_word = self._font_word(self.pos)
+            assert font_word is not None  # _atom_class calls a font a function only before a word
+            word, after = font_word
             self.pos = after
             name = ALIASES.get("\\" + word, "\\" + word)
             tok = (tok[0], tok[1], tok[2], self.toks[after - 1][3])
@@ -632,17 +637,19 @@ class _Parser:
         if name in SCRIPTED_BIG_OPERATORS and self._peek()[1] == "_":
             return self._big_operator(SCRIPTED_BIG_OPERATORS[name], name, tok)
         head = self._scripts(self._leaf("FUNC", name, tok))
+        assert head is not None  # scripts on a leaf
         nxt = self._peek()
         nv = nxt[1]
+        found: list[Node] | list[Node | None]
         if nv == "(" or (nv == "\\left" and self.pos + 1 < self.n and self.toks[self.pos + 1][1] == "("):
-            args = self._paren_args()
+            found = self._paren_args()
         elif nv == "{" and nxt[0] == "c":
-            args = [self._brace()]
+            found = [self._brace()]
         elif nxt is not _END and self._atom_class(nxt, False) == "atom":
-            args = [self._implicit(True)]
+            found = [self._implicit(True)]
         else:
-            args = []
-        args = [a for a in args if a is not None]
+            found = []
+        args = [a for a in found if a is not None]
         if not args:
             return head
         return self._scripts(_apply(head, args))
@@ -834,7 +841,7 @@ class _Parser:
             arg = self._arg(v)
             return Node("PMOD", v, [arg]) if arg is not None else None
         if v[0] == "\\" and v not in _CLASS:  # unknown macro: a symbol, or a function of its {…} arguments
-            args = []
+            args: list[Node | None] = []
             while len(args) < 3 and self._peek()[1] == "{":
                 args.append(self._brace())
             kept = [a for a in args if a is not None]

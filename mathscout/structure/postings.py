@@ -56,7 +56,7 @@ def put_varbyte(buf, at, value):
 @numba.njit(cache=True)
 def get_varbyte(buf, at):
     """Read one LEB128 number at buf[at] (`put_varbyte`'s): (value, the position after it)."""
-    value = 0
+    value: int | np.int64 = 0  # an int64 under numba
     shift = 0
     while True:
         byte = buf[at]
@@ -116,7 +116,7 @@ def encode_lists(order, list_start, fid, node, width, sym_start, sym, fp, count)
 @numba.njit(cache=True)
 def get_bounded(buf, at, end):
     """`get_varbyte` that never reads at or past `end`: (value, next position), or (-1, -1) for a damaged number."""
-    value = 0
+    value: int | np.int64 = 0
     shift = 0
     while at < end and shift <= 56:
         byte = buf[at]

@@ -146,7 +146,7 @@ def symbol_factor(normalised_similarity: float) -> float:
     return 1.0 / (1.0 + (1.0 - normalised_similarity) ** 2)
 
 
-def length_penalty(doc_leaves: int, eta: float) -> float:
+def length_penalty(doc_leaves: float, eta: float) -> float:
     """P(D; η) = 1 − η + η / log(1 + L_D), Zhong 2023 thesis Eq. 3.15 (L_D = leaves of the document formula)."""
     return 1.0 - eta + eta / math.log(1.0 + doc_leaves)
 

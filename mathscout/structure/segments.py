@@ -113,7 +113,8 @@ def merge_segments(segments: list[Segment], n_lists: int, target: Path, progress
     sources = [open(s.postings, "rb") for s in segments]
     out_bytes = np.zeros(n_lists, dtype=np.int64)
     out_entries = np.zeros(n_lists, dtype=np.int64)
-    bar = tqdm(total=sum(s.postings.stat().st_size for s in segments), desc=f"path index merge ({len(segments)} segments)",
+    total = sum(s.postings.stat().st_size for s in segments)
+    bar = tqdm(total=total, desc=f"path index merge ({len(segments)} segments)",
                unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr, mininterval=2.0, disable=not progress)
     try:
         with bar, open(target, "wb") as out:
@@ -126,8 +127,8 @@ def merge_segments(segments: list[Segment], n_lists: int, target: Path, progress
                     if len(rows):
                         parts.append((number, rows))
                 _merge_chunk(parts, sources, out, out_bytes, out_entries)
-                bar.update(min(out.tell(), bar.total) - bar.n)  # re-coded first ids: the output is a few bytes shorter
-            bar.update(bar.total - bar.n)
+                bar.update(min(out.tell(), total) - bar.n)  # re-coded first ids: the output is a few bytes shorter
+            bar.update(total - bar.n)
     finally:
         for f in sources:
             f.close()

@@ -195,6 +195,7 @@ class _TextListsBuilder:
 
     def _flush(self) -> None:
         counts, docs, tf = self._sorted()
+        assert self.folder is not None  # only a build into a folder writes segments
         path = self.folder / f".text-segment-{len(self.segments):05d}"
         np.stack([docs, tf], axis=1).astype(np.int32).tofile(path)
         self.segments.append((path, counts))
@@ -212,17 +213,19 @@ class _TextListsBuilder:
             return lists
         if len(self.tids):
             self._flush()
+        folder = self.folder
+        assert folder is not None  # only a build into a folder writes segments
         n_terms = len(self.vocabulary)
         counts = np.zeros((len(self.segments), n_terms), dtype=np.int32)
         for s, (_, c) in enumerate(self.segments):
             counts[s, :len(c)] = c
         term_start = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(counts.sum(axis=0), out=term_start[1:])
-        _write_merged(self.folder / "text.npz", self.segments, counts, term_start, doc_len)
+        _write_merged(folder / "text.npz", self.segments, counts, term_start, doc_len)
         for path, _ in self.segments:
             path.unlink()
-        save_json_gz(self.folder / "text_terms.json.gz", list(self.vocabulary))
-        npz = self.folder / "text.npz"
+        save_json_gz(folder / "text_terms.json.gz", list(self.vocabulary))
+        npz = folder / "text.npz"
         return TextLists(self.vocabulary, term_start, load_npz_member(npz, "docs"), load_npz_member(npz, "tf"), doc_len)
 
 

@@ -173,7 +173,8 @@ class TypeDetector:
         found, i, n, root = [], 0, len(keys), self._trie
         while i < n:
             node, j, best = root, i, None
-            while j < n and (node := node.get(keys[j])) is not None:  # type: ignore[arg-type]
+            while j < n and (child := node.get(keys[j])) is not None:
+                node = child
                 j += 1
                 if _END in node:
                     best = (j, node[_END])
@@ -207,8 +208,9 @@ class TypeDetector:
                     tokens.append(self._token[term])
                     i = j
                     continue
-                if s.surfaces[i]:
-                    tokens.append(s.surfaces[i])
+                surface = s.surfaces[i]
+                if surface:
+                    tokens.append(surface)
                 i += 1
             for at in range(0, len(tokens), MAX_SENTENCE_TOKENS):
                 if len(tokens) - at > 1:

@@ -236,7 +236,8 @@ def filter_by_corpus(terms: list[str], corpus: Path) -> tuple[list[str], Counter
     scores, doc_freq = c_values(terms, _corpus_texts(corpus))
     single = [t for t in terms if " " not in t]
     rates = modifier_rates(single, _corpus_texts(corpus))
-    kept, dropped = [], Counter()
+    kept: list[str] = []
+    dropped: Counter[str] = Counter()
     for term in terms:
         if len(term.split()) >= 2:
             if scores.get(term, 0.0) >= MIN_C_VALUE:
