@@ -180,7 +180,8 @@ class BM25Retriever(BaseRetriever):
         """The weighted bag of words of a query: term counts (math tokens scaled by `math_weight`)."""
         weights: Counter[str] = Counter()
         for term in query_index_terms(query, self.vocabulary):
-            weights[term] += self.math_weight if is_math_term(term) else 1.0
+            # float weights: typeshed's Counter counts ints only
+            weights[term] += self.math_weight if is_math_term(term) else 1.0  # type: ignore[assignment]
         if len(weights) > MAX_QUERY_TERMS:  # keep the terms that can matter most: weight × idf
             ranked = sorted(weights, key=lambda t: weights[t] * self.idf(t), reverse=True)
             weights = Counter({t: weights[t] for t in ranked[:MAX_QUERY_TERMS]})

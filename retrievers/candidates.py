@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from mathscout.notices import notice
 from mathscout.errors import QueryError
@@ -29,6 +30,10 @@ from mathscout.retrievers.equivalence import EquivalenceMatcher, RewriteMatches
 from mathscout.retrievers.title_bm25 import TitleScorer
 from mathscout.retrievers.registry import open_retriever, servable_modes
 from mathscout.retrievers.structure import StructureRetriever
+
+if TYPE_CHECKING:
+    from mathscout.retrievers.bm25 import BM25Retriever
+    from mathscout.retrievers.shards.retriever import ShardedStructure
 
 # First-stage retrievers a ranker may use, in feature order (each one's features are flagged missing when the
 # index lacks it). structure-rewrite is not one (5× the cost of structure per query, docs/results.md, issue 5): a bounded
@@ -87,9 +92,14 @@ class CandidateGenerator:
         self.missing = tuple(name for name in retrievers if name not in self.names)
         options = {"structure": {"depth": depth}}  # Zhong 2023 thesis, Eq. 3.18 over each list's top `depth` (not 1,000)
         self.retrievers = {name: open_retriever(index, name, **options.get(name, {})) for name in self.names}
-        structure, bm25 = self.retrievers.get("structure"), self.retrievers.get("bm25")
+        structure = self._structure()
+        bm25 = cast("BM25Retriever | None", self.retrievers.get("bm25"))  # the bm25 mode
         self.equivalence = EquivalenceMatcher(index, structure, depth) if structure is not None else None
         self.titles = TitleScorer(index.store, bm25) if bm25 is not None else None
+
+    def _structure(self) -> StructureRetriever | ShardedStructure | None:
+        """The structure mode's retriever (a sharded index's answers from its shards), when the index has one."""
+        return cast("StructureRetriever | ShardedStructure | None", self.retrievers.get("structure"))
 
     def generate(self, query: Query, explain: bool = False) -> Candidates:
         """Each retriever's top hits (with snippets and matched formulas when `explain`)."""
@@ -113,7 +123,7 @@ class CandidateGenerator:
                 runs[name] = []
             seconds[name] = time.perf_counter() - started
         perfect = None
-        structure = self.retrievers.get("structure")
+        structure = self._structure()
         if structure is not None:
             perfect = structure.perfect_score(query)
         return self.add_question_document(Candidates(query, question_stats(query, perfect), runs, self.missing, seconds),

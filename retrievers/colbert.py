@@ -82,7 +82,9 @@ class ColbertComponent:
         sample = np.asarray(vectors[np.sort(rng.choice(total, sample_size, replace=False))], dtype=np.float32)
         m = PQ_BYTES if width % PQ_BYTES == 0 else next(d for d in (16, 8, 4, 2, 1) if width % d == 0)
         index = faiss.index_factory(width, f"IVF{lists},PQ{m}", faiss.METRIC_INNER_PRODUCT)
-        faiss.downcast_index(index).do_polysemous_training = False  # Hamming-code annealing: a minute of CPU, unused here
+        # Hamming-code annealing: a minute of CPU, unused here (faiss's stubs: downcast_index gives an Index, and their
+        # IndexIVFPQ lacks the attribute)
+        faiss.downcast_index(index).do_polysemous_training = False  # type: ignore[attr-defined]
         index.train(sample)
         trained = time.perf_counter() - started
         for start in range(0, total, 200_000):

@@ -21,8 +21,8 @@ from mathscout.index.layout import IndexDir
 from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.types import Query
 from mathscout.retrievers.base import RankResult
-from mathscout.retrievers.rewrite import StructureRewriteRetriever
-from mathscout.retrievers.structure import StructureRetriever, split_query
+from mathscout.retrievers.rewrite import StructureRewriteRetriever, StructureSearch
+from mathscout.retrievers.structure import split_query
 
 REWRITE_FORMS = 4  # equivalent forms searched per question (structure-rewrite's interactive default: 8)
 REWRITE_SECONDS = 1.0  # SymPy time per formula (structure-rewrite's default: 2 s)
@@ -48,7 +48,7 @@ class RewriteMatches:
 class EquivalenceMatcher:
     """Structure search over the equivalent forms of a question's formulas, reusing the candidates' structure retriever."""
 
-    def __init__(self, index: IndexDir, structure: StructureRetriever, depth: int,
+    def __init__(self, index: IndexDir, structure: StructureSearch, depth: int,
                  max_forms: int = REWRITE_FORMS, seconds: float = REWRITE_SECONDS):
         self.depth = depth
         self.structure = structure

@@ -80,7 +80,8 @@ class Vocabulary:
 
     @classmethod
     def learn(cls, summaries: Iterable[DocumentSummary]) -> Vocabulary:
-        kinds, sources = Counter(), Counter()
+        kinds: Counter[str] = Counter()
+        sources: Counter[str] = Counter()
         for summary in summaries:
             kinds[str(summary.metadata.get("kind"))] += 1
             sources[str(summary.metadata.get("source"))] += 1
@@ -125,13 +126,14 @@ def feature_matrix(candidates: Candidates, summaries: Mapping[str, DocumentSumma
     structure = {h.doc_id: h for h in candidates.runs.get("structure", [])}
     stats = candidates.stats
     rewrites = candidates.rewrites
-    searched = rewrites is not None and rewrites.forms is not None  # NaN without a formula (or not computed)
+    forms = rewrites.forms if rewrites is not None else None
+    searched = forms is not None  # NaN without a formula (or not computed)
     titles = candidates.titles or {}
     rows = np.full((len(docs), len(SHARED)), NAN)
     rows[:, [COLUMN["q.formulas"], COLUMN["q.math_share"], COLUMN["q.terms"], COLUMN["q.kind"], COLUMN["q.rewrites"]]] = \
         (stats.formulas, stats.math_share, stats.terms,
          float(QUESTION_KINDS.index(stats.kind)) if stats.kind in QUESTION_KINDS else NAN,
-         float(rewrites.forms) if searched else NAN)
+         float(forms) if forms is not None else NAN)
     document = [COLUMN[n] for n in ("d.kind", "d.source", "d.votes", "d.accepted", "d.length", "d.formulas")]
     for row, doc in enumerate(docs):
         out = rows[row]
@@ -142,7 +144,7 @@ def feature_matrix(candidates: Candidates, summaries: Mapping[str, DocumentSumma
             out[COLUMN["structure.words"]] = hit.components.get("bm25", NAN)
             if stats.perfect_structure:
                 out[COLUMN["structure.coverage"]] = math_part / stats.perfect_structure
-        if searched:
+        if searched and rewrites is not None:
             match = rewrites.matches.get(doc)
             out[COLUMN["rewrite.equivalent"]] = float(match is not None)
             if match is not None:

@@ -319,7 +319,7 @@ def open_hybrid(index: IndexDir, **options) -> FusedRetriever:
         config = fallback_config(index)
         notice(f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
                f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'")
-    stages = [weight * open_retriever(index, name) for name, weight in config.weights.items() if weight > 0]
+    stages = [Stage(open_retriever(index, name), float(weight)) for name, weight in config.weights.items() if weight > 0]
     return FusedRetriever(stages, options.get("fusion", config.method), options.get("depth", config.depth),
                           parallel=bool(options.get("parallel", True)))
 

@@ -14,6 +14,7 @@ import functools
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mathscout.errors import MathScoutError
@@ -179,7 +180,7 @@ def score_meanings() -> dict[str, str]:
     return {entry.name: entry.score for entry in RETRIEVERS if entry.score}
 
 
-def open_retriever(index: IndexDir | str, mode: str, **options) -> Retriever:
+def open_retriever(index: IndexDir | Path | str, mode: str, **options) -> Retriever:
     """The retriever for `mode` over `index`; clear errors for unknown modes or missing components."""
     modes = available_modes()
     if mode not in modes:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from mathscout.notices import notice
 from mathscout.errors import MathScoutError, QueryError
@@ -118,8 +118,9 @@ class StructureRewriteRetriever(BaseRetriever):
         if structure is None:  # the index's structure mode (a sharded index's answers from its shards)
             from mathscout.retrievers.registry import open_retriever
 
-            structure = open_retriever(index, "structure", **structure_options)
-        self.structure = structure
+            # the structure mode is a StructureRetriever, or a sharded index's ShardedStructure
+            structure = cast(StructureSearch, open_retriever(index, "structure", **structure_options))
+        self.structure: StructureSearch = structure
         self.store = self.structure.store
         self.fusion = fusion
         self.rewrite_weight = rewrite_weight
@@ -184,7 +185,10 @@ class StructureRewriteRetriever(BaseRetriever):
             for hit in hits:
                 hit_scale = whole_scale if hit.components.get("tier", PART) > PART else scale
                 if formula_only and self.normalise == "document" and (fh := best.get(ordinals[hit.doc_id])) is not None:
-                    hit_scale = hit_scale * _length_ratio(self.structure, variant.formula, int(self.structure.paths.leaves[fh.formula]))
+                    # one index's path lists (StructureRetriever.paths; ShardedStructure's says a sharded index has none):
+                    # not a member of the protocol, whose runtime check would read the sharded one's
+                    leaves = self.structure.paths.leaves  # type: ignore[attr-defined]
+                    hit_scale = hit_scale * _length_ratio(self.structure, variant.formula, int(leaves[fh.formula]))
                 # capped: a document formula shorter than the query can pass the "perfect" score (Zhong 2023 thesis, Eq. 3.15)
                 value = variant.weight * min(_eq_score(hit, setting) / hit_scale, 1.0) if formula_only else variant.weight * hit.score
                 entry = fused.setdefault(hit.doc_id, _Fused())

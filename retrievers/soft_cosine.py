@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy import sparse
@@ -63,8 +63,9 @@ class SoftSpace:
     def load(cls, folder: Path) -> SoftSpace:
         try:
             term_ids = json.loads((folder / TERMS).read_text(encoding="utf-8"))
-            documents = sparse.load_npz(folder / DOCUMENTS).tocsr()
-            similarity = sparse.load_npz(folder / SIMILARITY).tocsr()
+            # the build saves csr matrices (scipy-stubs type what load_npz reads as any sparse container)
+            documents = cast(sparse.csr_matrix, sparse.load_npz(folder / DOCUMENTS)).tocsr()
+            similarity = cast(sparse.csr_matrix, sparse.load_npz(folder / SIMILARITY)).tocsr()
             with np.load(folder / NORMS) as norms:
                 squared, soft = norms["squared"], norms["soft"]
         except (OSError, ValueError, KeyError) as exc:

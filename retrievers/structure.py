@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from mathscout.render import make_snippet
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.structure.highlight import leaf_spans, merge_spans
-from mathscout.structure.index import PathIndex, build_path_index
+from mathscout.structure.index import BuildReport, PathIndex, build_path_index
 from mathscout.structure.lexer import LEXER, recorded_lexer
 from mathscout.structure.parallel import build_path_index_parallel, default_workers
 from mathscout.structure.paths import leaf_count, path_prefixes
@@ -49,6 +49,9 @@ from mathscout.structure.parser import parse_latex
 from mathscout.types import Formula, Hit, MatchedFormula, Query, renumbered
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
+if TYPE_CHECKING:
+    from mathscout.retrievers.bm25 import BM25Retriever
+
 EXPLAINED_HITS = 20  # hits that get a snippet and their highlighted best formula in `search`
 SETTINGS_FILE = "structure.json"  # StructureSettings, written by `mathscout train structure`
 MIXED_CANDIDATES = 1000  # per ranking, for Zhong 2023 thesis Eq. 3.18 fusion of math and words
@@ -64,6 +67,7 @@ class StructureComponent:
     def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
         n_formulas, workers = store.formula_count(), default_workers(options.workers)
         # below MATHSCOUT_PARALLEL_ABOVE formulas, starting the workers costs more than they save
+        report: BuildReport
         if workers > 1 and n_formulas >= settings().parallel_above:
             report = build_path_index_parallel(store.path, n_formulas, target, workers)
         else:
@@ -272,7 +276,7 @@ class StructureRetriever(BaseRetriever):
             raise DamagedIndexError(f"the structure component of {index.path} does not belong to its document store; "
                                     f"rebuild it with 'mathscout index --index {index.path} --components structure'")
         self._formula_first = np.searchsorted(self.paths.doc, np.arange(documents + 1)).astype(np.int64)
-        self._bm25 = None
+        self._bm25: BM25Retriever | None = None
         self._ordinals: dict[str, int] | None = None
         self._doc_ids: list[str] | None = None
 
@@ -371,6 +375,7 @@ class StructureRetriever(BaseRetriever):
 
     def _heterogeneous(self, prepared: list[PreparedQuery], words: str, k: int, lambda_m: float) -> list[Hit]:
         """Exact top k of Zhong 2023 thesis Eq. 3.18 by Alg. 5: one iterator per text term (Lucene-exact BM25) and per formula."""
+        assert self.text is not None  # the caller's condition
         keywords: list[KeywordList] = []
         for term, boost in self._text_weights(words).items():
             docs, scores = self.text.term_scores(term, boost)

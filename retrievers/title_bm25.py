@@ -10,19 +10,28 @@ title length over a sample of the index's titled documents. A document without a
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
+from typing import Protocol
 
 from mathscout.latex.tokens import query_terms
-from mathscout.store import DocumentStore
 from mathscout.types import Query
 from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, BM25Retriever
 
 LENGTH_SAMPLE = 5000  # titled documents whose mean length is L_avg
 
 
+class Titles(Protocol):
+    """The short texts TitleScorer scores: a DocumentStore's titles, or any texts by id."""
+
+    def titles(self, doc_ids: Iterable[str]) -> dict[str, str]: ...
+
+    def title_sample(self, n: int) -> list[str]: ...
+
+
 class TitleScorer:
     """BM25 (Zhong 2023 thesis, Eq. 2.2) of a question against the titles of documents of one index."""
 
-    def __init__(self, store: DocumentStore, bm25: BM25Retriever, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
+    def __init__(self, store: Titles, bm25: BM25Retriever, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
         self.store = store
         self.bm25 = bm25
         self.k1, self.b = k1, b

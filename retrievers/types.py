@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     `mathscout train types --index DIR` is the same as `mathscout index --index DIR --components types`."""
     from mathscout.retrievers.indexing import add_components
 
-    parser = argparse.ArgumentParser(prog="mathscout train types", description=main.__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="mathscout train types", description=(main.__doc__ or "").splitlines()[0])
     parser.add_argument("--index", required=True, type=Path, help="an index directory (it keeps the model)")
     parser.add_argument("--planetmath", help="PlanetMath entries.jsonl whose bodies also train the embeddings "
                                              "(default: $MATHSCOUT_PLANETMATH or the shared data; 'none' to skip)")

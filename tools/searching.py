@@ -38,11 +38,16 @@ class SearchRequest:
 
     def checked(self) -> SearchRequest:
         """The request with every option checked (mathscout.limits), else MathScoutError with one line."""
-        if not isinstance(self.query, str) or not self.query.strip():
+        return SearchRequest.parse(self.query, self.mode, self.k, self.rerank, self.rerank_depth)
+
+    @classmethod
+    def parse(cls, query: str, mode: str = MODE.default, k: object = K_OPTION.default,
+              rerank: object = RERANK.default, rerank_depth: object = RERANK_DEPTH_OPTION.default) -> SearchRequest:
+        """A checked request from values as given (the HTTP API's numbers are text), else MathScoutError with one line."""
+        if not isinstance(query, str) or not query.strip():
             raise QueryError(EMPTY_QUERY)
-        mode = (self.mode or MODE.default).strip()
-        return SearchRequest(self.query, mode, K.check(self.k), rerank_kind(self.rerank),
-                             RERANK_DEPTH.check(self.rerank_depth))
+        mode = (mode or MODE.default).strip()
+        return cls(query, mode, K.check(k), rerank_kind(rerank), RERANK_DEPTH.check(rerank_depth))
 
 
 # (toolbox, mode) → the mode's first stage: the entry layer hands down `mathscout.agent.planned.open_mode`, which

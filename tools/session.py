@@ -18,7 +18,15 @@ from mathscout.options import RERANK_DEPTH
 from mathscout.events import AgentEvent, Expansion, Rewrite, ToolCall
 from mathscout.errors import MathScoutError
 from mathscout.types import Hit
-from mathscout.tools.schemas import SCHEMAS
+from mathscout.tools.schemas import (
+    SCHEMAS,
+    GetDocumentArgs,
+    RerankArgs,
+    RewriteFormulaArgs,
+    SearchArgs,
+    StructureSearchArgs,
+    TypeExpansionArgs,
+)
 from mathscout.tools.toolbox import ToolBox, ToolOutput
 
 MAX_CALLS = 16  # tool calls one question may make (an LLM looping on tools stops here)
@@ -106,18 +114,26 @@ class ToolSession:
         extra = {k: v for k, v in raw.items() if k == "mode"} if tool == "search" else {}
         args = schema.model_validate({k: v for k, v in raw.items() if k not in extra})
         box = self.toolbox
+        # each tool's arguments are its schema's (SCHEMAS)
         if tool == "structure_search":
+            assert isinstance(args, StructureSearchArgs)
             return box.structure_search(args.formula, args.k, args.words)
         if tool == "hybrid_search":
+            assert isinstance(args, SearchArgs)
             return box.hybrid_search(args.query, args.k)
         if tool == "search":
+            assert isinstance(args, SearchArgs)
             return box.search(args.query, str(extra.get("mode", "bm25")), args.k)
         if tool == "type_expansion":
+            assert isinstance(args, TypeExpansionArgs)
             return box.type_expansion(args.text)
         if tool == "rewrite_formula":
+            assert isinstance(args, RewriteFormulaArgs)
             return box.rewrite_formula(args.latex)
         if tool == "rerank":
+            assert isinstance(args, RerankArgs)
             return box.rerank(args.query, self._hits_for(args.hit_ids), self.rerank_kind, **self.rerank_options)
+        assert isinstance(args, GetDocumentArgs)
         if len(self.documents_read) >= self.max_document_calls:
             raise MathScoutError(f"at most {self.max_document_calls} documents can be read per question: "
                                  "answer from the passages the searches returned")

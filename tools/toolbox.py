@@ -82,7 +82,7 @@ class ToolBox:
         self.index = index if isinstance(index, IndexDir) else IndexDir(index)
         self._retrievers: dict[str, Retriever] = {}
         self._open_notices: dict[str, list[str]] = {}
-        self._rerankers: dict[str, Any] = {}
+        self._rerankers: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}  # by kind and options
         self._lock = threading.Lock()
 
     # --- what the index offers ------------------------------------------------------------------------------

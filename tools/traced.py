@@ -14,7 +14,8 @@ from typing import Any
 from mathscout.rewrite import EquivalentForm, RewriteResult
 from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, Composable, RankResult
-from mathscout.retrievers.structure import StructureRetriever, split_query
+from mathscout.retrievers.rewrite import StructureSearch
+from mathscout.retrievers.structure import split_query
 from mathscout.tools.searching import partial_results
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolOutput, hit_ids_summary
@@ -43,7 +44,7 @@ def structure_search_arguments(query: Query, k: int) -> dict[str, Any]:
     return arguments | ({"words": words} if words else {})
 
 
-def traced_form_search(session: ToolSession, structure: StructureRetriever) -> Callable[[Query, int], RankResult]:
+def traced_form_search(session: ToolSession, structure: StructureSearch) -> Callable[[Query, int], RankResult]:
     """Each form `FormulaRewrite() >> structure` searches, as a `structure_search` call (a failed one finds nothing);
     `structure` is one index's structure retriever or a sharded index's, whose partial results are noticed."""
 

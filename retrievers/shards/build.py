@@ -119,10 +119,10 @@ def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, sh
     """Ingest `inputs`, split them into `shards` shards built as Ray tasks, write the global statistics into each;
     an existing index's tuned files are kept unless `fresh`. A shard task holds one Ray CPU: its path index is built
     in its own process unless `options` or MATHSCOUT_BUILD_WORKERS ask for more workers (parallel.py)."""
-    index_path, inputs = Path(index_path), [Path(p) for p in inputs]
+    index_path, input_paths = Path(index_path), [Path(p) for p in inputs]
     if not 1 <= shards <= MAX_SHARDS:
         raise MathScoutError(f"--shards must be 1–{MAX_SHARDS} (got {shards})")
-    for path in inputs:
+    for path in input_paths:
         if not path.exists():
             raise MathScoutError(f"input not found: {path}")
     names = list(components or default_components())
@@ -141,7 +141,7 @@ def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, sh
             if kept:
                 log(f"keeping tuned files {', '.join(p.name for p in kept)} (--fresh drops them)")
             workers = options.workers or settings().build_workers or 1
-            return _build(inputs, index_path, shards, names, address, kept, replace(options, workers=workers))
+            return _build(input_paths, index_path, shards, names, address, kept, replace(options, workers=workers))
     except OSError as exc:
         raise disk_error(exc, index_path) or exc
 

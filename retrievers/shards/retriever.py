@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -146,7 +147,7 @@ def _unreachable() -> tuple[type[BaseException], ...]:
                                                        "ActorDiedError", "WorkerCrashedError") if hasattr(exceptions, name))
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException | None) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
@@ -176,7 +177,7 @@ class ShardedRetriever(BaseRetriever):
     def batch_search(self, queries: list[Query], k: int = 1000) -> dict[str, list[Hit]]:
         runs: dict[str, list[Hit]] = {}
         queries = [prepare_query(q) for q in queries]
-        missing: set[int] = set()
+        missing: set[str] = set()
         for start in range(0, len(queries), BATCH):
             chunk = queries[start:start + BATCH]
             found, gone = self._rank(chunk, k, per_query_errors=True)
@@ -257,7 +258,7 @@ class ShardedStructure(ShardedRetriever):
         self.searcher = _RemoteSearcher(self)
         self._ordinals: dict[str, int] | None = None
 
-    def facts(self, queries: list[Query] = (), formulas: list[str] = ()) -> dict:
+    def facts(self, queries: Sequence[Query] = (), formulas: Sequence[str] = ()) -> dict:
         return self.pool.ask("structure_facts", self.options, list(queries), list(formulas))
 
     @property
@@ -355,7 +356,8 @@ def merge_structure(answers: list[ShardHits], k: int) -> tuple[list[Hit], dict[i
     latex = [f for f, _ in first["formulas"]]
     if any([f for f, _ in found["formulas"]] != latex or found["plan"] != first["plan"] for found in lists):
         raise MathScoutError("the shards prepared a structure query differently: rebuild the sharded index")
-    depth, ids = first["depth"], {}
+    depth = first["depth"]
+    ids: dict[int, str] = {}
     merged: list[list[FormulaHit]] = []
     for n in range(len(latex)):
         entries = _order(e for found in lists for e in found["formulas"][n][1])[:depth]

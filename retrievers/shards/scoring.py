@@ -65,6 +65,7 @@ class GlobalBM25(BM25Retriever):
 
     def idf(self, term: str) -> float:
         t = self.lists.terms.get(term)
+        assert self.lists.global_df is not None  # global_text_lists reads it
         df = int(self.lists.global_df[t]) if t is not None else 0
         n = self.lists.doc_count
         return math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
@@ -104,7 +105,7 @@ def adjust_ties(scores: list[float]) -> list[float]:
     """Anserini's ScoreTiesAdjusterReranker, which every bm25 search of a single index goes through: each score
     rounded to 4 decimals, and a run of scores within 1e-4 of the one before lowered by 1e-6 × its position in the
     run (float arithmetic as in Java)."""
-    out: list[float] = []
+    out: list[np.float32] = []
     run = 0
     for n, score in enumerate(scores):
         value = np.float32(math.floor(float(np.float32(score)) * 10000.0 + 0.5) / 10000.0)
@@ -175,14 +176,17 @@ class ShardStructure(StructureRetriever):
 
     def fused(self, prepared, bm25, k, lambda_m, by_tier=False, parts=False):
         """Records Zhong 2023 thesis Eq. 3.18's inputs instead of fusing: the coordinator fuses the lists merged over the shards."""
-        self._captured.plan, self._captured.lambda_m = "fuse", lambda_m
-        self._captured.by_tier, self._captured.parts = bool(by_tier), bool(parts)
-        self._captured.bm25 = dict(bm25)
+        captured = self._captured
+        assert captured is not None  # called by rank() within lists()
+        captured.plan, captured.lambda_m = "fuse", lambda_m
+        captured.by_tier, captured.parts = bool(by_tier), bool(parts)
+        captured.bm25 = dict(bm25)
         self.formula_lists(prepared, k)  # recorded by _formula_documents
         return [], {}
 
     def _by_tier(self, scores, parts, best, k):
         """Records that a lone formula's list is ranked by match tier (the coordinator ranks the merged list)."""
+        assert self._captured is not None  # called by rank() within lists()
         self._captured.plan = "tier"
         return [], best
 

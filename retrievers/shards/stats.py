@@ -115,6 +115,7 @@ def write_global_statistics(shards: list[Path]) -> GlobalStatistics:
         folder.mkdir(exist_ok=True)
         np.save(folder / "text_df.npy", np.array([text_df[t] for t in terms], dtype=np.int64))
         if paths is not None:
+            assert shard_symbols is not None  # read with the paths
             np.save(folder / "path_df.npy", np.array([path_df[p] for p in paths], dtype=np.int64))
             held = set(paths)
             outside = sorted((path_hash(p), df) for p, df in path_df.items() if p not in held)

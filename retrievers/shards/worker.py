@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -102,7 +103,7 @@ class ShardWorker:
             })
         return self._hits(retriever.batch_search([query], k)[query.id])
 
-    def structure_facts(self, options: dict, queries: list[Query] = (), formulas: list[str] = ()) -> dict:
+    def structure_facts(self, options: dict, queries: Sequence[Query] = (), formulas: Sequence[str] = ()) -> dict:
         """What the coordinator's structure retriever asks of one shard (the same on every shard: global weights):
         the Zhong 2023 thesis Eq. 3.18 setting of each query kind, each query's perfect score (`perfect_score`), each formula's
         width (None when unreadable or matching nothing) and the lexer version the shard parses formulas with."""
