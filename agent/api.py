@@ -57,6 +57,7 @@ class MathScout:
         answer = None
         for event in self.stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm):
             answer = event.answer if event.kind == "answer" else answer
+        assert answer is not None  # the stream's last event is the answer
         return answer
 
     def stream(self, question: str, mode: str = MODE.default, k: int = K.default,

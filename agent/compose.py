@@ -310,11 +310,11 @@ class _SentenceTitles:
     def __init__(self, sentences: list[str]):
         self.sentences = sentences
 
-    def title_sample(self, limit: int) -> list[str]:
-        return self.sentences[:limit]
+    def title_sample(self, n: int) -> list[str]:
+        return self.sentences[:n]
 
-    def titles(self, ids: Iterable[str]) -> dict[str, str]:
-        return {i: self.sentences[int(i)] for i in ids}
+    def titles(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        return {i: self.sentences[int(i)] for i in doc_ids}
 
 
 class LexicalSentences:
@@ -353,7 +353,7 @@ class LexicalSentences:
 
         lexer, eta = self.structure.searcher.lexer, self.structure.searcher.eta
         idf = functools.lru_cache(maxsize=None)(self.structure.highlight_idf)  # a path's weight, looked up once per answer
-        parsed: dict[str, tuple] = {}
+        parsed: dict[str, tuple | None] = {}
 
         def document_side(latex: str):
             """(tree, prefixes, leaves) of a formula the structure index would hold, else None (as PathIndexWriter.add)."""

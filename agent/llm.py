@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any, cast
 
 from mathscout.agent.compose import check_citations
 from mathscout.agent.config import LLMConfig
@@ -80,7 +81,8 @@ class LLMAgent:
     def chat_model(self):
         from langchain_openai import ChatOpenAI
 
-        return ChatOpenAI(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,
+        # the key as a str: pydantic makes it the field's SecretStr, which is all langchain's annotation names
+        return ChatOpenAI(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,  # type: ignore[arg-type]
                           timeout=self.config.timeout, max_retries=self.config.max_retries, temperature=0,
                           streaming=True)
 
@@ -113,8 +115,10 @@ class LLMAgent:
         final: AIMessage | None = None
         notices_before = len(session.notices)
         try:
-            stream = agent.stream({"messages": [{"role": "user", "content": prompt}]},
-                                  stream_mode=["messages", "updates"], config={"recursion_limit": 2 * MAX_STEPS + 1})
+            # several stream modes: (mode, chunk) pairs, which langgraph's annotation does not tell
+            stream = cast(Iterator[tuple[str, Any]],
+                          agent.stream({"messages": [{"role": "user", "content": prompt}]},
+                                       stream_mode=["messages", "updates"], config={"recursion_limit": 2 * MAX_STEPS + 1}))
             for kind, chunk in stream:
                 yield from drain(events)
                 if kind == "messages":

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
+from typing import cast
 
 from mathscout.agent.compose import DenseSentences, LexicalSentences, SentenceScorer, check_citations, extractive_answer
 from mathscout.agent.plan import Plan, TextSearch
@@ -33,6 +34,7 @@ from mathscout.types import Hit, Query, renumbered
 from mathscout.retrievers.base import BaseRetriever
 from mathscout.retrievers.compose import FormulaRewrite, QueryMap
 from mathscout.retrievers.fusion import FusedRetriever, Stage
+from mathscout.retrievers.rewrite import StructureSearch
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox, ToolOutput
 from mathscout.tools.traced import TracedReranker, TracedSearch, no_rewriter, traced_form_search, traced_rewriter
@@ -69,7 +71,8 @@ class OfflinePlanner:
         them (`FormulaRewrite() >> structure`); each rewrite and each form's search is a tool call. None when the
         structure component cannot be opened (a failed `structure_search` call says why)."""
         try:
-            structure = self.toolbox.retriever("structure")
+            # the structure mode: one index's StructureRetriever or a sharded index's ShardedStructure
+            structure = cast(StructureSearch, self.toolbox.retriever("structure"))
         except Exception as exc:  # noqa: BLE001 — a broken component must not end the answer
             session.run("structure_search", {"formula": question.formulas[0] if question.formulas else ""},
                         lambda: _raise(exc))
@@ -78,7 +81,8 @@ class OfflinePlanner:
         rewriter = traced_rewriter(session) if plan.rewrite else no_rewriter
         return formulas >> (FormulaRewrite(rewriter=rewriter, search_form=traced_form_search(session, structure)) >> structure)
 
-    def _text_search(self, session: ToolSession, events: EventQueue, question: Question, step: TextSearch) -> Events:
+    def _text_search(self, session: ToolSession, events: EventQueue, question: Question,
+                     step: TextSearch) -> Generator[AgentEvent, None, TracedSearch]:
         """The step's retriever as the traced `search` (or `hybrid_search`) tool; type expansion is called first."""
         if step.expand_types:  # shown in the trace
             yield from self._call(session, events, "type_expansion", text=question.text)
@@ -95,26 +99,27 @@ class OfflinePlanner:
         yielded as it is queued (a tool's start before its result), not all at its end."""
         if search is None:
             return []
-        outcome: dict[str, object] = {}
+        found: list[list[Hit]] = []
+        failed: list[BaseException] = []
 
         def work() -> None:
             try:
-                outcome["hits"] = search.search(Query(id="question", text=question.text), depth)
+                found.append(search.search(Query(id="question", text=question.text), depth))
             except BaseException as exc:  # handed to the caller's thread below
-                outcome["error"] = exc
+                failed.append(exc)
             finally:
                 events.put(_FINISHED)
 
         threading.Thread(target=work, name="mathscout-search", daemon=True).start()
         while (event := events.get()) is not _FINISHED:
             yield event
-        error = outcome.get("error")
+        error = failed[0] if failed else None
         if isinstance(error, QueryError):
             session.notices.append(str(error))
             return []
         if error is not None:
             raise error
-        return outcome["hits"]
+        return found[0]
 
     def run(self, plan: Plan, question: Question, session: ToolSession, events: EventQueue, k: int = 10) -> Events:
         """The plan's searches; returns the final top-k hits (the tools' events yielded as they run)."""

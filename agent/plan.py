@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mathscout.options import AUTO
 from mathscout.question import Question, QuestionKind
@@ -56,7 +57,7 @@ class Plan:
         available = set(toolbox.available())
         types = "type_expansion" in available
         reranker = rerank and "rerank" in available
-        common = dict(mode=mode, kind=question.kind, compute=question.compute, rerank=rerank, reranker=reranker,
+        common: dict[str, Any] = dict(mode=mode, kind=question.kind, compute=question.compute, rerank=rerank, reranker=reranker,
                       notices=(NO_RERANKER,) if rerank and not reranker else ())
         if mode == AUTO:
             return cls._auto(toolbox, question, available, **common)

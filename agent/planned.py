@@ -59,7 +59,7 @@ class PlannedRetriever(BaseRetriever):
                 return stop.value
 
 
-def open_planned(index: IndexDir | ToolBox, **options) -> PlannedRetriever:
+def open_planned(index: IndexDir | ToolBox | str, **options) -> PlannedRetriever:
     """The `auto` mode over an index (or a ToolBox whose opened retrievers it shares); it takes no options."""
     if options:
         raise TypeError(f"mode auto takes no options (got {sorted(options)})")

@@ -29,20 +29,20 @@ from mathscout.ui.inputs import formula_problem
 from mathscout.ui.login import LoginGuard
 from mathscout.ui.style import CSS, HEAD, SCROLL_TO_ANSWER
 
-LATEX_DELIMITERS = [
+LATEX_DELIMITERS: list[dict[str, str | bool]] = [
     {"left": "$$", "right": "$$", "display": True},
     {"left": "$", "right": "$", "display": False},
     {"left": "\\(", "right": "\\)", "display": False},
     {"left": "\\[", "right": "\\]", "display": True},
-    *({"left": f"\\begin{{{env}}}", "right": f"\\end{{{env}}}", "display": True}
-      for env in ("equation", "equation*", "align", "align*", "gather", "gather*")),
 ]
+LATEX_DELIMITERS.extend({"left": f"\\begin{{{env}}}", "right": f"\\end{{{env}}}", "display": True}
+                        for env in ("equation", "equation*", "align", "align*", "gather", "gather*"))
 log = logging.getLogger("mathscout.ui")
 EXAMPLES_FILE = DEMO_CORPUS.parent / "demo_examples.json"
 MAX_EXAMPLES = 6
 EXAMPLE_LABEL_CHARS = 58  # Gradio cuts example labels at 60 characters
-FONT = [gr.themes.LocalFont("IBM Plex Sans", weights=(400, 600, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
-FONT_MONO = [gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)), "ui-monospace", "monospace"]
+FONT: list[gr.themes.Font | str] = [gr.themes.LocalFont("IBM Plex Sans", weights=(400, 600, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
+FONT_MONO: list[gr.themes.Font | str] = [gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)), "ui-monospace", "monospace"]
 CONCURRENCY = 4  # turns computed at once; more sessions wait in Gradio's queue
 WARM_UP_QUESTIONS = ("Why is $a^2+b^2=c^2$ true?", "proof of the pythagorean theorem")  # formula and words
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}

@@ -12,6 +12,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from mathscout.errors import MathScoutError
@@ -47,7 +48,7 @@ class Client:
         self.timeout = timeout
         auth = auth or settings().auth
         self.headers = {"Accept": "application/json"}
-        self._open = urllib.request.urlopen
+        self._open: Callable[..., Any] = urllib.request.urlopen
         if token:
             self.headers["Authorization"] = "Bearer " + token
             self._open = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect).open

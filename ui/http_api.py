@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")  # shipp
 PAGE_FILE_ROUTES = re.compile(r"/gradio_api/(upload|process_recording|proxy=|stream/|vibe-|undo-vibe|run-history"
                               r"|file[=/][a-z][a-z0-9+.-]*:)", re.IGNORECASE)
 
-ERRORS = {"4XX": {"model": ErrorRecord, "description": "refused: bad input (400), no login (401), unknown document or "
+ERRORS: dict[int | str, dict[str, Any]] = {"4XX": {"model": ErrorRecord, "description": "refused: bad input (400), no login (401), unknown document or "
                                                      f"route (404), wrong method (405), body over {MIB:g} MiB (413), failed "
                                                      "logins being slowed (429)"},
           "5XX": {"model": ErrorRecord, "description": "internal error (500, one line) or a missing optional part (501)"}}
@@ -73,7 +74,7 @@ class AskBody(BaseModel):
                 raise ValueError("not valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
         return value
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
 
 class Gate:
@@ -181,7 +182,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
     def search(q: str, mode: str = options.MODE.default, k: str = str(options.K.default), rerank: str = "none",
                rerank_depth: str = str(options.RERANK_DEPTH.default), index: str | None = options.INDEX.default):
         def run() -> dict[str, Any]:
-            request = SearchRequest(q, mode, k, rerank, rerank_depth).checked()
+            request = SearchRequest.parse(q, mode, k, rerank, rerank_depth)
             return run_search(request, pool.assistant(index).toolbox, open_mode).to_dict()
 
         return _call(run)
@@ -244,7 +245,8 @@ def _add_docs(app: FastAPI, login: list) -> None:
         return FileResponse(assets / name)
 
     for path in ("/api", "/api/{rest:path}", "/docs", "/docs/{rest:path}", "/openapi.json"):
-        app.router.add_route(path, Unknown(app), include_in_schema=False)  # every method; after the real routes
+        # every method; after the real routes (an ASGI app as the endpoint: starlette's annotation names request handlers)
+        app.router.add_route(path, Unknown(app), include_in_schema=False)  # type: ignore[arg-type]
 
 class Unknown:
     """An ASGI endpoint for any method: 405 when another method of the path is an API route, else 404."""
@@ -255,7 +257,7 @@ class Unknown:
     async def __call__(self, scope, receive, send) -> None:
         path, method = scope["path"], scope["method"]
         allowed = sorted({m for r in self.app.routes if isinstance(r, APIRoute) and r.path_regex.match(path)
-                          for m in r.methods})
+                          for m in r.methods or ()})
         if allowed:
             response = _error(405, f"{method} is not allowed on {path}: use {', '.join(allowed)}",
                               {"Allow": ", ".join(allowed)})

@@ -34,9 +34,10 @@ def discover_indexes(named: Iterable[Path | str] = (), build_demo: bool = True) 
     (a named index that cannot be opened is an error); else the default index (MATHSCOUT_INDEX or the demo, built
     if missing) and every index under MATHSCOUT_HOME/indexes (unreadable ones left out). Keys are the directory
     names (made unique)."""
-    named = [Path(p) for p in named]
-    if named:
-        candidates = named
+    named_paths = [Path(p) for p in named]
+    candidates: list[Path]
+    if named_paths:
+        candidates = named_paths
     else:
         default = ensure_demo_index(default_index_path()) if build_demo else default_index_path()
         candidates = [Path(default)]
@@ -52,7 +53,7 @@ def discover_indexes(named: Iterable[Path | str] = (), build_demo: bool = True) 
         try:
             index = IndexDir(path)
         except MathScoutError:
-            if path in named:
+            if path in named_paths:
                 raise
             continue
         seen_paths.add(resolved)
