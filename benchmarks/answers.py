@@ -27,6 +27,7 @@ from pathlib import Path
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.compose import (
     PRIOR_WEIGHT,
+    Candidate,
     SENTENCE_WEIGHTS,
     SUMMARY_HITS,
     _cite,
@@ -122,7 +123,7 @@ def grid(assistant: Assistant, topics, qrels, k: int, model: str) -> None:
     """Every (hits, prior weight, sentence weight) over candidates scored once per topic; best settings first."""
     scorer = sentence_scorer(assistant.toolbox, model)
     store = assistant.toolbox.index.store
-    rows = []  # (topic id, candidates, top hit)
+    rows: list[tuple[str, list[Candidate], str | None]] = []  # (topic id, candidates, top hit)
     for topic in topics:
         answer = assistant.ask(topic.text, k=k, use_llm=False)
         if not answer.hits:

@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     args = ap.parse_args(argv)
     queries = load_topics(args.data / "collection" / "topics.dev.jsonl")[: args.queries]
-    with tempfile.TemporaryDirectory(prefix="mathscout-bench-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="mathscout-bench-") as tmp_name:
+        tmp = Path(tmp_name)
         corpus = _subset(args.data / "collection" / "docs.jsonl", args.docs, tmp / "subset.jsonl")
         started = time.perf_counter()
         build_index([corpus], tmp / "ours", ["bm25"])

@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> None:
 
 def ranker_latency(index: IndexDir, queries: list, k: int) -> None:
     """The `ranked` mode over the same queries: per retriever, features, model, and per 100 candidates."""
+    from mathscout.retrievers.ranked import RankedRetriever
+
     ranked = open_retriever(index, "ranked")
+    assert isinstance(ranked, RankedRetriever)
     for query in queries[:WARM_UP]:
         ranked.batch_search([query], k)
     timings: dict[str, list[float]] = {}

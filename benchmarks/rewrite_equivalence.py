@@ -26,16 +26,17 @@ import random
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.rewrite import RewriteResult, equivalent_forms
+from mathscout.rewrite import EquivalentForm, RewriteResult, equivalent_forms
 from mathscout.evaluation.formula_queries import keyed_formulas
 from mathscout.structure.parser import parse_latex
-from mathscout.types import Query
+from mathscout.types import Hit, Query
 from mathscout.retrievers.rewrite import MIN_FORM_LEAVES, REWRITE_WEIGHT, StructureRewriteRetriever
 from mathscout.retrievers.structure import StructureRetriever
 
@@ -61,7 +62,9 @@ def build_queries(candidates, docs_by_key, sample: int, seed: int, rewrite, limi
     """(untransformed, transformed) query lists: dicts with id, latex, rule, relevant."""
     rng = random.Random(seed)
     order = rng.sample(range(len(candidates)), min(len(candidates), limit_draws))
-    untransformed, transformed, seen_keys = [], [], set()
+    untransformed: list[dict] = []
+    transformed: list[dict] = []
+    seen_keys: set[str] = set()
     stats = {"drawn": 0, "too common": 0, "not rewritable": 0}
     for i in order:
         if len(untransformed) >= sample:
@@ -81,7 +84,7 @@ def build_queries(candidates, docs_by_key, sample: int, seed: int, rewrite, limi
             continue
         qid = f"f{ordinal}"
         untransformed.append({"id": qid, "latex": latex, "rule": "original", "relevant": sorted(relevant)})
-        by_rule = {}
+        by_rule: dict[str, EquivalentForm] = {}
         for form in result.forms:
             by_rule.setdefault(form.rule, form)
         forms = list(by_rule.values())
@@ -149,8 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         docs_by_key, candidates = formula_keys(index)
         if cache is not None:
-            with open(cache, "wb") as f:
-                pickle.dump((docs_by_key, candidates), f)
+            with open(cache, "wb") as out:
+                pickle.dump((docs_by_key, candidates), out)
     print(f"collection: {len(candidates):,} candidate formulas, {len(docs_by_key):,} distinct trees ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
     timings: list[float] = []
@@ -183,12 +186,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"queries: {len(untransformed)} untransformed, {len(transformed)} transformed; draws {stats} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
     structure = StructureRetriever(index)
-    systems = {"structure": lambda latex, k: structure.rank(Query(id="q", text="", formula=latex), k).hits}
+    systems: dict[str, Callable[[str, int], list[Hit]]] = {"structure": lambda latex, k: structure.rank(Query(id="q", text="", formula=latex), k).hits}
     weights = [float(w) for w in args.weights.split(",")]
     for w in weights:
         rewriter = StructureRewriteRetriever(index, rewrite_weight=w, rewriter=cached)
         rewriter.structure = structure
-        systems[f"structure-rewrite w={w:g}"] = lambda latex, k, r=rewriter: r.rank(Query(id="q", text="", formula=latex), k).hits
+
+        def rewritten(latex: str, k: int, r: StructureRewriteRetriever = rewriter) -> list[Hit]:
+            return r.rank(Query(id="q", text="", formula=latex), k).hits
+
+        systems[f"structure-rewrite w={w:g}"] = rewritten
 
     results = {}
     for label, queries in (("transformed", transformed), ("untransformed", untransformed)):
@@ -206,6 +213,6 @@ def main(argv: list[str] | None = None) -> None:
     ms = np.array(timings or [float("nan")]) * 1000
     print(f"\nrewrite time per formula: p50 {np.percentile(ms, 50):.0f} ms, p95 {np.percentile(ms, 95):.0f} ms, max {ms.max():.0f} ms ({len(ms)} formulas); notices: {dict(notices) or 'none'}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
+        with open(args.json, "w", encoding="utf-8") as report:
             json.dump({"args": vars(args), "draws": stats, "results": results, "untransformed": untransformed, "transformed": transformed,
-                       "rewrite_ms": {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "max": float(ms.max())}, "notices": notices}, f, indent=1)
+                       "rewrite_ms": {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "max": float(ms.max())}, "notices": notices}, report, indent=1)

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from mathscout.config import shared_data
 from mathscout.errors import MathScoutError
@@ -72,7 +73,7 @@ def _worker_component(index: Path, name: str) -> dict:
         add_components(index, [name])
     seconds = time.perf_counter() - started
     stats = IndexDir(index).manifest.components[name]
-    result = {"seconds": seconds, "baseline_mib": baseline, "bytes": stats.get("bytes"), "stats": {k: v for k, v in stats.items() if k != "files"}, **_rss()}
+    result: dict[str, Any] = {"seconds": seconds, "baseline_mib": baseline, "bytes": stats.get("bytes"), "stats": {k: v for k, v in stats.items() if k != "files"}, **_rss()}
     result["tree_peak_mib"], result["tree_samples"] = tree.peak_mib, tree.samples
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the component builds in a process of its own
     result["own_peak_mib"], result["own_cpu_seconds"] = result["peak_mib"], result["cpu_seconds"]
@@ -112,6 +113,7 @@ def _query_stage(index: Path, n_queries: int, n_safety: int) -> dict:
     from mathscout.index.layout import IndexDir
     from mathscout.structure.search import StructureSearcher
     from mathscout.retrievers import open_retriever
+    from mathscout.retrievers.structure import StructureRetriever
 
     from mathscout import java
 
@@ -131,11 +133,13 @@ def _query_stage(index: Path, n_queries: int, n_safety: int) -> dict:
     out["open_bm25_s"] = time.perf_counter() - started
     started = time.perf_counter()
     structure = open_retriever(index_dir, "structure")
+    assert isinstance(structure, StructureRetriever)  # one index's
     out["open_structure_s"] = time.perf_counter() - started
     out["rss_open"] = _rss()
     topics = load_topics(shared_data() / "collection" / "topics.dev.jsonl")[:n_queries]
     formulas = [t.formula for year in (2020, 2021, 2022)
-                for t in load_topics(shared_data() / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")]
+                for t in load_topics(shared_data() / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")
+                if t.formula is not None]  # every task 2 topic is a formula
     searcher = StructureSearcher(structure.paths, lexer=structure.searcher.lexer)
     valid = []  # the formulas that parse; prepared one at a time (a prepared query holds the blocks it decoded)
     for latex in formulas:
@@ -175,10 +179,10 @@ def _query_stage(index: Path, n_queries: int, n_safety: int) -> dict:
     sample = even_sample(valid, n_safety)
     safety = {str(k): {"queries": len(sample), "violations": 0} for k in (100, 1000)}
     for latex in sample:
-        q = searcher.prepare(latex)  # once for both depths (a search leaves the prepared query as it was)
+        once = searcher.prepare(latex)  # once for both depths (a search leaves the prepared query as it was)
         for k in (100, 1000):
-            pruned = [(h.formula, h.score) for h in searcher.search(q, k=k, strategy="gbp-len", per_document=True)]
-            exact = [(h.formula, h.score) for h in searcher.search(q, k=k, strategy="exhaustive", per_document=True)]
+            pruned = [(h.formula, h.score) for h in searcher.search(once, k=k, strategy="gbp-len", per_document=True)]
+            exact = [(h.formula, h.score) for h in searcher.search(once, k=k, strategy="exhaustive", per_document=True)]
             safety[str(k)]["violations"] += pruned != exact
     out["rank_safety"] = safety
     out["rss_end"] = _rss()

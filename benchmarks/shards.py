@@ -71,9 +71,10 @@ def merged_top(lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, 
 
 def rank_safety(index: Path, formulas: list[str], ks: list[int]) -> dict:
     """Per global k: formulas whose pruned top k differs from the exhaustive one on some shard, or once merged."""
-    from mathscout.retrievers.shards.retriever import ShardPool
+    from mathscout.retrievers.shards.retriever import ShardedStructure, ShardPool
 
     structure = open_retriever(index, "structure")
+    assert isinstance(structure, ShardedStructure)
     pool = ShardPool.of(IndexDir(index))
     out = {}
     for k in ks:

@@ -150,7 +150,7 @@ def main(argv: list[str]) -> None:
     index = Path(args.index or ensure_demo_index(default_index_path())).resolve()
     env = {**os.environ, "NO_COLOR": "1"}
     started_load = os.getloadavg()[0]
-    other = [("mathscout --help", _timed(CLI + ["--help"], env, args.runs), 0.5),
+    other: list[tuple[str, Timing, float | None]] = [("mathscout --help", _timed(CLI + ["--help"], env, args.runs), 0.5),
              ("mathscout --version", _timed(CLI + ["--version"], env, args.runs), 0.5)]
     cold = {mode: _timed(_command(mode, index) + ["--local"], env, args.runs) for mode in MODES}
     service = {} if args.no_service else _through_service(index, args.runs)
@@ -173,8 +173,8 @@ def main(argv: list[str]) -> None:
         served = f"{through.median:>9.2f} {statistics.median(through.cpu):>6.2f} {statistics.median(through.load):>5.1f}" \
             if through else f"{'—':>9} {'':>6} {'':>5}"
         ratio = f"{cold[mode].median / through.median:>11.1f}×" if through else f"{'':>12}"
-        target = f"{COLD_TARGET[mode]:.1f} s" if mode in COLD_TARGET else "—"
-        print(f"{name:<26} {cold[mode].cells()}   {served}   {ratio}   {target + f' / {SERVICE_TARGET:.1f} s':>24}")
+        cold_target = f"{COLD_TARGET[mode]:.1f} s" if mode in COLD_TARGET else "—"
+        print(f"{name:<26} {cold[mode].cells()}   {served}   {ratio}   {cold_target + f' / {SERVICE_TARGET:.1f} s':>24}")
     print(f"\n{'measure':62} {'median s':>8} {'cpu s':>6} {'load':>5} {'target':>7} {'ratio':>6}")
     for measure, timing, target in other:
         ratio = f"{timing.median / target:>6.2f}" if target else ""

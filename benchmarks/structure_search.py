@@ -60,7 +60,8 @@ class Latencies:
 
 def load_query_sets(data: Path) -> dict[str, list[tuple[str, str]]]:
     """(topic id, LaTeX) of every query formula, per query set."""
-    return {name: [(t.id, t.formula) for f in files for t in load_topics(data / f)] for name, files in QUERY_SETS.items()}
+    return {name: [(t.id, t.formula) for f in files for t in load_topics(data / f) if t.formula is not None]
+            for name, files in QUERY_SETS.items()}  # every task 2 topic is a formula
 
 
 def _open_pya0(args, index_path: Path):

@@ -15,6 +15,7 @@ import pickle
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics
@@ -55,15 +56,15 @@ def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, 
                       generator: CandidateGenerator | None = None) -> list[Candidates]:
     """Candidates of every topic: read from `cache` where it has them, generated (and added to it) otherwise, by
     `generator` when the caller has opened one (of the same index, retrievers and depth)."""
-    meta = {"index": str(index.path.resolve()), "depth": depth, "retrievers": list(retrievers),
+    meta: dict[str, Any] = {"index": str(index.path.resolve()), "depth": depth, "retrievers": list(retrievers),
             "used": servable_modes(index, retrievers)}
-    data = {"meta": meta, "topics": {}}
+    data: dict[str, Any] = {"meta": meta, "topics": {}}
     if cache is not None and cache.is_file():
         data = _read(cache)
         if any(data["meta"].get(k) != meta[k] for k in ("depth", "retrievers", "used")):
             raise MathScoutError(f"the candidate cache {cache} was made with {data['meta']}, not {meta}: "
                                  "give another --cache file")
-    known = data["topics"]
+    known: dict[str, Candidates] = data["topics"]
     todo = [t for t in topics if t.id not in known or _lacks_question_document(known[t.id], meta["used"])]
     if todo:
         generator = generator or CandidateGenerator(index, retrievers, depth)

@@ -63,6 +63,11 @@ def family_scores(results: Sequence[EvalResult], family: Callable[[str], str] = 
     return found
 
 
+def _star(p_value: float | None) -> str:
+    """'*' after a mean significantly different from the baseline's."""
+    return "*" if p_value is not None and p_value < SIGNIFICANCE_LEVEL else " "
+
+
 def format_families(results: Sequence[EvalResult], families: list[FamilyScores]) -> str:
     """One block per family: a row per run, a column per measure; `*` marks p < 0.05 against the first run."""
     measures = results[0].measures
@@ -75,8 +80,7 @@ def format_families(results: Sequence[EvalResult], families: list[FamilyScores])
         lines.append(f"{group.family} ({len(group.topics)} topics)")
         lines.append("  " + "run".ljust(width) + "".join(f"{m:>11}" for m in measures))
         for name, means, ps in zip(names, group.means, group.p_values):
-            cells = [f"{means[m]:.4f}{'*' if (ps[m] is not None and ps[m] < SIGNIFICANCE_LEVEL) else ' '}"
-                     for m in measures]
+            cells = [f"{means[m]:.4f}{_star(ps[m])}" for m in measures]
             lines.append("  " + name.ljust(width) + "".join(f"{c:>11}" for c in cells))
         lines.append("")
     lines.append(f"* p < {SIGNIFICANCE_LEVEL} in a paired t-test over the family's topics against the first run")

@@ -17,7 +17,7 @@ import random
 import re
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 from mathscout.index.layout import IndexDir
@@ -43,7 +43,7 @@ HALVES = {"reporting": reporting_half, "fitting": lambda doc_id: not reporting_h
 
 
 def renamed(latex: str) -> str | None:
-    letters = sorted(set(_LETTER.findall(latex)))
+    letters: list[str] = sorted(set(_LETTER.findall(latex)))
     if len(letters) < 2:
         return None
     mapping = dict(zip(letters, [c for c in "rstuvwpqmnghk" if c not in letters]))
@@ -108,8 +108,10 @@ def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reportin
             candidates.append((formula.doc_id, formula.latex.strip(), key))
     rng = random.Random(seed)
     rng.shuffle(candidates)
-    queries, counts, seen = [], defaultdict(int), set()
-    makers = {"renamed": renamed, "rerendered": rerendered, "subexpression": partial(subexpression, lexer=lexer)}
+    queries: list[dict] = []
+    counts: defaultdict[str, int] = defaultdict(int)
+    seen: set[str] = set()
+    makers: dict[str, Callable[[str], str | None]] = {"renamed": renamed, "rerendered": rerendered, "subexpression": partial(subexpression, lexer=lexer)}
     for doc_id, latex, key in candidates:
         if key in seen or len(docs_by_key[key]) > MAX_DOCS:
             continue

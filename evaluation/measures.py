@@ -41,7 +41,7 @@ class MeasureSpec:
     """One reported measure: its ir-measures definition and its column label."""
 
     name: str  # label without the prime mark, e.g. "nDCG", "P@10"
-    measure: object  # an ir_measures measure
+    measure: ir_measures.Measure
     primed: bool = True  # gets the ′ mark under --prime (bpref ignores unjudged documents by itself)
 
     def label(self, prime: bool) -> str:

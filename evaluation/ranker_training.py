@@ -24,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -138,7 +139,7 @@ def train(args: argparse.Namespace) -> None:
     candidates: list[Candidates] = []
     qrels: dict[str, dict[str, int]] = {}
     scorers: dict[str, Scorer] = {}
-    sets = []
+    sets: list[dict[str, Any]] = []
     judged_only: set[str] = set()
     for n, (topics_path, qrels_path) in enumerate(zip(args.topics, args.qrels)):
         topics = choose_topics(topics_path, qrels_path, args.sample, args.seed)

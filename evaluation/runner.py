@@ -6,6 +6,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from tqdm import tqdm
 
@@ -18,6 +19,9 @@ from mathscout.types import Hit
 from mathscout.limits import ARQMATH_RUN_K, K, RERANK_DEPTH
 from mathscout.retrievers.base import Retriever
 from mathscout.retrievers.registry import open_retriever
+
+if TYPE_CHECKING:
+    from mathscout.retrievers.structure import StructureRetriever
 
 
 def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str,
@@ -102,12 +106,13 @@ def run_task2(index: IndexDir, topics_path: Path | str, mode: str, k: int, outpu
     without = [t.id for t in topics if not getattr(t, "formula", None)]
     if len(without) == len(topics):
         raise MathScoutError(f"{topics_path} has no formula topics (Task 2 topics carry <Latex>); use --task 1")
-    retriever = open_retriever(index, mode, **(options or {}))
+    retriever = cast("StructureRetriever", open_retriever(index, mode, **(options or {})))  # TASK2_MODES
     results: dict = {}
     started = time.perf_counter()
     for topic in tqdm(topics, desc="task 2 run", unit="topic", file=sys.stderr, disable=None):
         if topic.id in without:
             continue
+        assert topic.formula is not None  # the topics without one are left out
         try:
             results[topic.id] = retriever.formula_hits(topic.formula, k)
         except Exception as exc:  # an unreadable query formula must not cost the whole run

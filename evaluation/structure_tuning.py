@@ -192,7 +192,8 @@ def dump_formula_queries(index: Path, sample: int, depth: int, seed: int = 13) -
     doc_ids = retriever.store.doc_ids()
     started = time.perf_counter()
     queries = build_queries(index_dir, sample, seed, half="fitting")
-    records, qrels = {}, []
+    records: dict[str, dict] = {}
+    qrels: list[str] = []
     for n, q in enumerate(queries):
         qid = f"formula-{q['kind']}-{n}"
         try:
@@ -411,4 +412,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -155,8 +155,8 @@ def cross_validate(grid: GridSearch, folds: int = FOLDS, seed: int = SEED) -> Cr
     order = list(range(len(topics)))
     random.Random(seed).shuffle(order)
     assignment = np.zeros(len(topics), dtype=np.int64)
-    for n, position in enumerate(order):
-        assignment[position] = n % folds
+    for n, shuffled in enumerate(order):
+        assignment[shuffled] = n % folds
     per_topic: dict[str, float] = {}
     fused: dict[str, list[tuple[str, float]]] = {}
     report: list[Fold] = []

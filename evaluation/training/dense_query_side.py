@@ -204,7 +204,9 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
         curve.append(held_out_ndcg())
         print(f"epoch {epoch}/{settings.epochs}: loss {np.mean(losses[-(len(pairs) // settings.batch):]):.4f}, "
               f"held-out nDCG@10 {fmt(curve[-1])} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
-        if curve[-1] is None or curve[-1] > curve[best_epoch]:  # without held-out questions: the last epoch
+        latest, best_so_far = curve[-1], curve[best_epoch]
+        # without held-out questions (None each epoch): the last epoch
+        if latest is None or best_so_far is None or latest > best_so_far:
             best, best_epoch = matrix.detach().clone(), epoch
     record = {"pairs": len(pairs), "held_out_questions": len(held), "held_out_ndcg10": [round(v, 4) for v in curve if v is not None],
               "best_epoch": best_epoch, "losses": losses, "steps_per_epoch": len(pairs) // settings.batch}
