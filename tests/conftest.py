@@ -1,4 +1,6 @@
-"""Shared fixtures, built once per test session: real data from ../shared/data and one small index."""
+"""Shared fixtures, built once per test session from the real data in ../shared/data: the tiny index (a few hundred
+documents: bm25 + structure), the small index (60 dev topics' judged documents and 3,000 others: every default
+component) and the dense index (MiniLM vectors of ~160 documents)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.corpora import DENSE_DISTRACTORS, DENSE_TOPICS, FORMULA_ONLY, TINY_DOCS
+from tests.support.corpora import DENSE_DISTRACTORS, DENSE_TOPICS, FORMULA_ONLY, write_tiny_corpus
 from tests.support.paths import SHARED_DATA
 
 SUBSET_DEV_TOPICS = 60  # dev topics whose judged documents are all in the small index
@@ -96,23 +98,24 @@ def mathscout_home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "home"
 
 
+# --- the tiny index: the one index of a few hundred real documents the tests share ---------------------------
+
+
 @pytest.fixture(scope="session")
 def tiny_corpus(shared_data, tmp_path_factory) -> Path:
-    """The first TINY_DOCS documents of the shared collection."""
-    out = tmp_path_factory.mktemp("tiny") / "tiny.jsonl"
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(out, "w", encoding="utf-8") as w:
-        for n, line in enumerate(f):
-            if n == TINY_DOCS:
-                break
-            w.write(line)
-    return out
+    """The tiny corpus (tests/support/corpora.py): the first TINY_REAL_DOCS documents of the shared collection, a
+    document that tries a prompt injection and one whose text is hostile markup; TINY_DOCS documents in all."""
+    return write_tiny_corpus(shared_data, tmp_path_factory.mktemp("tiny") / "tiny.jsonl")
 
 
 @pytest.fixture(scope="session")
 def tiny_index(tiny_corpus, tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-index") / "idx"
+    """bm25 + structure over the tiny corpus, built once per session: the agent, the tools, the command line, the
+    services and the hostile-input tests search it. Read it as it is; a test that changes an index copies it first
+    (shutil.copytree)."""
     from mathscout.retrievers.indexing import build_index
 
+    path = tmp_path_factory.mktemp("tiny-index") / "idx"
     build_index([tiny_corpus], path, ["bm25", "structure"])
     return path
 

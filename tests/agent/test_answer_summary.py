@@ -33,7 +33,8 @@ def demo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def demo_dense(tmp_path_factory):
-    """bm25, structure and dense vectors over the demo's number theory and geometry documents."""
+    """bm25, structure and dense vectors over the demo's number theory and geometry documents. Its own build: the
+    summaries asserted are the demo documents' sentences, with dense vectors (the tiny index has none)."""
     from mathscout.retrievers.indexing import build_index
 
     path = tmp_path_factory.mktemp("demo-dense") / "index"

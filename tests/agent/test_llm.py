@@ -10,15 +10,15 @@ import pytest
 
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.config import LLMConfig
-from tests.support.corpora import DIRICHLET, INJECTION, INJECTION_ID, SQRT_PRODUCT, SUM_OF_SQUARES, SUM_OF_SQUARES_DOC, tiny_index
+from tests.support.corpora import DIRICHLET, INJECTION, INJECTION_ID, SQRT_PRODUCT, SUM_OF_SQUARES, SUM_OF_SQUARES_DOC
 from tests.support.fake_openai import ChatRequest, Fault, FakeOpenAI, RawToolCalls, Slow, Text, ToolCalls
 
 MODEL = "fake-gpt"
 
 
 @pytest.fixture(scope="module")
-def index(shared_data, tmp_path_factory):
-    return tiny_index(shared_data, tmp_path_factory.getbasetemp())
+def index(tiny_index):
+    return tiny_index  # the tiny index the tests share (tests/conftest.py): real documents and an injection attempt
 
 
 def _assistant(index, server: FakeOpenAI, timeout: float = 10.0) -> Assistant:

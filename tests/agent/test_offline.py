@@ -20,14 +20,13 @@ from tests.support.corpora import (
     SQRT_PRODUCT_DOCS,
     SUM_OF_SQUARES,
     SUM_OF_SQUARES_DOC,
-    tiny_index,
 )
 from mathscout.tools import ToolBox, ToolSession, langchain_tools
 
 
 @pytest.fixture(scope="module")
-def index(shared_data, tmp_path_factory):
-    return tiny_index(shared_data, tmp_path_factory.getbasetemp())
+def index(tiny_index):
+    return tiny_index  # the tiny index the tests share (tests/conftest.py): real documents and an injection attempt
 
 
 @pytest.fixture(scope="module")
@@ -174,8 +173,12 @@ def test_the_contract_the_chat_page_uses(assistant):
     assert answer.mode == "structure" and len(answer.hits) == 3 and answer.hits[0].doc_id == SUM_OF_SQUARES_DOC
 
 
-def test_missing_and_broken_components_degrade_with_a_message(shared_data, index, tmp_path_factory):
-    bm25_only = Assistant(tiny_index(shared_data, tmp_path_factory.getbasetemp(), ["bm25"]), use_llm=False)
+def test_missing_and_broken_components_degrade_with_a_message(tiny_corpus, index, tmp_path_factory):
+    from mathscout.retrievers.indexing import build_index
+
+    bm25_only_index = tmp_path_factory.mktemp("bm25-only") / "index"  # its own build: the tiny corpus without the
+    build_index([tiny_corpus], bm25_only_index, ["bm25"])  # structure component (removing it would damage a copy)
+    bm25_only = Assistant(bm25_only_index, use_llm=False)
     assert "no structure component" in bm25_only.toolbox.offered()["structure_search"]
     answer = bm25_only.ask(f"${SUM_OF_SQUARES}$", k=3)
     assert _tools(answer) == ["search"] and answer.hits  # the formula's tokens searched as text

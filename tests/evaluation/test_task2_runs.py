@@ -73,7 +73,8 @@ def test_task2_needs_formula_retrieval(shared_data, small_index, tmp_path):
 @pytest.fixture(scope="module")
 def posts_index(shared_data, tmp_path_factory) -> tuple[Path, list]:
     """An index of an ARQMath Posts XML whose answers are the 2020 Task 2 topics' real question bodies, with their
-    official `math-container` formula ids (`q_4` …)."""
+    official `math-container` formula ids (`q_4` …). Its own build: the tiny index holds no Posts XML and no official
+    formula ids."""
     from mathscout.retrievers.indexing import build_index
 
     root = ET.parse(_topics(shared_data, "2020")).getroot()

@@ -225,7 +225,7 @@ def test_splade_needs_a_local_checkpoint(monkeypatch):
 def test_splade_component_indexes_and_searches_with_a_local_checkpoint(tiny_splade_checkpoint, tmp_path, monkeypatch):
     from mathscout.retrievers.indexing import add_components, build_index
 
-    docs = tmp_path / "docs.jsonl"
+    docs = tmp_path / "docs.jsonl"  # its own four documents: the random tiny checkpoint must rank d0 first
     with open(docs, "w", encoding="utf-8") as f:
         for n, text in enumerate(["The Fourier transform of $1/|x|$", "Prime numbers are infinite",
                                   "Integrate $\\int x^2 dx$ by parts", "Eigenvalues of a symmetric matrix"]):

@@ -36,7 +36,8 @@ def _lines(path, keep) -> list[str]:
 
 @pytest.fixture(scope="module")
 def ranker_data(shared_data, tmp_path_factory):
-    """Topic and qrels files (train and held-out dev) and an index holding their judged answers."""
+    """Topic and qrels files (train and held-out dev) and an index holding their judged answers. Its own build: the
+    ranker learns from the judged answers of 200 train topics, which neither the tiny nor the small index holds."""
     from mathscout.retrievers.indexing import build_index
 
     folder = tmp_path_factory.mktemp("ranker")
@@ -222,7 +223,8 @@ TITLED_THREADS = 30  # Math StackExchange train questions written as an ARQMath 
 @pytest.fixture(scope="module")
 def titled_index(shared_data, tmp_path_factory):
     """An index of a real ARQMath-format Posts XML (train questions of the shared collection as question rows, their
-    answers from docs.jsonl as answer rows: the thread's real title) plus 100 untitled JSONL documents."""
+    answers from docs.jsonl as answer rows: the thread's real title) plus 100 untitled JSONL documents. Its own build:
+    the shared collection's documents have no titles."""
     from html import escape
 
     from mathscout.retrievers.indexing import build_index

@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 
 from mathscout.markup import document_markdown, safe_math, sanitize_answer
 from tests.support.cli import REPO
-from tests.support.corpora import EVIL, HOSTILE_ID, HOSTILE_PIECES, HOSTILE_TEXT
+from tests.support.corpora import EVIL, HOSTILE_ID, HOSTILE_PIECES
 
 RENDER = MarkdownIt("commonmark", {"html": True})
 
@@ -56,17 +56,8 @@ def test_an_answer_keeps_its_citations_and_math_but_loses_links():
 # --- end to end over a real index ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def hostile_index(shared_data, tmp_path_factory):
-    from mathscout.retrievers.indexing import build_index
-    from tests.support.corpora import tiny_collection
-
-    folder = tmp_path_factory.mktemp("hostile")
-    collection = tiny_collection(shared_data, folder / "docs.jsonl", with_injection=False)
-    with open(collection, "a", encoding="utf-8") as out:
-        out.write(json.dumps({"id": HOSTILE_ID, "title": f"Roots ![t](http://{EVIL}/title.png)",
-                              "text": HOSTILE_TEXT}) + "\n")
-    build_index([collection], folder / "index", ["bm25", "structure"])
-    return folder / "index"
+def hostile_index(tiny_index):
+    return tiny_index  # the tiny index the tests share (tests/conftest.py) holds the hostile document
 
 
 def test_the_offline_answer_quotes_a_hostile_document_as_text(hostile_index):

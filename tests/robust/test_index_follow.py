@@ -28,7 +28,8 @@ def _slice(shared_data: Path, out: Path, start: int) -> set[str]:
 
 @pytest.fixture(scope="module")
 def built(shared_data, tmp_path_factory):
-    """(first build's folder, its ids, the second corpus, its ids)."""
+    """(first build's folder, its ids, the second corpus, its ids). Its own builds: the test rebuilds over a second,
+    disjoint corpus and checks that no hit comes from the first."""
     work = tmp_path_factory.mktemp("follow")
     first_ids = _slice(shared_data, work / "first.jsonl", 0)
     second_ids = _slice(shared_data, work / "second.jsonl", 5000)

@@ -9,7 +9,6 @@ off. Screenshots go to tests/artifacts/ (git-ignored).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -25,7 +24,7 @@ import pytest
 from mathscout.types import Document, Hit, MatchedFormula
 from tests.support.cli import stop
 from tests.support.paths import ARTIFACTS
-from tests.support.corpora import EVIL, HOSTILE_ID, HOSTILE_TEXT, tiny_collection
+from tests.support.corpora import EVIL, HOSTILE_ID
 from tests.support.fake_openai import FakeOpenAI, Text, ToolCalls
 
 CHROMIUM = "/usr/bin/chromium"
@@ -121,10 +120,10 @@ def test_serve_refuses_to_expose_the_page_without_an_explicit_flag(capsys):
 # ---- shared fixtures: indexes and the page's server -----------------------------------------------
 
 @pytest.fixture(scope="module")
-def ui_indexes(tmp_path_factory, shared_data):
-    """MATHSCOUT_HOME with the demo index, a damaged copy and a small index of real MSE answers."""
+def ui_indexes(tmp_path_factory, tiny_index):
+    """MATHSCOUT_HOME with the demo index, a damaged copy and a small index of real MSE answers (a copy of the tiny
+    index the tests share, named as the page lists it; it holds a document that tries to load and link outside URLs)."""
     from mathscout.retrievers.indexing import ensure_demo_index
-    from mathscout.retrievers.indexing import build_index
 
     home = tmp_path_factory.mktemp("ui-home")
     demo = ensure_demo_index(home / "indexes" / "demo")
@@ -132,11 +131,7 @@ def ui_indexes(tmp_path_factory, shared_data):
     shutil.copytree(demo, broken)
     for part in (broken / "structure").iterdir():
         part.write_bytes(b"damaged")
-    mse = tmp_path_factory.mktemp("ui-mse") / "mse-sample"
-    collection = tiny_collection(shared_data, mse.parent / "docs.jsonl", with_injection=False)
-    with open(collection, "a", encoding="utf-8") as out:  # a document that tries to load and link outside URLs
-        out.write(json.dumps({"id": HOSTILE_ID, "title": "Products of square roots", "text": HOSTILE_TEXT}) + "\n")
-    build_index([collection], mse, ["bm25", "structure"])
+    mse = shutil.copytree(tiny_index, tmp_path_factory.mktemp("ui-mse") / "mse-sample")
     return {"home": home, "demo": demo, "broken": broken, "mse": mse}
 
 

@@ -12,8 +12,7 @@ from mathscout.types_expansion.detect import TERMS_FILE, TypeDetector, detect_ty
 from mathscout.types_expansion.dictionary import Entry, normalize_entry, normalized_terms
 from mathscout.types_expansion.embeddings import train_type_embeddings
 from mathscout.types_expansion.expand import expand_query, load_type_model, type_expansion
-
-TINY_INDEX_DOCS = 300
+from tests.support.corpora import TINY_DOCS
 
 
 # ---- dictionary --------------------------------------------------------------------------------------
@@ -132,19 +131,6 @@ def test_type_free_query_is_not_expanded(tiny_model):
 
 # ---- the `types` component and the types / types2x / rm3 modes ----------------------------------------
 
-@pytest.fixture(scope="module")
-def tiny_index(shared_data, tmp_path_factory):
-    """A bm25-only index over the first documents of the collection (the types component added later)."""
-    from mathscout.retrievers.indexing import build_index
-
-    source = tmp_path_factory.mktemp("types-docs") / "docs.jsonl"
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f:
-        source.write_text("".join(itertools.islice(f, TINY_INDEX_DOCS)), encoding="utf-8")
-    path = tmp_path_factory.mktemp("types-index") / "tiny"
-    build_index([source], path, ["bm25"])
-    return path
-
-
 def test_missing_type_model_names_the_build_command(tiny_index):
     from mathscout.retrievers import open_retriever
 
@@ -158,24 +144,27 @@ def test_missing_type_model_names_the_build_command(tiny_index):
 
 
 @pytest.fixture(scope="module")
-def typed_index(tiny_index):
-    """`mathscout train types` over the tiny index (without PlanetMath bodies, to keep it small)."""
+def typed_index(tiny_index, tmp_path_factory):
+    """`mathscout train types` over a copy of the tiny index the tests share (without PlanetMath bodies, to keep it
+    small)."""
     import contextlib
     import io
+    import shutil
 
     from mathscout.cli import main
     from mathscout.index.layout import IndexDir
 
+    typed = shutil.copytree(tiny_index, tmp_path_factory.mktemp("types-index") / "tiny")
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
         patch.delenv("MATHSCOUT_PLANETMATH", raising=False)
-        assert main(["train", "types", "--index", str(tiny_index), "--planetmath", "none"]) == 0
+        assert main(["train", "types", "--index", str(typed), "--planetmath", "none"]) == 0
     assert "tokens/s" in out.getvalue() and "word2vec" in out.getvalue()
-    stats = IndexDir(tiny_index).manifest.components["types"]
-    assert stats["documents"] == TINY_INDEX_DOCS and stats["planetmath_extra_texts"] == 0
+    stats = IndexDir(typed).manifest.components["types"]
+    assert stats["documents"] == TINY_DOCS and stats["planetmath_extra_texts"] == 0
     assert stats["type_mentions"] > 0 and stats["types_with_vectors"] > 0
     assert stats["word2vec"]["sg"] == 1 and stats["word2vec"]["window"] == 10 and stats["train_seconds"] > 0
-    return tiny_index
+    return typed
 
 
 def test_type_modes_add_type_scores_to_bm25(typed_index):
