@@ -483,22 +483,3 @@ def test_question_cache_resumes_only_the_same_job(dense_index, dense_topics, tmp
     encoded = _encode_questions(retriever, first, cache)
     assert np.array_equal(_encode_questions(retriever, first, cache), encoded)  # the cached chunk is reused
     assert np.allclose(_encode_questions(retriever, second, cache), retriever.encode(second), atol=1e-6)  # not stale
-
-
-def test_scale_bench_dense_stage_derives_vectors_and_measures_recall_against_flat(dense_index, tmp_path):
-    from mathscout.benchmarks import scale_dense
-
-    vectors = tmp_path / "passage_vectors.f32"
-    derived = scale_dense.write_derived(dense_index, 3, vectors)
-    source = open_retriever(IndexDir(dense_index), "dense")
-    assert derived["passages"] == 3 * source.faiss.ntotal and derived["copies"] == 3
-    rows = np.fromfile(vectors, dtype=np.float32).reshape(-1, derived["dimension"])
-    assert np.array_equal(rows[: source.faiss.ntotal], source.faiss.reconstruct_n(0, source.faiss.ntotal))  # copy 0
-    assert 0.9 < float(np.mean(np.sum(rows[source.faiss.ntotal : 2 * source.faiss.ntotal] * rows[: source.faiss.ntotal], axis=1))) < 0.99
-    built = scale_dense.build(vectors, derived["dimension"], tmp_path / "ivfpq.faiss")
-    assert built["ann"] == "ivfpq" and built["bytes"] > 0
-    queries = tmp_path / "queries.npy"
-    np.save(queries, source.encode([Query(id="q", text="prime numbers"), Query(id="r", text=r"$\int_0^1 x^2 dx$")]))
-    measured = scale_dense.query(vectors, derived["dimension"], tmp_path / "ivfpq.faiss", queries, lambda: {})
-    assert measured["recall"]["recall@10"] >= 0.9 and measured["max_score_difference_vs_flat"] < 1e-5
-    assert set(measured["latency"]) == {"dense-ann@100", "dense-ann@1000", "dense-flat@1000"}

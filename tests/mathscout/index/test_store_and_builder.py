@@ -121,10 +121,3 @@ def test_corrupt_store_is_a_clear_error(tmp_path):
     (tmp_path / "idx" / "store.sqlite").write_bytes(b"not a database" * 100)
     with pytest.raises(MathScoutError, match="damaged|unreadable"):
         IndexDir(tmp_path / "idx").store.count()
-
-
-def test_unknown_benchmark_lists_the_available_ones():
-    from mathscout.benchmarks import run_benchmark
-
-    with pytest.raises(MathScoutError, match="unknown benchmark 'nope'.*bm25"):
-        run_benchmark("nope", [])

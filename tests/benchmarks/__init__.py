@@ -1,0 +1,1 @@
+"""Tests of mathscout.benchmarks (benchmarks/): `mathscout bench`."""
