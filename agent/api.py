@@ -19,10 +19,10 @@ from pathlib import Path
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.following import FollowedAssistant
 from mathscout.events import AgentEvent, Answer
-from mathscout.options import K, MODE, RERANK, RERANK_DEPTH, USE_LLM, check_options
 from mathscout.index.layout import IndexDir
-from mathscout.types import Hit
+from mathscout.options import MODE, RERANK, RERANK_DEPTH, USE_LLM, K, check_options
 from mathscout.tools.session import ToolSession
+from mathscout.types import Hit
 
 
 class MathScout:

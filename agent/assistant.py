@@ -9,22 +9,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mathscout.agent.config import LLMConfig
-from mathscout.events import AgentEvent, Answer, EventQueue
 from mathscout.agent.llm import LLMAgent, LLMUnavailable
 from mathscout.agent.offline import OfflinePlanner
 from mathscout.agent.planned import offered_modes, open_mode
-from mathscout.question import read_question
 from mathscout.errors import MathScoutError, QueryError
+from mathscout.events import AgentEvent, Answer, EventQueue
 from mathscout.index.layout import IndexDir
 from mathscout.limits import AGENT_K, K, rerank_kind
 from mathscout.limits import RERANK_DEPTH as RERANK_DEPTH_LIMIT
-from mathscout.options import K as K_OPTION
 from mathscout.options import AUTO, MODE, RERANK, RERANK_DEPTH, USE_LLM
+from mathscout.options import K as K_OPTION
+from mathscout.question import read_question
 from mathscout.render import explain_hits
 from mathscout.retrievers.scores import describe_hits
-from mathscout.types import Hit
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox
+from mathscout.types import Hit
 
 
 def _open_index(index: IndexDir | Path | str | None) -> IndexDir:

@@ -15,9 +15,9 @@ import numpy as np
 
 from mathscout.corpus.math_spans import find_math
 from mathscout.events import Expansion, Rewrite
+from mathscout.markup import document_markdown, safe_math
 from mathscout.notices import notice
 from mathscout.question import Question
-from mathscout.markup import document_markdown, safe_math
 from mathscout.rewrite.compute import Computation
 from mathscout.types import Document, Hit, Query
 

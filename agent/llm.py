@@ -15,13 +15,13 @@ from typing import Any, cast
 
 from mathscout.agent.compose import check_citations
 from mathscout.agent.config import LLMConfig
-from mathscout.events import AgentEvent, Answer, EventQueue, drain
 from mathscout.agent.prompts import load_prompt, user_prompt
+from mathscout.events import AgentEvent, Answer, EventQueue, drain
+from mathscout.markup import sanitize_answer
 from mathscout.options import AUTO, MODE
 from mathscout.question import Question
-from mathscout.markup import sanitize_answer
-from mathscout.types import Hit, renumbered
 from mathscout.tools.session import ToolSession
+from mathscout.types import Hit, renumbered
 
 MAX_STEPS = 10  # model turns per question (each may call several tools)
 MODE_TOOLS = {  # explicit search modes: the tools the model may use

@@ -24,20 +24,20 @@ from typing import cast
 
 from mathscout.agent.compose import DenseSentences, LexicalSentences, SentenceScorer, check_citations, extractive_answer
 from mathscout.agent.plan import Plan, TextSearch
-from mathscout.events import AgentEvent, Answer, EventQueue, drain
 from mathscout.errors import QueryError
+from mathscout.events import AgentEvent, Answer, EventQueue, drain
 from mathscout.options import MODE
 from mathscout.question import Question
 from mathscout.render import explain_hits
-from mathscout.rewrite.compute import compute
-from mathscout.types import Hit, Query, renumbered
 from mathscout.retrievers.base import BaseRetriever
 from mathscout.retrievers.compose import FormulaRewrite, QueryMap
 from mathscout.retrievers.fusion import FusedRetriever, Stage
 from mathscout.retrievers.rewrite import StructureSearch
+from mathscout.rewrite.compute import compute
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox, ToolOutput
 from mathscout.tools.traced import TracedReranker, TracedSearch, no_rewriter, traced_form_search, traced_rewriter
+from mathscout.types import Hit, Query, renumbered
 
 _TOKEN = re.compile(r"\S+\s*|\s+")
 
@@ -74,8 +74,9 @@ class OfflinePlanner:
             # the structure mode: one index's StructureRetriever or a sharded index's ShardedStructure
             structure = cast(StructureSearch, self.toolbox.retriever("structure"))
         except Exception as exc:  # noqa: BLE001 — a broken component must not end the answer
+            error = exc  # the call's work raises it (`exc` is unbound after the except clause)
             session.run("structure_search", {"formula": question.formulas[0] if question.formulas else ""},
-                        lambda: _raise(exc))
+                        lambda: _raise(error))
             return None
         formulas = QueryMap(lambda _: _formula_query(question, plan.formula_words))
         rewriter = traced_rewriter(session) if plan.rewrite else no_rewriter
@@ -105,7 +106,7 @@ class OfflinePlanner:
         def work() -> None:
             try:
                 found.append(search.search(Query(id="question", text=question.text), depth))
-            except BaseException as exc:  # handed to the caller's thread below
+            except BaseException as exc:  # noqa: BLE001 — handed to the caller's thread below
                 failed.append(exc)
             finally:
                 events.put(_FINISHED)

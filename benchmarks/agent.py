@@ -26,7 +26,7 @@ EXAMPLES = DEMO_CORPUS.parent / "demo_examples.json"
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _questions(args) -> list[tuple[str, str, set[str]]]:

@@ -27,9 +27,9 @@ from pathlib import Path
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.compose import (
     PRIOR_WEIGHT,
-    Candidate,
     SENTENCE_WEIGHTS,
     SUMMARY_HITS,
+    Candidate,
     _cite,
     choose_summary,
     score_candidates,
@@ -51,7 +51,7 @@ GRID_SENTENCE = (0.0, 1.0)  # the sentence similarity's weight (against the prio
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _first_cited(text: str, hits) -> str | None:

@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mathscout.evaluation.topics import load_topics
 from mathscout import java
+from mathscout.evaluation.topics import load_topics
 from mathscout.retrievers.indexing import build_index
 from mathscout.retrievers.registry import open_retriever
 

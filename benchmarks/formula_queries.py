@@ -25,9 +25,9 @@ import time
 from collections import defaultdict
 
 from mathscout.errors import QueryError
+from mathscout.evaluation.formula_queries import KINDS, build_queries, ndcg10
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers import open_retriever
-from mathscout.evaluation.formula_queries import KINDS, build_queries, ndcg10
 
 QUESTION_TUNED = {"lambda_m": 0.1, "text": "full"}  # the setting `mathscout train structure` stored on the full index
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mathscout.evaluation.topics import load_topics
 from mathscout.errors import MathScoutError
+from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.base import prepare_query
 from mathscout.retrievers.fusion import FusedRetriever, describe_weights

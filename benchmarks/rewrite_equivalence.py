@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from mathscout.errors import QueryError
-from mathscout.index.layout import IndexDir
-from mathscout.rewrite import EquivalentForm, RewriteResult, equivalent_forms
 from mathscout.evaluation.formula_queries import keyed_formulas
-from mathscout.structure.parser import parse_latex
-from mathscout.types import Hit, Query
+from mathscout.index.layout import IndexDir
 from mathscout.retrievers.rewrite import MIN_FORM_LEAVES, REWRITE_WEIGHT, StructureRewriteRetriever
 from mathscout.retrievers.structure import StructureRetriever
+from mathscout.rewrite import EquivalentForm, RewriteResult, equivalent_forms
+from mathscout.structure.parser import parse_latex
+from mathscout.types import Hit, Query
 
 MIN_LEAVES, MAX_LEAVES = 4, 30
 MAX_CHARS = 200
@@ -69,7 +69,7 @@ def build_queries(candidates, docs_by_key, sample: int, seed: int, rewrite, limi
     for i in order:
         if len(untransformed) >= sample:
             break
-        ordinal, doc_id, latex, key = candidates[i]
+        ordinal, _doc_id, latex, key = candidates[i]
         if key in seen_keys:
             continue
         seen_keys.add(key)

@@ -64,8 +64,8 @@ def _worker_store(corpus: Path, index: Path) -> dict:
 
 
 def _worker_component(index: Path, name: str) -> dict:
-    from mathscout.retrievers.indexing import add_components
     from mathscout.index.layout import IndexDir
+    from mathscout.retrievers.indexing import add_components
 
     baseline = _rss()["rss_mib"]
     started = time.perf_counter()
@@ -108,14 +108,13 @@ def _worker_query(index: Path, n_queries: int, n_safety: int) -> dict:
 
 
 def _query_stage(index: Path, n_queries: int, n_safety: int) -> dict:
-    from mathscout.evaluation.topics import load_topics
+    from mathscout import java
     from mathscout.errors import QueryError
+    from mathscout.evaluation.topics import load_topics
     from mathscout.index.layout import IndexDir
-    from mathscout.structure.search import StructureSearcher
     from mathscout.retrievers import open_retriever
     from mathscout.retrievers.structure import StructureRetriever
-
-    from mathscout import java
+    from mathscout.structure.search import StructureSearcher
 
     started = time.perf_counter()
     java.boot()  # the JVM's start (seconds) is not the index's open time: measured apart
@@ -241,7 +240,7 @@ def _run_worker(args: list[str], log: Path) -> dict:
                               stderr=err, text=True, env=env, cwd=REPO)
     if done.returncode != 0:
         raise MathScoutError(f"the bench's {args[0]} step failed (exit {done.returncode}); its output is in {log}")
-    line = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")][-1]
+    line = [out for out in done.stdout.splitlines() if out.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
 
 

@@ -25,12 +25,12 @@ from pathlib import Path
 
 from mathscout.benchmarks.scale import even_sample, percentiles
 from mathscout.config import shared_data
-from mathscout.usage import process_usage
 from mathscout.evaluation.runs import write_run
 from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers import open_retriever
 from mathscout.retrievers.shards.layout import is_sharded
+from mathscout.usage import process_usage
 
 TASK2 = [f"arqmath/topics.arqmath-{year}-task2-origin.xml" for year in (2020, 2021, 2022)]  # in the shared data
 MODES = ("bm25", "structure", "formula", "hybrid", "dense")  # dense on request (an index with dense vectors)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mathscout.evaluation.topics import load_topics
 from mathscout.errors import QueryError
+from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
 from mathscout.structure.index import PathIndex
 from mathscout.structure.lexer import recorded_lexer
@@ -55,7 +55,7 @@ class Latencies:
     def stats(self, system: str) -> dict[str, float]:
         ms = np.array(self.seconds.get(system, [np.nan])) * 1000
         return {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)),
-                "max": float(ms.max()), "mean": float(ms.mean()), "n": int(len(ms))}
+                "max": float(ms.max()), "mean": float(ms.mean()), "n": len(ms)}
 
 
 def load_query_sets(data: Path) -> dict[str, list[tuple[str, str]]]:
@@ -113,12 +113,9 @@ def run(args) -> dict:
         results["unreadable"][name] = unreadable
 
     for k in args.ks:
-        def one(system: str, latex: str, query, searcher) -> tuple[float, list]:
+        def one(system: str, latex: str, query, searcher, k: int = k) -> tuple[float, list]:
             t0 = time.perf_counter()
-            if system == PYA0:
-                hits = peer.search([latex], (), k)
-            else:
-                hits = searcher.search(query, k, system, per_document)
+            hits = peer.search([latex], (), k) if system == PYA0 else searcher.search(query, k, system, per_document)
             return time.perf_counter() - t0, hits
 
         for name, items in prepared.items():  # warm-up: every query once per system
@@ -180,7 +177,9 @@ def report(results: dict) -> str:
             lines.append("| system | p50 ms | p95 ms | max ms | mean ms | p50 / pya0 | p95 / pya0 | p50 speed-up vs exhaustive |")
             lines.append("|---|---|---|---|---|---|---|---|")
             for system, s in stats.items():
-                ratio = (lambda key: f"{s[key] / peer[key]:.2f}" if peer else "—")
+                def ratio(key: str, s: dict = s, peer: dict | None = peer) -> str:
+                    return f"{s[key] / peer[key]:.2f}" if peer else "—"
+
                 speed = stats["exhaustive"]["p50"] / s["p50"] if "exhaustive" in stats else float("nan")
                 lines.append(f"| {system} | {s['p50']:.1f} | {s['p95']:.1f} | {s['max']:.1f} | {s['mean']:.1f} "
                              f"| {ratio('p50')} | {ratio('p95')} | {speed:.1f}× |")

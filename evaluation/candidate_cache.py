@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics
-from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
-from mathscout.types import Query
 from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates
 from mathscout.retrievers.registry import servable_modes
+from mathscout.types import Query
 
 CHUNK = 50  # topics between two saves
 

@@ -26,8 +26,8 @@ from mathscout.rewrite.canonical import tree_key
 from mathscout.structure.lexer import LEXER, recorded_lexer
 from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
-from mathscout.types import Formula
 from mathscout.structure.paths import leaf_count
+from mathscout.types import Formula
 
 MIN_LEAVES, MAX_LEAVES, MAX_CHARS = 5, 30, 200
 MAX_DOCS = 10  # formulas held by more documents are too common to be a target
@@ -112,7 +112,7 @@ def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reportin
     counts: defaultdict[str, int] = defaultdict(int)
     seen: set[str] = set()
     makers: dict[str, Callable[[str], str | None]] = {"renamed": renamed, "rerendered": rerendered, "subexpression": partial(subexpression, lexer=lexer)}
-    for doc_id, latex, key in candidates:
+    for _doc_id, latex, key in candidates:
         if key in seen or len(docs_by_key[key]) > MAX_DOCS:
             continue
         seen.add(key)

@@ -25,8 +25,8 @@ import ir_measures
 from ir_measures import AP, RR, Bpref, P, R, nDCG
 from scipy.stats import ttest_rel
 
-from mathscout.evaluation.runs import Run, read_run
 from mathscout.errors import MathScoutError
+from mathscout.evaluation.runs import Run, read_run
 
 SIGNIFICANCE_LEVEL = 0.05
 ARQMATH_DEPTH = 1000  # ARQMath runs hold at most 1000 answers per topic

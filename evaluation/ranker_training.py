@@ -28,19 +28,26 @@ from typing import Any
 
 import numpy as np
 
+from mathscout.config import SHARED_COLLECTION
+from mathscout.errors import MathScoutError
 from mathscout.evaluation.candidate_cache import cached_candidates, choose_topics
 from mathscout.evaluation.measures import compare_runs, evaluate_run
 from mathscout.evaluation.topics import require_train_topics
 from mathscout.evaluation.tuning import Scorer
-from mathscout.config import SHARED_COLLECTION
-from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
-from mathscout.types import Hit
 from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates
 from mathscout.retrievers.features import CATEGORICAL, Vocabulary, feature_matrix, feature_names
-from mathscout.retrievers.ranked import (Ranker, RankerConfig, lightgbm_module, ranked_hits, save_model, tail_retriever,
-                                         with_tail)
+from mathscout.retrievers.ranked import (
+    Ranker,
+    RankerConfig,
+    lightgbm_module,
+    ranked_hits,
+    save_model,
+    tail_retriever,
+    with_tail,
+)
 from mathscout.retrievers.registry import open_retriever, servable_modes
+from mathscout.types import Hit
 
 FOLDS = 5
 SEED = 0

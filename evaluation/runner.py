@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, cast
 
 from tqdm import tqdm
 
-from mathscout.notices import notice
+from mathscout.errors import MathScoutError
 from mathscout.evaluation.runs import format_run_lines, format_task2_lines, write_lines, write_run
 from mathscout.evaluation.topics import load_topics
-from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
-from mathscout.types import Hit
-from mathscout.limits import ARQMATH_RUN_K, K, RERANK_DEPTH
+from mathscout.limits import ARQMATH_RUN_K, RERANK_DEPTH, K
+from mathscout.notices import notice
 from mathscout.retrievers.base import Retriever
 from mathscout.retrievers.registry import open_retriever
+from mathscout.types import Hit
 
 if TYPE_CHECKING:
     from mathscout.retrievers.structure import StructureRetriever
@@ -60,7 +60,7 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
         t0 = time.perf_counter()
         try:
             hits = retriever.batch_search([topic], k=k)[topic.id]  # ranking only: runs need no snippets
-        except Exception as exc:  # one bad topic must not cost the whole run
+        except Exception as exc:  # noqa: BLE001 — one bad topic must not cost the whole run
             failures.append(topic.id)
             notice(f"topic {topic.id} skipped: {_describe(exc)}")
             continue
@@ -102,7 +102,7 @@ def run_task2(index: IndexDir, topics_path: Path | str, mode: str, k: int, outpu
         raise MathScoutError(f"Task 2 runs rank formulas: use --mode {' or '.join(TASK2_MODES)} (not '{mode}')")
     tag = tag or f"mathscout-task2-{mode}"
     format_run_lines({}, tag, fmt)  # a bad format or tag fails now
-    topics = [t for t in load_topics(topics_path)]
+    topics = list(load_topics(topics_path))
     without = [t.id for t in topics if not getattr(t, "formula", None)]
     if len(without) == len(topics):
         raise MathScoutError(f"{topics_path} has no formula topics (Task 2 topics carry <Latex>); use --task 1")
@@ -115,7 +115,7 @@ def run_task2(index: IndexDir, topics_path: Path | str, mode: str, k: int, outpu
         assert topic.formula is not None  # the topics without one are left out
         try:
             results[topic.id] = retriever.formula_hits(topic.formula, k)
-        except Exception as exc:  # an unreadable query formula must not cost the whole run
+        except Exception as exc:  # noqa: BLE001 — an unreadable query formula must not cost the whole run
             notice(f"topic {topic.id} skipped: {_describe(exc)}")
     if not any(results.values()):
         raise MathScoutError(f"no formula of the {len(topics)} topics matched; no run written")

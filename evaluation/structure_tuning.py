@@ -39,19 +39,19 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from mathscout.evaluation.measures import evaluate_run, read_qrels
-from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import MathScoutError, QueryError
+from mathscout.evaluation.measures import evaluate_run, read_qrels
+from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.index.layout import IndexDir
-from mathscout.structure.scoring import LAMBDA_M, fuse_math_text
 from mathscout.retrievers.base import prepare_query
+from mathscout.structure.scoring import LAMBDA_M, fuse_math_text
 
 
 def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0, seed: int = 13,
          max_formulas: int = 0, qrels: Path | None = None) -> None:
     from mathscout.retrievers.bm25 import BM25Retriever
-    from mathscout.retrievers.structure import StructureRetriever, split_query, query_kind
+    from mathscout.retrievers.structure import StructureRetriever, query_kind, split_query
 
     retriever = StructureRetriever(IndexDir(index), depth=depth, max_formulas=0)
     bm25 = BM25Retriever(IndexDir(index))
@@ -335,7 +335,7 @@ def refuse_sharded(index: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["fit", *argv]
     parser = argparse.ArgumentParser(prog="mathscout train structure", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -24,12 +24,19 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import ttest_rel
 
-from mathscout.evaluation.measures import MeasureSet, evaluate_loaded, choose_measure_set, read_qrels, scored_topics, topic_order
-from mathscout.evaluation.runs import Run, RunEntry, read_run, write_run
 from mathscout.errors import MathScoutError
+from mathscout.evaluation.measures import (
+    MeasureSet,
+    choose_measure_set,
+    evaluate_loaded,
+    read_qrels,
+    scored_topics,
+    topic_order,
+)
+from mathscout.evaluation.runs import Run, RunEntry, read_run, write_run
 from mathscout.index.layout import IndexDir
-from mathscout.types import Hit
 from mathscout.retrievers.fusion import DEPTH, METHODS, FusionConfig, Ranking, TopicMatrix, describe_weights, method
+from mathscout.types import Hit
 
 FOLDS = 5
 SEED = 0

@@ -50,7 +50,7 @@ def _plain(exc: BaseException) -> BaseException:
     a full disk stays recognisable)."""
     try:
         return pickle.loads(pickle.dumps(exc))
-    except Exception:
+    except Exception:  # noqa: BLE001 — whatever does not pickle
         text = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, OSError) and exc.errno is not None:
             return OSError(exc.errno, text)
@@ -64,7 +64,7 @@ def _run_step(result_fd: int, caller: int) -> None:
     try:
         function, args = pickle.load(sys.stdin.buffer)
         message = ("ok", function(*args))
-    except BaseException as exc:  # the caller re-raises it
+    except BaseException as exc:  # noqa: BLE001 — the caller re-raises it
         message = ("error", _plain(exc), traceback.format_exc())
     with os.fdopen(result_fd, "wb") as out:
         pickle.dump(message, out)

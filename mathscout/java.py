@@ -135,7 +135,7 @@ def boot(building: bool = False) -> None:
 
         # pyserini.pyclass calls setup.configure_classpath, which would add the incubator module again.
         pyserini.setup.configure_classpath = lambda *_args, **_kw: None
-        import pyserini.pyclass  # noqa: F401  (starts the JVM)
+        import pyserini.pyclass  # starts the JVM
 
         _silence_lucene_warnings()
         _java_output_to_stderr()
@@ -160,7 +160,7 @@ _JVM_SIGNALS = (4, 7, 8, 11)  # SIGILL, SIGBUS, SIGFPE, SIGSEGV (Linux numbering
 def keep_jvm_signal_handlers():
     """Run the body (e.g. `ray.init`) and then put back the JVM's signal handlers it replaced, when a JVM is
     running in this process; without a JVM (or off Linux) it just runs the body."""
-    if not _booted or not os.uname().sysname == "Linux":
+    if not _booted or os.uname().sysname != "Linux":
         yield
         return
     import ctypes

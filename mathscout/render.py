@@ -37,7 +37,7 @@ class _Match(NamedTuple):
 def _weights(query_terms: Mapping[str, float] | Iterable[str]) -> dict[str, float]:
     if isinstance(query_terms, Mapping):
         return {t: float(w) for t, w in query_terms.items() if w > 0}
-    return {t: 1.0 for t in query_terms}
+    return dict.fromkeys(query_terms, 1.0)
 
 
 def _formula_score(latex: str, math_weights: Mapping[str, float], total: float) -> tuple[float, set[str]]:

@@ -16,7 +16,6 @@ from mathscout.options import MODE
 from mathscout.render import plain_snippet
 
 
-
 class Record(BaseModel):
     """A record of the schema; `to_dict()` is its JSON-ready form (what `--json` prints and the API answers)."""
 

@@ -19,7 +19,7 @@ def _porter_class_alone() -> type:
     spec = importlib.util.find_spec("nltk")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("nltk is not installed")
-    root = list(spec.submodule_search_locations)[0]
+    root = next(iter(spec.submodule_search_locations))
     before = set(sys.modules)
     for name, path in (("nltk", root), ("nltk.stem", root + "/stem")):
         package = types.ModuleType(name)
@@ -42,6 +42,6 @@ def porter_stemmer():
             cls = _porter_class_alone()
         except ImportError:
             raise
-        except Exception:  # NLTK's layout changed: the ordinary (slow) import
+        except Exception:  # noqa: BLE001 — NLTK's layout changed: the ordinary (slow) import
             cls = importlib.import_module("nltk.stem.porter").PorterStemmer
     return cls(mode=cls.ORIGINAL_ALGORITHM)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from mathscout.notices import notice
 from mathscout.errors import QueryError
 from mathscout.latex.bare import delimit_bare_math
-from mathscout.types import Hit, Query
 from mathscout.limits import K
+from mathscout.notices import notice
+from mathscout.types import Hit, Query
 
 MAX_QUERY_CHARS = 10_000
 EMPTY_QUERY = "the query is empty: type some words and/or a formula like $x^2+1$"

@@ -18,17 +18,17 @@ from typing import Any
 
 from tqdm import tqdm
 
-from mathscout.notices import notice
 from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
 from mathscout.latex.aliases import LEGACY_VOCABULARY, VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import document_terms, formula_terms, is_math_term, query_terms
+from mathscout.notices import notice
 from mathscout.render import make_snippet, match_formulas
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
-from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 FIELD = "contents"
 INDEX_THREADS = 2

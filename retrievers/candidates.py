@@ -19,17 +19,17 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from mathscout.notices import notice
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
+from mathscout.notices import notice
 from mathscout.question import read_question  # the planner's classifier of question kinds
-from mathscout.types import Hit, Query
 from mathscout.retrievers.base import RankResult, prepare_query
 from mathscout.retrievers.equivalence import EquivalenceMatcher, RewriteMatches
-from mathscout.retrievers.title_bm25 import TitleScorer
 from mathscout.retrievers.registry import open_retriever, servable_modes
 from mathscout.retrievers.structure import StructureRetriever
+from mathscout.retrievers.title_bm25 import TitleScorer
+from mathscout.types import Hit, Query
 
 if TYPE_CHECKING:
     from mathscout.retrievers.bm25 import BM25Retriever
@@ -74,7 +74,7 @@ class Candidates:
 
 def question_stats(query: Query, perfect_structure: float | None = None) -> QueryStats:
     """Counts over the question text (the planner's classifier gives the kind)."""
-    text = query.formula and f"${query.formula}$" or query.text
+    text = (query.formula and f"${query.formula}$") or query.text
     terms = query_terms(text)
     math = sum(1 for t in terms if is_math_term(t))
     return QueryStats(formulas=len(query_formulas(text)), math_share=math / len(terms) if terms else 0.0,

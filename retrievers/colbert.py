@@ -31,10 +31,10 @@ from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
-from mathscout.store import DocumentStore
-from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, RankResult
 from mathscout.retrievers.dense import load_faiss, open_encoder
+from mathscout.store import DocumentStore
+from mathscout.types import Hit, Query
 
 PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
 TRAIN_SAMPLE_PER_LIST = 40

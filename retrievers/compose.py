@@ -21,10 +21,10 @@ from typing import Any
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.limits import K
 from mathscout.notices import notice
-from mathscout.types import Hit, Query, renumbered
 from mathscout.retrievers.base import BaseRetriever, Composable, QueryStage, Reranker, Retriever, prepare_query
 from mathscout.retrievers.fusion import DEPTH, Stage
 from mathscout.retrievers.rerank import DEFAULT_DEPTH, Reranked
+from mathscout.types import Hit, Query, renumbered
 
 STAGES = (Retriever, Reranker, QueryStage)
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from mathscout.notices import notice
 from mathscout.config import home
 from mathscout.dense.ann import REFINE, VECTORS, IvfPqSearch, exact_order, open_vectors
 from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint, read_meta, reuse_document_vectors
@@ -27,11 +26,12 @@ from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
+from mathscout.limits import EF_SEARCH, PASSAGES, Limit
+from mathscout.notices import notice
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
-from mathscout.limits import EF_SEARCH, PASSAGES, Limit
-from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 SEARCH_KINDS = ("flat", "hnsw", "ivfpq")
 NPROBE = Limit("nprobe", 1, 65_536, "IVF lists probed per query")
@@ -116,7 +116,7 @@ class DenseRetriever(BaseRetriever):
         nprobe = None if nprobe is None else NPROBE.check(nprobe)
         self.name, self._model = component, model
         if model or (component == "dense" and settings().dense.model):
-            self.encoder  # another model than the one the vectors were made with: checked now, at open
+            self.encoder  # noqa: B018 — another model than the one the vectors were made with: checked now, at open
         kinds = ["ivfpq"] if self.meta.get("default_search") == "ivfpq" else ["flat", "hnsw"]
         if search not in kinds:
             raise MathScoutError(f"the '{component}' component of {index.path} has no '{search}' search "

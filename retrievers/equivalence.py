@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.rewrite import RewriteResult, equivalent_forms
-from mathscout.types import Query
 from mathscout.retrievers.base import RankResult
 from mathscout.retrievers.rewrite import StructureRewriteRetriever, StructureSearch
 from mathscout.retrievers.structure import split_query
+from mathscout.rewrite import RewriteResult, equivalent_forms
+from mathscout.types import Query
 
 REWRITE_FORMS = 4  # equivalent forms searched per question (structure-rewrite's interactive default: 8)
 REWRITE_SECONDS = 1.0  # SymPy time per formula (structure-rewrite's default: 2 s)

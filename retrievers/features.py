@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mathscout.store import DocumentSummary
 from mathscout.retrievers.candidates import RETRIEVERS, Candidates
+from mathscout.store import DocumentSummary
 
 NAN = float("nan")
 PER_RETRIEVER = ("score", "rank", "score_max", "zscore", "found")

@@ -26,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from mathscout.notices import notice
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
 from mathscout.index.tuned import TunedFile
 from mathscout.limits import FUSION_DEPTH
-from mathscout.types import Hit, Query
+from mathscout.notices import notice
 from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
 from mathscout.retrievers.registry import available_modes, open_retriever, servable_modes
+from mathscout.types import Hit, Query
 
 Ranking = dict[str, float]  # document id → score for one query, best first
 DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Zhong 2023 thesis Table 5.6)

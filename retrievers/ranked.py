@@ -25,11 +25,11 @@ from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
 from mathscout.index.tuned import TunedFile
 from mathscout.limits import K
-from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, prepare_query
 from mathscout.retrievers.candidates import RETRIEVERS, CandidateGenerator, Candidates
 from mathscout.retrievers.features import Vocabulary, feature_matrix, feature_names
 from mathscout.retrievers.registry import servable_modes
+from mathscout.types import Hit, Query
 
 CONFIG_FILE = "ranker.json"
 MODEL_FILE = "ranker.lgb.txt"

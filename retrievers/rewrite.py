@@ -19,18 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
-from mathscout.notices import notice
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
+from mathscout.notices import notice
 from mathscout.render import make_snippet
+from mathscout.retrievers.base import BaseRetriever, Composable, RankResult, prepare_query
+from mathscout.retrievers.structure import EXPLAINED_HITS, highlight_weights, query_kind, split_query
 from mathscout.rewrite import RewriteResult, equivalent_forms
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import B2, length_penalty, symbol_factor
 from mathscout.structure.search import PART, FormulaHit
 from mathscout.types import Hit, MatchedFormula, Query
-from mathscout.retrievers.base import BaseRetriever, Composable, RankResult, prepare_query
-from mathscout.retrievers.structure import EXPLAINED_HITS, split_query, highlight_weights, query_kind
 
 # A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
 # (Zhong 2023 thesis, Eq. 3.14 at S'_sym = b2, §3.2.1 α-equivalence), never more: renamed-variable matches of what the user wrote stay

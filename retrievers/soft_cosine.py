@@ -32,14 +32,14 @@ from tqdm import tqdm
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir, write_json_atomic
-from mathscout.render import make_snippet, match_formulas
-from mathscout.store import DocumentStore
-from mathscout.types import Hit, Query
 from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import document_terms
-from mathscout.types_expansion.embeddings import train_word2vec
+from mathscout.render import make_snippet, match_formulas
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, query_index_terms
+from mathscout.store import DocumentStore
+from mathscout.types import Hit, Query
+from mathscout.types_expansion.embeddings import train_word2vec
 
 TERMS, DOCUMENTS, SIMILARITY, NORMS = "terms.json", "documents.npz", "similarity.npz", "norms.npz"
 MIN_DOCUMENTS, MAX_TERMS = 2, 100_000  # "removing all tokens that occurred less than twice … 100,000 most frequent"

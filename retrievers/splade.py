@@ -21,10 +21,10 @@ from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
+from mathscout.retrievers.base import BaseRetriever, RankResult
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
-from mathscout.retrievers.base import BaseRetriever, RankResult
 
 MODEL_ENV = "MATHSCOUT_SPLADE_MODEL"  # named in error messages (mathscout.settings)
 MAX_DOC_TOKENS = 512

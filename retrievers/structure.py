@@ -17,22 +17,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mathscout.notices import notice
 from mathscout.corpus.math_spans import formulas_and_words
-from mathscout.errors import DamagedIndexError, MathScoutError, QueryError
+from mathscout.errors import DamagedIndexError, QueryError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
 from mathscout.index.tuned import TunedFile
 from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import formula_terms, query_terms
+from mathscout.notices import notice
 from mathscout.render import make_snippet
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
+from mathscout.structure.fusion import fuse_formula_lists, rank_by_tier
+from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, math_keyword
 from mathscout.structure.highlight import leaf_spans, merge_spans
 from mathscout.structure.index import BuildReport, PathIndex, build_path_index
 from mathscout.structure.lexer import LEXER, recorded_lexer
 from mathscout.structure.parallel import build_path_index_parallel, default_workers
+from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import (
     BETAS,
@@ -41,13 +45,9 @@ from mathscout.structure.scoring import (
     formula_similarity,
     multi_tree_formula_similarity,
 )
-from mathscout.structure.fusion import fuse_formula_lists, rank_by_tier
-from mathscout.structure.hetero import TEXT, KeywordList, heterogeneous_search, math_keyword
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists, build_text_lists
-from mathscout.structure.parser import parse_latex
 from mathscout.types import Formula, Hit, MatchedFormula, Query, renumbered
-from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 
 if TYPE_CHECKING:
     from mathscout.retrievers.bm25 import BM25Retriever
@@ -75,7 +75,7 @@ class StructureComponent:
         stats = report.as_stats(target)
         started = time.perf_counter()
         text = build_text_lists(store, target, vocabulary=VOCABULARY)  # the top level of the heterogeneous index (Zhong 2023 thesis, Alg. 5)
-        stats["text_lists"] = {"terms": len(text.terms), "postings": int(len(text.docs)),
+        stats["text_lists"] = {"terms": len(text.terms), "postings": len(text.docs),
                                "seconds": round(time.perf_counter() - started, 2),
                                "bytes": sum((target / name).stat().st_size for name in ("text.npz", "text_terms.json.gz"))}
         stats["vocabulary"] = VOCABULARY  # the text lists' BM25 token vocabulary (`mathscout.latex.aliases`)
@@ -537,9 +537,9 @@ class StructureRetriever(BaseRetriever):
 
 def highlight_weights(formulas: list[str], words: str) -> dict[str, float]:
     """The terms a snippet marks: the query's words and the tokens of its formulas."""
-    weights = {t: 1.0 for t in query_terms(words)} if words else {}
+    weights = dict.fromkeys(query_terms(words), 1.0) if words else {}
     for latex in formulas:
-        weights.update({t: 1.0 for t in formula_terms(latex)})
+        weights.update(dict.fromkeys(formula_terms(latex), 1.0))
     return weights
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from mathscout.latex.tokens import query_terms
-from mathscout.types import Query
 from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, BM25Retriever
+from mathscout.types import Query
 
 LENGTH_SAMPLE = 5000  # titled documents whose mean length is L_avg
 

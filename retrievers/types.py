@@ -24,6 +24,8 @@ from mathscout import java
 from mathscout.errors import IndexMissingError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
+from mathscout.retrievers.bm25 import BM25Retriever
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
@@ -31,8 +33,6 @@ from mathscout.types_expansion.detect import TypeDetector, read_terms
 from mathscout.types_expansion.dictionary import SHARED_PLANETMATH
 from mathscout.types_expansion.embeddings import EPOCHS, MIN_COUNT, VECTOR_SIZE, WINDOW, WORKERS, train_type_embeddings
 from mathscout.types_expansion.expand import NEIGHBOURS, TYPE_BOOST, ExpandedQuery, expand_query, load_type_model
-from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
-from mathscout.retrievers.bm25 import BM25Retriever
 
 TYPE_INDEX = "lucene"
 FIELD = "contents"

@@ -21,6 +21,7 @@ Run it with the environment's own interpreter, where every extra is installed (`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -58,10 +59,8 @@ def distribution_bytes(dist: metadata.Distribution) -> int:
         if path in seen:
             continue
         seen.add(path)
-        try:
+        with contextlib.suppress(OSError):  # listed but not present (removed by hand, or a file of another layout)
             total += path.stat().st_size
-        except OSError:  # listed but not present (removed by hand, or a file of another layout)
-            pass
     return total
 
 

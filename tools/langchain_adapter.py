@@ -15,7 +15,6 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import ValidationError
 
 from mathscout.events import AgentEvent
-
 from mathscout.tools.schemas import MAX_K, SCHEMAS, SearchArgs
 from mathscout.tools.session import ToolSession, validation_message
 
@@ -107,7 +106,7 @@ def langchain_tools(session: ToolSession, names: list[str] | None = None, search
     """The session's tools that work on its index (optionally only `names`), as LangChain tools.
 
     `search_mode` adds a `search` tool bound to that mode (for explicit search modes)."""
-    wanted = names if names is not None else [n for n in session.toolbox.available()]
+    wanted = names if names is not None else list(session.toolbox.available())
     available = set(session.toolbox.available())
     tools: list[BaseTool] = []
     for name in wanted:

@@ -14,16 +14,16 @@ from typing import Any
 from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import QueryError
 from mathscout.latex.bare import delimit_bare_math
+from mathscout.limits import RERANK_DEPTH, K, rerank_kind
 from mathscout.notices import collecting
-from mathscout.limits import K, RERANK_DEPTH, rerank_kind
-from mathscout.options import K as K_OPTION
 from mathscout.options import MODE, RERANK
 from mathscout.options import RERANK_DEPTH as RERANK_DEPTH_OPTION
+from mathscout.options import K as K_OPTION
 from mathscout.render import explain_hits
+from mathscout.retrievers.base import EMPTY_QUERY, Retriever
 from mathscout.retrievers.scores import describe_hits
 from mathscout.schema import SearchRecord, hit_record
 from mathscout.types import Hit
-from mathscout.retrievers.base import EMPTY_QUERY, Retriever
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mathscout.options import RERANK_DEPTH
-from mathscout.events import AgentEvent, Expansion, Rewrite, ToolCall
 from mathscout.errors import MathScoutError
-from mathscout.types import Hit
+from mathscout.events import AgentEvent, Expansion, Rewrite, ToolCall
+from mathscout.options import RERANK_DEPTH
 from mathscout.tools.schemas import (
     SCHEMAS,
     GetDocumentArgs,
@@ -28,6 +27,7 @@ from mathscout.tools.schemas import (
     TypeExpansionArgs,
 )
 from mathscout.tools.toolbox import ToolBox, ToolOutput
+from mathscout.types import Hit
 
 MAX_CALLS = 16  # tool calls one question may make (an LLM looping on tools stops here)
 MAX_DOCUMENT_CALLS = 5  # get_document calls one question may make
@@ -80,7 +80,7 @@ class ToolSession:
             call.error = validation_message(exc)
         except MathScoutError as exc:
             call.error = str(exc)
-        except Exception as exc:  # a broken component must not end the answer
+        except Exception as exc:  # noqa: BLE001 — a broken component must not end the answer
             call.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else 'failed'}"
         call.seconds = time.perf_counter() - started
         if output is not None:

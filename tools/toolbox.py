@@ -13,16 +13,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mathscout.events import Expansion, Rewrite
 from mathscout.errors import MathScoutError, QueryError
-from mathscout.notices import collecting
+from mathscout.events import Expansion, Rewrite
 from mathscout.index.layout import IndexDir
+from mathscout.notices import collecting
 from mathscout.render import explain_hits
-from mathscout.types import Document, Hit, Query, renumbered
 from mathscout.retrievers import available_modes, open_retriever
-from mathscout.retrievers.registry import servable_modes
 from mathscout.retrievers.base import Retriever
+from mathscout.retrievers.registry import servable_modes
 from mathscout.tools.searching import partial_results
+from mathscout.types import Document, Hit, Query, renumbered
 
 MAX_DOCUMENT_CHARS = 3_000  # get_document returns at most this much text
 MAX_DOCUMENT_FORMULAS = 20

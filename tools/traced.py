@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mathscout.rewrite import EquivalentForm, RewriteResult
-from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, Composable, RankResult
 from mathscout.retrievers.rewrite import StructureSearch
 from mathscout.retrievers.structure import split_query
+from mathscout.rewrite import EquivalentForm, RewriteResult
 from mathscout.tools.searching import partial_results
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolOutput, hit_ids_summary
+from mathscout.types import Hit, Query
 
 Arguments = Callable[[Query, int], dict[str, Any]]
 

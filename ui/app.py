@@ -258,7 +258,7 @@ def warm_up(pool: AssistantPool) -> list[str]:
                     else:
                         with contextlib.suppress(QueryError):  # a mode that needs a formula refuses the words
                             assistant.search(question, mode=mode, k=3)
-            except Exception as exc:  # the page still starts; that mode's first search will show the problem
+            except Exception as exc:  # noqa: BLE001 — the page still starts; that mode's first search will show the problem
                 log.warning("warm-up of %s/%s failed: %s", key, mode, exc)
                 failed.append(f"{key}/{mode}")
             log.info("warmed %s/%s in %.1f s", key, mode, time.perf_counter() - started)

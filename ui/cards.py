@@ -122,9 +122,8 @@ def _safe_to_colour(latex: str, start: int, end: int) -> bool:
         return False
     if raw.startswith("\\") and raw[1:] in _NEEDS_ARGUMENT:
         return False
-    if len(raw) > 1 and not raw.startswith("\\") and _BRACELESS_ARGUMENT.search(latex[:start]):
-        return False  # `x^22` is x² 2 and `\frac12` is ½: colouring "22" or "12" whole would change the formula
-    return True
+    # `x^22` is x² 2 and `\frac12` is ½: colouring "22" or "12" whole would change the formula
+    return not (len(raw) > 1 and not raw.startswith("\\") and _BRACELESS_ARGUMENT.search(latex[:start]))
 
 
 def _coloured(token: str) -> str:

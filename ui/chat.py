@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mathscout.events import AgentEvent, Answer, ToolCall
 from mathscout.errors import MathScoutError
+from mathscout.events import AgentEvent, Answer, ToolCall
 from mathscout.index.layout import IndexDir
 from mathscout.markup import sanitize_answer
 from mathscout.options import MODE

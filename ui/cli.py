@@ -60,8 +60,8 @@ def _cmd_index(args: argparse.Namespace) -> None:
 
 def _open_index(args: argparse.Namespace):
     from mathscout.config import default_index_path
-    from mathscout.retrievers.indexing import ensure_demo_index
     from mathscout.index.layout import IndexDir
+    from mathscout.retrievers.indexing import ensure_demo_index
 
     if args.index is None:
         return IndexDir(ensure_demo_index(default_index_path()))

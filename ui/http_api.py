@@ -30,12 +30,11 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field, field_validator
 from starlette.exceptions import HTTPException
 
-from mathscout import options
-from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, SearchRecord
-from mathscout import __version__
-from mathscout.errors import MathScoutError
+from mathscout import __version__, options
 from mathscout.agent.planned import open_mode
+from mathscout.errors import MathScoutError
 from mathscout.limits import MAX_REQUEST_BYTES
+from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, SearchRecord
 from mathscout.tools.searching import SearchRequest, run_search
 from mathscout.ui import services
 from mathscout.ui.chat import AssistantPool

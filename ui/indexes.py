@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mathscout.config import default_index_path, home
-from mathscout.retrievers.indexing import ensure_demo_index
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import MANIFEST, IndexDir
+from mathscout.retrievers.indexing import ensure_demo_index
 
 
 @dataclass(frozen=True)

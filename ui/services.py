@@ -15,6 +15,7 @@ removed. `start_background` and `stop` are `mathscout serve --background` and `m
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -297,10 +298,8 @@ def _answers(service: Service) -> bool:
 
 
 def _remove(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         path.unlink()
-    except OSError:
-        pass
 
 
 # --- mathscout serve --background / --stop ---------------------------------------------------------------------

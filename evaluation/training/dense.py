@@ -43,12 +43,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from mathscout.evaluation.topics import require_train_topics
 from mathscout.config import SHARED_COLLECTION, default_index_path
-from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses
 from mathscout.dense.model import default_model_path, model_input_text
-from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
 from mathscout.errors import MathScoutError
+from mathscout.evaluation.topics import require_train_topics
+from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses
+from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
 
 DEV_MIX = {"mse": 0.5, "mo": 0.15, "math": 0.25, "proofnet": 0.05, "phys": 0.025, "stats": 0.025}  # dev's 600 topics
 

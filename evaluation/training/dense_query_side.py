@@ -29,14 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+from mathscout.dense.query_adapter import QueryAdapter
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics, require_train_topics
 from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses
-from mathscout.dense.query_adapter import QueryAdapter
-from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.retrievers.base import prepare_query
-
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ class _TextExtractor:
 
 def _as_math(body: str) -> str:
     body = body.strip()
-    if body.startswith("$") or body.startswith("\\(") or body.startswith("\\[") or body.startswith("\\begin"):
+    if body.startswith(("$", "\\(", "\\[", "\\begin")):
         return body
     return f"${body}$" if body else ""
 

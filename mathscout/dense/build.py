@@ -40,10 +40,26 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.dense.ann import (ANN_ABOVE, IVFPQ, NPROBE, VECTORS, IvfPqSettings, build_hnsw, build_ivfpq, read_rows,
-                               set_build_threads)
-from mathscout.dense.encoder import (BATCHINGS, DEFAULT_BATCHING, DEFAULT_MAX_PASSAGES, EncodedBatch, Encoder,
-                                     default_backend, log)
+from mathscout.dense.ann import (
+    ANN_ABOVE,
+    IVFPQ,
+    NPROBE,
+    VECTORS,
+    IvfPqSettings,
+    build_hnsw,
+    build_ivfpq,
+    read_rows,
+    set_build_threads,
+)
+from mathscout.dense.encoder import (
+    BATCHINGS,
+    DEFAULT_BATCHING,
+    DEFAULT_MAX_PASSAGES,
+    EncodedBatch,
+    Encoder,
+    default_backend,
+    log,
+)
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
 from mathscout.settings import DenseOptions
@@ -105,7 +121,7 @@ class TokenSink:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.spill_path = folder / "spill.f16"
-        self.spill = open(self.spill_path, "wb")
+        self.spill = open(self.spill_path, "wb")  # noqa: SIM115 — written by each add(), closed by save()
         self.spilled = 0  # rows written to the spill file
         self.start = np.full(documents, -1, dtype=np.int64)  # each document's first row in the spill file
         self.count = np.zeros(documents, dtype=np.int64)
@@ -233,8 +249,9 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
 
             per_passage = chunk.documents / max(len(chunk.sequences), 1)
             first = chunk.first_passage
-            vectors = encoder.encode_passages(chunk.sequences, (lambda p: first[p]) if sink else None,
-                                              lambda n: bar.update(n * per_passage), on_batch)
+            # the callbacks run within this iteration
+            vectors = encoder.encode_passages(chunk.sequences, (lambda p: first[p]) if sink else None,  # noqa: B023
+                                              lambda n: bar.update(n * per_passage), on_batch)  # noqa: B023
             vectors.tofile(vector_file)  # ENOSPC here is an OSError: the builder reports the full disk
             passage_docs.append(chunk.passage_doc)
             passages += len(chunk.sequences)
@@ -277,7 +294,7 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
         "build_id": _new_build_id(), **stats,
     }
     (target / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    log(f"{label}: {'Flat + HNSW (M = %d, efConstruction = %d)' % (settings.hnsw_m, settings.hnsw_ef_construction) if stats['default_search'] == 'flat' else 'IVF-PQ from disk'} "
+    log(f"{label}: {f'Flat + HNSW (M = {settings.hnsw_m:d}, efConstruction = {settings.hnsw_ef_construction:d})' if stats['default_search'] == 'flat' else 'IVF-PQ from disk'} "
         f"in {ann_seconds:.1f} s")
     return _manifest_entry(meta, started) | stats
 

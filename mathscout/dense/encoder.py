@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mathscout.notices import notice
 from mathscout.config import home
 from mathscout.dense.model import default_model_path, load_sentence_model
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError
+from mathscout.notices import notice
 from mathscout.settings import settings
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
             # eval() on the wrapper too: export restores the wrapper's mode, which would put the cached model in training
             torch.onnx.export(graph.module().eval(), example, str(tmp), input_names=["input_ids", "attention_mask", "token_type_ids"],
                               output_names=[graph.output], dynamic_axes=axes, opset_version=17, dynamo=False)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             tmp.unlink(missing_ok=True)
             raise MathScoutError(f"cannot export {graph.folder} to ONNX ({str(exc).splitlines()[0]}): use backend 'torch'") from exc
         os.replace(tmp, plain)

@@ -69,7 +69,7 @@ def load_sentence_model(path: str | Path | None = None) -> SentenceTransformer:
 
         try:
             model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
-        except Exception as exc:  # noqa: BLE001 — any loading failure is the folder's fault, said in one line
+        except Exception as exc:  # any loading failure is the folder's fault, said in one line
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise MathScoutError(f"cannot load the dense model in {folder}: {first}") from exc
         model.eval()

@@ -20,12 +20,25 @@ from tqdm import tqdm
 
 from mathscout.corpus import IngestReport, estimate_documents, read_corpus
 from mathscout.errors import DamagedIndexError, MathScoutError
-from mathscout.index.components import (BuildOptions, ComponentSpec, available_components, component_spec,
-                                        default_components)
+from mathscout.index.components import (
+    BuildOptions,
+    ComponentSpec,
+    available_components,
+    component_spec,
+    default_components,
+)
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, IndexDir, Manifest, is_index
-from mathscout.index.safety import (build_lock, check_build_target, disk_error, index_entries, log, new_build_folder,
-                                    remove_leftovers, swap_in)
+from mathscout.index.safety import (
+    build_lock,
+    check_build_target,
+    disk_error,
+    index_entries,
+    log,
+    new_build_folder,
+    remove_leftovers,
+    swap_in,
+)
 from mathscout.isolated import run_isolated
 from mathscout.store import DocumentStore
 from mathscout.usage import process_usage
@@ -168,7 +181,10 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
             names, kept = ([], []) if store_only else _plan(index_path, components, fresh)
             return _build(input_paths, index_path, names, kept, options)
     except OSError as exc:
-        raise disk_error(exc, index_path) or exc
+        error = disk_error(exc, index_path)
+        if error is None:
+            raise
+        raise error from exc
     except sqlite3.OperationalError as exc:
         if "full" in str(exc):
             raise MathScoutError(f"the disk holding {index_path} is full: free some space and build again "
@@ -223,7 +239,10 @@ def add_components(index_path: Path | str, components: Sequence[str], options: B
             for name in components:
                 _add_component(index, name, options)
     except OSError as exc:  # a read-only index, a full disk: one line
-        raise disk_error(exc, index.path) or exc
+        error = disk_error(exc, index.path)
+        if error is None:
+            raise
+        raise error from exc
     return index.manifest
 
 
@@ -235,7 +254,10 @@ def _add_component(index: IndexDir, name: str, options: BuildOptions) -> None:
         swap_in(folder, index.path / name)
     except OSError as exc:
         shutil.rmtree(folder, ignore_errors=True)
-        raise disk_error(exc, index.path) or exc
+        error = disk_error(exc, index.path)
+        if error is None:
+            raise
+        raise error from exc
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -20,12 +20,12 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from mathscout.notices import notice
 from mathscout.errors import MathScoutError
 from mathscout.index.layout import MANIFEST, is_index
+from mathscout.notices import notice
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -77,10 +77,8 @@ def build_lock(index_path: Path) -> Iterator[None]:
         os.write(fd, str(os.getpid()).encode())
         yield
     finally:
-        try:
+        with suppress(OSError):
             os.unlink(lock_path)
-        except OSError:
-            pass
         os.close(fd)
 
 

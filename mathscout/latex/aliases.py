@@ -20,7 +20,7 @@ between lists changes the terms an index holds, so it needs a rebuild of that co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 LEGACY_VOCABULARY = 1  # BM25 token vocabulary of an index whose manifest records none
 VOCABULARY = 2  # the vocabulary new bm25 and structure builds use, recorded in their manifests ("vocabulary")
@@ -136,7 +136,7 @@ def tree_aliases() -> dict[str, str]:
     return {"\\" + name: row.canonical for row in TABLE for name in row.spellings + row.tree_only}
 
 
-@lru_cache(maxsize=None)
+@cache
 def token_aliases(vocabulary: int = LEGACY_VOCABULARY) -> dict[str, str]:
     """What BM25's tokenizer unifies in `vocabulary`: command name → token name (`leq` and `le` → `le`,
     `rightarrow` → `to`; from vocabulary 2 on `sup` → `supremum`). Not to be modified."""

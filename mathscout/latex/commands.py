@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 def _same(canonical: str, *names: str) -> dict[str, str]:
-    return {name: canonical for name in (canonical, *names)}
+    return dict.fromkeys((canonical, *names), canonical)
 
 
 # Pure layout: dropped without a trace (their arguments, if any, stay and are tokenized).
@@ -60,7 +60,7 @@ ENVIRONMENTS: dict[str, str] = {
 SYMBOLS: dict[str, str | None] = {
     "+": "plus", "-": "minus", "=": "eq", "<": "lt", ">": "gt", "*": "ast", "/": "slash",
     "^": "sup", "_": "sub", "!": "fact", "|": "vert", "'": "prime",
-    **{c: None for c in "{}()[],;.:&~@`\"#%?$\\"},
+    **dict.fromkeys('{}()[],;.:&~@`"#%?$\\'),
     # Unicode math that occasionally appears instead of commands.
     "−": "minus", "–": "minus", "×": "times", "≤": "le", "≥": "ge", "≠": "neq", "∞": "infty", "→": "to",
     "∈": "in", "·": "cdot", "⋅": "cdot", "±": "pm", "∑": "sum", "∫": "int", "∂": "partial", "√": "sqrt",

@@ -63,4 +63,4 @@ def equivalent_forms(latex: str, max_forms: int = 8, seconds: float = 2.0, pool:
     return result
 
 
-__all__ = ["EquivalentForm", "RewriteResult", "equivalent_forms", "MAX_REWRITE_CHARS", "MAX_REWRITE_LEAVES"]
+__all__ = ["MAX_REWRITE_CHARS", "MAX_REWRITE_LEAVES", "EquivalentForm", "RewriteResult", "equivalent_forms"]

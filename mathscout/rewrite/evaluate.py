@@ -84,7 +84,7 @@ def compute_in_worker(latex: str, operation: str, send: Send) -> None:
     except (ValueError, RecursionError, MemoryError, NotImplementedError) as exc:
         send({"done": True, "error": str(exc) or type(exc).__name__, "skipped": {}})
         return
-    except Exception as exc:  # SymPy raises many kinds (PolynomialError, …)
+    except Exception as exc:  # noqa: BLE001 — SymPy raises many kinds (PolynomialError, …)
         send({"done": True, "error": f"{type(exc).__name__}: {exc}"[:200], "skipped": {}})
         return
     send({"result": result, "action": action})

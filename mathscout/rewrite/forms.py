@@ -50,7 +50,7 @@ def read_formula(latex: str) -> tuple[sp.Basic, str]:
         from sympy.parsing.latex import parse_latex as sympy_parse_latex
 
         expr = sympy_parse_latex(latex, backend="lark")
-    except Exception as exc:  # lark raises its own error classes
+    except Exception as exc:  # noqa: BLE001 — lark raises its own error classes
         raise ValueError(f"SymPy cannot read it ({reason}; lark: {type(exc).__name__})") from None
     if not isinstance(expr, sp.Basic):  # lark hands back a formula it reads two ways as an unresolved `_ambig` Tree
         readings = {r for r in getattr(expr, "children", ()) if isinstance(r, sp.Basic)}
@@ -102,7 +102,7 @@ def rewrite_in_worker(latex: str, rules: list[str] | None, send: Send) -> None:
         except (MemoryError, RecursionError) as exc:
             skipped[rule] = type(exc).__name__
             continue
-        except Exception as exc:  # SymPy raises many kinds (PolynomialError, NotImplementedError, …)
+        except Exception as exc:  # noqa: BLE001 — SymPy raises many kinds (PolynomialError, NotImplementedError, …)
             skipped[rule] = f"{type(exc).__name__}: {exc}"[:120]
             continue
         for result, text in zip(results, texts):

@@ -10,6 +10,7 @@ cannot run away. Start-up (importing SymPy) is not charged to a request's deadli
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -114,10 +115,8 @@ class RewriteWorker:
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
             assert stream is not None  # both opened as pipes
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
 
 
 class WorkerPool:

@@ -133,10 +133,10 @@ def apply_rule(name: str, expr: sp.Basic) -> list[sp.Basic]:
     rule = EXPRESSION_RULES[name]
     if isinstance(expr, Relational):
         lefts, rights = _as_list(rule(expr.lhs)), _as_list(rule(expr.rhs))
-        pairs = [(l, expr.rhs) for l in lefts] + [(expr.lhs, r) for r in rights]
+        pairs = [(left, expr.rhs) for left in lefts] + [(expr.lhs, right) for right in rights]
         if lefts and rights:
             pairs.insert(0, (lefts[0], rights[0]))
-        return [expr.func(l, r, evaluate=False) for l, r in pairs]
+        return [expr.func(left, right, evaluate=False) for left, right in pairs]
     return _as_list(rule(expr))
 
 

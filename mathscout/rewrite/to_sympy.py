@@ -71,7 +71,7 @@ class OptToSympy:
         name = node.symbol
         if name == "e":
             return sp.E
-        if name.startswith("\\mathbb") or name.startswith("\\mathcal") or name.startswith("\\mathbf"):
+        if name.startswith(("\\mathbb", "\\mathcal", "\\mathbf")):
             raise Unsupported(f"set or vector symbol {name}")
         return self.symbol(name.lstrip("\\"))
 

@@ -28,7 +28,7 @@ def _set_memory_limit(megabytes: int) -> None:
 
 def _set_cpu_budget(seconds: float) -> None:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(math.ceil(usage.ru_utime + usage.ru_stime + seconds)) + 1
+    soft = math.ceil(usage.ru_utime + usage.ru_stime + seconds) + 1
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
@@ -55,7 +55,7 @@ def main() -> None:
                 rewrite_in_worker(request["latex"], request["rules"], _send)
             else:
                 compute_in_worker(request["latex"], request["op"], _send)
-        except Exception as exc:  # a bad request or a failure outside a rule: report, keep serving
+        except Exception as exc:  # noqa: BLE001 — a bad request or a failure outside a rule: report, keep serving
             _send({"done": True, "error": f"{type(exc).__name__}: {exc}"[:300], "skipped": {}})
 
 

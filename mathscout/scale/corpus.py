@@ -206,7 +206,7 @@ def write_scale_corpus(source: Path, factor: int, output: Path, xml: bool = Fals
     xml_partial = xml_path.with_name(xml_path.name + ".partial") if xml_path else None
     documents = 0
     with gzip.open(partial, "wt", encoding="utf-8", compresslevel=3) as out:
-        posts = open(xml_partial, "w", encoding="utf-8") if xml_partial else None
+        posts = open(xml_partial, "w", encoding="utf-8") if xml_partial else None  # noqa: SIM115 — closed in the finally
         try:
             if posts:
                 posts.write('<?xml version="1.0" encoding="utf-8"?>\n<posts>\n')

@@ -23,12 +23,12 @@ from numba.typed import List
 from mathscout.structure.heap import push
 from mathscout.structure.lists import mark_formulas
 from mathscout.structure.search import (
-    SLACK,
     MAX_FORMULA_LEAVES,
+    SLACK,
     PreparedQuery,
     StructureSearcher,
-    score_candidate,
     bind,
+    score_candidate,
 )
 
 TEXT, MATH = 0, 1
@@ -158,7 +158,7 @@ def _doc_math_score(doc, theta_i, prune, formula_first, formulas, fpos, ix, q, p
         f = formulas[i]
         i += 1
         floor = max(theta_i, best) if prune else 0.0
-        s, m, n, _ = score_candidate(f, ix, q, pos, alive, prune and floor > 0.0, floor, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        s, _m, _n, _ = score_candidate(f, ix, q, pos, alive, prune and floor > 0.0, floor, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
         if s > best:
             best = s
     fpos[0] = i

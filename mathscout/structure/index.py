@@ -40,13 +40,23 @@ from tqdm import tqdm
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.settings import settings
 from mathscout.structure.lexer import LEXER
+from mathscout.structure.lists import (
+    BLOCK_FILE,
+    PATH_FILES,
+    BlockTable,
+    DamagedList,
+    PathDictionary,
+    PostingLists,
+    load_json_gz,
+    load_npz_member,
+    save_json_gz,
+    write_path_table,
+)
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import MAX_PATH_OPERATORS, leaf_count, path_prefixes
 from mathscout.structure.postings import BlockedPostings, check_layout, encode_lists
-from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
-from mathscout.structure.lists import (BLOCK_FILE, PATH_FILES, BlockTable, DamagedList, PathDictionary, PostingLists, load_json_gz, load_npz_member,
-                                       save_json_gz, write_path_table)
 from mathscout.structure.scoring import MAX_FORMULA_LEAVES, floored_path_idf
+from mathscout.structure.segments import Segment, merge_segments, remove_segments, write_segment
 
 FORMAT_VERSION = 1
 _FILES = ("meta.json", "paths.json.gz", "symbols.json", "lists.npz", "postings.bin", "formulas.npz")

@@ -31,8 +31,8 @@ from mathscout.errors import MathScoutError
 from mathscout.isolated import die_with_parent
 from mathscout.settings import settings
 from mathscout.structure.index import BuildReport, PathIndexWriter, default_segment_bytes, write_index_tables
-from mathscout.usage import process_usage
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, renumber_segment
+from mathscout.usage import process_usage
 
 PROGRESS_EVERY = 2000  # formulas a worker indexes between two updates of its progress counter
 
@@ -97,7 +97,7 @@ def _worker(number: int, store_path: str, first: int, end: int, folder: str, seg
             number, first, end, [(str(s.postings), str(s.table), s.groups) for s in part.segments], str(part.paths_file),
             str(part.symbols_file), str(part.table_file), report.formulas, report.indexed, report.entries,
             dict(report.skipped), time.perf_counter() - started, usage.cpu_seconds, usage.peak_mib))))
-    except BaseException as exc:  # the parent re-raises it (an OSError with its errno: a full disk stays recognisable)
+    except BaseException as exc:  # noqa: BLE001 — the parent re-raises it (an OSError with its errno: a full disk stays recognisable)
         results.put(("error", number, type(exc).__name__, getattr(exc, "errno", None), str(exc)))
 
 
@@ -133,7 +133,7 @@ def _run_workers(store_path: Path, n_formulas: int, work: Path, workers: int, se
                 dead = [p for p in processes if not p.is_alive() and p.exitcode not in (0, None)]
                 if dead:
                     raise MathScoutError(f"the structure build's {', '.join(p.name for p in dead)} stopped (exit code "
-                                         f"{dead[0].exitcode}) before it finished")
+                                         f"{dead[0].exitcode}) before it finished") from None
             else:
                 if message[0] == "error":
                     _, number, kind, errno, text = message

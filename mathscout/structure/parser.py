@@ -91,9 +91,9 @@ for _v in (*OPENERS, "{", "\\left", "^", "_", "'", "\\pmod", *GREEK, *CONSTANTS,
 for _v in SYMBOLS:
     _CLASS[_v] = "opsym" if _v in _OPS else "atom"
 _CLASS["!"] = "opsym"
-_CLASS.update({v: "font" for v in FONTS})
-_CLASS.update({v: "func" for v in FUNCTIONS})
-_CLASS.update({v: "bigop" for v in BIG_OPERATORS})
+_CLASS.update(dict.fromkeys(FONTS, "font"))
+_CLASS.update(dict.fromkeys(FUNCTIONS, "func"))
+_CLASS.update(dict.fromkeys(BIG_OPERATORS, "bigop"))
 _CLASS.update({"|": "bar", "\\|": "bar"})
 
 _GROUP_OPEN = frozenset({"{", "(", "[", "\\{", "\\langle", "\\lfloor", "\\lceil"})
@@ -274,7 +274,7 @@ def _bar_layout(tokens: list[Token]) -> tuple[dict[str, list[int]], dict[int, in
         i += 1
     marks = {b: tokens[b][1] for b in bars} | {a: tokens[a][1] for a in angles}
     next_bar = {v: [n] * (n + 1) for v in ("|", "\\|", "\\rangle", "\\langle")}
-    following = {v: n for v in next_bar}
+    following = dict.fromkeys(next_bar, n)
     for p in range(n - 1, -1, -1):
         if p in marks:
             following[marks[p]] = p
@@ -756,7 +756,7 @@ class _Parser:
                     arg = self._script_arg()
                     return Node("NEG", "-", [arg]) if v == "-" and arg is not None else arg
                 return self._leaf("SYM", v, tok)
-            if v in _OPS and v not in _NOT_SYMBOL_OPS or v == "!":  # x^*, A^\perp, 90^\circ
+            if (v in _OPS and v not in _NOT_SYMBOL_OPS) or v == "!":  # x^*, A^\perp, 90^\circ
                 self.pos += 1
                 return self._leaf("SYM", v, tok)
         if tok is _END or self._atom_class(tok, False) is None or v in ("^", "_"):

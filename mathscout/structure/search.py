@@ -32,7 +32,15 @@ from mathscout.structure.lists import BLOCK_SHIFT, crossed_into, decode_block, s
 from mathscout.structure.opt import Node
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import PathPrefix, has_wildcard, path_prefixes
-from mathscout.structure.scoring import B1, B2, ETA_ARQMATH, MAX_FORMULA_LEAVES, group_by_root, initial_threshold, length_penalty
+from mathscout.structure.scoring import (
+    B1,
+    B2,
+    ETA_ARQMATH,
+    MAX_FORMULA_LEAVES,
+    group_by_root,
+    initial_threshold,
+    length_penalty,
+)
 
 STRATEGIES = {"exhaustive": 0, "maxref": 1, "gbp-num": 2, "gbp-len": 3}
 _GIVEN = 4  # score an explicit, sorted list of candidates (no heap, no pruning)
@@ -162,7 +170,7 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
     slot_list, slot_w, slot_group_start = [], [], [0]
     group_row, group_sym, group_fp, group_count = [], [], [], []
     node_slot_start, node_upper, node_leaves, node_rows = [0], [], [], []
-    for _, m, by_t, slots, upper in nodes:
+    for _, _m, by_t, slots, upper in nodes:
         sizes = Counter(p.symbol for ps in by_t.values() for p in ps)
         rows = {s: r for r, s in enumerate(sorted(sizes, key=lambda s: (-sizes[s], keys[s])))}
         for tid, ps in slots:
@@ -536,9 +544,8 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
     top_penalty = 1.0 - eta + eta / math.log(2.0)  # P(D; η) at its largest (one-leaf formula): Zhong 2023 thesis Eq. 4.15's relaxation
     theta = theta0
     planned = theta0  # θ of the current plan: a plan made for a lower θ stays safe, it just prunes less
-    if prune and theta > 0.0:
-        if not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
-            return h_fid[:0], h_score[:0], h_doc[:0], h_m[:0], h_n[:0], h_w[:0]
+    if prune and theta > 0.0 and not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
+        return h_fid[:0], h_score[:0], h_doc[:0], h_m[:0], h_n[:0], h_w[:0]
     doc_now = -1
     doc_score = 0.0
     doc_fid = -1

@@ -82,7 +82,7 @@ class TextLists:
         self.tf = tf
         self.doc_len = doc_len
         self.norm = encode_lengths(doc_len)
-        self.doc_count = int(len(doc_len))
+        self.doc_count = len(doc_len)
         self.avgdl = np.float32(float(doc_len.sum()) / max(self.doc_count, 1))
         self.global_df: np.ndarray | None = None  # a shard's collection-wide df per term (retrievers/shards/stats.py)
 

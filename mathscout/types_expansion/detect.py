@@ -9,6 +9,7 @@ accent-folded, hyphens read as spaces, possessives dropped and plurals reduced t
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -200,7 +201,7 @@ class TypeDetector:
         matches = {i: (j, term) for i, j, term in self._matches(s.keys)}
         bounds = s.sentence_starts + [len(s.keys)]
         sentences = []
-        for start, end in zip(bounds, bounds[1:]):
+        for start, end in itertools.pairwise(bounds):
             tokens, i = [], start
             while i < end:
                 if i in matches:

@@ -22,7 +22,6 @@ from mathscout.index.layout import IndexDir
 from mathscout.types_expansion.detect import type_token
 from mathscout.types_expansion.embeddings import VECTORS, TypeEmbeddings
 
-
 TYPE_BOOST = 2.0  # Stathopoulos & Teufel 2016 §4.3.1 (Types2X, TypesExp): types up-weighted ×2
 NEIGHBOURS = 5  # Stathopoulos & Teufel 2016 §4.3.1 (TypesExp): n = 5 fresh related types per query type
 NO_TYPES = "no mathematical types detected in the query: searched without type expansion"

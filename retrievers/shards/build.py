@@ -8,6 +8,7 @@ the same safety rules as a single index (mathscout/index/safety.py).
 
 from __future__ import annotations
 
+import itertools
 import resource
 import shutil
 import sqlite3
@@ -17,18 +18,26 @@ from dataclasses import replace
 from pathlib import Path
 
 from mathscout.errors import MathScoutError
-from mathscout.usage import process_usage
 from mathscout.index.builder import build_component, ingest_inputs, kept_files
-from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component to the builder, in Ray workers too)
 from mathscout.index.components import BuildOptions, component_spec, default_components
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, Manifest, is_index
-from mathscout.index.safety import build_lock, check_build_target, disk_error, log, new_build_folder, remove_leftovers, swap_in
+from mathscout.index.safety import (
+    build_lock,
+    check_build_target,
+    disk_error,
+    log,
+    new_build_folder,
+    remove_leftovers,
+    swap_in,
+)
+from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component to the builder, in Ray workers too)
 from mathscout.retrievers.shards.cluster import connect, ray_module, worker_env
 from mathscout.retrievers.shards.layout import SHARDS_FILE, ShardInfo, ShardSet
 from mathscout.retrievers.shards.stats import GLOBAL, write_global_statistics
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
+from mathscout.usage import process_usage
 
 MAX_SHARDS = 64
 SHARDS_FOLDER = "shards"
@@ -37,7 +46,7 @@ SHARDS_FOLDER = "shards"
 def shard_ranges(documents: int, shards: int) -> list[tuple[int, int]]:
     """N contiguous ordinal ranges of (almost) equal size."""
     bounds = [round(i * documents / shards) for i in range(shards + 1)]
-    return list(zip(bounds[:-1], bounds[1:]))
+    return list(itertools.pairwise(bounds))
 
 
 def copy_store_range(source: Path, target: Path, first: int, end: int) -> tuple[int, int]:
@@ -143,7 +152,10 @@ def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, sh
             workers = options.workers or settings().build_workers or 1
             return _build(input_paths, index_path, shards, names, address, kept, replace(options, workers=workers))
     except OSError as exc:
-        raise disk_error(exc, index_path) or exc
+        error = disk_error(exc, index_path)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def _gather(ray, refs: list, folders: list[Path]) -> list[dict]:

@@ -14,23 +14,24 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.notices import notice
-from mathscout.settings import settings
+from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.shards.cluster import MAX_RESTARTS, MAX_TASK_RETRIES, connect, ray_module, worker_env
 from mathscout.retrievers.shards.layout import ShardSet
 from mathscout.retrievers.shards.scoring import adjust_ties
 from mathscout.retrievers.shards.worker import ShardHits, ShardWorker
+from mathscout.retrievers.structure import KindSetting, StructureRetriever, StructureSettings, query_kind
+from mathscout.settings import settings
 from mathscout.structure.fusion import FusedHit, fuse_formula_lists, rank_by_tier
 from mathscout.structure.lexer import LEGACY_LEXER
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.scoring import ETA_ARQMATH
 from mathscout.structure.search import FormulaHit
 from mathscout.types import Hit, Query
-from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
-from mathscout.retrievers.structure import KindSetting, StructureRetriever, StructureSettings, query_kind
 
 EXPLAINED_HITS = 20  # hits that get a snippet in `search` (as the single-index retrievers)
 DENSE_MODES = ("dense", "dense-ft")  # encoded once at the coordinator (ShardedDense)
@@ -50,7 +51,7 @@ class ShardedHits(list):
 class ShardPool:
     """One named actor per shard of an index (created on first use, found again by name in the same Ray namespace)."""
 
-    _pools: dict[str, ShardPool] = {}
+    _pools: ClassVar[dict[str, ShardPool]] = {}
 
     def __init__(self, index: Path, shards: ShardSet):
         self.index, self.shards = index, shards

@@ -20,12 +20,18 @@ import numpy as np
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.latex.aliases import recorded_vocabulary
-from mathscout.retrievers.shards.stats import load_global_df, outside_weights, read_global_statistics, read_global_symbols, text_lists_folder
+from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, BM25Retriever
+from mathscout.retrievers.shards.stats import (
+    load_global_df,
+    outside_weights,
+    read_global_statistics,
+    read_global_symbols,
+    text_lists_folder,
+)
+from mathscout.retrievers.structure import StructureRetriever, StructureSettings
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists
 from mathscout.types import Hit, Query
-from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, BM25Retriever
-from mathscout.retrievers.structure import StructureRetriever, StructureSettings
 
 
 def global_text_lists(shard: Path) -> TextLists:
