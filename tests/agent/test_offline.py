@@ -233,6 +233,7 @@ def test_python_api(index):
     assert document["status"] == "ok" and document["documents"]["text"]
 
 
+@pytest.mark.model
 def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
     assert "rerank" in assistant.toolbox.available()  # in the tree: never "not installed"
     plain = assistant.ask("does the harmonic series diverge", k=5)

@@ -19,6 +19,7 @@ def test_unknown_benchmark_lists_the_available_ones():
         run_benchmark("nope", [])
 
 
+@pytest.mark.model
 def test_scale_bench_dense_stage_derives_vectors_and_measures_recall_against_flat(dense_index, tmp_path):
     from mathscout.benchmarks import scale_dense
 

@@ -37,6 +37,7 @@ def test_task2_topics_are_read_as_their_query_formulas(shared_data, year):
         assert topics[0].formula == "f(x)= \\frac{x^2 + x + c}{x^2 + 2x + c}"
 
 
+@pytest.mark.slow
 def test_a_task2_run_over_the_small_index_is_in_the_official_format(shared_data, small_index, tmp_path):
     out = tmp_path / "task2.tsv"
     result = run_cli(["run", "--task", "2", "--format", "arqmath", "--mode", "structure", "--k", "20",

@@ -222,6 +222,7 @@ def test_splade_needs_a_local_checkpoint(monkeypatch):
         model_path()
 
 
+@pytest.mark.model
 def test_splade_component_indexes_and_searches_with_a_local_checkpoint(tiny_splade_checkpoint, tmp_path, monkeypatch):
     from mathscout.retrievers.indexing import add_components, build_index
 

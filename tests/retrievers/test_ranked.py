@@ -70,6 +70,7 @@ def trained(ranker_data, tmp_path_factory):
     return index, result.stdout, home
 
 
+@pytest.mark.slow
 def test_ranker_beats_or_ties_its_inputs_on_held_out_topics(trained, ranker_data, tmp_path):
     index, _, home = trained
     _, _, (topics, qrels) = ranker_data
@@ -85,6 +86,7 @@ def test_ranker_beats_or_ties_its_inputs_on_held_out_topics(trained, ranker_data
     assert ranked >= max(bm25, structure) - 0.01, (bm25, structure, ranked)
 
 
+@pytest.mark.slow
 def test_ranker_json_says_how_the_model_was_trained(trained):
     index, stdout, _ = trained
     config = json.loads((index / CONFIG_FILE).read_text(encoding="utf-8"))
@@ -100,6 +102,7 @@ def test_ranker_json_says_how_the_model_was_trained(trained):
     assert "3-fold CV" in stdout and "ranker" in stdout
 
 
+@pytest.mark.slow
 def test_a_long_ranked_run_continues_with_the_best_retriever_of_the_training_cv(trained, ranker_data, tmp_path):
     index, _, home = trained
     config = RankerConfig.read(index)
@@ -116,6 +119,7 @@ def test_a_long_ranked_run_continues_with_the_best_retriever_of_the_training_cv(
     assert max(per_topic.values()) > 300  # past the ~100–300 candidates: the best retriever's own top 1,000 follows
 
 
+@pytest.mark.slow
 def test_missing_retrievers_and_documents_are_flagged_not_zero(ranker_data):
     index = IndexDir(ranker_data[0])
     generator = CandidateGenerator(index)
@@ -135,6 +139,7 @@ def test_missing_retrievers_and_documents_are_flagged_not_zero(ranker_data):
     assert (matrix[:, _column("d.kind")][~np.isnan(matrix[:, _column("d.kind")])] == 0).all()
 
 
+@pytest.mark.model
 def test_dense_and_colbert_features_are_present_when_the_index_has_them(dense_index, dense_topics):
     index = IndexDir(dense_index)
     generator = CandidateGenerator(index)
@@ -148,6 +153,7 @@ def test_dense_and_colbert_features_are_present_when_the_index_has_them(dense_in
     assert np.isnan(matrix[:, _column("structure.found")]).all()  # this index has no structure component
 
 
+@pytest.mark.slow
 def test_the_assistant_plans_with_the_ranker_when_the_index_has_one(trained):
     from mathscout.agent.assistant import Assistant
 
@@ -158,6 +164,7 @@ def test_the_assistant_plans_with_the_ranker_when_the_index_has_one(trained):
     assert answer.hits and answer.citations
 
 
+@pytest.mark.slow
 def test_clear_errors_without_a_ranker_or_with_a_damaged_one(trained, ranker_data, tmp_path):
     index, _, home = trained
     _, (topics, qrels), (dev_topics, dev_qrels) = ranker_data

@@ -62,6 +62,7 @@ def first_stage(relevant_id, relevant_text, others) -> list[Hit]:
     return hits + [Hit(doc_id=relevant_id, score=0.5, snippet=relevant_text[:1500], components={"bm25": 0.5})]
 
 
+@pytest.mark.model
 def test_embedding_reranker_moves_relevant_answers_up(dev_cases):
     reranker = EmbeddingReranker()
     positions = []
@@ -76,6 +77,7 @@ def test_embedding_reranker_moves_relevant_answers_up(dev_cases):
     assert sum(p == 1 for p in positions) >= len(positions) // 2, positions
 
 
+@pytest.mark.model
 def test_reranked_is_a_retriever_that_reorders_only_the_top_depth():
     class Fixed:
         name = "fixed"
@@ -181,6 +183,7 @@ def test_open_reranker_chooses_by_configuration(monkeypatch):
         open_reranker("llm")
 
 
+@pytest.mark.model
 def test_batch_run_reranks_a_stored_first_stage_within_the_depth(small_index, shared_data, dev_topic_ids, tmp_path):
     from mathscout.evaluation.runner import run_topics
     from mathscout.evaluation.runs import read_run

@@ -18,6 +18,8 @@ from mathscout.index.layout import IndexDir
 from mathscout.retrievers import open_retriever
 from mathscout.retrievers.soft_cosine import DOCUMENTS, SoftSpace
 
+pytestmark = pytest.mark.slow  # the scm component: word2vec trained over the small index (about 2 minutes, once)
+
 
 @pytest.fixture(scope="session")
 def scm_index(small_index, tmp_path_factory):

@@ -201,10 +201,12 @@ def two_shards(tiny_corpus, tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("case", SHARD_CASES)
+@pytest.mark.ray
 def test_a_damaged_shards_manifest_is_one_clear_line_before_ray_starts(two_shards, tmp_path, case):
     check_refusal(shutil.copytree(two_shards, tmp_path / "idx"), case, tmp_path)
 
 
+@pytest.mark.ray
 def test_sharded_structure_hits_are_ranked_from_one(two_shards, tmp_path):
     """Item 11(c): every structure plan (a formula and words, a lone formula, words only) numbers its hits; the
     queries go to one search prompt (one Ray start)."""
@@ -254,6 +256,7 @@ def in_mount_namespace(script: str, home: Path, timeout: float = 600) -> subproc
 
 
 @needs_mount
+@pytest.mark.slow
 def test_an_index_folder_that_is_a_mount_point_builds_rebuilds_and_searches(tiny_index, tiny_corpus, tmp_path):
     """A tmpfs mounted on the index folder (renaming it fails with EBUSY): built inside, rebuilt, searched."""
     mount, out = tmp_path / "mnt", tmp_path / "out"
@@ -299,6 +302,7 @@ OLD_ENTRIES, NEW_ENTRIES = 5, 4  # the old index's entries (with fusion.json) an
 
 
 @needs_mount
+@pytest.mark.slow
 def test_kill_9_mid_swap_in_a_mount_point_leaves_the_old_index_or_none_and_the_next_build_restores_it(
         tiny_index, tiny_corpus, tmp_path):
     """A rebuild killed (SIGKILL) before each move of the swap inside a bind-mounted index folder: the folder is the old

@@ -327,6 +327,7 @@ def test_docs_and_schema_need_the_login(auth_server):
     assert "/docs/swagger-ui-bundle.js" in page and not re.search(r"(src|href)=\"https?:", page)
 
 
+@pytest.mark.browser
 def test_docs_render_the_operations_offline_in_a_browser(auth_server):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")

@@ -57,6 +57,7 @@ def _search(server: Server, query: str, mode: str, index: str) -> list[str]:
     return [hit["doc_id"] for hit in json.loads(body)["hits"]]
 
 
+@pytest.mark.slow
 def test_a_rebuilt_index_is_served_at_once(two_builds, tmp_path):
     index, first_ids, second_corpus, second_ids = two_builds
     with Server(tmp_path / "home", "--index", str(index)) as server:

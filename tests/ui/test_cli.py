@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.support.cli import MATHSCOUT, REPO, env, one_line_error, run_cli
 
 
@@ -22,6 +24,7 @@ def test_json_is_pure_on_first_use_with_a_fresh_home(tmp_path):
     assert answer["text"].startswith("**Computed by SymPy:**") and "\\frac{1}{3}" in answer["text"]
 
 
+@pytest.mark.model
 def test_the_same_options_on_every_command(tmp_path, small_index):
     home = tmp_path / "home"
     auto = run_cli(["search", "--index", str(small_index), "--mode", "auto", "--k", "2", "--json", "$a^2+b^2=c^2$"], home)
@@ -89,6 +92,7 @@ def test_a_missing_optional_part_is_named_in_one_line(tmp_path):
     assert "pip install 'mathscout[ui]'" in line
 
 
+@pytest.mark.slow
 def test_kernel_compilation_is_announced_once_per_installation(tmp_path, small_index):
     """An empty numba cache is what a fresh installation has: the first structure search says it compiles, the
     next one (cache filled) says nothing."""

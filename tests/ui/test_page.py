@@ -282,6 +282,7 @@ expect = None
 
 # ---- the page in a browser ------------------------------------------------------------------------
 
+@pytest.mark.browser
 def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
     page.locator("#ms-examples .gallery-item").filter(has_text="simplify").first.click()
     expect(page.locator("#ms-question textarea")).to_have_value(SIMPLIFY)
@@ -324,6 +325,7 @@ def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
     _shot(page, "3-trace")
 
 
+@pytest.mark.browser
 def test_a_computed_answer_is_shown_from_its_start_with_the_result_first(page):
     _ask(page, "Why is $\\cos^2 x + \\sin^2 x = 1$?")  # a first turn, so the chat can scroll
     _wait_for_answer(page)
@@ -343,6 +345,7 @@ def test_a_computed_answer_is_shown_from_its_start_with_the_result_first(page):
     assert " = " in titles or ("match tier" in titles and "structure" in titles), titles
 
 
+@pytest.mark.browser
 def test_enter_sends_and_shift_enter_starts_a_new_line(page):
     """What the input's placeholder promises: Enter sends the question, Shift+Enter starts a new line."""
     box = page.locator("#ms-question textarea")
@@ -358,6 +361,7 @@ def test_enter_sends_and_shift_enter_starts_a_new_line(page):
     assert page.locator("#ms-results .ms-hit").count() >= 1
 
 
+@pytest.mark.browser
 def test_switching_modes_changes_how_the_answer_is_searched(page):
     info = page.inner_text("#ms-mode")
     assert "not on this index: dense" in info and "lacks the dense" in info  # what is missing, and why
@@ -380,6 +384,8 @@ def test_switching_modes_changes_how_the_answer_is_searched(page):
     _shot(page, "4-modes")
 
 
+@pytest.mark.browser
+@pytest.mark.model
 def test_rerank_switch_reranks_the_hits(page):
     page.locator("#ms-rerank input").check()
     _ask(page, SIMPLIFY)
@@ -388,6 +394,7 @@ def test_rerank_switch_reranks_the_hits(page):
     assert page.locator("#ms-results .ms-score", has_text="rerank").count() >= 1
 
 
+@pytest.mark.browser
 def test_bad_input_gets_a_clear_message_and_the_page_stays_usable(page):
     _ask(page, "")
     page.wait_for_selector("#ms-chat >> text=Your message is empty", timeout=10_000)
@@ -414,6 +421,7 @@ def test_bad_input_gets_a_clear_message_and_the_page_stays_usable(page):
     _wait_for_answer(page)  # still usable after all of that
 
 
+@pytest.mark.browser
 def test_a_crashed_tool_is_reported_in_the_chat(page):
     _choose(page, "#ms-index", "broken")  # a copy of the demo index whose structure component is damaged
     _ask(page, TRIG)
@@ -429,6 +437,7 @@ def test_a_crashed_tool_is_reported_in_the_chat(page):
     _wait_for_answer(page)
 
 
+@pytest.mark.browser
 def test_another_index_links_hits_to_their_original_posts(page):
     _choose(page, "#ms-index", "mse-sample")
     page.wait_for_function("() => document.querySelector('#ms-mode').innerText.includes('not on this index')")
@@ -440,6 +449,7 @@ def test_another_index_links_hits_to_their_original_posts(page):
     _shot(page, "8-mse-index")
 
 
+@pytest.mark.browser
 def test_a_hostile_document_is_shown_as_text_and_nothing_leaves_the_machine(page):
     """Its images, links, HTML and LaTeX \\href are rendered as text; every request goes to 127.0.0.1."""
     hosts: list[str] = []
@@ -459,6 +469,7 @@ def test_a_hostile_document_is_shown_as_text_and_nothing_leaves_the_machine(page
     _shot(page, "10-hostile-document")
 
 
+@pytest.mark.browser
 def test_llm_switch_streams_an_llm_planned_answer(page, fake_llm):
     llm = page.locator("#ms-llm input")
     assert llm.is_enabled()
@@ -476,6 +487,7 @@ def test_llm_switch_streams_an_llm_planned_answer(page, fake_llm):
     assert f"llm:{LLM_MODEL}" in trace and "structure_search" in trace
 
 
+@pytest.mark.browser
 def test_formula_editor_previews_and_inserts_latex(page):
     page.click("#ms-formula-panel button")
     page.fill("#ms-formula textarea, #ms-formula input", "\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}")

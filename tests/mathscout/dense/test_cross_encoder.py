@@ -10,6 +10,8 @@ import pytest
 
 from mathscout.errors import DamagedIndexError, IndexMissingError
 
+pytestmark = pytest.mark.model  # trained from the MiniLM weights (the missing-model checks ride along)
+
 TRAIN_TOPICS = 8
 HELD_OUT = 4
 TINY = ["--train-topics", str(TRAIN_TOPICS), "--held-out", str(HELD_OUT), "--negatives", "2", "--depth", "5",

@@ -29,6 +29,7 @@ def _query(topic: dict) -> Query:
 # --- model input -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.model
 def test_latex_variants_read_alike():
     assert render_formula(r"\dfrac12 \leqslant \left( x^2 \right)") == r"\frac{1}{2} \le ( x^2 )"
     tokenizer = load_sentence_model().tokenizer  # what the model reads: spacing next to punctuation is no token
@@ -48,6 +49,7 @@ def test_model_folder_errors(tmp_path):
 # --- dense --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.model
 def test_dense_finds_judged_answers(dense_index, dense_topics, dense_qrels):
     dense = open_retriever(IndexDir(dense_index), "dense")
     results = dense.batch_search([_query(t) for t in dense_topics], k=10)
@@ -58,6 +60,7 @@ def test_dense_finds_judged_answers(dense_index, dense_topics, dense_qrels):
         assert scores == sorted(scores, reverse=True) and [h.rank for h in hits] == list(range(1, len(hits) + 1))
 
 
+@pytest.mark.model
 def test_long_documents_are_split_and_max_pooled(dense_index):
     index = IndexDir(dense_index)
     dense = open_retriever(index, "dense")
@@ -75,11 +78,13 @@ def test_long_documents_are_split_and_max_pooled(dense_index):
     assert hit.score == pytest.approx(expected, abs=1e-5)
 
 
+@pytest.mark.model
 def test_formula_only_document_is_found(dense_index):
     hits = open_retriever(IndexDir(dense_index), "dense").search(r"$\int_0^1 x^2 dx$", k=3)
     assert hits[0].doc_id == FORMULA_ONLY["id"]
 
 
+@pytest.mark.model
 def test_hnsw_agrees_with_flat(dense_index, dense_topics):
     index = IndexDir(dense_index)
     flat, hnsw = open_retriever(index, "dense"), open_retriever(index, "dense", search="hnsw")
@@ -88,6 +93,7 @@ def test_hnsw_agrees_with_flat(dense_index, dense_topics):
     assert [h.doc_id for h in hnsw.search(query, k=5)] == [h.doc_id for h in flat.search(query, k=5)]
 
 
+@pytest.mark.model
 def test_hnsw_is_built_in_blocks_under_a_progress_bar(dense_index, monkeypatch, capsys):
     import faiss
 
@@ -106,6 +112,7 @@ def test_hnsw_is_built_in_blocks_under_a_progress_bar(dense_index, monkeypatch, 
     assert np.mean([len(set(a) & set(b)) / 5 for a, b in zip(exact, found)]) >= 0.95  # blocks keep the graph searchable
 
 
+@pytest.mark.model
 def test_bad_queries(dense_index):
     dense = open_retriever(IndexDir(dense_index), "dense")
     with pytest.raises(QueryError, match="empty"):
@@ -114,6 +121,7 @@ def test_bad_queries(dense_index):
     assert len(dense.search(huge, k=5)) == 5
 
 
+@pytest.mark.model
 def test_dimension_mismatch_is_one_clear_line(dense_index, tmp_path):
     from sentence_transformers import SentenceTransformer, models
 
@@ -124,6 +132,7 @@ def test_dimension_mismatch_is_one_clear_line(dense_index, tmp_path):
         open_retriever(IndexDir(dense_index), "dense", model=tmp_path / "m128")
 
 
+@pytest.mark.model
 def test_corrupted_faiss_file(dense_index, tmp_path):
     copy = tmp_path / "index"
     shutil.copytree(dense_index, copy)
@@ -158,12 +167,14 @@ def ivfpq_index(dense_index, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.model
 def test_small_components_stay_exact_flat(dense_index):
     dense = open_retriever(IndexDir(dense_index), "dense")
     assert dense.meta["default_search"] == "flat" and dense.meta["passages"] <= dense.meta["ann_above"]
     assert not (dense_index / "dense" / "passage_vectors.f32").exists()  # flat.faiss holds the vectors
 
 
+@pytest.mark.model
 def test_large_component_streams_vectors_and_builds_ivfpq_from_them(ivfpq_index, dense_index):
     folder = ivfpq_index / "dense"
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
@@ -179,6 +190,7 @@ def test_large_component_streams_vectors_and_builds_ivfpq_from_them(ivfpq_index,
     assert np.array_equal(np.load(folder / "tokens" / "offsets.npy"), np.load(dense_index / "dense" / "tokens" / "offsets.npy"))
 
 
+@pytest.mark.model
 def test_a_passage_vector_is_the_same_alone_or_among_others(dense_index):
     """int8 dynamic quantisation scales activations per forward pass: under the default "passage" batching a
     document's vector does not depend on the documents encoded with it (a shard's vectors are one index's)."""
@@ -198,6 +210,7 @@ def test_a_passage_vector_is_the_same_alone_or_among_others(dense_index):
     assert not np.array_equal(batched, together)
 
 
+@pytest.mark.model
 def test_parallel_builds_quantise_the_model_once(dense_index, tmp_path):
     """Shard build tasks start encoding at the same moment on an empty cache: onnxruntime's quantiser writes a side
     file next to the exported model, so three processes quantising at once failed (FileNotFoundError) until the
@@ -231,6 +244,7 @@ def test_parallel_builds_quantise_the_model_once(dense_index, tmp_path):
     assert hidden.shape == (1, 4, 384)
 
 
+@pytest.mark.model
 def test_a_query_ranks_the_same_alone_or_in_a_batch(dense_index, shared_data):
     """With two threads faiss scores a lone query and a large batch (against a collection of the shared one's size)
     by different code paths that sum in another order: the last bit of a score differed and near-tied documents
@@ -259,6 +273,7 @@ def test_a_query_ranks_the_same_alone_or_in_a_batch(dense_index, shared_data):
         assert [(h.doc_id, h.score) for h in alone[topic.id]] == [(h.doc_id, h.score) for h in batched[topic.id]], topic.id
 
 
+@pytest.mark.model
 def test_a_text_vector_is_the_same_alone_or_among_others(dense_topics):
     """`encode_texts` (what the embedding reranker compares) on the int8 ONNX backend batches as passages do: under
     the default "passage" batching a text's vector does not depend on the texts encoded with it."""
@@ -273,6 +288,7 @@ def test_a_text_vector_is_the_same_alone_or_among_others(dense_topics):
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.model
 def test_ivfpq_search_rescores_exactly(ivfpq_index, dense_topics, dense_qrels):
     from mathscout.retrievers.dense import best_documents
 
@@ -294,6 +310,7 @@ def test_ivfpq_search_rescores_exactly(ivfpq_index, dense_topics, dense_qrels):
         open_retriever(IndexDir(ivfpq_index), "dense", search="flat")
 
 
+@pytest.mark.model
 def test_truncated_vector_file_is_one_clear_error(ivfpq_index, tmp_path):
     copy = tmp_path / "index"
     shutil.copytree(ivfpq_index, copy)
@@ -306,6 +323,7 @@ def test_truncated_vector_file_is_one_clear_error(ivfpq_index, tmp_path):
 # --- colbert ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.model
 def test_colbert_ranks_with_exact_maxsim(dense_index, dense_topics, dense_qrels):
     colbert = open_retriever(IndexDir(dense_index), "colbert")
     topic = dense_topics[0]
@@ -319,6 +337,7 @@ def test_colbert_ranks_with_exact_maxsim(dense_index, dense_topics, dense_qrels)
     assert colbert.doc_ids[docs[int(np.argmax(exact))]] == hits[0].doc_id
 
 
+@pytest.mark.model
 def test_colbert_needs_the_dense_tokens_it_was_built_from(dense_index, tmp_path):
     copy = tmp_path / "index"
     shutil.copytree(dense_index, copy)
@@ -368,6 +387,7 @@ def test_hard_negatives_share_a_tag_from_another_thread(shared_data):
             assert tags[topic] & tags[threads[negative]]
 
 
+@pytest.mark.model
 def test_training_is_resumable(shared_data, tmp_path):
     from mathscout.dense.model import default_model_path
     from mathscout.evaluation.training.dense import load_triplets, train
@@ -385,6 +405,7 @@ def test_training_is_resumable(shared_data, tmp_path):
     assert load_sentence_model(output).encode(["x"]).shape == (1, 384)
 
 
+@pytest.mark.model
 def test_training_without_hard_negatives_is_recorded(shared_data, tmp_path):
     from mathscout.dense.model import default_model_path
     from mathscout.evaluation.training.dense import load_triplets, train
@@ -422,6 +443,7 @@ def query_side_model(shared_data, dense_index, tmp_path_factory) -> Path:
                             folder / "model", settings)
 
 
+@pytest.mark.model
 def test_query_side_training_learns_and_records_it(query_side_model):
     record = json.loads((query_side_model / "training.json").read_text())
     assert record["method"] == "query-side" and record["negatives"] == "collection" and record["pairs"] >= 50
@@ -433,6 +455,7 @@ def test_query_side_training_learns_and_records_it(query_side_model):
     assert not query_side_model.with_name("model.checkpoint").exists()  # the question cache is cleaned up
 
 
+@pytest.mark.model
 def test_query_side_model_changes_queries_only(query_side_model, dense_index, dense_topics):
     from mathscout.dense.encoder import Encoder
 
@@ -444,6 +467,7 @@ def test_query_side_model_changes_queries_only(query_side_model, dense_index, de
     assert abs(np.linalg.norm(tuned.encode_queries(text).pooled) - 1) < 1e-5
 
 
+@pytest.mark.model
 def test_dense_ft_reuses_the_document_vectors(query_side_model, dense_index, dense_topics, monkeypatch, tmp_path):
     from mathscout.retrievers.indexing import add_components
 
@@ -459,6 +483,7 @@ def test_dense_ft_reuses_the_document_vectors(query_side_model, dense_index, den
     assert [h.score for h in tuned] != [h.score for h in base] and tuned[0].score >= tuned[-1].score
 
 
+@pytest.mark.model
 def test_query_side_refuses_dev_and_broken_adapters(shared_data, dense_index, query_side_model, tmp_path):
     from mathscout.dense.encoder import Encoder
     from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
@@ -474,6 +499,7 @@ def test_query_side_refuses_dev_and_broken_adapters(shared_data, dense_index, qu
         Encoder(broken)
 
 
+@pytest.mark.model
 def test_question_cache_resumes_only_the_same_job(dense_index, dense_topics, tmp_path):
     from mathscout.evaluation.training.dense_query_side import _encode_questions
 

@@ -57,6 +57,7 @@ def test_a_bare_formula_finds_the_same_top_hit_as_its_dollar_form(tiny_index, mo
         assert any("read as math" in n for n in plain.notices)
 
 
+@pytest.mark.slow
 def test_a_library_call_writes_nothing_and_the_command_line_shows_the_notices(tmp_path):
     """`MathScout().search/ask` and `FormulaRewrite() >> structure` print nothing; their notices are data (logged,
     collected); `mathscout search` shows them as `note:` lines (issue 35: the library prints)."""

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="the optional 'distributed' part (ray) is not installed")
+pytestmark = pytest.mark.ray  # sharded indexes: nearly every test starts or joins the local Ray instance
 
 from mathscout.errors import MathScoutError  # noqa: E402
 from mathscout.evaluation.topics import load_topics  # noqa: E402
@@ -425,6 +426,7 @@ def dense_pair(dense_index, dense_topics, ray_local, tmp_path_factory) -> tuple[
 
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
+@pytest.mark.model
 def test_dense_and_hybrid_on_shards_equal_the_single_index(dense_pair, mode):
     single_index, sharded_index, queries = dense_pair
     assert_same_runs(open_retriever(single_index, mode).batch_search(queries, 50),
@@ -433,6 +435,7 @@ def test_dense_and_hybrid_on_shards_equal_the_single_index(dense_pair, mode):
     assert json.loads(shard.read_text(encoding="utf-8"))["batching"] == "passage"  # the policy is recorded
 
 
+@pytest.mark.model
 def test_the_shards_passage_vectors_are_the_single_index_vectors(dense_pair, capsys):
     """`python -m mathscout.evaluation.vector_equality SINGLE SHARDED`: byte-identical vectors and passage → document
     map (exit 0); a folder without a shards manifest is one line (exit 2)."""
@@ -446,6 +449,7 @@ def test_the_shards_passage_vectors_are_the_single_index_vectors(dense_pair, cap
     assert "shards manifest" in capsys.readouterr().err
 
 
+@pytest.mark.model
 def test_a_sharded_dense_query_is_encoded_once_at_the_coordinator(dense_pair):
     """The coordinator encodes a dense query with the shards' model and the shards search its vector: the same hits as
     one index, and a query with nothing to encode is the single index's clear error (alone) or a notice (in a run)."""
