@@ -216,20 +216,26 @@ class LLMListwiseReranker(_BaseReranker):
 
 class CrossEncoderReranker(_BaseReranker):
     """The cross-encoder trained for the index (`mathscout train cross-encoder`, mathscout.dense.cross): the question
-    and each passage read together (Zhong 2023 thesis §2.2.2, Fig. 2.2), its logit the score; on the backend its
-    training chose unless `backend` says otherwise. An index without one is an IndexMissingError naming the command."""
+    and each passage read together (Zhong 2023 thesis §2.2.2, Fig. 2.2), its logit interpolated with the hit's
+    first-stage score by the weight training tuned (`weight`: 1 for the logit alone); on the backend its training chose
+    unless `backend` says otherwise. An index without one is an IndexMissingError naming the command."""
 
     name = "cross"
 
-    def __init__(self, index, store=None, backend: str | None = None, batch_size: int | None = None):
+    def __init__(self, index, store=None, backend: str | None = None, batch_size: int | None = None,
+                 weight: float | None = None):
         super().__init__(store)
         from mathscout.dense.cross import BATCH, open_cross_scorer
 
         self.scorer = open_cross_scorer(getattr(index, "path", index), backend)
         self.batch_size = batch_size or BATCH
+        self.weight = self.scorer.weight if weight is None else weight
 
     def scores(self, query: str, hits: list[Hit]) -> list[float]:
-        return [float(s) for s in self.scorer.scores(query, self.passages(hits), self.batch_size)]
+        from mathscout.dense.cross import interpolate
+
+        logits = self.scorer.scores(query, self.passages(hits), self.batch_size)
+        return [float(s) for s in interpolate(logits, [h.score for h in hits], self.weight)]
 
 
 def open_reranker(kind: str = "auto", store=None, index=None, **options) -> Reranker:

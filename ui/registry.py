@@ -32,6 +32,9 @@ TRAINERS: tuple[Trainer, ...] = (
     Trainer("ranker", "mathscout.evaluation.ranker_training:main",
             "LambdaMART (LightGBM) over the retrievers' candidates, k-fold CV over train topics, stored with an index "
             "(ranker.json)"),
+    Trainer("cross-encoder", "mathscout.evaluation.training.cross_encoder:main",
+            "a cross-encoder (question, answer → relevance) from all-MiniLM-L6-v2 on the train topics with hard negatives "
+            "from the index's own candidates, stored with an index (cross-encoder/) for --rerank cross"),
 )
 
 

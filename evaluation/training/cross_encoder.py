@@ -46,7 +46,7 @@ from tqdm import tqdm
 
 from mathscout.config import SHARED_COLLECTION
 from mathscout.dense.cross import (BACKENDS, FOLDER, INFO_FILE, MODEL_DIR, ONNX_FILES, CrossEncoderInfo, CrossScorer,
-                                   load_cross_model, onnx_graph)
+                                   interpolate, load_cross_model, onnx_graph)
 from mathscout.dense.encoder import export_onnx
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
@@ -62,6 +62,7 @@ from mathscout.types import Query
 
 MINERS = ("bm25", "structure", "dense-ft")  # first stages whose candidates give the hard negatives (those the index has)
 WORK = "cross-encoder.work"
+WEIGHTS = tuple(round(0.05 * n, 2) for n in range(21))  # the cross-encoder's share in `interpolate`, tuned held out
 MIN_TAU = 0.9  # a backend keeps the scores' order when its mean Kendall τ against torch fp32 is at least this …
 MIN_TOP10 = 0.9  # … and its top 10 shares at least this share of fp32's, over the held-out topics
 RELEVANT = 2  # the lowest grade taken as a positive
@@ -309,10 +310,22 @@ def held_out_report(model_dir: Path, work: Path, topics: dict[str, Query], mined
         return {q: sorted(((d, scores[backend][q].get(d, -1e9)) for d, _ in mined[q].runs.get(name, [])),
                           key=lambda x: -x[1]) for q in scores[backend]}
 
+    def interpolated(name: str, weight: float) -> dict[str, list[tuple[str, float]]]:
+        out = {}
+        for q in scores["torch"]:
+            hits = [(d, s) for d, s in mined[q].runs.get(name, []) if d in scores["torch"][q]]
+            fused = interpolate([scores["torch"][q][d] for d, _ in hits], [s for _, s in hits], weight)
+            out[q] = sorted(((d, float(f)) for (d, _), f in zip(hits, fused)), key=lambda x: -x[1])
+        return out
+
     everyone = set(topics)
+    grid = {w: {n: mean(interpolated(n, w), everyone) for n in runs} for w in WEIGHTS}
+    weight = max(WEIGHTS, key=lambda w: (round(float(np.mean(list(grid[w].values()))), 4), w))
     report: dict = {"topics": len(topics), "pairs": pairs["torch"], "measure": scorer.measure,
                     "first_stage": {n: mean({q: mined[q].runs.get(n, []) for q in topics}, everyone) for n in runs},
                     "reranked": {n: mean(reranked(n, "torch"), everyone) for n in runs},
+                    "interpolation": {"weight": weight, "reranked": grid[weight],
+                                      "grid": {f"{w:.2f}": grid[w] for w in WEIGHTS}},
                     "agreement_topics": len(compared)}
     agreement = {}
     for backend in backends:
@@ -349,7 +362,8 @@ def store_model(index: IndexDir, work: Path, backend: str, settings: Settings, t
         shutil.copy2(work / ONNX_FILES[backend], staging / ONNX_FILES[backend])
     if (work / "loss.png").is_file():
         shutil.copy2(work / "loss.png", staging / "loss.png")
-    info = CrossEncoderInfo(backend=backend, max_length=settings.max_length, files=record_folder(staging),
+    info = CrossEncoderInfo(backend=backend, max_length=settings.max_length,
+                            weight=training["held_out"]["interpolation"]["weight"], files=record_folder(staging),
                             training=training)
     info.write_file(staging / INFO_FILE)
     old = index.path / f".{FOLDER}.old"
@@ -479,9 +493,11 @@ def main(argv: list[str] | None = None) -> None:
         report = info.training["held_out"]
         print(f"cross-encoder stored in {stored} ({(time.perf_counter() - started) / 60:.1f} min this run, "
               f"{info.training['minutes']} min in all); backend {info.backend}")
+        fused = report["interpolation"]
         for name, score in report["first_stage"].items():
-            print(f"  held-out {report['measure']} {name}: {score:.4f} -> reranked {report['reranked'][name]:.4f} "
-                  f"(torch fp32, {report['topics']} topics)")
+            print(f"  held-out {report['measure']} {name}: {score:.4f} -> reranked {report['reranked'][name]:.4f}, "
+                  f"interpolated {fused['reranked'][name]:.4f} (torch fp32, {report['topics']} topics)")
+        print(f"  interpolation weight of the cross-encoder (tuned on the held-out topics): {info.weight:.2f}")
         for backend, figures in report["backends"].items():
             print(f"  {backend}: Kendall tau {figures['kendall_tau']:.3f}, top-10 agreement {figures['top10']:.2f}, "
                   f"{figures['ms_per_pair']:.1f} ms/pair ({report['agreement_topics']} topics)")

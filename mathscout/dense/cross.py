@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ class CrossEncoderInfo(TunedFile):
 
     backend: str
     max_length: int
+    weight: float = 1.0  # the cross-encoder's share when its scores are interpolated with the first stage's (`interpolate`)
     files: dict[str, dict] = field(default_factory=dict)  # path inside the folder → size and CRC-32 (index integrity)
     training: dict[str, Any] = field(default_factory=dict)  # index build, topics, qrels, counts, held-out, backends, time
 
@@ -73,6 +75,7 @@ class CrossEncoderInfo(TunedFile):
         """The backend and length, and every file's record, which the folder's files must match."""
         info = cls(backend=file.name(data.get("backend"), "backend", BACKENDS),
                    max_length=file.whole(data.get("max_length"), "max_length", 16, 512),
+                   weight=file.number(data.get("weight", 1.0), "weight", 0.0, 1.0),
                    files=file.mapping(data.get("files"), "files"),
                    training=file.mapping(data.get("training", {}), "training"))
         for relative, record in info.files.items():
@@ -89,6 +92,21 @@ class CrossEncoderInfo(TunedFile):
             raise IndexMissingError(f"the index {index_path} has no trained cross-encoder: run "
                                     + TRAIN_COMMAND.format(index=index_path))
         return info
+
+
+def interpolate(cross: Sequence[float], first: Sequence[float], weight: float) -> np.ndarray:
+    """`weight` · z(cross-encoder) + (1 − `weight`) · z(first stage), each standardised over one query's reranked hits
+    (a constant list standardises to 0): the relevance signals fused by linear interpolation, the weight tuned on
+    held-out topics (Zhong 2023 thesis §5.2.4, MABOWDOR's fusion). `weight` 1 is the cross-encoder alone."""
+
+    def z(values: Sequence[float]) -> np.ndarray:
+        array = np.asarray(values, dtype=np.float64)
+        spread = array.std() if len(array) else 0.0
+        return (array - array.mean()) / spread if spread > 0 else np.zeros_like(array)
+
+    if weight >= 1.0:
+        return np.asarray(cross, dtype=np.float64)
+    return weight * z(cross) + (1.0 - weight) * z(first)
 
 
 def load_cross_model(model_dir: Path, max_length: int, cached: bool = True):
@@ -153,6 +171,7 @@ class CrossScorer:
         if backend not in BACKENDS:
             raise MathScoutError(f"unknown cross-encoder backend '{backend}' (available: {', '.join(BACKENDS)})")
         self.model_dir, self.max_length, self.backend = Path(model_dir), max_length, backend
+        self.weight = 1.0  # the stored interpolation weight (`open_cross_scorer`)
         self.model = load_cross_model(self.model_dir, max_length)  # its tokenizer reads the pairs on every backend
         self.session = None
         if backend != "torch":
@@ -193,7 +212,9 @@ def open_cross_scorer(index_path: Path | str, backend: str | None = None) -> Cro
     folder = Path(index_path) / FOLDER
     stored = ONNX_FILES.get(backend)
     graph = folder / stored if stored and stored in info.files else None
-    return CrossScorer(folder / MODEL_DIR, info.max_length, backend, graph)
+    scorer = CrossScorer(folder / MODEL_DIR, info.max_length, backend, graph)
+    scorer.weight = info.weight
+    return scorer
 
 
 def has_cross_encoder(index_path: Path | str) -> bool:

@@ -132,12 +132,30 @@ def test_rerank_cross_reorders_hits_on_every_entry_point(trained, capsys):
                                                   "rerank_depth": DEPTH})
     assert response.status_code == 200, response.text
     assert _reranked(response.json()["hits"], first) == python
-    orders = [python[:DEPTH] != first[:DEPTH]]
-    for question in ("Why is $e^{i\\pi} = -1$?", "integral of $x^2$ from 0 to 1", "prime numbers infinitely many"):
-        plain = [h.doc_id for h in scout.search(question, mode="bm25", k=DEPTH)]
-        orders.append([h.doc_id for h in scout.search(question, mode="bm25", k=DEPTH, rerank="cross",
-                                                      rerank_depth=DEPTH)] != plain)
-    assert any(orders)  # the model has an opinion of its own
+
+
+def test_the_cross_encoder_has_an_opinion_and_its_weight_fuses_it(trained):
+    """Alone (weight 1) the model reorders BM25's top hits; the stored weight was tuned on the held-out topics and
+    weight 0 keeps the first stage's order."""
+    from mathscout.dense.cross import CrossEncoderInfo, interpolate
+    from mathscout.index.layout import IndexDir
+    from mathscout.retrievers.registry import open_retriever
+    from mathscout.retrievers.rerank import CrossEncoderReranker
+
+    info = CrossEncoderInfo.require(trained)
+    fused = info.training["held_out"]["interpolation"]
+    assert 0.0 <= info.weight <= 1.0 and fused["weight"] == info.weight and len(fused["grid"]) == 21
+    index = IndexDir(trained)
+    bm25 = open_retriever(index, "bm25")
+    alone = CrossEncoderReranker(index, index.store, weight=1.0)
+    kept = CrossEncoderReranker(index, index.store, weight=0.0)
+    orders = []
+    for question in (QUESTION, "Why is $e^{i\\pi} = -1$?", "integral of $x^2$ from 0 to 1", "infinitely many primes"):
+        hits = bm25.search(question, k=DEPTH)
+        assert [h.doc_id for h in kept.rerank(question, hits)] == [h.doc_id for h in hits]
+        orders.append([h.doc_id for h in alone.rerank(question, hits)] != [h.doc_id for h in hits])
+    assert any(orders)
+    assert interpolate([3.0, 1.0, 2.0], [0.0, 0.0, 0.0], 0.5).tolist() == pytest.approx([0.5 * 1.5 ** 0.5, -0.5 * 1.5 ** 0.5, 0.0])
 
 
 def test_run_reranks_with_the_cross_encoder(trained, dev_subset, tmp_path):
