@@ -1,14 +1,14 @@
 """The Python API: `MathScout(index)` searches, answers questions and hands out the agent's tools.
 
-    from mathscout.agent import MathScout
+from mathscout.agent import MathScout
 
-    scout = MathScout()                                  # the demo index, built on first use
-    for hit in scout.search("$x^2+y^2=z^2$", mode="structure", k=3):
-        print(hit.rank, hit.doc_id, round(hit.score, 3))
-    answer = scout.ask("How do I simplify $\\frac{t+1}{t}$?")
-    print(answer.text)                                   # markdown with [doc-id] citations
-    print([call.tool for call in answer.trace])          # the tool calls behind it
-    tools = scout.tools                                  # LangChain tools for your own agent
+scout = MathScout()                                  # the demo index, built on first use
+for hit in scout.search("$x^2+y^2=z^2$", mode="structure", k=3):
+    print(hit.rank, hit.doc_id, round(hit.score, 3))
+answer = scout.ask("How do I simplify $\\frac{t+1}{t}$?")
+print(answer.text)                                   # markdown with [doc-id] citations
+print([call.tool for call in answer.trace])          # the tool calls behind it
+tools = scout.tools                                  # LangChain tools for your own agent
 """
 
 from __future__ import annotations
@@ -44,15 +44,28 @@ class MathScout:
     def modes(self) -> list[str]:
         return self.assistant.modes()
 
-    def search(self, query: str, mode: str = MODE.default, k: int = K.default, rerank: str | bool | None = RERANK.default,
-               rerank_depth: int = RERANK_DEPTH.default) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        mode: str = MODE.default,
+        k: int = K.default,
+        rerank: str | bool | None = RERANK.default,
+        rerank_depth: int = RERANK_DEPTH.default,
+    ) -> list[Hit]:
         """Ranked hits (`Hit.to_dict()` gives the JSON the command line and the API give). "auto" runs the planner's
         searches (rewrites, structure and text search, fusion); any other mode is that retriever alone; `rerank`
         reorders the top `rerank_depth` hits. A bad option is a MathScoutError."""
         return self.assistant.search(query, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth)
 
-    def ask(self, question: str, mode: str = MODE.default, k: int = K.default, rerank: str | bool | None = RERANK.default,
-            rerank_depth: int = RERANK_DEPTH.default, use_llm: bool | None = USE_LLM.default) -> Answer:
+    def ask(
+        self,
+        question: str,
+        mode: str = MODE.default,
+        k: int = K.default,
+        rerank: str | bool | None = RERANK.default,
+        rerank_depth: int = RERANK_DEPTH.default,
+        use_llm: bool | None = USE_LLM.default,
+    ) -> Answer:
         """An answer with `[doc-id]` citations (`Answer.to_dict()` for JSON). A bad option is a MathScoutError."""
         answer = None
         for event in self.stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm):
@@ -60,13 +73,20 @@ class MathScout:
         assert answer is not None  # the stream's last event is the answer
         return answer
 
-    def stream(self, question: str, mode: str = MODE.default, k: int = K.default,
-               rerank: str | bool | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default,
-               use_llm: bool | None = USE_LLM.default) -> Iterator[AgentEvent]:
+    def stream(
+        self,
+        question: str,
+        mode: str = MODE.default,
+        k: int = K.default,
+        rerank: str | bool | None = RERANK.default,
+        rerank_depth: int = RERANK_DEPTH.default,
+        use_llm: bool | None = USE_LLM.default,
+    ) -> Iterator[AgentEvent]:
         """The same, as events (plan, tool_start/tool_end, notice, token, and finally answer)."""
         check_options(k=k, rerank=rerank, rerank_depth=rerank_depth)
-        return self.assistant.stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth,
-                                     use_llm=use_llm)
+        return self.assistant.stream(
+            question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm
+        )
 
     def session(self) -> ToolSession:
         """A fresh tool session (its `trace` and `seen` hits record what your agent did)."""

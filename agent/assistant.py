@@ -43,8 +43,13 @@ class Assistant:
     a question asks for it), True = the LLM (a notice when none is configured). `stream(use_llm=…)` chooses per
     question within that. Safe to share between threads (each question has its own session)."""
 
-    def __init__(self, index_path: IndexDir | Path | str | None = None, *, use_llm: bool | None = None,
-                 config: LLMConfig | None = None):
+    def __init__(
+        self,
+        index_path: IndexDir | Path | str | None = None,
+        *,
+        use_llm: bool | None = None,
+        config: LLMConfig | None = None,
+    ):
         self.index = _open_index(index_path)
         self.toolbox = ToolBox(self.index)
         self.config = config or LLMConfig.from_env()
@@ -57,12 +62,14 @@ class Assistant:
         if self.use_llm is False:
             return False, "LLM switched off: the offline planner writes the answers"
         if not self.config.configured:
-            return False, ("no LLM configured (set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server): "
-                           "the offline planner writes the answers")
+            return False, (
+                "no LLM configured (set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server): "
+                "the offline planner writes the answers"
+            )
         return True, f"LLM agent: {self.config.describe()}"
 
     def modes(self) -> list[str]:
-        """"auto" (the planner chooses), then every search mode this index supports."""
+        """ "auto" (the planner chooses), then every search mode this index supports."""
         return offered_modes(self.toolbox)
 
     def _wants_llm(self, use_llm: bool | None) -> tuple[bool, str | None]:
@@ -73,12 +80,19 @@ class Assistant:
         if wanted is False:
             return False, None
         if not self.config.configured:
-            return False, ("LLM unavailable (no endpoint configured: set OPENAI_API_KEY or OPENAI_BASE_URL): "
-                           "offline planner used") if wanted else None
+            return False, (
+                "LLM unavailable (no endpoint configured: set OPENAI_API_KEY or OPENAI_BASE_URL): offline planner used"
+            ) if wanted else None
         return True, None
 
-    def search(self, query: str, mode: str = MODE.default, k: int = K_OPTION.default,
-               rerank: str | bool | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        mode: str = MODE.default,
+        k: int = K_OPTION.default,
+        rerank: str | bool | None = RERANK.default,
+        rerank_depth: int = RERANK_DEPTH.default,
+    ) -> list[Hit]:
         """Ranked hits with titles, snippets, matched formulas and what each score means. The first stage is
         `open_mode`'s: "auto" runs the offline planner's searches (rewrites, structure and text search, fusion), any
         other mode is that retriever alone. `rerank` (a kind of mathscout.limits.RERANKERS) reorders the first
@@ -98,15 +112,21 @@ class Assistant:
         explain_hits(hits, self.index.store, question.text)
         return describe_hits(hits)
 
-    def stream(self, question: str, *, mode: str = MODE.default, k: int = K_OPTION.default,
-               rerank: bool | str | None = RERANK.default, rerank_depth: int = RERANK_DEPTH.default,
-               use_llm: bool | None = USE_LLM.default) -> Iterator[AgentEvent]:
+    def stream(
+        self,
+        question: str,
+        *,
+        mode: str = MODE.default,
+        k: int = K_OPTION.default,
+        rerank: bool | str | None = RERANK.default,
+        rerank_depth: int = RERANK_DEPTH.default,
+        use_llm: bool | None = USE_LLM.default,
+    ) -> Iterator[AgentEvent]:
         """The work on one question as events; the last one is the "answer" (with the options it used). Never
         raises for bad input. `rerank`: False/None (no), True or "auto" (the LLM's listwise reranker when the LLM
         answers, else local embeddings), or a reranker of mathscout.limits.RERANKERS; `rerank_depth`: how many
         first-stage hits it reorders."""
-        for event in self._stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth,
-                                  use_llm=use_llm):
+        for event in self._stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm):
             if event.kind == "answer" and event.answer is not None:
                 self._finish(event.answer, k, rerank, rerank_depth)
             yield event
@@ -149,8 +169,10 @@ class Assistant:
             k = K_OPTION.default
         mode = (mode or MODE.default).strip()
         if mode not in self.modes():
-            notices.append(f"The search mode '{mode}' is not available on this index "
-                           f"(modes: {', '.join(self.modes())}): {AUTO} used.")
+            notices.append(
+                f"The search mode '{mode}' is not available on this index "
+                f"(modes: {', '.join(self.modes())}): {AUTO} used."
+            )
             mode = AUTO  # offered on every index
         read = read_question(question)
         notices += read.notices
@@ -158,9 +180,18 @@ class Assistant:
             yield AgentEvent("notice", text=notice)
         if read.problem:
             yield AgentEvent("notice", text=read.problem)
-            yield AgentEvent("answer", answer=Answer(question=read.text, text=read.problem, notices=notices + [read.problem],
-                                                     planner="none", mode=mode, k=k,
-                                                     seconds=time.perf_counter() - started))
+            yield AgentEvent(
+                "answer",
+                answer=Answer(
+                    question=read.text,
+                    text=read.problem,
+                    notices=notices + [read.problem],
+                    planner="none",
+                    mode=mode,
+                    k=k,
+                    seconds=time.perf_counter() - started,
+                ),
+            )
             return
         llm, refusal = self._wants_llm(use_llm)
         if refusal:
@@ -168,14 +199,25 @@ class Assistant:
             yield AgentEvent("notice", text=refusal)
         events: EventQueue = EventQueue()
         if llm:  # the listwise LLM reranker on the same endpoint (Zhong 2023 thesis ch. 6 prompt, prompts/rerank_listwise.md)
-            endpoint = dict(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,
-                            timeout=self.config.timeout)
+            endpoint = dict(
+                model=self.config.model,
+                base_url=self.config.base_url,
+                api_key=self.config.key,
+                timeout=self.config.timeout,
+            )
             chosen = "llm" if kind in (None, "auto") else kind
-            session = ToolSession(self.toolbox, emit=events.put, rerank_kind=chosen, rerank_depth=rerank_depth,
-                                  rerank_options=endpoint if chosen == "llm" else {}, notices=list(notices))
+            session = ToolSession(
+                self.toolbox,
+                emit=events.put,
+                rerank_kind=chosen,
+                rerank_depth=rerank_depth,
+                rerank_options=endpoint if chosen == "llm" else {},
+                notices=list(notices),
+            )
             try:
-                yield from LLMAgent(self.config).stream(read, session, events, mode=mode, k=k, rerank=rerank,
-                                                        started=started)
+                yield from LLMAgent(self.config).stream(
+                    read, session, events, mode=mode, k=k, rerank=rerank, started=started
+                )
                 return
             except LLMUnavailable as exc:
                 notice = f"LLM unavailable ({exc.reason}): offline planner used"
@@ -183,8 +225,9 @@ class Assistant:
                 events = EventQueue()  # the LLM's tool events not yet shown are dropped
                 yield AgentEvent("notice", text=notice)
         chosen = "embedding" if kind in (None, "auto") else kind
-        session = ToolSession(self.toolbox, emit=events.put, rerank_kind=chosen, rerank_depth=rerank_depth,
-                              notices=list(notices))
+        session = ToolSession(
+            self.toolbox, emit=events.put, rerank_kind=chosen, rerank_depth=rerank_depth, notices=list(notices)
+        )
         yield from self.planner.stream(read, session, events, mode=mode, k=k, rerank=rerank, started=started)
 
     def ask(self, question: str, **options) -> Answer:

@@ -47,7 +47,9 @@ SENTENCE_WEIGHTS = {"dense": 1.0, "lexical": 0.0}  # by scorer name; a scorer no
 # A title says what its answer answers. Untuned (the shared collection has no titles): a title matching the question
 # whole outweighs the rank prior's span over the candidates (0.2 × (1 − 1/5) = 0.16); a half match, one rank step.
 CONTEXT_WEIGHT = 0.25
-FORMULA_WEIGHT = 1.0  # lexical: structure similarity beside BM25 of the words (untuned: it orders one document's sentences)
+FORMULA_WEIGHT = (
+    1.0  # lexical: structure similarity beside BM25 of the words (untuned: it orders one document's sentences)
+)
 SIGNAL_WEIGHTS = {"dense": 1.0, "words": 1.0, "formulas": FORMULA_WEIGHT}
 
 
@@ -147,7 +149,7 @@ def _sentences(text: str) -> list[str]:
     spans, pieces, last = find_math(text), [], 0
     for match in _SENTENCE_END.finditer(text):
         if _formula_at(spans, match.start()) is None:
-            pieces.append(text[last:match.start()])
+            pieces.append(text[last : match.start()])
             last = match.end()
     pieces.append(text[last:])
     return [p for p in pieces if p]
@@ -191,8 +193,13 @@ class Candidate:
         total = sum(weights.get(name, 1.0) for name in self.signals)
         return sum(weights.get(name, 1.0) * value for name, value in self.signals.items()) / total if total else 0.0
 
-    def score(self, sentence_weight: float = 1.0, prior_weight: float = PRIOR_WEIGHT,
-              context_weight: float = CONTEXT_WEIGHT, weights: Mapping[str, float] | None = None) -> float:
+    def score(
+        self,
+        sentence_weight: float = 1.0,
+        prior_weight: float = PRIOR_WEIGHT,
+        context_weight: float = CONTEXT_WEIGHT,
+        weights: Mapping[str, float] | None = None,
+    ) -> float:
         """The sentence's similarity, its title's and its hit's rank prior (prior_weight / rank), weighted."""
         return sentence_weight * self.similarity(weights) + context_weight * self.context + prior_weight / self.rank
 
@@ -205,7 +212,9 @@ def _hit_sentences(hit: Hit, document: Document | None) -> list[str]:
     if document is not None and document.text.strip():
         text = document.text[:SUMMARY_TEXT_CHARS]
         pieces = [_one_line(p) for p in _sentences(text)]
-        sentences = pieces[:-1] if len(document.text) > len(text) and len(pieces) > 1 else pieces  # the last one was cut
+        sentences = (
+            pieces[:-1] if len(document.text) > len(text) and len(pieces) > 1 else pieces
+        )  # the last one was cut
     else:
         text = _one_line(_MARKS.sub("", hit.snippet))
         pieces = _sentences(text.strip("…").strip())
@@ -217,19 +226,24 @@ def _hit_sentences(hit: Hit, document: Document | None) -> list[str]:
     return [_clip(s) for s in long_enough]
 
 
-def summary_candidates(hits: list[Hit], documents: Mapping[str, Document], depth: int = SUMMARY_HITS) -> list[Candidate]:
+def summary_candidates(
+    hits: list[Hit], documents: Mapping[str, Document], depth: int = SUMMARY_HITS
+) -> list[Candidate]:
     """The sentences of the top `depth` hits, unscored, each with its document's title."""
     candidates = []
     for rank, hit in enumerate(hits[:depth], start=1):
         document = documents.get(hit.doc_id)
         title = _one_line(document.missing_title()) if document is not None else ""
-        candidates += [Candidate(hit.doc_id, rank, position, sentence, title)
-                       for position, sentence in enumerate(_hit_sentences(hit, document))]
+        candidates += [
+            Candidate(hit.doc_id, rank, position, sentence, title)
+            for position, sentence in enumerate(_hit_sentences(hit, document))
+        ]
     return candidates
 
 
-def score_candidates(question: Question, candidates: list[Candidate], scorer: SentenceScorer,
-                     notices: list[str] | None = None) -> None:
+def score_candidates(
+    question: Question, candidates: list[Candidate], scorer: SentenceScorer, notices: list[str] | None = None
+) -> None:
     """Each candidate's signals against the question and its title's similarity (a title says what its answer answers;
     a document without one gets 0). A scorer that fails leaves the
     candidates unscored (the hits' order decides) and says why in `notices` (else as a notice): the answer goes on."""
@@ -239,7 +253,9 @@ def score_candidates(question: Question, candidates: list[Candidate], scorer: Se
         title_rows = scorer.signals(question, titles) if titles else []
     except Exception as exc:  # noqa: BLE001 — a broken model must not end the answer
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        message = f"The summary's {scorer.name} sentence scores failed ({reason}): the best hits' first sentences are quoted."
+        message = (
+            f"The summary's {scorer.name} sentence scores failed ({reason}): the best hits' first sentences are quoted."
+        )
         notice(message) if notices is None else notices.append(message)
         return
     similarity = {title: Candidate("", 1, 0, title, signals=row).similarity() for title, row in zip(titles, title_rows)}
@@ -248,13 +264,25 @@ def score_candidates(question: Question, candidates: list[Candidate], scorer: Se
         candidate.context = similarity.get(candidate.title, 0.0)
 
 
-def choose_summary(candidates: list[Candidate], sentence_weight: float = 1.0, prior_weight: float = PRIOR_WEIGHT,
-                   context_weight: float = CONTEXT_WEIGHT, weights: Mapping[str, float] | None = None,
-                   sources: int = SUMMARY_SOURCES) -> list[Candidate]:
+def choose_summary(
+    candidates: list[Candidate],
+    sentence_weight: float = 1.0,
+    prior_weight: float = PRIOR_WEIGHT,
+    context_weight: float = CONTEXT_WEIGHT,
+    weights: Mapping[str, float] | None = None,
+    sources: int = SUMMARY_SOURCES,
+) -> list[Candidate]:
     """The best-scoring sentence, then the best one of each further document, up to `sources`; ties go to the more
     similar sentence, then to the better hit, then to the earlier sentence."""
-    ordered = sorted(candidates, key=lambda c: (-c.score(sentence_weight, prior_weight, context_weight, weights),
-                                                -c.similarity(weights), c.rank, c.position))
+    ordered = sorted(
+        candidates,
+        key=lambda c: (
+            -c.score(sentence_weight, prior_weight, context_weight, weights),
+            -c.similarity(weights),
+            c.rank,
+            c.position,
+        ),
+    )
     chosen: list[Candidate] = []
     for candidate in ordered:
         if all(c.doc_id != candidate.doc_id for c in chosen):
@@ -264,8 +292,13 @@ def choose_summary(candidates: list[Candidate], sentence_weight: float = 1.0, pr
     return chosen
 
 
-def summary_line(hits: list[Hit], documents: Mapping[str, Document], question: Question | None = None,
-                 scorer: SentenceScorer | None = None, notices: list[str] | None = None) -> str:
+def summary_line(
+    hits: list[Hit],
+    documents: Mapping[str, Document],
+    question: Question | None = None,
+    scorer: SentenceScorer | None = None,
+    notices: list[str] | None = None,
+) -> str:
     """One or two sentences from the top hits that answer the question best (with a scorer; else the best hits'
     first sentences), each cited (extractive: the documents' own words, escaped)."""
     candidates = summary_candidates(hits, documents)
@@ -277,6 +310,7 @@ def summary_line(hits: list[Hit], documents: Mapping[str, Document], question: Q
 
 
 # --- sentence scorers: the strongest local model the index has ----------------------------------------------------
+
 
 class SentenceScorer(Protocol):
     name: str
@@ -335,7 +369,9 @@ class LexicalSentences:
 
             texts = [*sentences, question.text]  # the question's own score as a text of these: the scale's 1
             ids = [str(n) for n in range(len(texts))]
-            scores = TitleScorer(_SentenceTitles(texts), self.bm25).scores(Query(id="question", text=question.text), ids)
+            scores = TitleScorer(_SentenceTitles(texts), self.bm25).scores(
+                Query(id="question", text=question.text), ids
+            )
             own = scores.get(ids[-1], 0.0)
             for row, i in zip(rows, ids):
                 row["words"] = min(1.0, scores.get(i, 0.0) / own) if own > 0 else 0.0
@@ -352,7 +388,9 @@ class LexicalSentences:
         from mathscout.structure.scoring import MAX_FORMULA_LEAVES, formula_similarity
 
         lexer, eta = self.structure.searcher.lexer, self.structure.searcher.eta
-        idf = functools.lru_cache(maxsize=None)(self.structure.highlight_idf)  # a path's weight, looked up once per answer
+        idf = functools.lru_cache(maxsize=None)(
+            self.structure.highlight_idf
+        )  # a path's weight, looked up once per answer
         parsed: dict[str, tuple | None] = {}
 
         def document_side(latex: str):
@@ -360,7 +398,11 @@ class LexicalSentences:
             if latex not in parsed:
                 tree = parse_latex(latex, lexer).tree
                 leaves = leaf_count(tree) if tree is not None else 0
-                prefixes = path_prefixes(tree, wildcard_paths=True) if tree is not None and leaves <= MAX_FORMULA_LEAVES else []
+                prefixes = (
+                    path_prefixes(tree, wildcard_paths=True)
+                    if tree is not None and leaves <= MAX_FORMULA_LEAVES
+                    else []
+                )
                 parsed[latex] = (tree, prefixes, leaves) if prefixes else None
             return parsed[latex]
 
@@ -373,7 +415,9 @@ class LexicalSentences:
                     queries.append((path_prefixes(own[0]), best.score))
         values = []
         for sentence in sentences:
-            sides = [side for span in query_formulas(sentence) if (side := document_side(span.latex.strip())) is not None]
+            sides = [
+                side for span in query_formulas(sentence) if (side := document_side(span.latex.strip())) is not None
+            ]
             total = 0.0
             for prefixes, own_score in queries:
                 matches = [formula_similarity(prefixes, side[1], side[2], idf=idf, eta=eta) for side in sides]
@@ -382,18 +426,26 @@ class LexicalSentences:
         return values
 
 
-def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[str, Document],
-                      rewrites: list[Rewrite], expansions: list[Expansion],
-                      computation: Computation | None = None, scorer: SentenceScorer | None = None,
-                      notices: list[str] | None = None) -> str:
+def extractive_answer(
+    question: Question,
+    hits: list[Hit],
+    documents: Mapping[str, Document],
+    rewrites: list[Rewrite],
+    expansions: list[Expansion],
+    computation: Computation | None = None,
+    scorer: SentenceScorer | None = None,
+    notices: list[str] | None = None,
+) -> str:
     """Markdown: a computed result when the question ordered one, a cited one-line summary (the sentences of the top
     hits that `scorer` finds answer the question best), what was searched (the question echoed with its formulas),
     the top passages quoted with `[doc-id]` and matched formulas, more ids."""
     opening = [computed_line(computation)] if computation is not None else []
     if not hits:
         searched = _formula_list(question.formulas) if question.formulas else f"“{_quoted(question.text, 120)}”"
-        nothing = (f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
-                   "or another search mode.")
+        nothing = (
+            f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
+            "or another search mode."
+        )
         return "\n\n".join([*opening, nothing])
     summary = summary_line(hits, documents, question, scorer, notices)
     opening += [summary] if summary else []
@@ -406,8 +458,10 @@ def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[st
         lead.append(f"also searched as {_formula_list(r.rewritten for r in rewrites)}")
     if expansions:
         related = [t for e in expansions for t, _ in e.related[:2]]
-        lead.append(f"types {document_markdown(', '.join(e.type for e in expansions))}"
-                    + (f" (related: {document_markdown(', '.join(related[:4]))})" if related else ""))
+        lead.append(
+            f"types {document_markdown(', '.join(e.type for e in expansions))}"
+            + (f" (related: {document_markdown(', '.join(related[:4]))})" if related else "")
+        )
     parts = opening + ["; ".join(lead) + ":"]
     for n, hit in enumerate(hits[:CITED_PASSAGES], start=1):
         document = documents.get(hit.doc_id)
@@ -415,7 +469,9 @@ def extractive_answer(question: Question, hits: list[Hit], documents: Mapping[st
         line = f"{n}. " + (f"**{title}** " if title else "") + _cite(hit.doc_id)
         if hit.formulas:
             line += f" — matched formula {_formula_list(f.latex for f in hit.formulas[:2])}"
-        passage = document_markdown(_one_line(hit.snippet or (document.text[:300] if document else "")), keep_marks=True)
+        passage = document_markdown(
+            _one_line(hit.snippet or (document.text[:300] if document else "")), keep_marks=True
+        )
         if passage:
             line += f"\n   > {passage}"
         parts.append(line)

@@ -36,9 +36,13 @@ class LLMConfig:
     def from_env(cls) -> LLMConfig:
         """The endpoint of the settings (`mathscout.settings`: the environment over the config file's [llm])."""
         config = settings()
-        return cls(api_key=config.llm_api_key or None, base_url=config.llm_base_url or None,
-                   model=config.llm_model or DEFAULT_MODEL, timeout=max(0.1, config.llm_timeout),
-                   max_retries=config.llm_max_retries)
+        return cls(
+            api_key=config.llm_api_key or None,
+            base_url=config.llm_base_url or None,
+            model=config.llm_model or DEFAULT_MODEL,
+            timeout=max(0.1, config.llm_timeout),
+            max_retries=config.llm_max_retries,
+        )
 
     @property
     def configured(self) -> bool:

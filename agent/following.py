@@ -55,18 +55,23 @@ class FollowedAssistant:
             if stamp == self._stamp and stamp is not None:
                 return self._assistant
             if stamp is None:
-                raise IndexMissingError(f"the index {self.path} is gone (removed, or being rebuilt in place): "
-                                        f"build it again with 'mathscout index --input PATH --index {self.path}'")
+                raise IndexMissingError(
+                    f"the index {self.path} is gone (removed, or being rebuilt in place): "
+                    f"build it again with 'mathscout index --input PATH --index {self.path}'"
+                )
             index = IndexDir(self.path)
             old = self._assistant.index.manifest.generation
             if not index.manifest.generation or index.manifest.generation != old:
                 self._assistant = self._open(index)
-                log.info("index %s changed (generation %s → %s): serving the new build", self.path, old or "?",
-                         index.manifest.generation or "?")
+                log.info(
+                    "index %s changed (generation %s → %s): serving the new build",
+                    self.path,
+                    old or "?",
+                    index.manifest.generation or "?",
+                )
             self._stamp = stamp
             return self._assistant
 
     @property
     def generation(self) -> str:
         return self.current().index.manifest.generation
-

@@ -63,8 +63,11 @@ def _text(content) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content
-                       if not isinstance(p, dict) or p.get("type", "text") == "text")
+        return "".join(
+            p.get("text", "") if isinstance(p, dict) else str(p)
+            for p in content
+            if not isinstance(p, dict) or p.get("type", "text") == "text"
+        )
     return ""
 
 
@@ -82,9 +85,15 @@ class LLMAgent:
         from langchain_openai import ChatOpenAI
 
         # the key as a str: pydantic makes it the field's SecretStr, which is all langchain's annotation names
-        return ChatOpenAI(model=self.config.model, base_url=self.config.base_url, api_key=self.config.key,  # type: ignore[arg-type]
-                          timeout=self.config.timeout, max_retries=self.config.max_retries, temperature=0,
-                          streaming=True)
+        return ChatOpenAI(
+            model=self.config.model,
+            base_url=self.config.base_url,
+            api_key=self.config.key,  # type: ignore[arg-type]
+            timeout=self.config.timeout,
+            max_retries=self.config.max_retries,
+            temperature=0,
+            streaming=True,
+        )
 
     def tools_for(self, session: ToolSession, mode: str):
         from mathscout.tools import langchain_tools
@@ -95,8 +104,17 @@ class LLMAgent:
             return langchain_tools(session, MODE_TOOLS[mode])
         return langchain_tools(session, OTHER_MODE_TOOLS, search_mode=mode)
 
-    def stream(self, question: Question, session: ToolSession, events: EventQueue, *, mode: str = MODE.default,
-               k: int = 10, rerank: bool = False, started: float | None = None) -> Iterator[AgentEvent]:
+    def stream(
+        self,
+        question: Question,
+        session: ToolSession,
+        events: EventQueue,
+        *,
+        mode: str = MODE.default,
+        k: int = 10,
+        rerank: bool = False,
+        started: float | None = None,
+    ) -> Iterator[AgentEvent]:
         """Run the agent; yields plan, tool and token events and finally the answer. Raises LLMUnavailable."""
         from langchain.agents import create_agent
         from langchain_core.messages import AIMessage, AIMessageChunk
@@ -116,9 +134,14 @@ class LLMAgent:
         notices_before = len(session.notices)
         try:
             # several stream modes: (mode, chunk) pairs, which langgraph's annotation does not tell
-            stream = cast(Iterator[tuple[str, Any]],
-                          agent.stream({"messages": [{"role": "user", "content": prompt}]},
-                                       stream_mode=["messages", "updates"], config={"recursion_limit": 2 * MAX_STEPS + 1}))
+            stream = cast(
+                Iterator[tuple[str, Any]],
+                agent.stream(
+                    {"messages": [{"role": "user", "content": prompt}]},
+                    stream_mode=["messages", "updates"],
+                    config={"recursion_limit": 2 * MAX_STEPS + 1},
+                ),
+            )
             for kind, chunk in stream:
                 yield from drain(events)
                 if kind == "messages":
@@ -134,8 +157,10 @@ class LLMAgent:
                             continue
                         if message.invalid_tool_calls:
                             bad = message.invalid_tool_calls[0]
-                            raise LLMUnavailable(f"malformed tool call to {bad.get('name') or 'a tool'}: "
-                                                 f"{(bad.get('error') or 'arguments are not valid JSON')[:80]}")
+                            raise LLMUnavailable(
+                                f"malformed tool call to {bad.get('name') or 'a tool'}: "
+                                f"{(bad.get('error') or 'arguments are not valid JSON')[:80]}"
+                            )
                         final = message
             yield from drain(events)
         except LLMUnavailable:
@@ -149,22 +174,42 @@ class LLMAgent:
             raise LLMUnavailable("the model answered without searching")
         yield from self._answer(question, text, session, mode, k, started, notices_before)
 
-    def _answer(self, question: Question, text: str, session: ToolSession, mode: str, k: int, started: float,
-                notices_before: int) -> Iterator[AgentEvent]:
+    def _answer(
+        self,
+        question: Question,
+        text: str,
+        session: ToolSession,
+        mode: str,
+        k: int,
+        started: float,
+        notices_before: int,
+    ) -> Iterator[AgentEvent]:
         known = list(session.seen) + [d for d in session.documents_read if d not in session.seen]
         text, cited, invented = check_citations(sanitize_answer(text), known)
         notices = list(session.notices)
         if invented:
-            notices.append(f"The model cited {len(invented)} id{'s' * (len(invented) > 1)} that no tool returned "
-                           f"({', '.join(invented[:5])}): removed from the answer.")
+            notices.append(
+                f"The model cited {len(invented)} id{'s' * (len(invented) > 1)} that no tool returned "
+                f"({', '.join(invented[:5])}): removed from the answer."
+            )
         if not cited:
             notices.append("The model's answer cites no retrieved document: check the hits below.")
         for notice in notices[notices_before:]:
             yield AgentEvent("notice", text=notice)
         hits = self._hits(session, cited, k)
-        answer = Answer(question=question.text, text=text, hits=hits, citations=cited, trace=list(session.trace),
-                        rewrites=list(session.rewrites), expansions=list(session.expansions), notices=notices,
-                        planner=self.name, mode=mode, seconds=time.perf_counter() - started)
+        answer = Answer(
+            question=question.text,
+            text=text,
+            hits=hits,
+            citations=cited,
+            trace=list(session.trace),
+            rewrites=list(session.rewrites),
+            expansions=list(session.expansions),
+            notices=notices,
+            planner=self.name,
+            mode=mode,
+            seconds=time.perf_counter() - started,
+        )
         yield AgentEvent("answer", answer=answer)
 
     @staticmethod
@@ -177,4 +222,3 @@ class LLMAgent:
         others = sorted((h for d, h in by_id.items() if d not in cited), key=lambda h: h.rank or 10**6)
         hits = [by_id[d] for d in cited] + others
         return renumbered(hits[: max(k, len(cited))])
-

@@ -59,7 +59,9 @@ class OfflinePlanner:
         self.toolbox = toolbox
         self.summary_model = summary_model
 
-    def _call(self, session: ToolSession, events: EventQueue, tool: str, **arguments) -> Generator[AgentEvent, None, ToolOutput | None]:
+    def _call(
+        self, session: ToolSession, events: EventQueue, tool: str, **arguments
+    ) -> Generator[AgentEvent, None, ToolOutput | None]:
         call = session.start(tool, arguments)
         yield from drain(events)
         output = session.finish(call)
@@ -75,27 +77,44 @@ class OfflinePlanner:
             structure = cast(StructureSearch, self.toolbox.retriever("structure"))
         except Exception as exc:  # noqa: BLE001 — a broken component must not end the answer
             error = exc  # the call's work raises it (`exc` is unbound after the except clause)
-            session.run("structure_search", {"formula": question.formulas[0] if question.formulas else ""},
-                        lambda: _raise(error))
+            session.run(
+                "structure_search",
+                {"formula": question.formulas[0] if question.formulas else ""},
+                lambda: _raise(error),
+            )
             return None
         formulas = QueryMap(lambda _: _formula_query(question, plan.formula_words))
         rewriter = traced_rewriter(session) if plan.rewrite else no_rewriter
-        return formulas >> (FormulaRewrite(rewriter=rewriter, search_form=traced_form_search(session, structure)) >> structure)
+        return formulas >> (
+            FormulaRewrite(rewriter=rewriter, search_form=traced_form_search(session, structure)) >> structure
+        )
 
-    def _text_search(self, session: ToolSession, events: EventQueue, question: Question,
-                     step: TextSearch) -> Generator[AgentEvent, None, TracedSearch]:
+    def _text_search(
+        self, session: ToolSession, events: EventQueue, question: Question, step: TextSearch
+    ) -> Generator[AgentEvent, None, TracedSearch]:
         """The step's retriever as the traced `search` (or `hybrid_search`) tool; type expansion is called first."""
         if step.expand_types:  # shown in the trace
             yield from self._call(session, events, "type_expansion", text=question.text)
         mode, box = step.mode, self.toolbox
         if mode == "hybrid":
-            return TracedSearch(session, mode, "hybrid_search", lambda q, k: {"query": q.text, "k": k},
-                                lambda q, k: box.hybrid_search(q.text, k))
-        return TracedSearch(session, mode, "search", lambda q, k: {"query": q.text, "mode": mode, "k": k},
-                            lambda q, k: box.search(q.text, mode, k))
+            return TracedSearch(
+                session,
+                mode,
+                "hybrid_search",
+                lambda q, k: {"query": q.text, "k": k},
+                lambda q, k: box.hybrid_search(q.text, k),
+            )
+        return TracedSearch(
+            session,
+            mode,
+            "search",
+            lambda q, k: {"query": q.text, "mode": mode, "k": k},
+            lambda q, k: box.search(q.text, mode, k),
+        )
 
-    def _run(self, search: BaseRetriever | None, question: Question, session: ToolSession, events: EventQueue,
-             depth: int) -> Events:
+    def _run(
+        self, search: BaseRetriever | None, question: Question, session: ToolSession, events: EventQueue, depth: int
+    ) -> Events:
         """The hits of a composed search; it runs in a worker thread so that each of its tool calls' events is
         yielded as it is queued (a tool's start before its result), not all at its end."""
         if search is None:
@@ -129,8 +148,13 @@ class OfflinePlanner:
         reranker = TracedReranker(session, session.rerank_depth) if plan.reranker else None
         math = self._formula_search(session, question, plan) if plan.formulas else None
         text = (yield from self._text_search(session, events, question, plan.text)) if plan.text else None
-        search = FusedRetriever([Stage(math, plan.math_weight), Stage(text, 1.0 - plan.math_weight)], "linear", depth,
-                                parallel=False) if math and text else (math or text)
+        search = (
+            FusedRetriever(
+                [Stage(math, plan.math_weight), Stage(text, 1.0 - plan.math_weight)], "linear", depth, parallel=False
+            )
+            if math and text
+            else (math or text)
+        )
         hits = yield from self._run(search, question, session, events, depth)
         if not hits and plan.fallback:  # e.g. no formula matched a formula-only question
             text = yield from self._text_search(session, events, question, plan.fallback)
@@ -140,8 +164,17 @@ class OfflinePlanner:
             hits = yield from self._run(_Fixed(hits) >> reranker, question, session, events, len(hits))
         return renumbered([replace(h) for h in hits[:k]])
 
-    def stream(self, question: Question, session: ToolSession, events: EventQueue, *, mode: str = MODE.default,
-               k: int = 10, rerank: bool = False, started: float | None = None) -> Iterator[AgentEvent]:
+    def stream(
+        self,
+        question: Question,
+        session: ToolSession,
+        events: EventQueue,
+        *,
+        mode: str = MODE.default,
+        k: int = 10,
+        rerank: bool = False,
+        started: float | None = None,
+    ) -> Iterator[AgentEvent]:
         """Plan, search, and stream an extractive answer; the last event is the "answer"."""
         started = time.perf_counter() if started is None else started
         announced = len(session.notices)  # notices from before the plan were already streamed
@@ -152,17 +185,33 @@ class OfflinePlanner:
             computation = compute(question.formulas[0], plan.compute)
         hits = yield from self.run(plan, question, session, events, k)
         documents = explain_hits(hits, self.toolbox.index.store, question.text)
-        text = extractive_answer(question, hits, documents, session.rewrites, session.expansions, computation,
-                                 sentence_scorer(self.toolbox, self.summary_model) if hits else None, session.notices)
+        text = extractive_answer(
+            question,
+            hits,
+            documents,
+            session.rewrites,
+            session.expansions,
+            computation,
+            sentence_scorer(self.toolbox, self.summary_model) if hits else None,
+            session.notices,
+        )
         for notice in session.notices[announced:]:
             yield AgentEvent("notice", text=notice)
         for piece in _TOKEN.findall(text):
             yield AgentEvent("token", text=piece)
-        answer = Answer(question=question.text, text=text, hits=hits,
-                        citations=check_citations(text, [h.doc_id for h in hits])[1], trace=list(session.trace),
-                        rewrites=list(session.rewrites), expansions=list(session.expansions),
-                        notices=list(session.notices), planner=self.name, mode=mode,
-                        seconds=time.perf_counter() - started)
+        answer = Answer(
+            question=question.text,
+            text=text,
+            hits=hits,
+            citations=check_citations(text, [h.doc_id for h in hits])[1],
+            trace=list(session.trace),
+            rewrites=list(session.rewrites),
+            expansions=list(session.expansions),
+            notices=list(session.notices),
+            planner=self.name,
+            mode=mode,
+            seconds=time.perf_counter() - started,
+        )
         yield AgentEvent("answer", text="", answer=answer)
 
 
@@ -186,8 +235,9 @@ def sentence_scorer(toolbox: ToolBox, model: str = "auto") -> SentenceScorer | N
         return DenseSentences(_default_encoder())
     bm25 = _opened(toolbox, "bm25") if "bm25" in components else None
     structure = _opened(toolbox, "structure") if "structure" in components else None
-    return LexicalSentences(bm25 if hasattr(bm25, "query_weights") else None,
-                            structure if hasattr(structure, "highlight_idf") else None)
+    return LexicalSentences(
+        bm25 if hasattr(bm25, "query_weights") else None, structure if hasattr(structure, "highlight_idf") else None
+    )
 
 
 @functools.cache
@@ -238,4 +288,3 @@ def _raise(exc: Exception) -> ToolOutput:
 
 
 _FINISHED = AgentEvent("notice", text="the search finished")  # queued by `_run`'s worker after its last event
-

@@ -57,8 +57,14 @@ class Plan:
         available = set(toolbox.available())
         types = "type_expansion" in available
         reranker = rerank and "rerank" in available
-        common: dict[str, Any] = dict(mode=mode, kind=question.kind, compute=question.compute, rerank=rerank, reranker=reranker,
-                      notices=(NO_RERANKER,) if rerank and not reranker else ())
+        common: dict[str, Any] = dict(
+            mode=mode,
+            kind=question.kind,
+            compute=question.compute,
+            rerank=rerank,
+            reranker=reranker,
+            notices=(NO_RERANKER,) if rerank and not reranker else (),
+        )
         if mode == AUTO:
             return cls._auto(toolbox, question, available, **common)
         if mode in ("structure", "structure-rewrite"):
@@ -76,32 +82,47 @@ class Plan:
         if text_mode is None and question.kind == "text" and toolbox.mode_usable("structure"):
             text_mode = "structure"  # an index without Lucene's bm25 (a core install): structure search's text lists
         weight = MATH_WEIGHTS.get(text_mode or "", DEFAULT_MATH_WEIGHT)
-        formulas = "structure_search" in available and bool(question.formulas) and (
-            question.kind == "formula" or weight > 0 or text_mode is None)
+        formulas = (
+            "structure_search" in available
+            and bool(question.formulas)
+            and (question.kind == "formula" or weight > 0 or text_mode is None)
+        )
         problem = toolbox.ranker_problem()
         if problem:  # an unusable ranker is passed over, and the user told why
-            common["notices"] += (f"The index's learned ranker is not used, {text_mode or 'structure search'} "
-                                  f"searches instead: {problem}",)
+            common["notices"] += (
+                f"The index's learned ranker is not used, {text_mode or 'structure search'} "
+                f"searches instead: {problem}",
+            )
         words = question.kind != "formula"
         types = "type_expansion" in available
-        return cls(**common, formulas=formulas, rewrite="rewrite_formula" in available,
-                   formula_words=question.words if question.kind == "mixed" and text_mode is None else "",
-                   text=TextSearch(text_mode, types) if text_mode and words else None, math_weight=weight,
-                   fallback=TextSearch(text_mode, text_mode == "types" and types) if text_mode and not words else None)
+        return cls(
+            **common,
+            formulas=formulas,
+            rewrite="rewrite_formula" in available,
+            formula_words=question.words if question.kind == "mixed" and text_mode is None else "",
+            text=TextSearch(text_mode, types) if text_mode and words else None,
+            math_weight=weight,
+            fallback=TextSearch(text_mode, text_mode == "types" and types) if text_mode and not words else None,
+        )
 
     def describe(self) -> str:
         """One line saying what will be done."""
         steps = [f"{self.compute} the formula with SymPy (limited worker)"] if self.compute else []
         if self.formulas:
-            steps.append(("rewrite each formula into equivalent forms (SymPy), " if self.rewrite else "")
-                         + "structure search" + (f" each form, {FORMS_FUSED}" if self.rewrite else ""))
+            steps.append(
+                ("rewrite each formula into equivalent forms (SymPy), " if self.rewrite else "")
+                + "structure search"
+                + (f" each form, {FORMS_FUSED}" if self.rewrite else "")
+            )
         words = self.mode == AUTO
         if self.text:
             steps += self.text.steps(words)
         if self.formulas and self.text:
             steps.append(f"fuse math {self.math_weight:g} + text {1 - self.math_weight:g}")
         if self.fallback:
-            steps += [("if no formula matches, " if self.formulas else "") + step for step in self.fallback.steps(words)]
+            steps += [
+                ("if no formula matches, " if self.formulas else "") + step for step in self.fallback.steps(words)
+            ]
         if self.rerank:
             steps.append("rerank the top hits" if self.reranker else "no reranker installed: keep the order")
         steps.append("quote the best passages with their ids")

@@ -50,8 +50,9 @@ class PlannedRetriever(BaseRetriever):
             raise QueryError(question.problem)
         if k > AGENT_K.high:  # deeper than the planner's tools go: the index's hybrid search
             return self.toolbox.retriever("hybrid").search(question.text, k=k)
-        run = self.planner.run(Plan.make(self.toolbox, question, AUTO), question, ToolSession(self.toolbox),
-                               EventQueue(), k)
+        run = self.planner.run(
+            Plan.make(self.toolbox, question, AUTO), question, ToolSession(self.toolbox), EventQueue(), k
+        )
         while True:  # a search, not an answer: the tools' events are not shown
             try:
                 next(run)
@@ -66,8 +67,14 @@ def open_planned(index: IndexDir | ToolBox | str, **options) -> PlannedRetriever
     return PlannedRetriever(index if isinstance(index, ToolBox) else ToolBox(index))
 
 
-AUTO_SPEC = ModeSpec(AUTO, open_planned, (), "the assistant's own search: SymPy rewrites, structure and text search, fused",
-                     "auto — the agent plans the search", 0)
+AUTO_SPEC = ModeSpec(
+    AUTO,
+    open_planned,
+    (),
+    "the assistant's own search: SymPy rewrites, structure and text search, fused",
+    "auto — the agent plans the search",
+    0,
+)
 
 
 def open_mode(index: IndexDir | ToolBox | str, mode: str, **options) -> Retriever:

@@ -23,7 +23,11 @@ def load_prompt(name: str) -> str:
 def user_prompt(question: str, mode: str, k: int, tools: list[str]) -> str:
     """The user turn: the question and the run's settings (plain replacement: questions may contain braces)."""
     text = load_prompt("agent_user")
-    for key, value in (("{mode}", mode), ("{k}", str(k)), ("{tools}", ", ".join(tools) or "none"),
-                       ("{question}", question)):
+    for key, value in (
+        ("{mode}", mode),
+        ("{k}", str(k)),
+        ("{tools}", ", ".join(tools) or "none"),
+        ("{question}", question),
+    ):
         text = text.replace(key, value)
     return text

@@ -66,13 +66,19 @@ def main(argv: list[str] | None = None) -> None:
             per_tool[call.tool].append(call.seconds)
         runs[qid] = answer.hits
         found += bool(expected & {h.doc_id for h in answer.hits[:5]})
-    print(f"offline planner over {index}: {len(questions)} questions, k = {args.k}"
-          + (", reranked" if args.rerank else ""))
-    print(f"  per question: p50 {1000 * _percentile(seconds, 0.5):.0f} ms, p95 {1000 * _percentile(seconds, 0.95):.0f} ms, "
-          f"mean {1000 * statistics.mean(seconds):.0f} ms, max {1000 * max(seconds):.0f} ms")
+    print(
+        f"offline planner over {index}: {len(questions)} questions, k = {args.k}"
+        + (", reranked" if args.rerank else "")
+    )
+    print(
+        f"  per question: p50 {1000 * _percentile(seconds, 0.5):.0f} ms, p95 {1000 * _percentile(seconds, 0.95):.0f} ms, "
+        f"mean {1000 * statistics.mean(seconds):.0f} ms, max {1000 * max(seconds):.0f} ms"
+    )
     for tool, times in sorted(per_tool.items(), key=lambda item: -sum(item[1])):
-        print(f"  {tool:<17} {len(times):>4} calls, mean {1000 * statistics.mean(times):7.1f} ms, "
-              f"p95 {1000 * _percentile(times, 0.95):7.1f} ms")
+        print(
+            f"  {tool:<17} {len(times):>4} calls, mean {1000 * statistics.mean(times):7.1f} ms, "
+            f"p95 {1000 * _percentile(times, 0.95):7.1f} ms"
+        )
     if not args.topics:
         print(f"  an expected document in the top 5: {found} of {len(questions)} questions")
     if args.qrels:

@@ -111,12 +111,17 @@ def report(label: str, result: dict) -> None:
     print(label)
     print(f"  summary's first cited document relevant: {sum(summary):>4} / {n} = {100 * sum(summary) / n:5.1f} %")
     print(f"  answer's top hit relevant:               {sum(top):>4} / {n} = {100 * sum(top) / n:5.1f} %")
-    print(f"  paired difference {100 * (sum(summary) - sum(top)) / n:+.1f} points: the summary's document relevant and the "
-          f"top hit not on {better} topics, the reverse on {worse}; exact McNemar p = {mcnemar(better, worse):.3g}")
+    print(
+        f"  paired difference {100 * (sum(summary) - sum(top)) / n:+.1f} points: the summary's document relevant and the "
+        f"top hit not on {better} topics, the reverse on {worse}; exact McNemar p = {mcnemar(better, worse):.3g}"
+    )
     seconds, added = result["seconds"], result["added"]
-    print(f"  answer time p50 {1000 * _percentile(seconds, 0.5):.0f} ms, p95 {1000 * _percentile(seconds, 0.95):.0f} ms; "
-          f"sentence scoring adds p50 {1000 * _percentile(added, 0.5):.1f} ms, p95 {1000 * _percentile(added, 0.95):.1f} ms"
-          if added else "  (no answer had hits)")
+    print(
+        f"  answer time p50 {1000 * _percentile(seconds, 0.5):.0f} ms, p95 {1000 * _percentile(seconds, 0.95):.0f} ms; "
+        f"sentence scoring adds p50 {1000 * _percentile(added, 0.5):.1f} ms, p95 {1000 * _percentile(added, 0.95):.1f} ms"
+        if added
+        else "  (no answer had hits)"
+    )
 
 
 def grid(assistant: Assistant, topics, qrels, k: int, model: str) -> None:
@@ -136,8 +141,10 @@ def grid(assistant: Assistant, topics, qrels, k: int, model: str) -> None:
         rows.append((topic.id, candidates, answer.hits[0].doc_id))
     n = len(rows)
     top = sum(_relevant(qrels, qid, first) for qid, _, first in rows)
-    print(f"grid over {n} topics, summary model {scorer.name if scorer else 'none'}; top hit relevant {top} / {n} = "
-          f"{100 * top / n:.1f} %")
+    print(
+        f"grid over {n} topics, summary model {scorer.name if scorer else 'none'}; top hit relevant {top} / {n} = "
+        f"{100 * top / n:.1f} %"
+    )
     results = []
     for hits, prior, sentence in itertools.product(GRID_HITS, GRID_PRIOR, GRID_SENTENCE):
         relevant = better = worse = 0
@@ -148,28 +155,40 @@ def grid(assistant: Assistant, topics, qrels, k: int, model: str) -> None:
             better += ok and not top_ok
             worse += top_ok and not ok
         results.append((relevant, -hits, prior, sentence, better, worse))
-    print(f"  {'hits':>4} {'prior':>5} {'sentence':>8}  summary relevant   better/worse  McNemar p   (the best 3 per hits)")
+    print(
+        f"  {'hits':>4} {'prior':>5} {'sentence':>8}  summary relevant   better/worse  McNemar p   (the best 3 per hits)"
+    )
     best = [r for hits in GRID_HITS for r in sorted((r for r in results if -r[1] == hits), reverse=True)[:3]]
     for relevant, hits, prior, sentence, better, worse in sorted(best, reverse=True):
-        print(f"  {-hits:>4} {prior:>5} {sentence:>8}  {relevant:>4} = {100 * relevant / n:5.1f} %   {better:>4}/{worse:<4}  "
-              f"{mcnemar(better, worse):.3g}")
+        print(
+            f"  {-hits:>4} {prior:>5} {sentence:>8}  {relevant:>4} = {100 * relevant / n:5.1f} %   {better:>4}/{worse:<4}  "
+            f"{mcnemar(better, worse):.3g}"
+        )
     weight = SENTENCE_WEIGHTS.get(scorer.name, 1.0) if scorer else 1.0
     current = next(r for r in results if -r[1] == SUMMARY_HITS and r[2] == PRIOR_WEIGHT and r[3] == weight)
-    print(f"  the settings in agent/compose.py (hits {SUMMARY_HITS}, prior {PRIOR_WEIGHT}, sentence {weight}): "
-          f"{current[0]} = {100 * current[0] / n:.1f} %")
+    print(
+        f"  the settings in agent/compose.py (hits {SUMMARY_HITS}, prior {PRIOR_WEIGHT}, sentence {weight}): "
+        f"{current[0]} = {100 * current[0] / n:.1f} %"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout bench answers", description=__doc__.splitlines()[0])
-    parser.add_argument("--index", type=Path, required=True, help="index directory (e.g. one over the shared collection)")
+    parser.add_argument(
+        "--index", type=Path, required=True, help="index directory (e.g. one over the shared collection)"
+    )
     parser.add_argument("--topics", type=Path, default=COLLECTION / "topics.dev.jsonl")
     parser.add_argument("--qrels", type=Path, default=COLLECTION / "qrels.dev.txt")
     parser.add_argument("--limit", type=int, default=0, help="only the first N topics (after --sample)")
     parser.add_argument("--sample", type=int, default=0, help="a seeded random sample of N topics")
     parser.add_argument("--seed", type=int, default=35)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--summary-model", default="auto", choices=SUMMARY_MODELS,
-                        help="what scores the summary's sentences (auto: the strongest model the index has)")
+    parser.add_argument(
+        "--summary-model",
+        default="auto",
+        choices=SUMMARY_MODELS,
+        help="what scores the summary's sentences (auto: the strongest model the index has)",
+    )
     parser.add_argument("--grid", action="store_true", help="tune hits, prior and sentence weights (train topics only)")
     args = parser.parse_args(argv)
     if args.grid:
@@ -188,6 +207,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     result = measure(assistant, topics, qrels, args.k, args.summary_model)
     scorer = sentence_scorer(assistant.toolbox, args.summary_model)
-    report(f"offline answers over {len(topics)} topics of {args.topics.name} ({args.qrels.name}), index {args.index} "
-           f"({', '.join(assistant.toolbox.index.components)}), summary model {scorer.name if scorer else 'none'}, "
-           f"k = {args.k}, mean answer {statistics.mean(result['seconds']):.2f} s", result)
+    report(
+        f"offline answers over {len(topics)} topics of {args.topics.name} ({args.qrels.name}), index {args.index} "
+        f"({', '.join(assistant.toolbox.index.components)}), summary model {scorer.name if scorer else 'none'}, "
+        f"k = {args.k}, mean answer {statistics.mean(result['seconds']):.2f} s",
+        result,
+    )

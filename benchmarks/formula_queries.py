@@ -58,8 +58,11 @@ def main(argv: list[str] | None = None) -> None:
             queries = json.load(f)["queries"]
     else:
         queries = build_queries(index, args.sample, args.seed)
-    print(f"{len(queries)} queries from the reporting half ({time.perf_counter() - started:.0f} s): "
-          + ", ".join(f"{k} {sum(q['kind'] == k for q in queries)}" for k in KINDS), file=sys.stderr)
+    print(
+        f"{len(queries)} queries from the reporting half ({time.perf_counter() - started:.0f} s): "
+        + ", ".join(f"{k} {sum(q['kind'] == k for q in queries)}" for k in KINDS),
+        file=sys.stderr,
+    )
     table: dict[str, dict[str, float]] = {}
     for name, retriever in systems(index).items():
         scores: dict[str, list[float]] = defaultdict(list)
@@ -71,7 +74,10 @@ def main(argv: list[str] | None = None) -> None:
             scores[q["kind"]].append(ndcg10(ranked, set(q["relevant"])))
         table[name] = {k: sum(v) / len(v) for k, v in scores.items()}
         table[name]["all"] = sum(sum(v) for v in scores.values()) / sum(len(v) for v in scores.values())
-        print(f"{name:36s} " + "  ".join(f"{k} {table[name].get(k, float('nan')):.3f}" for k in (*KINDS, "all")), flush=True)
+        print(
+            f"{name:36s} " + "  ".join(f"{k} {table[name].get(k, float('nan')):.3f}" for k in (*KINDS, "all")),
+            flush=True,
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({"ndcg@10": table, "queries": queries}, out, indent=1, ensure_ascii=False)

@@ -37,8 +37,10 @@ def print_latencies(timings: dict[str, list[float]]) -> None:
     """p50/p95/mean in milliseconds of each named list of seconds, one line each."""
     for name, values in timings.items():
         ms = np.array(values) * 1000
-        print(f"  {name:<16} p50 {np.percentile(ms, 50):8.1f} ms  p95 {np.percentile(ms, 95):8.1f} ms  "
-              f"mean {ms.mean():8.1f} ms")
+        print(
+            f"  {name:<16} p50 {np.percentile(ms, 50):8.1f} ms  p95 {np.percentile(ms, 95):8.1f} ms  "
+            f"mean {ms.mean():8.1f} ms"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,8 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     hybrid = open_retriever(index, "hybrid", **options)
     if not isinstance(hybrid, FusedRetriever):
         raise MathScoutError("the hybrid mode did not open a fused retriever")
-    print(f"index {index.path} ({index.manifest.documents:,} documents); hybrid = {hybrid!r}, "
-          f"{describe_weights(hybrid.weights)}, depth {hybrid.depth}; opened in {time.perf_counter() - started:.1f} s")
+    print(
+        f"index {index.path} ({index.manifest.documents:,} documents); hybrid = {hybrid!r}, "
+        f"{describe_weights(hybrid.weights)}, depth {hybrid.depth}; opened in {time.perf_counter() - started:.1f} s"
+    )
     queries = [prepare_query(q) for q in load_topics(args.topics)[: args.queries + WARM_UP]]
     for query in queries[:WARM_UP]:
         hybrid.batch_search([query], args.k)
@@ -77,9 +81,10 @@ def main(argv: list[str] | None = None) -> None:
     measured = len(timings["hybrid (total)"])
     if not measured:
         raise MathScoutError(f"none of the {len(queries) - WARM_UP} queries could be searched")
-    print(f"{measured} queries from {args.topics.name} (after {WARM_UP} warm-up){f', {unanswered} unanswered' if unanswered else ''}, "
-          f"k = {args.k}, single process, components in "
-          + ("parallel threads" if hybrid.parallel else "sequence"))
+    print(
+        f"{measured} queries from {args.topics.name} (after {WARM_UP} warm-up){f', {unanswered} unanswered' if unanswered else ''}, "
+        f"k = {args.k}, single process, components in " + ("parallel threads" if hybrid.parallel else "sequence")
+    )
     print_latencies(timings)
     p50 = float(np.percentile(np.array(timings["hybrid (total)"]) * 1000, 50))
     verdict = "meets" if p50 <= TARGET_P50_MS else "misses"
@@ -110,17 +115,23 @@ def ranker_latency(index: IndexDir, queries: list, k: int) -> None:
         for name, value in ranked.timings.items():
             timings.setdefault(name, []).append(value)
         if ranked.timings["candidates"]:
-            per_hundred.append((ranked.timings["features"] + ranked.timings["model"]) * 100 / ranked.timings["candidates"])
+            per_hundred.append(
+                (ranked.timings["features"] + ranked.timings["model"]) * 100 / ranked.timings["candidates"]
+            )
     if not totals:
         return
     counts = np.array(timings.pop("candidates"))
-    print(f"ranked ({', '.join(ranked.ranker.config.used)}, depth {ranked.ranker.config.depth}): {len(totals)} queries, "
-          f"candidates per query p50 {np.percentile(counts, 50):.0f} (max {counts.max():.0f})")
+    print(
+        f"ranked ({', '.join(ranked.ranker.config.used)}, depth {ranked.ranker.config.depth}): {len(totals)} queries, "
+        f"candidates per query p50 {np.percentile(counts, 50):.0f} (max {counts.max():.0f})"
+    )
     print_latencies({**timings, "ranked (total)": totals})
     hundred = np.array(per_hundred) * 1000
     verdict = "meets" if np.percentile(hundred, 50) <= TARGET_RANKER_MS else "misses"
-    print(f"ranker (features + model) per 100 candidates: p50 {np.percentile(hundred, 50):.1f} ms, p95 "
-          f"{np.percentile(hundred, 95):.1f} ms: {verdict} the target of {TARGET_RANKER_MS} ms")
+    print(
+        f"ranker (features + model) per 100 candidates: p50 {np.percentile(hundred, 50):.1f} ms, p95 "
+        f"{np.percentile(hundred, 95):.1f} ms: {verdict} the target of {TARGET_RANKER_MS} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -73,8 +73,10 @@ class Tally:
     def row(self, name: str) -> str:
         total = max(self.total, 1)
         rate = self.total / self.seconds if self.seconds else 0.0
-        return (f"{name:<10} {self.total:>9,} {100 * self.complete / total:>9.2f}% {100 * self.partial / total:>8.2f}%"
-                f" {100 * self.failed / total:>8.2f}% {rate:>12,.0f}")
+        return (
+            f"{name:<10} {self.total:>9,} {100 * self.complete / total:>9.2f}% {100 * self.partial / total:>8.2f}%"
+            f" {100 * self.failed / total:>8.2f}% {rate:>12,.0f}"
+        )
 
 
 def run_mathscout(formulas: list[str]) -> Tally:
@@ -165,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {docs} not found (set MATHSCOUT_SHARED_DATA)", file=sys.stderr)
         return 2
     scope = f"first {args.limit:,} documents" if args.limit else "all documents"
-    report(f"Collection formulas ({scope} of {docs})", list(collection_formulas(docs, args.limit)),
-           not args.no_pya0, args.reasons)
+    report(
+        f"Collection formulas ({scope} of {docs})",
+        list(collection_formulas(docs, args.limit)),
+        not args.no_pya0,
+        args.reasons,
+    )
     report("ARQMath Task 2 topic formulas 2020–2022", topic_formulas(args.data), not args.no_pya0, args.reasons)
     return 0
 

@@ -76,7 +76,7 @@ def pya0_document(text: str) -> tuple[str, int]:
     pos = 0
     spans = find_math(text)
     for span in spans:
-        parts.append(" ".join(word_terms(text[pos:span.start])))
+        parts.append(" ".join(word_terms(text[pos : span.start])))
         latex = " ".join(span.latex.replace("[/imath]", " ").split())
         parts.append(f"[imath]{latex}[/imath]")
         pos = span.end
@@ -163,8 +163,9 @@ def read_manifest(folder: Path) -> Pya0Manifest | None:
     return Pya0Manifest(**json.loads(path.read_text()))
 
 
-def build_index(documents: Iterable[tuple[str, str]], out: Path, source: str = "",
-                progress_every: int = 2000) -> Pya0Manifest:
+def build_index(
+    documents: Iterable[tuple[str, str]], out: Path, source: str = "", progress_every: int = 2000
+) -> Pya0Manifest:
     """Build a pya0 index of `documents` at `out` (through `out.partial`); returns its manifest."""
     pya0 = _require_pya0()
     partial = out.with_name(out.name + ".partial")
@@ -186,8 +187,12 @@ def build_index(documents: Iterable[tuple[str, str]], out: Path, source: str = "
             doc_ids.append(doc_id)
             formulas += n_formulas
             if progress_every and len(doc_ids) % progress_every == 0:
-                print(f"[pya0 build] {len(doc_ids):,} documents, {formulas:,} formulas, "
-                      f"{time.perf_counter() - started:,.0f} s", file=sys.stdout, flush=True)
+                print(
+                    f"[pya0 build] {len(doc_ids):,} documents, {formulas:,} formulas, "
+                    f"{time.perf_counter() - started:,.0f} s",
+                    file=sys.stdout,
+                    flush=True,
+                )
         pya0.writer_flush(writer)
         pya0.writer_maintain(writer, force=True)
         pya0.writer_close(writer)
@@ -195,10 +200,18 @@ def build_index(documents: Iterable[tuple[str, str]], out: Path, source: str = "
     seconds = time.perf_counter() - started
     errors, other = count_messages(partial / STDERR_LOG)
     content_bytes, disk_bytes, files = _disk_usage(partial / "index")
-    manifest = Pya0Manifest(source=source, documents=len(doc_ids), id_digest=id_digest(doc_ids),
-                            formulas=formulas, parser_errors=errors, other_messages=other,
-                            build_seconds=round(seconds, 2), content_bytes=content_bytes,
-                            disk_bytes=disk_bytes, files=files)
+    manifest = Pya0Manifest(
+        source=source,
+        documents=len(doc_ids),
+        id_digest=id_digest(doc_ids),
+        formulas=formulas,
+        parser_errors=errors,
+        other_messages=other,
+        build_seconds=round(seconds, 2),
+        content_bytes=content_bytes,
+        disk_bytes=disk_bytes,
+        files=files,
+    )
     (partial / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2))
     if out.exists():
         shutil.rmtree(out)
@@ -275,12 +288,14 @@ def topic_query(topic) -> tuple[list[str], list[str]]:
 
     if getattr(topic, "formula", None):
         return [topic.formula], []
-    text = getattr(topic, "text", "") or " ".join(p for p in (getattr(topic, "title", ""), getattr(topic, "body", "")) if p)
+    text = getattr(topic, "text", "") or " ".join(
+        p for p in (getattr(topic, "title", ""), getattr(topic, "body", "")) if p
+    )
     formulas = [span.latex for span in query_formulas(text)]
     words = []
     pos = 0
     for span in find_math(text):
-        words.append(text[pos:span.start])
+        words.append(text[pos : span.start])
         pos = span.end
     words.append(text[pos:])
     return formulas, [" ".join(words)]
@@ -309,8 +324,15 @@ def main(argv: list[str] | None = None) -> None:
         write_run(args.index, args.topics, args.k, args.output, args.max_formulas, args.max_keywords, args.df_index)
 
 
-def write_run(index: Path, topics_path: Path, k: int, output: Path, max_formulas: int = 0,
-              max_keywords: int = 0, df_index: Path | None = None) -> None:
+def write_run(
+    index: Path,
+    topics_path: Path,
+    k: int,
+    output: Path,
+    max_formulas: int = 0,
+    max_keywords: int = 0,
+    df_index: Path | None = None,
+) -> None:
     """Run pya0 over topics and write a TREC run (tag `pya0`); prints mean latency. With `max_keywords`, the
     rarest terms are kept (document frequencies from a MathScout index's text lists, else query order)."""
     from mathscout.evaluation.runs import encode_doc_id
@@ -334,7 +356,7 @@ def write_run(index: Path, topics_path: Path, k: int, output: Path, max_formulas
                 formulas = formulas[:max_formulas]
             if max_keywords:
                 if df is not None:
-                    terms = sorted(terms, key=lambda t: (df.df(t) or 10**9))
+                    terms = sorted(terms, key=lambda t: df.df(t) or 10**9)
                 terms = terms[:max_keywords]
             t0 = time.perf_counter()
             hits = searcher.search(formulas, terms, k)

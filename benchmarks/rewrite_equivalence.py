@@ -91,7 +91,15 @@ def build_queries(candidates, docs_by_key, sample: int, seed: int, rewrite, limi
         rng.shuffle(forms)
         forms = [f for f in forms if _leaves(f.latex) >= MIN_FORM_LEAVES]  # `0`, `1`: not a query anyone searches
         for n, form in enumerate(forms[:FORMS_PER_FORMULA]):
-            transformed.append({"id": f"{qid}.{n}", "latex": form.latex, "rule": form.rule, "relevant": sorted(relevant), "source": latex})
+            transformed.append(
+                {
+                    "id": f"{qid}.{n}",
+                    "latex": form.latex,
+                    "rule": form.rule,
+                    "relevant": sorted(relevant),
+                    "source": latex,
+                }
+            )
     return untransformed, transformed, stats
 
 
@@ -125,7 +133,10 @@ def evaluate(queries, systems, k: int) -> dict[str, dict]:
             "mean_ms": float(np.mean(seconds) * 1000) if seconds else float("nan"),
             "per_query": values,
         }
-        print(f"  {name}: recall@{k} {out[name]['recall']:.3f} ({len(values)} queries, {out[name]['mean_ms']:.0f} ms/query)", file=sys.stderr)
+        print(
+            f"  {name}: recall@{k} {out[name]['recall']:.3f} ({len(values)} queries, {out[name]['mean_ms']:.0f} ms/query)",
+            file=sys.stderr,
+        )
     return out
 
 
@@ -135,8 +146,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample", type=int, default=300, help="formulas (untransformed queries)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--seconds", type=float, default=10.0,
-                        help="rewrite time limit per formula (generous: on a shared CPU a short limit measures the load)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=10.0,
+        help="rewrite time limit per formula (generous: on a shared CPU a short limit measures the load)",
+    )
     parser.add_argument("--weights", default="1.0,0.9,0.8", help="rewrite weights to compare (max fusion)")
     parser.add_argument("--json", help="write all figures and queries here")
     parser.add_argument("--keys-cache", help="pickle of the collection's formula keys (reused when it exists)")
@@ -154,7 +169,10 @@ def main(argv: list[str] | None = None) -> None:
         if cache is not None:
             with open(cache, "wb") as out:
                 pickle.dump((docs_by_key, candidates), out)
-    print(f"collection: {len(candidates):,} candidate formulas, {len(docs_by_key):,} distinct trees ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    print(
+        f"collection: {len(candidates):,} candidate formulas, {len(docs_by_key):,} distinct trees ({time.perf_counter() - started:.0f} s)",
+        file=sys.stderr,
+    )
 
     timings: list[float] = []
     notices: dict[str, int] = defaultdict(int)
@@ -181,12 +199,19 @@ def main(argv: list[str] | None = None) -> None:
         return stored[(latex, max_forms)]
 
     started = time.perf_counter()
-    untransformed, transformed, stats = build_queries(candidates, docs_by_key, args.sample, args.seed, cached, limit_draws=args.sample * 20)
+    untransformed, transformed, stats = build_queries(
+        candidates, docs_by_key, args.sample, args.seed, cached, limit_draws=args.sample * 20
+    )
     save_rewrites()
-    print(f"queries: {len(untransformed)} untransformed, {len(transformed)} transformed; draws {stats} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    print(
+        f"queries: {len(untransformed)} untransformed, {len(transformed)} transformed; draws {stats} ({time.perf_counter() - started:.0f} s)",
+        file=sys.stderr,
+    )
 
     structure = StructureRetriever(index)
-    systems: dict[str, Callable[[str, int], list[Hit]]] = {"structure": lambda latex, k: structure.rank(Query(id="q", text="", formula=latex), k).hits}
+    systems: dict[str, Callable[[str, int], list[Hit]]] = {
+        "structure": lambda latex, k: structure.rank(Query(id="q", text="", formula=latex), k).hits
+    }
     weights = [float(w) for w in args.weights.split(",")]
     for w in weights:
         rewriter = StructureRewriteRetriever(index, rewrite_weight=w, rewriter=cached)
@@ -205,14 +230,37 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"\nrecall@{args.k}            transformed   untransformed")
     for name in systems:
-        print(f"{name:<26} {results['transformed'][name]['recall']:.3f}         {results['untransformed'][name]['recall']:.3f}")
-    best = f"structure-rewrite w={REWRITE_WEIGHT:g}" if f"structure-rewrite w={REWRITE_WEIGHT:g}" in systems else f"structure-rewrite w={weights[0]:g}"
+        print(
+            f"{name:<26} {results['transformed'][name]['recall']:.3f}         {results['untransformed'][name]['recall']:.3f}"
+        )
+    best = (
+        f"structure-rewrite w={REWRITE_WEIGHT:g}"
+        if f"structure-rewrite w={REWRITE_WEIGHT:g}" in systems
+        else f"structure-rewrite w={weights[0]:g}"
+    )
     print(f"\ntransformed, by rule (structure → {best}):")
     for rule, (value, n) in results["transformed"]["structure"]["by_rule"].items():
         print(f"  {rule:<12} n={n:<4} {value:.3f} → {results['transformed'][best]['by_rule'][rule][0]:.3f}")
     ms = np.array(timings or [float("nan")]) * 1000
-    print(f"\nrewrite time per formula: p50 {np.percentile(ms, 50):.0f} ms, p95 {np.percentile(ms, 95):.0f} ms, max {ms.max():.0f} ms ({len(ms)} formulas); notices: {dict(notices) or 'none'}")
+    print(
+        f"\nrewrite time per formula: p50 {np.percentile(ms, 50):.0f} ms, p95 {np.percentile(ms, 95):.0f} ms, max {ms.max():.0f} ms ({len(ms)} formulas); notices: {dict(notices) or 'none'}"
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as report:
-            json.dump({"args": vars(args), "draws": stats, "results": results, "untransformed": untransformed, "transformed": transformed,
-                       "rewrite_ms": {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)), "max": float(ms.max())}, "notices": notices}, report, indent=1)
+            json.dump(
+                {
+                    "args": vars(args),
+                    "draws": stats,
+                    "results": results,
+                    "untransformed": untransformed,
+                    "transformed": transformed,
+                    "rewrite_ms": {
+                        "p50": float(np.percentile(ms, 50)),
+                        "p95": float(np.percentile(ms, 95)),
+                        "max": float(ms.max()),
+                    },
+                    "notices": notices,
+                },
+                report,
+                indent=1,
+            )

@@ -23,7 +23,10 @@ from mathscout.benchmarks.scale import measure_command
 from mathscout.config import shared_data
 
 GOAL_MIB = 1536
-NORMAL = ['{"id": "n1", "text": "Euler: $e^{i\\\\pi}+1=0$ holds."}', '{"id": "n2", "text": "Gauss: $\\\\sum_{k=1}^n k$."}']
+NORMAL = [
+    '{"id": "n1", "text": "Euler: $e^{i\\\\pi}+1=0$ holds."}',
+    '{"id": "n2", "text": "Gauss: $\\\\sum_{k=1}^n k$."}',
+]
 DEEP = 100_000
 
 
@@ -43,8 +46,14 @@ def big_jsonl_document(folder: Path) -> Path:
     """One 50 MB JSONL document (text and formulas) between normal lines."""
     path = folder / "big.jsonl"
     text = "Let $x_n = \\frac{1}{n^2}$ and sum it over every n. " * (50_000_000 // 50)
-    path.write_bytes(NORMAL[0].encode() + b"\n" + json.dumps({"id": "big", "text": text}).encode() + b"\n"
-                     + NORMAL[1].encode() + b"\n")
+    path.write_bytes(
+        NORMAL[0].encode()
+        + b"\n"
+        + json.dumps({"id": "big", "text": text}).encode()
+        + b"\n"
+        + NORMAL[1].encode()
+        + b"\n"
+    )
     return path
 
 
@@ -60,14 +69,25 @@ def big_note(folder: Path) -> Path:
 def deep_json(folder: Path) -> Path:
     """A JSONL line nested 100,000 brackets deep, and one whose metadata is, between normal lines."""
     path = folder / "deep.jsonl"
-    path.write_bytes(NORMAL[0].encode() + b"\n" + b"[" * DEEP + b"]" * DEEP + b"\n"
-                     + b'{"id": "deep", "text": "t", "meta": ' + b"[" * DEEP + b"]" * DEEP + b"}\n"
-                     + NORMAL[1].encode() + b"\n")
+    path.write_bytes(
+        NORMAL[0].encode()
+        + b"\n"
+        + b"[" * DEEP
+        + b"]" * DEEP
+        + b"\n"
+        + b'{"id": "deep", "text": "t", "meta": '
+        + b"[" * DEEP
+        + b"]" * DEEP
+        + b"}\n"
+        + NORMAL[1].encode()
+        + b"\n"
+    )
     return path
 
 
 def _collection(docs: int | None) -> Callable[[Path], Path]:
     """The normal corpus: the shared collection, or its first `docs` documents."""
+
     def write(folder: Path) -> Path:
         source = shared_data() / "collection" / "docs.jsonl"
         if docs is None:
@@ -77,20 +97,29 @@ def _collection(docs: int | None) -> Callable[[Path], Path]:
             for _, line in zip(range(docs), f):
                 out.write(line)
         return path
+
     return write
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout bench robust", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--docs", type=int, default=None, help="normal build over the first N shared documents (default: all)")
-    parser.add_argument("--output", type=Path, default=None, help="keep the corpora, indexes and log here (default: removed)")
+    parser.add_argument(
+        "--docs", type=int, default=None, help="normal build over the first N shared documents (default: all)"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=None, help="keep the corpora, indexes and log here (default: removed)"
+    )
     args = parser.parse_args(argv)
     out = args.output or Path(tempfile.mkdtemp(prefix="mathscout-robust-"))
     out.mkdir(parents=True, exist_ok=True)
     label = f"normal ({args.docs:,} shared docs)" if args.docs else "normal 1x (shared collection)"
-    corpora = {label: _collection(args.docs), "gzip bomb (3 GiB line)": gzip_bomb,
-               "50 MB JSONL document": big_jsonl_document, "line nested 100,000 deep": deep_json,
-               "50 MB note (cut to 1 Mi chars)": big_note}
+    corpora = {
+        label: _collection(args.docs),
+        "gzip bomb (3 GiB line)": gzip_bomb,
+        "50 MB JSONL document": big_jsonl_document,
+        "line nested 100,000 deep": deep_json,
+        "50 MB note (cut to 1 Mi chars)": big_note,
+    }
     rows = []
     try:
         for n, (name, write) in enumerate(corpora.items()):
@@ -111,5 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, megabytes, documents, peak, seconds in rows:
         print(f"{name:34} {megabytes:9,.1f} {documents:10,} {peak:9,.0f} {peak / normal:9.2f} {seconds:8.0f}")
     worst = max(row[3] for row in rows)
-    print(f"\nprocess tree peak (sampled every 0.25 s): at most {worst:,.0f} MiB; goal <= {GOAL_MIB:,} MiB each: "
-          f"{'met' if worst <= GOAL_MIB else 'MISSED'}")
+    print(
+        f"\nprocess tree peak (sampled every 0.25 s): at most {worst:,.0f} MiB; goal <= {GOAL_MIB:,} MiB each: "
+        f"{'met' if worst <= GOAL_MIB else 'MISSED'}"
+    )

@@ -51,8 +51,14 @@ TARGET_FACTOR = 40  # the ARQMath collection is ~40× the shared one
 def _rss() -> dict[str, float]:
     """Peak and current RSS of this process in MiB (anonymous and file-backed current RSS apart), CPU and load."""
     usage = process_usage()
-    return {"peak_mib": usage.peak_mib, "rss_mib": usage.rss_mib, "anon_mib": usage.anon_mib, "file_mib": usage.file_mib,
-            "cpu_seconds": usage.cpu_seconds, "load_average": os.getloadavg()[0]}
+    return {
+        "peak_mib": usage.peak_mib,
+        "rss_mib": usage.rss_mib,
+        "anon_mib": usage.anon_mib,
+        "file_mib": usage.file_mib,
+        "cpu_seconds": usage.cpu_seconds,
+        "load_average": os.getloadavg()[0],
+    }
 
 
 def _worker_store(corpus: Path, index: Path) -> dict:
@@ -73,7 +79,13 @@ def _worker_component(index: Path, name: str) -> dict:
         add_components(index, [name])
     seconds = time.perf_counter() - started
     stats = IndexDir(index).manifest.components[name]
-    result: dict[str, Any] = {"seconds": seconds, "baseline_mib": baseline, "bytes": stats.get("bytes"), "stats": {k: v for k, v in stats.items() if k != "files"}, **_rss()}
+    result: dict[str, Any] = {
+        "seconds": seconds,
+        "baseline_mib": baseline,
+        "bytes": stats.get("bytes"),
+        "stats": {k: v for k, v in stats.items() if k != "files"},
+        **_rss(),
+    }
     result["tree_peak_mib"], result["tree_samples"] = tree.peak_mib, tree.samples
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the component builds in a process of its own
     result["own_peak_mib"], result["own_cpu_seconds"] = result["peak_mib"], result["cpu_seconds"]
@@ -90,7 +102,12 @@ def percentiles(values: list[float]) -> dict[str, float]:
     import numpy as np
 
     a = np.array(values) * 1000
-    return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)), "mean_ms": float(a.mean()), "n": len(values)}
+    return {
+        "p50_ms": float(np.percentile(a, 50)),
+        "p95_ms": float(np.percentile(a, 95)),
+        "mean_ms": float(a.mean()),
+        "n": len(values),
+    }
 
 
 def even_sample(items: list, n: int) -> list:
@@ -136,9 +153,12 @@ def _query_stage(index: Path, n_queries: int, n_safety: int) -> dict:
     out["open_structure_s"] = time.perf_counter() - started
     out["rss_open"] = _rss()
     topics = load_topics(shared_data() / "collection" / "topics.dev.jsonl")[:n_queries]
-    formulas = [t.formula for year in (2020, 2021, 2022)
-                for t in load_topics(shared_data() / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")
-                if t.formula is not None]  # every task 2 topic is a formula
+    formulas = [
+        t.formula
+        for year in (2020, 2021, 2022)
+        for t in load_topics(shared_data() / "arqmath" / f"topics.arqmath-{year}-task2-origin.xml")
+        if t.formula is not None
+    ]  # every task 2 topic is a formula
     searcher = StructureSearcher(structure.paths, lexer=structure.searcher.lexer)
     valid = []  # the formulas that parse; prepared one at a time (a prepared query holds the blocks it decoded)
     for latex in formulas:
@@ -173,8 +193,12 @@ def _query_stage(index: Path, n_queries: int, n_safety: int) -> dict:
         out[f"blocks_decoded@{k}"] = decoded / max(blocks, 1)  # the share of the queries' list blocks decoded
     out["rss_queries"] = _rss()
     java.autoclass("java.lang.System").gc()
-    out["jvm"] = {"max_mib": runtime.maxMemory() / 2**20, "committed_mib": runtime.totalMemory() / 2**20,
-                  "used_peak_mib": heap_peak[0], "live_after_gc_mib": (runtime.totalMemory() - runtime.freeMemory()) / 2**20}
+    out["jvm"] = {
+        "max_mib": runtime.maxMemory() / 2**20,
+        "committed_mib": runtime.totalMemory() / 2**20,
+        "used_peak_mib": heap_peak[0],
+        "live_after_gc_mib": (runtime.totalMemory() - runtime.freeMemory()) / 2**20,
+    }
     sample = even_sample(valid, n_safety)
     safety = {str(k): {"queries": len(sample), "violations": 0} for k in (100, 1000)}
     for latex in sample:
@@ -194,24 +218,32 @@ def _worker_dense(kind: str, args: list[str]) -> dict:
     if kind == "dense-derive":
         return scale_dense.write_derived(Path(args[0]), int(args[1]), Path(args[2]), int(args[3]) or None)
     if kind == "dense-queries":
-        return {"queries": scale_dense.query_vectors(Path(args[0]), shared_data() / "collection" / "topics.dev.jsonl", int(args[1]),
-                                                     Path(args[2]))}
+        return {
+            "queries": scale_dense.query_vectors(
+                Path(args[0]), shared_data() / "collection" / "topics.dev.jsonl", int(args[1]), Path(args[2])
+            )
+        }
     if kind == "dense-build":
         return {**scale_dense.build(Path(args[0]), int(args[1]), Path(args[2])), **_rss()}
     return scale_dense.query(Path(args[0]), int(args[1]), Path(args[2]), Path(args[3]), _rss)
 
 
-def measure_dense(source: Path, factor: int, folder: Path, queries: Path, log: Path, keep: bool,
-                  passages_1x: int | None = None) -> dict:
+def measure_dense(
+    source: Path, factor: int, folder: Path, queries: Path, log: Path, keep: bool, passages_1x: int | None = None
+) -> dict:
     """Derived F× passage vectors → IVF-PQ from disk (fresh process) → open, latency, recall (fresh process)."""
     folder.mkdir(parents=True, exist_ok=True)
     vectors, ivfpq = folder / "passage_vectors.f32", folder / "ivfpq.faiss"
     result = _run_worker(["dense-derive", str(source), str(factor), str(vectors), str(passages_1x or 0)], log)
     result["vector_bytes"] = vectors.stat().st_size
     result["build"] = _run_worker(["dense-build", str(vectors), str(result["dimension"]), str(ivfpq)], log)
-    result["query"] = _run_worker(["dense-query", str(vectors), str(result["dimension"]), str(ivfpq), str(queries)], log)
-    result["note"] = (f"vectors derived from the {result['source_documents']:,} documents encoded in {source} (copy c ≥ 1: "
-                      "source vector + seeded Gaussian noise, cosine ≈ 0.96), not encoded from the scale corpus")
+    result["query"] = _run_worker(
+        ["dense-query", str(vectors), str(result["dimension"]), str(ivfpq), str(queries)], log
+    )
+    result["note"] = (
+        f"vectors derived from the {result['source_documents']:,} documents encoded in {source} (copy c ≥ 1: "
+        "source vector + seeded Gaussian noise, cosine ≈ 0.96), not encoded from the scale corpus"
+    )
     if not keep:
         shutil.rmtree(folder, ignore_errors=True)
     return result
@@ -236,12 +268,18 @@ def _worker(argv: list[str]) -> None:
 def _run_worker(args: list[str], log: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(log, "a", encoding="utf-8") as err:
-        done = subprocess.run([sys.executable, "-m", "mathscout.benchmarks.scale", "--worker", *args], stdout=subprocess.PIPE,
-                              stderr=err, text=True, env=env, cwd=REPO)
+        done = subprocess.run(
+            [sys.executable, "-m", "mathscout.benchmarks.scale", "--worker", *args],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
     if done.returncode != 0:
         raise MathScoutError(f"the bench's {args[0]} step failed (exit {done.returncode}); its output is in {log}")
     line = [out for out in done.stdout.splitlines() if out.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def _size(folder: Path) -> int:
@@ -254,8 +292,18 @@ def measure_command(corpus: Path, index: Path, log: Path) -> dict:
     per-component figures."""
     from mathscout.index.layout import IndexDir
 
-    command = [sys.executable, "-m", "mathscout.cli", "index", "--input", str(corpus), "--index", str(index),
-               "--components", "bm25,structure"]
+    command = [
+        sys.executable,
+        "-m",
+        "mathscout.cli",
+        "index",
+        "--input",
+        str(corpus),
+        "--index",
+        str(index),
+        "--components",
+        "bm25,structure",
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     started = time.perf_counter()
     with TreePeak() as tree, open(log, "a", encoding="utf-8") as err:
@@ -264,13 +312,26 @@ def measure_command(corpus: Path, index: Path, log: Path) -> dict:
     if done.returncode != 0:
         raise MathScoutError(f"`mathscout index` failed (exit {done.returncode}); its output is in {log}")
     manifest = IndexDir(index).manifest
-    return {"seconds": seconds, "tree_peak_mib": tree.peak_mib, "tree_samples": tree.samples,
-            "components": {name: {k: manifest.components[name].get(k) for k in ("seconds", "process_peak_mib", "bytes")}
-                           for name in ("store", "bm25", "structure")}}
+    return {
+        "seconds": seconds,
+        "tree_peak_mib": tree.peak_mib,
+        "tree_samples": tree.samples,
+        "components": {
+            name: {k: manifest.components[name].get(k) for k in ("seconds", "process_peak_mib", "bytes")}
+            for name in ("store", "bm25", "structure")
+        },
+    }
 
 
-def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log: Path,
-                   stages: tuple[str, ...] = ("build", "query"), previous: dict | None = None) -> dict:
+def measure_factor(
+    corpus: Path,
+    index: Path,
+    n_queries: int,
+    n_safety: int,
+    log: Path,
+    stages: tuple[str, ...] = ("build", "query"),
+    previous: dict | None = None,
+) -> dict:
     """Build (fresh processes, one per stage) and/or query one factor; `previous` keeps the figures of the
     stages not run again (e.g. the query stage re-run on a kept index)."""
     from mathscout.index.layout import IndexDir
@@ -288,8 +349,13 @@ def measure_factor(corpus: Path, index: Path, n_queries: int, n_safety: int, log
     if {"build", "command"} & set(stages):
         manifest = IndexDir(index).manifest
         result["documents"], result["formulas"] = manifest.documents, manifest.formulas
-        result["bytes"] = {"store": (index / "store.sqlite").stat().st_size if (index / "store.sqlite").exists() else _size(index) - _size(index / "bm25") - _size(index / "structure"),
-                           "bm25": _size(index / "bm25"), "structure": _size(index / "structure")}
+        result["bytes"] = {
+            "store": (index / "store.sqlite").stat().st_size
+            if (index / "store.sqlite").exists()
+            else _size(index) - _size(index / "bm25") - _size(index / "structure"),
+            "bm25": _size(index / "bm25"),
+            "structure": _size(index / "structure"),
+        }
     if "query" in stages:
         if not (index / "manifest.json").exists():
             raise SystemExit(f"no index {index} to query: build it first (--stages build --keep-indexes)")
@@ -375,8 +441,11 @@ def summarise(factors: dict[int, dict]) -> dict:
         sizes = _sizes(factors, "dense" in name)
         fs = sorted(f for f in values if f in sizes)
         b = fit_exponent([sizes[f] for f in fs], [values[f] for f in fs])
-        entry = {"values": {str(f): round(values[f], 3) for f in sorted(values)}, "exponent": None if b is None else round(b, 3),
-                 "fitted_against": "passages" if "dense" in name else "formulas"}
+        entry = {
+            "values": {str(f): round(values[f], 3) for f in sorted(values)},
+            "exponent": None if b is None else round(b, 3),
+            "fitted_against": "passages" if "dense" in name else "formulas",
+        }
         if b is not None:
             base = fs[-1]
             entry[f"extrapolated_{TARGET_FACTOR}x"] = round(values[base] * (TARGET_FACTOR / base) ** b, 1)
@@ -390,16 +459,25 @@ def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = [(("build seconds", "build CPU seconds"), "build time (s): wall and CPU"), (("build peak RSS MiB",), "build peak RSS (MiB)"),
-              (("size MiB",), "index size (MiB)"), (("open seconds",), "open time (s)"), (("p50 ms",), "query p50 (ms)"),
-              (("p95 ms",), "query p95 (ms)")]
+    groups = [
+        (("build seconds", "build CPU seconds"), "build time (s): wall and CPU"),
+        (("build peak RSS MiB",), "build peak RSS (MiB)"),
+        (("size MiB",), "index size (MiB)"),
+        (("open seconds",), "open time (s)"),
+        (("p50 ms",), "query p50 (ms)"),
+        (("p95 ms",), "query p95 (ms)"),
+    ]
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
     for ax, (prefix, title) in zip(axes.flat, groups):
         for name, entry in summary.items():
             if not any(name.startswith(p + ":") for p in prefix):
                 continue
             fs = sorted(int(f) for f in entry["values"])
-            label = ("CPU " if "CPU" in name else "") + name.split(": ", 1)[1] + (f" (b={entry['exponent']:.2f})" if entry["exponent"] is not None else "")
+            label = (
+                ("CPU " if "CPU" in name else "")
+                + name.split(": ", 1)[1]
+                + (f" (b={entry['exponent']:.2f})" if entry["exponent"] is not None else "")
+            )
             ax.plot(fs, [entry["values"][str(f)] for f in fs], marker="o", label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -407,8 +485,10 @@ def plot(factors: dict[int, dict], summary: dict, path: Path) -> None:
         ax.set_xlabel("collection size (× the shared collection)")
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle("MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b,\n"
-                 "dense: ∝ passages^b; dense vectors DERIVED from real encodings by noisy copies, see scale.json)")
+    fig.suptitle(
+        "MathScout cost curves over scale corpora (measured points; b = fitted growth exponent, cost ∝ formulas^b,\n"
+        "dense: ∝ passages^b; dense vectors DERIVED from real encodings by noisy copies, see scale.json)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 
@@ -421,22 +501,46 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout bench scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--factors", default="1,2,4", help="comma-separated factors of the shared collection")
     parser.add_argument("--output", type=Path, required=True, help="folder for the corpora, indexes and results")
-    parser.add_argument("--make", action="store_true", help="only make the scale corpora (JSONL.gz, --xml also Posts XML)")
+    parser.add_argument(
+        "--make", action="store_true", help="only make the scale corpora (JSONL.gz, --xml also Posts XML)"
+    )
     parser.add_argument("--xml", action="store_true", help="with --make: also write ARQMath Posts XML")
-    parser.add_argument("--source", type=Path, default=shared_data() / "collection" / "docs.jsonl", help="the real collection (JSONL)")
+    parser.add_argument(
+        "--source", type=Path, default=shared_data() / "collection" / "docs.jsonl", help="the real collection (JSONL)"
+    )
     parser.add_argument("--queries", type=int, default=100, help="dev topics timed per mode and k")
-    parser.add_argument("--safety", type=int, default=50, help="formula queries checked against exhaustive search per k")
-    parser.add_argument("--keep-indexes", action="store_true", help="keep each factor's index (default: removed after measuring)")
-    parser.add_argument("--stages", default="build,query",
-                        help="comma-separated: build (one process per stage) or command (one `mathscout index`), "
-                             "query (on a kept index DIR/index-<F>x), dense (needs --dense-from)")
-    parser.add_argument("--dense-from", type=Path, default=None,
-                        help="an index with a `dense` component: its vectors give every factor's (derived) vectors")
-    parser.add_argument("--dense-passages", type=int, default=None,
-                        help="passages at 1× for the derived vectors (default: those of --dense-from; the shared "
-                             "collection has 50,636)")
-    parser.add_argument("--merge", type=Path, nargs="*", default=None,
-                        help="measure nothing: merge the scale.json of these folders into --output's, then fit, plot, report")
+    parser.add_argument(
+        "--safety", type=int, default=50, help="formula queries checked against exhaustive search per k"
+    )
+    parser.add_argument(
+        "--keep-indexes", action="store_true", help="keep each factor's index (default: removed after measuring)"
+    )
+    parser.add_argument(
+        "--stages",
+        default="build,query",
+        help="comma-separated: build (one process per stage) or command (one `mathscout index`), "
+        "query (on a kept index DIR/index-<F>x), dense (needs --dense-from)",
+    )
+    parser.add_argument(
+        "--dense-from",
+        type=Path,
+        default=None,
+        help="an index with a `dense` component: its vectors give every factor's (derived) vectors",
+    )
+    parser.add_argument(
+        "--dense-passages",
+        type=int,
+        default=None,
+        help="passages at 1× for the derived vectors (default: those of --dense-from; the shared "
+        "collection has 50,636)",
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="*",
+        default=None,
+        help="measure nothing: merge the scale.json of these folders into --output's, then fit, plot, report",
+    )
     args = parser.parse_args(argv)
     args.output = args.output.resolve()
     factors = [int(f) for f in args.factors.split(",") if f.strip()]
@@ -447,8 +551,11 @@ def main(argv: list[str] | None = None) -> None:
         for f in factors:
             started = time.perf_counter()
             made = write_scale_corpus(args.source, f, args.output, xml=args.xml)
-            print(f"{f}×: {made.documents:,} documents → {made.jsonl}" + (f", {made.xml}" if made.xml else "")
-                  + f" in {time.perf_counter() - started:.1f} s")
+            print(
+                f"{f}×: {made.documents:,} documents → {made.jsonl}"
+                + (f", {made.xml}" if made.xml else "")
+                + f" in {time.perf_counter() - started:.1f} s"
+            )
         return
     results_path = args.output / "scale.json"
     previous = json.loads(results_path.read_text(encoding="utf-8")) if results_path.exists() else {}
@@ -456,7 +563,9 @@ def main(argv: list[str] | None = None) -> None:
     log = args.output / "scale.log"
     for folder in args.merge or []:
         other = json.loads((folder.resolve() / "scale.json").read_text(encoding="utf-8"))
-        for f, r in other.get("factors", {}).items():  # per stage: a folder may hold only a factor's query or dense figures
+        for f, r in other.get(
+            "factors", {}
+        ).items():  # per stage: a folder may hold only a factor's query or dense figures
             measured.setdefault(int(f), {}).update(r)
     if args.merge is not None:
         factors = []
@@ -480,14 +589,24 @@ def main(argv: list[str] | None = None) -> None:
         if {"build", "command", "query"} & set(stages):
             measured[f] = measure_factor(corpus, index, args.queries, args.safety, log, stages, measured.get(f))
         if "dense" in stages:
-            measured.setdefault(f, {})["dense"] = measure_dense(args.dense_from.resolve(), f, args.output / f"dense-{f}x",
-                                                                dense_queries, log, args.keep_indexes, args.dense_passages)
+            measured.setdefault(f, {})["dense"] = measure_dense(
+                args.dense_from.resolve(),
+                f,
+                args.output / f"dense-{f}x",
+                dense_queries,
+                log,
+                args.keep_indexes,
+                args.dense_passages,
+            )
             from mathscout.benchmarks.scale_dense import summary_line
 
             print(summary_line(f, measured[f]["dense"]), flush=True)
         if not args.keep_indexes:
             shutil.rmtree(index, ignore_errors=True)
-        print(f"{f}×: {measured[f].get('formulas', 0):,} formulas, measured in {time.perf_counter() - started:.0f} s", flush=True)
+        print(
+            f"{f}×: {measured[f].get('formulas', 0):,} formulas, measured in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
         _save(results_path, measured)
     summary = summarise(measured)
     plot(measured, summary, args.output / "scale.png")
@@ -495,22 +614,41 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _save(path: Path, measured: dict[int, dict]) -> None:
-    path.write_text(json.dumps({"factors": {str(k): v for k, v in sorted(measured.items())}, "summary": summarise(measured),
-                                "note": f"extrapolated_{TARGET_FACTOR}x values are extrapolations from the fitted "
-                                        "exponents, not measurements"}, indent=2), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "factors": {str(k): v for k, v in sorted(measured.items())},
+                "summary": summarise(measured),
+                "note": f"extrapolated_{TARGET_FACTOR}x values are extrapolations from the fitted "
+                "exponents, not measurements",
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
 
 
 def report(factors: dict[int, dict], summary: dict) -> str:
     fs = sorted(factors)
-    lines = ["| cost | " + " | ".join(f"{f}×" for f in fs) + f" | exponent b | {TARGET_FACTOR}× (extrapolated) |",
-             "|---|" + "---|" * (len(fs) + 2)]
+    lines = [
+        "| cost | " + " | ".join(f"{f}×" for f in fs) + f" | exponent b | {TARGET_FACTOR}× (extrapolated) |",
+        "|---|" + "---|" * (len(fs) + 2),
+    ]
     for name, entry in summary.items():
         cells = [f"{entry['values'].get(str(f), float('nan')):,.1f}" if str(f) in entry["values"] else "—" for f in fs]
         b = entry["exponent"]
         ext = entry.get(f"extrapolated_{TARGET_FACTOR}x")
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {'—' if b is None else f'{b:.2f}'} | {'—' if ext is None else f'{ext:,.1f}'} |")
-    safety = "; ".join(f"{f}×: " + ", ".join(f"k={k} {v['violations']}/{v['queries']}" for k, v in factors[f]["query"]["rank_safety"].items())
-                       for f in fs if "rank_safety" in factors[f].get("query", {}))
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {'—' if b is None else f'{b:.2f}'} | {'—' if ext is None else f'{ext:,.1f}'} |"
+        )
+    safety = "; ".join(
+        f"{f}×: "
+        + ", ".join(f"k={k} {v['violations']}/{v['queries']}" for k, v in factors[f]["query"]["rank_safety"].items())
+        for f in fs
+        if "rank_safety" in factors[f].get("query", {})
+    )
     lines.append(f"\nrank-safety violations (GBP-LEN vs exhaustive, ids and scores): {safety}")
     return "\n".join(lines)
 

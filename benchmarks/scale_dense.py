@@ -65,10 +65,17 @@ def write_derived(index: Path, factor: int, out: Path, passages_1x: int | None =
     tmp.replace(out)
     docs = np.concatenate([passage_doc + copy * documents for copy in range(copies)])[:wanted].astype(np.int32)
     np.save(out.with_name(out.stem + ".passage_doc.npy"), docs)
-    return {"passages": len(docs), "documents": int(docs.max()) + 1 if len(docs) else 0, "dimension": int(vectors.shape[1]),
-            "source_passages": len(vectors), "source_documents": documents, "copies": copies,
-            "encode_docs_per_second_source": meta.get("docs_per_second"), "encode_seconds_source": meta.get("encode_seconds"),
-            "source": str(index / "dense")}
+    return {
+        "passages": len(docs),
+        "documents": int(docs.max()) + 1 if len(docs) else 0,
+        "dimension": int(vectors.shape[1]),
+        "source_passages": len(vectors),
+        "source_documents": documents,
+        "copies": copies,
+        "encode_docs_per_second_source": meta.get("docs_per_second"),
+        "encode_seconds_source": meta.get("encode_seconds"),
+        "source": str(index / "dense"),
+    }
 
 
 def query_vectors(index: Path, topics_path: Path, n: int, out: Path) -> int:
@@ -137,9 +144,11 @@ def query(vectors_path: Path, dimension: int, ivfpq: Path, queries_path: Path, r
     out["latency"]["dense-flat@1000"] = percentiles(times)
     recall, score_gap = {}, 0.0
     for k in (100, 1000):
-        for cut in ((10, 100) if k == 100 else (1000,)):
-            shared = [len({d for d, _ in ann[:cut]} & {d for d, _ in ex[:cut]}) / max(1, min(cut, len(ex)))
-                      for ann, ex in zip(results[k], exact[k])]
+        for cut in (10, 100) if k == 100 else (1000,):
+            shared = [
+                len({d for d, _ in ann[:cut]} & {d for d, _ in ex[:cut]}) / max(1, min(cut, len(ex)))
+                for ann, ex in zip(results[k], exact[k])
+            ]
             recall[f"recall@{cut}"] = float(np.mean(shared))
         for ann, ex in zip(results[k], exact[k]):
             truth = dict(ex)
@@ -152,7 +161,10 @@ def query(vectors_path: Path, dimension: int, ivfpq: Path, queries_path: Path, r
 def summary_line(factor: int, result: dict) -> str:
     q = result.get("query", {})
     lat = q.get("latency", {})
-    return (f"{factor}× dense (derived vectors): {result['passages']:,} passages, IVF-PQ build {result['build']['seconds']:.1f} s "
-            f"peak {result['build']['peak_mib']:.0f} MiB, open {q.get('open_s', float('nan')):.2f} s, "
-            + ", ".join(f"{name} p50/p95 {v['p50_ms']:.1f}/{v['p95_ms']:.1f} ms" for name, v in lat.items())
-            + ", " + ", ".join(f"{k} {v:.3f}" for k, v in q.get("recall", {}).items()))
+    return (
+        f"{factor}× dense (derived vectors): {result['passages']:,} passages, IVF-PQ build {result['build']['seconds']:.1f} s "
+        f"peak {result['build']['peak_mib']:.0f} MiB, open {q.get('open_s', float('nan')):.2f} s, "
+        + ", ".join(f"{name} p50/p95 {v['p50_ms']:.1f}/{v['p95_ms']:.1f} ms" for name, v in lat.items())
+        + ", "
+        + ", ".join(f"{k} {v:.3f}" for k, v in q.get("recall", {}).items())
+    )

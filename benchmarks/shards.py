@@ -58,10 +58,17 @@ def measure_mode(index: Path, mode: str, queries: list, k: int, out_dir: Path | 
     if out_dir is not None:
         write_run(runs, out_dir / f"{mode}.txt", f"mathscout-{mode}")
     missing = sorted({m for hits in runs.values() for m in getattr(hits, "missing_shards", [])})
-    return {"mode": mode, "queries": len(latencies), "k": k, "first_query_seconds": round(first, 2),
-            "seconds": round(total, 1), "queries_per_second": round(len(latencies) / total, 2),
-            **{name: round(value, 1) for name, value in percentiles(latencies).items() if name != "n"},
-            "missing_shards": missing, "load": load()}
+    return {
+        "mode": mode,
+        "queries": len(latencies),
+        "k": k,
+        "first_query_seconds": round(first, 2),
+        "seconds": round(total, 1),
+        "queries_per_second": round(len(latencies) / total, 2),
+        **{name: round(value, 1) for name, value in percentiles(latencies).items() if name != "n"},
+        "missing_shards": missing,
+        "load": load(),
+    }
 
 
 def merged_top(lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
@@ -88,14 +95,27 @@ def rank_safety(index: Path, formulas: list[str], ks: list[int]) -> dict:
             pruned_s, exhaustive_s = pruned_s + t1 - t0, exhaustive_s + time.perf_counter() - t1
             shard_violations += sum(p != e for p, e in zip(pruned, exhaustive))
             merged_violations += merged_top(pruned, k) != merged_top(exhaustive, k)
-        out[str(k)] = {"formulas": len(formulas), "shard_searches": len(formulas) * len(pool.actors),
-                       "shard_violations": shard_violations, "merged_violations": merged_violations,
-                       "pruned_seconds": round(pruned_s, 1), "exhaustive_seconds": round(exhaustive_s, 1)}
+        out[str(k)] = {
+            "formulas": len(formulas),
+            "shard_searches": len(formulas) * len(pool.actors),
+            "shard_violations": shard_violations,
+            "merged_violations": merged_violations,
+            "pruned_seconds": round(pruned_s, 1),
+            "exhaustive_seconds": round(exhaustive_s, 1),
+        }
     return out
 
 
-def benchmark(index: Path, topics: list, formula_topics: list, modes: list[str], k: int, safety: int,
-              safety_ks: list[int], out_dir: Path | None) -> dict:
+def benchmark(
+    index: Path,
+    topics: list,
+    formula_topics: list,
+    modes: list[str],
+    k: int,
+    safety: int,
+    safety_ks: list[int],
+    out_dir: Path | None,
+) -> dict:
     sharded = is_sharded(index)
     result: dict = {"index": str(index), "sharded": sharded, "load_start": load()}
     if sharded:
@@ -131,10 +151,21 @@ def benchmark(index: Path, topics: list, formula_topics: list, modes: list[str],
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout bench shards", description=__doc__.splitlines()[0])
     parser.add_argument("--index", type=Path, required=True)
-    parser.add_argument("--queries", "--topics", dest="queries", type=Path, required=True,
-                        help="topics for bm25, structure and hybrid (the collection's dev topics)")
-    parser.add_argument("--formulas", type=Path, nargs="+", default=[shared_data() / name for name in TASK2],
-                        help="formula-only queries for the 'formula' mode (default: ARQMath Task 2 2020–2022)")
+    parser.add_argument(
+        "--queries",
+        "--topics",
+        dest="queries",
+        type=Path,
+        required=True,
+        help="topics for bm25, structure and hybrid (the collection's dev topics)",
+    )
+    parser.add_argument(
+        "--formulas",
+        type=Path,
+        nargs="+",
+        default=[shared_data() / name for name in TASK2],
+        help="formula-only queries for the 'formula' mode (default: ARQMath Task 2 2020–2022)",
+    )
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"of {', '.join(MODES)}")
     parser.add_argument("--k", type=int, default=1000)
     parser.add_argument("--limit", type=int, default=0, help="the first N topics (0: all)")
@@ -149,12 +180,22 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown mode(s) {', '.join(unknown)} (choose from {', '.join(MODES)})")
     topics = load_topics(args.queries)
     topics = topics[: args.limit] if args.limit else topics
-    formula_topics = [t for path in args.formulas for t in load_topics(path)] if "formula" in modes or args.safety else []
+    formula_topics = (
+        [t for path in args.formulas for t in load_topics(path)] if "formula" in modes or args.safety else []
+    )
     formula_topics = formula_topics[: args.formula_limit] if args.formula_limit else formula_topics
     if args.out_dir is not None:
         args.out_dir.mkdir(parents=True, exist_ok=True)
-    result = benchmark(args.index, topics, formula_topics, modes, args.k, args.safety,
-                       [int(k) for k in args.safety_k.split(",")], args.out_dir)
+    result = benchmark(
+        args.index,
+        topics,
+        formula_topics,
+        modes,
+        args.k,
+        args.safety,
+        [int(k) for k in args.safety_k.split(",")],
+        args.out_dir,
+    )
     text = json.dumps(result, indent=1)
     print(text)
     if args.out_dir is not None:

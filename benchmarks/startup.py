@@ -116,8 +116,13 @@ def _through_service(index: Path, runs: int) -> dict[str, Timing]:
     gone through it)."""
     with tempfile.TemporaryDirectory(prefix="mathscout-startup-") as tmp:
         code = _code_copy(Path(tmp))
-        env = {**os.environ, "NO_COLOR": "1", "MATHSCOUT_HOME": str(Path(tmp) / "home"), "PYTHONPATH": str(code),
-               "MATHSCOUT_DEBUG": "1"}
+        env = {
+            **os.environ,
+            "NO_COLOR": "1",
+            "MATHSCOUT_HOME": str(Path(tmp) / "home"),
+            "PYTHONPATH": str(code),
+            "MATHSCOUT_DEBUG": "1",
+        }
         env.pop("MATHSCOUT_INDEX", None)
         _run(CLI + ["serve", "--background", "--no-llm", "--index", str(index)], env, cwd=code)
         try:
@@ -139,7 +144,9 @@ def _through_service(index: Path, runs: int) -> dict[str, Timing]:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="mathscout bench startup", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5, choices=range(1, 21), metavar="N", help="runs per measure (1–20)")
+    parser.add_argument(
+        "--runs", type=int, default=5, choices=range(1, 21), metavar="N", help="runs per measure (1–20)"
+    )
     parser.add_argument("--index", type=Path, help="index directory (default: the demo index)")
     parser.add_argument("--no-service", action="store_true", help="skip the through-service measures")
     parser.add_argument("--no-compile", action="store_true", help="skip the kernel-compilation measure (about 15 s)")
@@ -150,35 +157,56 @@ def main(argv: list[str]) -> None:
     index = Path(args.index or ensure_demo_index(default_index_path())).resolve()
     env = {**os.environ, "NO_COLOR": "1"}
     started_load = os.getloadavg()[0]
-    other: list[tuple[str, Timing, float | None]] = [("mathscout --help", _timed(CLI + ["--help"], env, args.runs), 0.5),
-             ("mathscout --version", _timed(CLI + ["--version"], env, args.runs), 0.5)]
+    other: list[tuple[str, Timing, float | None]] = [
+        ("mathscout --help", _timed(CLI + ["--help"], env, args.runs), 0.5),
+        ("mathscout --version", _timed(CLI + ["--version"], env, args.runs), 0.5),
+    ]
     cold = {mode: _timed(_command(mode, index) + ["--local"], env, args.runs) for mode in MODES}
     service = {} if args.no_service else _through_service(index, args.runs)
-    warm = [(f"the same search again in one process (warm), {mode}", _warm(index, mode, max(args.runs, 5)))
-            for mode in MODES if mode != "ask"]
+    warm = [
+        (f"the same search again in one process (warm), {mode}", _warm(index, mode, max(args.runs, 5)))
+        for mode in MODES
+        if mode != "ask"
+    ]
     if not args.no_compile:
         with tempfile.TemporaryDirectory() as empty_cache:
             compile_env = {**env, "NUMBA_CACHE_DIR": empty_cache}
-            other.append(("first structure search after installation (kernels compile)",
-                          _timed(_command("structure", index) + ["--local"], compile_env, 1), None))
+            other.append(
+                (
+                    "first structure search after installation (kernels compile)",
+                    _timed(_command("structure", index) + ["--local"], compile_env, 1),
+                    None,
+                )
+            )
 
-    print(f"start-up over {index} ({os.cpu_count()} cores; load {started_load:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end); query {QUERY!r}, question {QUESTION!r}")
+    print(
+        f"start-up over {index} ({os.cpu_count()} cores; load {started_load:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end); query {QUERY!r}, question {QUESTION!r}"
+    )
     print(f"median of {args.runs} new processes each; load: the 1-minute load average after each run (median)\n")
-    print(f"{'command':<26} {'cold s':>7} {'cpu s':>6} {'load':>5}   {'service s':>9} {'cpu s':>6} {'load':>5}   "
-          f"{'cold/service':>12}   {'targets (cold / service)':>24}")
+    print(
+        f"{'command':<26} {'cold s':>7} {'cpu s':>6} {'load':>5}   {'service s':>9} {'cpu s':>6} {'load':>5}   "
+        f"{'cold/service':>12}   {'targets (cold / service)':>24}"
+    )
     for mode in MODES:
         name = "ask --no-llm" if mode == "ask" else f"search --mode {mode}"
         through = service.get(mode)
-        served = f"{through.median:>9.2f} {statistics.median(through.cpu):>6.2f} {statistics.median(through.load):>5.1f}" \
-            if through else f"{'—':>9} {'':>6} {'':>5}"
+        served = (
+            f"{through.median:>9.2f} {statistics.median(through.cpu):>6.2f} {statistics.median(through.load):>5.1f}"
+            if through
+            else f"{'—':>9} {'':>6} {'':>5}"
+        )
         ratio = f"{cold[mode].median / through.median:>11.1f}×" if through else f"{'':>12}"
         cold_target = f"{COLD_TARGET[mode]:.1f} s" if mode in COLD_TARGET else "—"
-        print(f"{name:<26} {cold[mode].cells()}   {served}   {ratio}   {cold_target + f' / {SERVICE_TARGET:.1f} s':>24}")
+        print(
+            f"{name:<26} {cold[mode].cells()}   {served}   {ratio}   {cold_target + f' / {SERVICE_TARGET:.1f} s':>24}"
+        )
     print(f"\n{'measure':62} {'median s':>8} {'cpu s':>6} {'load':>5} {'target':>7} {'ratio':>6}")
     for measure, timing, target in other:
         ratio = f"{timing.median / target:>6.2f}" if target else ""
-        print(f"{measure:62} {timing.median:>8.2f} {statistics.median(timing.cpu):>6.2f} "
-              f"{statistics.median(timing.load):>5.1f} {f'{target:.1f}' if target else '':>7} {ratio:>6}")
+        print(
+            f"{measure:62} {timing.median:>8.2f} {statistics.median(timing.cpu):>6.2f} "
+            f"{statistics.median(timing.load):>5.1f} {f'{target:.1f}' if target else '':>7} {ratio:>6}"
+        )
     for measure, seconds in warm:
         print(f"{measure:62} {statistics.median(seconds):>8.3f}")

@@ -54,14 +54,21 @@ class Latencies:
 
     def stats(self, system: str) -> dict[str, float]:
         ms = np.array(self.seconds.get(system, [np.nan])) * 1000
-        return {"p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)),
-                "max": float(ms.max()), "mean": float(ms.mean()), "n": len(ms)}
+        return {
+            "p50": float(np.percentile(ms, 50)),
+            "p95": float(np.percentile(ms, 95)),
+            "max": float(ms.max()),
+            "mean": float(ms.mean()),
+            "n": len(ms),
+        }
 
 
 def load_query_sets(data: Path) -> dict[str, list[tuple[str, str]]]:
     """(topic id, LaTeX) of every query formula, per query set."""
-    return {name: [(t.id, t.formula) for f in files for t in load_topics(data / f) if t.formula is not None]
-            for name, files in QUERY_SETS.items()}  # every task 2 topic is a formula
+    return {
+        name: [(t.id, t.formula) for f in files for t in load_topics(data / f) if t.formula is not None]
+        for name, files in QUERY_SETS.items()
+    }  # every task 2 topic is a formula
 
 
 def _open_pya0(args, index_path: Path):
@@ -77,8 +84,10 @@ def _open_pya0(args, index_path: Path):
     folder = args.pya0_index or (index_path.parent / f"{index_path.name}-pya0")
     started = time.perf_counter()
     manifest = pya0_peer.build_or_reuse_for_index(index_path, folder)
-    print(f"pya0 index {folder}: {manifest.documents:,} documents, {manifest.formulas:,} formulas "
-          f"({manifest.parser_errors:,} parser errors), ready in {time.perf_counter() - started:.1f} s")
+    print(
+        f"pya0 index {folder}: {manifest.documents:,} documents, {manifest.formulas:,} formulas "
+        f"({manifest.parser_errors:,} parser errors), ready in {time.perf_counter() - started:.1f} s"
+    )
     return pya0_peer.Pya0Searcher(folder)
 
 
@@ -88,14 +97,19 @@ def run(args) -> dict:
     paths = PathIndex.open(index_dir.component_path("structure"))
     lexer = recorded_lexer(index_dir.manifest.components.get("structure", {}))  # queries parsed as the index's formulas
     searcher = StructureSearcher(paths, lexer=lexer)  # η = 0.3 (ARQMath setting, Zhong 2023 thesis §3.3.1)
-    searchers = {name: StructureSearcher(paths, eta=ETA_NTCIR, lexer=lexer) if name == "NTCIR-12" else searcher
-                 for name in QUERY_SETS}
+    searchers = {
+        name: StructureSearcher(paths, eta=ETA_NTCIR, lexer=lexer) if name == "NTCIR-12" else searcher
+        for name in QUERY_SETS
+    }
     print(f"structure index opened in {time.perf_counter() - started:.2f} s")
     peer = _open_pya0(args, Path(args.index))
     per_document = not args.per_formula
     query_sets = load_query_sets(args.data)
-    systems = [s for s in list(STRATEGIES) + ([PYA0] if peer else [])
-               if not args.systems or s in args.systems or (s == "exhaustive" and not args.no_reference)]
+    systems = [
+        s
+        for s in list(STRATEGIES) + ([PYA0] if peer else [])
+        if not args.systems or s in args.systems or (s == "exhaustive" and not args.no_reference)
+    ]
     results: dict = {"k": {}, "unreadable": {}, "violations": {}, "per_document": per_document}
 
     prepared: dict[str, list] = {}
@@ -113,6 +127,7 @@ def run(args) -> dict:
         results["unreadable"][name] = unreadable
 
     for k in args.ks:
+
         def one(system: str, latex: str, query, searcher, k: int = k) -> tuple[float, list]:
             t0 = time.perf_counter()
             hits = peer.search([latex], (), k) if system == PYA0 else searcher.search(query, k, system, per_document)
@@ -156,12 +171,24 @@ def run(args) -> dict:
 
 def _build_figures(index_dir: IndexDir, peer) -> dict:
     ours = index_dir.manifest.components.get("structure", {})
-    figures = {"ours": {"seconds": ours.get("seconds"), "bytes": ours.get("bytes"),
-                        "formulas": ours.get("formulas"), "indexed": ours.get("indexed_formulas")}}
+    figures = {
+        "ours": {
+            "seconds": ours.get("seconds"),
+            "bytes": ours.get("bytes"),
+            "formulas": ours.get("formulas"),
+            "indexed": ours.get("indexed_formulas"),
+        }
+    }
     if peer is not None and peer.manifest is not None:
         m = peer.manifest
-        figures[PYA0] = {"seconds": m.build_seconds, "bytes": m.content_bytes, "disk_bytes": m.disk_bytes,
-                         "formulas": m.formulas, "parser_errors": m.parser_errors, "files": m.files}
+        figures[PYA0] = {
+            "seconds": m.build_seconds,
+            "bytes": m.content_bytes,
+            "disk_bytes": m.disk_bytes,
+            "formulas": m.formulas,
+            "parser_errors": m.parser_errors,
+            "files": m.files,
+        }
     return figures
 
 
@@ -174,17 +201,24 @@ def report(results: dict) -> str:
             peer = stats.get(PYA0)
             n = next(iter(stats.values()))["n"]
             lines.append(f"\n{name}, {n} queries, k = {k}, ranking {unit}:\n")
-            lines.append("| system | p50 ms | p95 ms | max ms | mean ms | p50 / pya0 | p95 / pya0 | p50 speed-up vs exhaustive |")
+            lines.append(
+                "| system | p50 ms | p95 ms | max ms | mean ms | p50 / pya0 | p95 / pya0 | p50 speed-up vs exhaustive |"
+            )
             lines.append("|---|---|---|---|---|---|---|---|")
             for system, s in stats.items():
+
                 def ratio(key: str, s: dict = s, peer: dict | None = peer) -> str:
                     return f"{s[key] / peer[key]:.2f}" if peer else "—"
 
                 speed = stats["exhaustive"]["p50"] / s["p50"] if "exhaustive" in stats else float("nan")
-                lines.append(f"| {system} | {s['p50']:.1f} | {s['p95']:.1f} | {s['max']:.1f} | {s['mean']:.1f} "
-                             f"| {ratio('p50')} | {ratio('p95')} | {speed:.1f}× |")
-        lines.append(f"\nrank-safety violations at k = {k} (pruned top-k ≠ exhaustive top-k, ids and scores): "
-                     + ", ".join(f"{s} {n}" for s, n in results["violations"][k].items()))
+                lines.append(
+                    f"| {system} | {s['p50']:.1f} | {s['p95']:.1f} | {s['max']:.1f} | {s['mean']:.1f} "
+                    f"| {ratio('p50')} | {ratio('p95')} | {speed:.1f}× |"
+                )
+        lines.append(
+            f"\nrank-safety violations at k = {k} (pruned top-k ≠ exhaustive top-k, ids and scores): "
+            + ", ".join(f"{s} {n}" for s, n in results["violations"][k].items())
+        )
     lines.append("\nunreadable queries (ours): " + ", ".join(f"{n} {c}" for n, c in results["unreadable"].items()))
     build = results["build"]
     ours, peer = build["ours"], build.get(PYA0)
@@ -193,11 +227,15 @@ def report(results: dict) -> str:
     for name, b in (("MathScout", ours), (PYA0, peer)):
         if b and b.get("seconds"):
             rate = (b.get("formulas") or 0) / b["seconds"]
-            lines.append(f"| {name} | {b.get('formulas') or 0:,} | {b['seconds']:.1f} | {rate:,.0f} | {b['bytes'] / 2**20:.1f} |")
+            lines.append(
+                f"| {name} | {b.get('formulas') or 0:,} | {b['seconds']:.1f} | {rate:,.0f} | {b['bytes'] / 2**20:.1f} |"
+            )
     if peer and ours.get("seconds"):
-        lines.append(f"\nbuild time ratio (ours / pya0) {ours['seconds'] / peer['seconds']:.3f}; "
-                     f"size ratio {ours['bytes'] / peer['bytes']:.2f} (pya0 on disk: {peer['disk_bytes'] / 2**20:,.0f} MiB "
-                     f"in {peer['files']:,} files; {peer['parser_errors']:,} pya0 parser errors)")
+        lines.append(
+            f"\nbuild time ratio (ours / pya0) {ours['seconds'] / peer['seconds']:.3f}; "
+            f"size ratio {ours['bytes'] / peer['bytes']:.2f} (pya0 on disk: {peer['disk_bytes'] / 2**20:,.0f} MiB "
+            f"in {peer['files']:,} files; {peer['parser_errors']:,} pya0 parser errors)"
+        )
     return "\n".join(lines)
 
 
@@ -208,12 +246,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--k", type=int, help="a single k (same as --ks K)")
     parser.add_argument("--pya0-index", type=Path, help="pya0 index folder (reused when it matches, else built)")
     parser.add_argument("--no-pya0", action="store_true", help="compare our strategies only")
-    parser.add_argument("--per-formula", action="store_true", help="rank formulas (default: documents by best formula, like pya0)")
-    parser.add_argument("--per-document", action="store_true", help=argparse.SUPPRESS)  # the default; kept for old commands
-    parser.add_argument("--systems", type=lambda s: s.split(","), default=None,
-                        help="only these systems, e.g. gbp-len,pya0 (exhaustive always runs: it is the rank-safety reference)")
-    parser.add_argument("--no-reference", action="store_true",
-                        help="with --systems: leave exhaustive out (no rank-safety check, no speed-up column)")
+    parser.add_argument(
+        "--per-formula", action="store_true", help="rank formulas (default: documents by best formula, like pya0)"
+    )
+    parser.add_argument(
+        "--per-document", action="store_true", help=argparse.SUPPRESS
+    )  # the default; kept for old commands
+    parser.add_argument(
+        "--systems",
+        type=lambda s: s.split(","),
+        default=None,
+        help="only these systems, e.g. gbp-len,pya0 (exhaustive always runs: it is the rank-safety reference)",
+    )
+    parser.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="with --systems: leave exhaustive out (no rank-safety check, no speed-up column)",
+    )
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     args = parser.parse_args(argv)

@@ -37,8 +37,10 @@ def main(argv: list[str] | None = None) -> None:
     mentions = sum(len(detector.types_of(t)) for t in texts)
     detect_seconds = time.perf_counter() - started
 
-    print(f"type detection over {len(texts):,} documents of {args.collection} ({tokens:,} tokens, "
-          f"{len(detector):,} dictionary types, {mentions:,} mentions), one process, warm")
+    print(
+        f"type detection over {len(texts):,} documents of {args.collection} ({tokens:,} tokens, "
+        f"{len(detector):,} dictionary types, {mentions:,} mentions), one process, warm"
+    )
     print(f"{'stage':<28} {'s':>7} {'tokens/s':>12} {'docs/s':>9}")
     for stage, seconds in (("tokenise + normalise", scan_seconds), ("detect (tokenise + match)", detect_seconds)):
         print(f"{stage:<28} {seconds:7.2f} {tokens / seconds:12,.0f} {len(texts) / seconds:9,.0f}")

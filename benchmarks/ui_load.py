@@ -49,14 +49,16 @@ def _question(session: int, turn: int, examples: list[str]) -> str:
     return f"{examples[(session + turn) % len(examples)]} (session-{session:02d} turn {turn})"
 
 
-def run_session(url: str, session: int, questions: int, examples: list[str], start: threading.Barrier,
-                timeout: float = 300.0) -> SessionResult:
+def run_session(
+    url: str, session: int, questions: int, examples: list[str], start: threading.Barrier, timeout: float = 300.0
+) -> SessionResult:
     from gradio_client import Client
 
     result = SessionResult(session)
     try:
-        client = Client(url, verbose=False, analytics_enabled=False, download_files=False,
-                        httpx_kwargs={"timeout": timeout})  # a busy server answers its HTTP calls late, not never
+        client = Client(
+            url, verbose=False, analytics_enabled=False, download_files=False, httpx_kwargs={"timeout": timeout}
+        )  # a busy server answers its HTTP calls late, not never
     except Exception as exc:  # noqa: BLE001 - reported, not raised: one failed session must not stop the others
         result.failures.append(f"connect: {exc}")
         start.wait()
@@ -82,7 +84,7 @@ def run_session(url: str, session: int, questions: int, examples: list[str], sta
             continue
         result.latencies.append(time.perf_counter() - began)
         result.first_updates.append(first if first is not None else result.latencies[-1])
-        titles = [str((m.get("metadata") or {}).get("title", "")) for m in chat[len(history):] if isinstance(m, dict)]
+        titles = [str((m.get("metadata") or {}).get("title", "")) for m in chat[len(history) :] if isinstance(m, dict)]
         history = chat
         if any(t.startswith("Searched:") for t in titles):
             result.answered += 1
@@ -174,13 +176,17 @@ def main(argv: list[str]) -> None:
     failures = [f"session {r.session}: {f}" for r in results for f in r.failures]
     leaks = [f"session {r.session} saw sessions {sorted(r.leaked)}" for r in results if r.leaked]
     requests = args.sessions * args.questions
-    print(f"{args.sessions} simultaneous sessions × {args.questions} questions = {requests} requests in {wall:.1f} s "
-          f"({requests / wall:.2f} answers/s)")
+    print(
+        f"{args.sessions} simultaneous sessions × {args.questions} questions = {requests} requests in {wall:.1f} s "
+        f"({requests / wall:.2f} answers/s)"
+    )
     print(f"answered {answered}/{requests}; failures {len(failures)}; server alive afterwards: {alive}")
     print(f"{'latency (s)':<22}{'p50':>8}{'p95':>8}{'max':>8}")
     for name, values in (("first streamed update", firsts), ("finished answer", latencies)):
-        print(f"{name:<22}{statistics.median(values) if values else float('nan'):>8.2f}"
-              f"{_percentile(values, 0.95):>8.2f}{max(values, default=float('nan')):>8.2f}")
+        print(
+            f"{name:<22}{statistics.median(values) if values else float('nan'):>8.2f}"
+            f"{_percentile(values, 0.95):>8.2f}{max(values, default=float('nan')):>8.2f}"
+        )
     print("isolation: " + ("OK — every session's state held only its own questions" if not leaks else "; ".join(leaks)))
     for line in failures[:10]:
         print("  " + line)

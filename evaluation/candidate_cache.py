@@ -51,19 +51,30 @@ def _write(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, depth: int = DEPTH,
-                      retrievers: tuple[str, ...] = RETRIEVERS, log: bool = True,
-                      generator: CandidateGenerator | None = None) -> list[Candidates]:
+def cached_candidates(
+    index: IndexDir,
+    topics: list[Query],
+    cache: Path | None,
+    depth: int = DEPTH,
+    retrievers: tuple[str, ...] = RETRIEVERS,
+    log: bool = True,
+    generator: CandidateGenerator | None = None,
+) -> list[Candidates]:
     """Candidates of every topic: read from `cache` where it has them, generated (and added to it) otherwise, by
     `generator` when the caller has opened one (of the same index, retrievers and depth)."""
-    meta: dict[str, Any] = {"index": str(index.path.resolve()), "depth": depth, "retrievers": list(retrievers),
-            "used": servable_modes(index, retrievers)}
+    meta: dict[str, Any] = {
+        "index": str(index.path.resolve()),
+        "depth": depth,
+        "retrievers": list(retrievers),
+        "used": servable_modes(index, retrievers),
+    }
     data: dict[str, Any] = {"meta": meta, "topics": {}}
     if cache is not None and cache.is_file():
         data = _read(cache)
         if any(data["meta"].get(k) != meta[k] for k in ("depth", "retrievers", "used")):
-            raise MathScoutError(f"the candidate cache {cache} was made with {data['meta']}, not {meta}: "
-                                 "give another --cache file")
+            raise MathScoutError(
+                f"the candidate cache {cache} was made with {data['meta']}, not {meta}: give another --cache file"
+            )
     known: dict[str, Candidates] = data["topics"]
     todo = [t for t in topics if t.id not in known or _lacks_question_document(known[t.id], meta["used"])]
     if todo:
@@ -71,8 +82,9 @@ def cached_candidates(index: IndexDir, topics: list[Query], cache: Path | None, 
         started = time.perf_counter()
         for n, topic in enumerate(todo, 1):
             # candidates cached before the question–document features existed keep their runs and gain the features
-            known[topic.id] = generator.add_question_document(known[topic.id]) if topic.id in known else \
-                generator.generate(topic)
+            known[topic.id] = (
+                generator.add_question_document(known[topic.id]) if topic.id in known else generator.generate(topic)
+            )
             if cache is not None and (n % CHUNK == 0 or n == len(todo)):
                 _write(cache, data)
             if log and (n % CHUNK == 0 or n == len(todo)):
@@ -87,7 +99,9 @@ def _lacks_question_document(candidates: Candidates, used: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mathscout.evaluation.candidate_cache", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m mathscout.evaluation.candidate_cache", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--topics", type=Path, required=True)
     parser.add_argument("--qrels", type=Path, help="only the topics these qrels judge")

@@ -54,11 +54,23 @@ def family_scores(results: Sequence[EvalResult], family: Callable[[str], str] = 
     for name, members in named:
         means, p_values = [], []
         for result in results:
-            means.append({m: sum(result.per_topic.get(t, {}).get(m, 0.0) for t in members) / len(members)
-                          for m in result.measures})
-            p_values.append({m: None if result is results[0] else _p_value(
-                [result.per_topic.get(t, {}).get(m, 0.0) for t in members],
-                [results[0].per_topic[t][m] for t in members]) for m in result.measures})
+            means.append(
+                {
+                    m: sum(result.per_topic.get(t, {}).get(m, 0.0) for t in members) / len(members)
+                    for m in result.measures
+                }
+            )
+            p_values.append(
+                {
+                    m: None
+                    if result is results[0]
+                    else _p_value(
+                        [result.per_topic.get(t, {}).get(m, 0.0) for t in members],
+                        [results[0].per_topic[t][m] for t in members],
+                    )
+                    for m in result.measures
+                }
+            )
         found.append(FamilyScores(name, members, means, p_values))
     return found
 
@@ -73,9 +85,12 @@ def format_families(results: Sequence[EvalResult], families: list[FamilyScores])
     measures = results[0].measures
     names = [Path(r.run).name for r in results]
     width = max(len(n) for n in names)
-    lines = [f"qrels: {results[0].qrels}",
-             f"measures: {results[0].measure_set}{' (prime)' if results[0].prime else ''}; "
-             f"families by topic id prefix; baseline = first run", ""]
+    lines = [
+        f"qrels: {results[0].qrels}",
+        f"measures: {results[0].measure_set}{' (prime)' if results[0].prime else ''}; "
+        f"families by topic id prefix; baseline = first run",
+        "",
+    ]
     for group in families:
         lines.append(f"{group.family} ({len(group.topics)} topics)")
         lines.append("  " + "run".ljust(width) + "".join(f"{m:>11}" for m in measures))
@@ -93,7 +108,12 @@ def families_json(results: Sequence[EvalResult], families: list[FamilyScores]) -
         "prime": results[0].prime,
         "measures": results[0].measures,
         "runs": [r.run for r in results],
-        "families": [{"family": g.family, "topics": len(g.topics),
-                      "runs": [{"run": r.run, "means": m, "p_values": p}
-                               for r, m, p in zip(results, g.means, g.p_values)]} for g in families],
+        "families": [
+            {
+                "family": g.family,
+                "topics": len(g.topics),
+                "runs": [{"run": r.run, "means": m, "p_values": p} for r, m, p in zip(results, g.means, g.p_values)],
+            }
+            for g in families
+        ],
     }

@@ -69,10 +69,14 @@ def subexpression(latex: str, lexer: int = LEXER) -> str | None:
             stack.append(i)
         elif ch == "}" and stack and latex[i - 1] != "\\":
             start = stack.pop()
-            body = latex[start + 1:i]
+            body = latex[start + 1 : i]
             tree = parse_latex(body, lexer).tree
-            if (tree is not None and leaf_count(tree) >= MIN_LEAVES - 1 and (best is None or len(body) > len(best))
-                    and tree_key(tree) in subtrees):
+            if (
+                tree is not None
+                and leaf_count(tree) >= MIN_LEAVES - 1
+                and (best is None or len(body) > len(best))
+                and tree_key(tree) in subtrees
+            ):
                 best = body
     return best
 
@@ -111,7 +115,11 @@ def build_queries(index: IndexDir, sample: int, seed: int, half: str = "reportin
     queries: list[dict] = []
     counts: defaultdict[str, int] = defaultdict(int)
     seen: set[str] = set()
-    makers: dict[str, Callable[[str], str | None]] = {"renamed": renamed, "rerendered": rerendered, "subexpression": partial(subexpression, lexer=lexer)}
+    makers: dict[str, Callable[[str], str | None]] = {
+        "renamed": renamed,
+        "rerendered": rerendered,
+        "subexpression": partial(subexpression, lexer=lexer),
+    }
     for _doc_id, latex, key in candidates:
         if key in seen or len(docs_by_key[key]) > MAX_DOCS:
             continue

@@ -100,8 +100,12 @@ class EvalResult:
     summary: dict[str, float]
     relevant_grade: int
     missing_topics: list[str] = field(default_factory=list)  # judged, not in the run: scored 0
-    skipped_topics: list[str] = field(default_factory=list)  # judged, nothing relevant, --topics-with-relevant: not scored
-    unanswerable_topics: list[str] = field(default_factory=list)  # judged, nothing relevant, scored (0 on binary measures)
+    skipped_topics: list[str] = field(
+        default_factory=list
+    )  # judged, nothing relevant, --topics-with-relevant: not scored
+    unanswerable_topics: list[str] = field(
+        default_factory=list
+    )  # judged, nothing relevant, scored (0 on binary measures)
     unjudged_topics: int = 0  # run topics absent from the qrels: ignored
     unjudged_removed: int = 0  # documents removed under --prime
     duplicates_dropped: int = 0
@@ -117,22 +121,30 @@ class EvalResult:
         if self.prime:
             notes.append(f"prime measures: {self.unjudged_removed:,} unjudged documents removed from the run")
         if self.missing_topics:
-            notes.append(f"{_topics(len(self.missing_topics))} judged but missing from the run: "
-                         f"count as 0 (ARQMath convention): {_preview(self.missing_topics)}")
+            notes.append(
+                f"{_topics(len(self.missing_topics))} judged but missing from the run: "
+                f"count as 0 (ARQMath convention): {_preview(self.missing_topics)}"
+            )
         if self.skipped_topics:
-            notes.append(f"{_topics(len(self.skipped_topics))} judged without any relevant document "
-                         f"(grade >= {self.relevant_grade}): not scored (--topics-with-relevant)")
+            notes.append(
+                f"{_topics(len(self.skipped_topics))} judged without any relevant document "
+                f"(grade >= {self.relevant_grade}): not scored (--topics-with-relevant)"
+            )
         if self.unanswerable_topics:
-            notes.append(f"{_topics(len(self.unanswerable_topics))} judged without any relevant document "
-                         f"(grade >= {self.relevant_grade}): scored over every assessed topic as ARQMath does "
-                         f"(0 on each measure they hold nothing relevant for; --topics-with-relevant leaves them out)")
+            notes.append(
+                f"{_topics(len(self.unanswerable_topics))} judged without any relevant document "
+                f"(grade >= {self.relevant_grade}): scored over every assessed topic as ARQMath does "
+                f"(0 on each measure they hold nothing relevant for; --topics-with-relevant leaves them out)"
+            )
         if self.unjudged_topics:
             notes.append(f"{_topics(self.unjudged_topics)} of the run without judgments: ignored")
         if self.duplicates_dropped:
             notes.append(f"{self.duplicates_dropped} duplicate run lines ignored (first occurrence kept)")
         if self.judged_in_run == 0:
-            notes.append("no id of the run is judged in the qrels: they name different things (e.g. a Task 2 run over "
-                         "an index without the official ARQMath formula ids); these scores say nothing")
+            notes.append(
+                "no id of the run is judged in the qrels: they name different things (e.g. a Task 2 run over "
+                "an index without the official ARQMath formula ids); these scores say nothing"
+            )
         return notes
 
     def to_json(self) -> dict:
@@ -218,16 +230,22 @@ def read_qrels(path: Path | str) -> Qrels:
             raise MathScoutError(f"{path}:{number}: the grade {cols[3]!r} is not a finite number")
         grade = round(value)
         judged = qrels.setdefault(cols[0], {})
-        if cols[2] in judged and judged[cols[2]] != grade:  # the same judgement repeated is fine; a different one is not
-            conflicts.append(f"topic {cols[0]} document {cols[2]}: grade {judged[cols[2]]} (line "
-                             f"{first_line[cols[0], cols[2]]}) and {grade} (line {number})")
+        if (
+            cols[2] in judged and judged[cols[2]] != grade
+        ):  # the same judgement repeated is fine; a different one is not
+            conflicts.append(
+                f"topic {cols[0]} document {cols[2]}: grade {judged[cols[2]]} (line "
+                f"{first_line[cols[0], cols[2]]}) and {grade} (line {number})"
+            )
             continue
         first_line.setdefault((cols[0], cols[2]), number)
         judged[cols[2]] = grade
     if conflicts:
         more = f" and {len(conflicts) - 3} more" if len(conflicts) > 3 else ""
-        raise MathScoutError(f"{path} judges {len(conflicts)} document(s) twice with different grades — "
-                             f"{'; '.join(conflicts[:3])}{more}: keep one grade for each")
+        raise MathScoutError(
+            f"{path} judges {len(conflicts)} document(s) twice with different grades — "
+            f"{'; '.join(conflicts[:3])}{more}: keep one grade for each"
+        )
     if not qrels:
         raise MathScoutError(f"the qrels file {path} is empty")
     return qrels
@@ -242,36 +260,58 @@ def choose_measure_set(qrels: Qrels, prime: bool, name: str | None = None) -> Me
     return MEASURE_SETS[name]
 
 
-def evaluate_run(run_path: Path | str, qrels_path: Path | str, prime: bool = False,
-                 measure_set: str | None = None, topics_with_relevant: bool = False) -> EvalResult:
+def evaluate_run(
+    run_path: Path | str,
+    qrels_path: Path | str,
+    prime: bool = False,
+    measure_set: str | None = None,
+    topics_with_relevant: bool = False,
+) -> EvalResult:
     """Score one run file against a qrels file (see the module docstring for the conventions)."""
     qrels = read_qrels(qrels_path)
-    return evaluate_loaded(str(run_path), read_run(run_path), qrels, str(qrels_path), prime,
-                     choose_measure_set(qrels, prime, measure_set), topics_with_relevant)
+    return evaluate_loaded(
+        str(run_path),
+        read_run(run_path),
+        qrels,
+        str(qrels_path),
+        prime,
+        choose_measure_set(qrels, prime, measure_set),
+        topics_with_relevant,
+    )
 
 
-def compare_runs(run_paths: Sequence[Path | str], qrels_path: Path | str, prime: bool = False,
-                 measure_set: str | None = None, topics_with_relevant: bool = False) -> Comparison:
+def compare_runs(
+    run_paths: Sequence[Path | str],
+    qrels_path: Path | str,
+    prime: bool = False,
+    measure_set: str | None = None,
+    topics_with_relevant: bool = False,
+) -> Comparison:
     """Score several runs on the same topics; paired t-test (p < 0.05) of each against the first."""
     if len(run_paths) < 2:
         raise MathScoutError("compare needs at least two runs (the first is the baseline)")
     qrels = read_qrels(qrels_path)
     spec = choose_measure_set(qrels, prime, measure_set)
-    results = [evaluate_loaded(str(p), read_run(p), qrels, str(qrels_path), prime, spec, topics_with_relevant)
-               for p in run_paths]
+    results = [
+        evaluate_loaded(str(p), read_run(p), qrels, str(qrels_path), prime, spec, topics_with_relevant)
+        for p in run_paths
+    ]
     baseline = results[0]
     topics = sorted(baseline.per_topic)
     p_values: list[dict[str, float | None]] = [{}]
     for result in results[1:]:
-        p_values.append({
-            m: _paired_p_value([baseline.per_topic[t][m] for t in topics], [result.per_topic[t][m] for t in topics])
-            for m in baseline.measures
-        })
+        p_values.append(
+            {
+                m: _paired_p_value([baseline.per_topic[t][m] for t in topics], [result.per_topic[t][m] for t in topics])
+                for m in baseline.measures
+            }
+        )
     return Comparison(results=results, p_values=p_values)
 
 
-def scored_topics(qrels: Qrels, spec: MeasureSet, topics_with_relevant: bool = False,
-                  qrels_name: str = "the qrels") -> list[str]:
+def scored_topics(
+    qrels: Qrels, spec: MeasureSet, topics_with_relevant: bool = False, qrels_name: str = "the qrels"
+) -> list[str]:
     """The topics a mean is over: every assessed topic, or (the older view) those with a relevant document."""
     relevant = [q for q, docs in qrels.items() if any(g >= spec.relevant_grade for g in docs.values())]
     if not relevant:
@@ -279,12 +319,20 @@ def scored_topics(qrels: Qrels, spec: MeasureSet, topics_with_relevant: bool = F
     return relevant if topics_with_relevant else list(qrels)
 
 
-def evaluate_loaded(run_name: str, run: Run, qrels: Qrels, qrels_name: str, prime: bool, spec: MeasureSet,
-                    topics_with_relevant: bool = False) -> EvalResult:
+def evaluate_loaded(
+    run_name: str,
+    run: Run,
+    qrels: Qrels,
+    qrels_name: str,
+    prime: bool,
+    spec: MeasureSet,
+    topics_with_relevant: bool = False,
+) -> EvalResult:
     """Score a run and qrels already read (`evaluate_run` without the files): the measures of `spec` per topic and mean."""
     scorable = {q: qrels[q] for q in scored_topics(qrels, spec, topics_with_relevant, qrels_name)}
-    without_relevant = sorted((q for q in scorable if not any(g >= spec.relevant_grade for g in scorable[q].values())),
-                              key=topic_order)
+    without_relevant = sorted(
+        (q for q in scorable if not any(g >= spec.relevant_grade for g in scorable[q].values())), key=topic_order
+    )
     scores = run.scores()
     if not set(scores) & set(qrels):
         raise MathScoutError(

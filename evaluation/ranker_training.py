@@ -54,9 +54,20 @@ SEED = 0
 SAMPLE = 2000
 ROUNDS = 300
 PARAMS = {  # LightGBM lambdarank; one thread (the machine is shared), deterministic
-    "objective": "lambdarank", "metric": "ndcg", "eval_at": [10], "learning_rate": 0.05, "num_leaves": 31,
-    "min_data_in_leaf": 50, "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1,
-    "lambdarank_truncation_level": 20, "num_threads": 1, "verbose": -1, "seed": SEED, "deterministic": True,
+    "objective": "lambdarank",
+    "metric": "ndcg",
+    "eval_at": [10],
+    "learning_rate": 0.05,
+    "num_leaves": 31,
+    "min_data_in_leaf": 50,
+    "feature_fraction": 0.8,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambdarank_truncation_level": 20,
+    "num_threads": 1,
+    "verbose": -1,
+    "seed": SEED,
+    "deterministic": True,
     "force_row_wise": True,
 }
 IMPORTANCE_PLOT = "ranker-importance.png"
@@ -74,8 +85,14 @@ class TopicRows:
     candidates: Candidates
 
 
-def topic_rows(candidates: list[Candidates], qrels: dict[str, dict[str, int]], summaries, vocabulary: Vocabulary,
-               retrievers: list[str], judged_only: set[str]) -> list[TopicRows]:
+def topic_rows(
+    candidates: list[Candidates],
+    qrels: dict[str, dict[str, int]],
+    summaries,
+    vocabulary: Vocabulary,
+    retrievers: list[str],
+    judged_only: set[str],
+) -> list[TopicRows]:
     """Feature rows and grade labels per topic (unjudged candidates: label 0, or left out for `judged_only` topics)."""
     rows = []
     for found in candidates:
@@ -93,9 +110,14 @@ def topic_rows(candidates: list[Candidates], qrels: dict[str, dict[str, int]], s
 def fit(rows: list[TopicRows], names: list[str], rounds: int = ROUNDS):
     """A lambdarank model over these topics."""
     lightgbm = lightgbm_module()
-    data = lightgbm.Dataset(np.vstack([r.features for r in rows]), np.concatenate([r.labels for r in rows]),
-                            group=[len(r.docs) for r in rows], feature_name=[n.replace(".", "__") for n in names],
-                            categorical_feature=[names.index(c) for c in CATEGORICAL], free_raw_data=True)
+    data = lightgbm.Dataset(
+        np.vstack([r.features for r in rows]),
+        np.concatenate([r.labels for r in rows]),
+        group=[len(r.docs) for r in rows],
+        feature_name=[n.replace(".", "__") for n in names],
+        categorical_feature=[names.index(c) for c in CATEGORICAL],
+        free_raw_data=True,
+    )
     return lightgbm.train(PARAMS, data, num_boost_round=rounds)
 
 
@@ -142,7 +164,9 @@ def train(args: argparse.Namespace) -> None:
     retrievers = list(RETRIEVERS)
     used = servable_modes(index, RETRIEVERS)
     if not used:
-        raise MathScoutError(f"the index {index.path} has none of the retrievers a ranker uses ({', '.join(RETRIEVERS)})")
+        raise MathScoutError(
+            f"the index {index.path} has none of the retrievers a ranker uses ({', '.join(RETRIEVERS)})"
+        )
     candidates: list[Candidates] = []
     qrels: dict[str, dict[str, int]] = {}
     scorers: dict[str, Scorer] = {}
@@ -160,18 +184,31 @@ def train(args: argparse.Namespace) -> None:
         candidates += found
         qrels.update(scorer.qrels)
         scorers.update({t.id: scorer for t in topics})
-        sets.append({"topics": str(topics_path), "qrels": str(qrels_path), "count": len(topics), "measure": scorer.measure,
-                     "ids": [t.id for t in topics]})
-    print(f"candidates of {len(candidates)} topics ({', '.join(used)}; depth {args.depth}): "
-          f"{time.perf_counter() - started:.0f} s", flush=True)
+        sets.append(
+            {
+                "topics": str(topics_path),
+                "qrels": str(qrels_path),
+                "count": len(topics),
+                "measure": scorer.measure,
+                "ids": [t.id for t in topics],
+            }
+        )
+    print(
+        f"candidates of {len(candidates)} topics ({', '.join(used)}; depth {args.depth}): "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
     store = index.store
     summaries = store.summaries(d for c in candidates for d in c.docs)
     vocabulary = Vocabulary.learn(summaries.values())
     names = feature_names(retrievers)
     rows = topic_rows(candidates, qrels, summaries, vocabulary, retrievers, judged_only)
     scored = [r for r in rows if r.topic in scorers[r.topic].topics]  # the topics `mathscout eval` averages over
-    print(f"{sum(len(r.docs) for r in rows):,} candidate rows × {len(names)} features, {len(rows)} topics "
-          f"({len(scored)} scored as `mathscout eval` scores them)", flush=True)
+    print(
+        f"{sum(len(r.docs) for r in rows):,} candidate rows × {len(names)} features, {len(rows)} topics "
+        f"({len(scored)} scored as `mathscout eval` scores them)",
+        flush=True,
+    )
 
     def per_topic(results: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
         scores: dict[str, float] = {}
@@ -195,33 +232,59 @@ def train(args: argparse.Namespace) -> None:
         fold_report.append({"fold": number, "topics": len(test), "test": round(score, 4)})
         print(f"fold {number}: {len(test)} held-out topics, {score:.4f}", flush=True)
     ranker_scores = per_topic(held_out)
-    component_scores = {name: per_topic({t: [(h.doc_id, h.score) for h in by_topic[t].candidates.runs.get(name, [])]
-                                         for t in by_topic}) for name in used}
+    component_scores = {
+        name: per_topic({t: [(h.doc_id, h.score) for h in by_topic[t].candidates.runs.get(name, [])] for t in by_topic})
+        for name in used
+    }
     set_of = {t: n for n, s in enumerate(sets) for t in s.pop("ids")}
     by_set = lambda scores, n: _mean(v for t, v in scores.items() if set_of[t] == n)  # noqa: E731
     print(f"\n{args.folds}-fold CV over {len(by_topic)} topics (held-out mean of each set's first measure):")
     print(f"  {'':<12} " + " ".join(f"{Path(s['topics']).name[:28]:>28}" for s in sets) + f" {'all':>8}")
     for name, scores in {"ranker": ranker_scores, **component_scores}.items():
-        print(f"  {name:<12} " + " ".join(f"{by_set(scores, n):28.4f}" for n in range(len(sets)))
-              + f" {_mean(scores.values()):8.4f}")
+        print(
+            f"  {name:<12} "
+            + " ".join(f"{by_set(scores, n):28.4f}" for n in range(len(sets)))
+            + f" {_mean(scores.values()):8.4f}"
+        )
     for n, s in enumerate(sets):
-        s["cv"] = {name: round(by_set(scores, n), 4) for name, scores in {"ranker": ranker_scores, **component_scores}.items()}
+        s["cv"] = {
+            name: round(by_set(scores, n), 4) for name, scores in {"ranker": ranker_scores, **component_scores}.items()
+        }
 
     model = fit(rows, names, args.rounds)
     gains = model.feature_importance("gain")
     importances = {n: round(float(g), 2) for n, g in sorted(zip(names, gains), key=lambda x: -x[1]) if g > 0}
     folder = Path(args.save) if args.save else index.path
-    config = RankerConfig(retrievers=retrievers, used=used, depth=args.depth, features=names,
-                          vocabulary={"kinds": vocabulary.kinds, "sources": vocabulary.sources}, training={
-        "sets": sets, "topics": len(rows), "scored_topics": len(by_topic), "sample": args.sample, "seed": args.seed,
-        "judged_only": args.judged_only, "prime": args.prime, "rows": int(sum(len(r.docs) for r in rows)),
-        "params": PARAMS, "rounds": args.rounds, "folds": fold_report,
-        "cv": {"ranker": round(_mean(ranker_scores.values()), 4),
-               **{name: round(_mean(s.values()), 4) for name, s in component_scores.items()}},
-        "importances_gain": importances, "seconds": round(time.perf_counter() - started, 1)})
+    config = RankerConfig(
+        retrievers=retrievers,
+        used=used,
+        depth=args.depth,
+        features=names,
+        vocabulary={"kinds": vocabulary.kinds, "sources": vocabulary.sources},
+        training={
+            "sets": sets,
+            "topics": len(rows),
+            "scored_topics": len(by_topic),
+            "sample": args.sample,
+            "seed": args.seed,
+            "judged_only": args.judged_only,
+            "prime": args.prime,
+            "rows": int(sum(len(r.docs) for r in rows)),
+            "params": PARAMS,
+            "rounds": args.rounds,
+            "folds": fold_report,
+            "cv": {
+                "ranker": round(_mean(ranker_scores.values()), 4),
+                **{name: round(_mean(s.values()), 4) for name, s in component_scores.items()},
+            },
+            "importances_gain": importances,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+    )
     saved = save_model(model, config, folder)
-    plot = importance_plot(names, gains, folder / IMPORTANCE_PLOT,
-                           f"LambdaMART feature importance ({len(rows)} topics, {', '.join(used)})")
+    plot = importance_plot(
+        names, gains, folder / IMPORTANCE_PLOT, f"LambdaMART feature importance ({len(rows)} topics, {', '.join(used)})"
+    )
     print(f"stored {saved} and {folder / config.model['file']}; importances plotted in {plot}", file=sys.stderr)
 
 
@@ -236,15 +299,19 @@ def write_runs(args: argparse.Namespace) -> None:
     topics = choose_topics(args.topics, args.qrels)
     # the retrievers are opened once: the candidate generator's serve the deep runs too
     generator = CandidateGenerator(index, tuple(ranker.config.retrievers), ranker.config.depth)
-    found = cached_candidates(index, topics, args.cache, ranker.config.depth, tuple(ranker.config.retrievers),
-                              generator=generator)
+    found = cached_candidates(
+        index, topics, args.cache, ranker.config.depth, tuple(ranker.config.retrievers), generator=generator
+    )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict[str, list[Hit]]] = {"ranked": {}, **{name: {} for name in ranker.config.used}}
     tail = tail_retriever(ranker.config)
     # each retriever's own top 1,000 (structure search, the slowest, stays at the ranker's depth); the tail's is
     # also the ranked run's tail
-    deep = {name: (generator.retrievers.get(name) or open_retriever(index, name)).batch_search(topics, K)
-            for name in ranker.config.used if name != "structure"}
+    deep = {
+        name: (generator.retrievers.get(name) or open_retriever(index, name)).batch_search(topics, K)
+        for name in ranker.config.used
+        if name != "structure"
+    }
     kinds = {}
     for candidates in found:
         qid = candidates.query.id
@@ -285,8 +352,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     parser = argparse.ArgumentParser(prog="mathscout train ranker", description=__doc__.splitlines()[0])
     parser.add_argument("--index", type=Path, required=True)
-    parser.add_argument("--topics", type=Path, action="append", help="train topics (repeatable; default: the "
-                        "shared train topics)")
+    parser.add_argument(
+        "--topics", type=Path, action="append", help="train topics (repeatable; default: the shared train topics)"
+    )
     parser.add_argument("--qrels", type=Path, action="append", help="their qrels (one per --topics)")
     parser.add_argument("--cache", type=Path, action="append", help="candidate cache file per --topics (reused)")
     parser.add_argument("--sample", type=int, default=SAMPLE, help="seeded sample of each topic set (0: all)")
@@ -294,8 +362,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folds", type=int, default=FOLDS)
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="boosting rounds")
     parser.add_argument("--depth", type=int, default=DEPTH, help="hits taken from each retriever")
-    parser.add_argument("--judged-only", action="store_true",
-                        help="ARQMath topic sets: train on judged candidates only (the prime measures ignore the rest)")
+    parser.add_argument(
+        "--judged-only",
+        action="store_true",
+        help="ARQMath topic sets: train on judged candidates only (the prime measures ignore the rest)",
+    )
     parser.add_argument("--prime", action="store_true", help="score ARQMath topic sets' folds with the prime measures")
     parser.add_argument("--save", type=Path, help="store the model in this folder instead of the index")
     args = parser.parse_args(argv)

@@ -15,8 +15,10 @@ def format_evaluation(result: EvalResult, per_topic: bool = False) -> str:
     lines += [f"note: {note}" for note in result.notes()]
     rows = []
     if per_topic:
-        rows = [[t] + [f"{result.per_topic[t][m]:.4f}" for m in result.measures]
-                for t in sorted(result.per_topic, key=topic_order)]
+        rows = [
+            [t] + [f"{result.per_topic[t][m]:.4f}" for m in result.measures]
+            for t in sorted(result.per_topic, key=topic_order)
+        ]
     rows.append(["mean"] + [f"{result.summary[m]:.4f}" for m in result.measures])
     lines.append("")
     lines += _table(["topic"] + result.measures, rows, rule_before_last=per_topic)

@@ -32,8 +32,10 @@ class RunComparison:
 def ranked_entries(path: Path) -> dict[str, list[tuple[str, float]]]:
     """Each topic's (doc id, score) by rank, from a run file read by `evaluation.runs.read_run` (a clear error on a
     malformed or missing file)."""
-    return {topic: [(e.doc_id, e.score) for e in sorted(entries, key=lambda e: e.rank)]
-            for topic, entries in read_run(path).topics.items()}
+    return {
+        topic: [(e.doc_id, e.score) for e in sorted(entries, key=lambda e: e.rank)]
+        for topic, entries in read_run(path).topics.items()
+    }
 
 
 def _same_up_to_ties(a: list[tuple[str, float]], b: list[tuple[str, float]], tolerance: float) -> bool:
@@ -47,7 +49,7 @@ def _same_up_to_ties(a: list[tuple[str, float]], b: list[tuple[str, float]], tol
         j = i
         while j + 1 < len(a) and abs(a[j + 1][1] - a[i][1]) <= tolerance:
             j += 1
-        if j + 1 < len(a) and {d for d, _ in a[i:j + 1]} != {d for d, _ in b[i:j + 1]}:
+        if j + 1 < len(a) and {d for d, _ in a[i : j + 1]} != {d for d, _ in b[i : j + 1]}:
             return False
         i = j + 1
     return True
@@ -81,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sharded", type=Path)
     parser.add_argument("--tolerance", type=float, default=1e-5)
     args = parser.parse_args(argv)
-    return print_verdict(lambda: compare_runs(args.single, args.sharded, args.tolerance),
-                         lambda result: result.identical_up_to_ties == result.topics)
+    return print_verdict(
+        lambda: compare_runs(args.single, args.sharded, args.tolerance),
+        lambda result: result.identical_up_to_ties == result.topics,
+    )
 
 
 def print_verdict(compare: Callable[[], Any], same: Callable[[Any], bool]) -> int:

@@ -24,10 +24,20 @@ if TYPE_CHECKING:
     from mathscout.retrievers.structure import StructureRetriever
 
 
-def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str,
-               fmt: str = "trec", tag: str | None = None, options: dict | None = None,
-               rerank: str | None = None, rerank_depth: int = 10, first_stage: Path | str | None = None,
-               open_mode: Callable[..., Retriever] | None = None) -> str:
+def run_topics(
+    index: IndexDir,
+    topics_path: Path | str,
+    mode: str,
+    k: int,
+    output: Path | str,
+    fmt: str = "trec",
+    tag: str | None = None,
+    options: dict | None = None,
+    rerank: str | None = None,
+    rerank_depth: int = 10,
+    first_stage: Path | str | None = None,
+    open_mode: Callable[..., Retriever] | None = None,
+) -> str:
     """Search each topic (top `k`) with the `mode` retriever and write `output`; returns a summary line.
 
     `open_mode(index, mode, **options)` opens the retriever: the entry layer hands down the one mode resolver
@@ -74,8 +84,10 @@ def run_topics(index: IndexDir, topics_path: Path | str, mode: str, k: int, outp
     skipped = ""
     if failures:
         skipped = f", {len(failures)} skipped ({', '.join(failures[:5])}{', …' if len(failures) > 5 else ''})"
-    return (f"{output}: {len(results)} topics{skipped}, {lines:,} lines ({fmt}, tag {tag}) in {elapsed:.1f} s, "
-            f"mean latency {mean_ms:.1f} ms/topic")
+    return (
+        f"{output}: {len(results)} topics{skipped}, {lines:,} lines ({fmt}, tag {tag}) in {elapsed:.1f} s, "
+        f"mean latency {mean_ms:.1f} ms/topic"
+    )
 
 
 def _run_k(k: int, fmt: str) -> int:
@@ -92,8 +104,16 @@ def _run_k(k: int, fmt: str) -> int:
 TASK2_MODES = ("structure",)  # Task 2 ranks formulas: the structure engine's formula-level results
 
 
-def run_task2(index: IndexDir, topics_path: Path | str, mode: str, k: int, output: Path | str, fmt: str = "arqmath",
-              tag: str | None = None, options: dict | None = None) -> str:
+def run_task2(
+    index: IndexDir,
+    topics_path: Path | str,
+    mode: str,
+    k: int,
+    output: Path | str,
+    fmt: str = "arqmath",
+    tag: str | None = None,
+    options: dict | None = None,
+) -> str:
     """ARQMath Task 2 (formula retrieval): each topic's query formula → the top `k` formulas by structure similarity,
     written as `topic formula post rank score run` (`fmt` "arqmath", tab-separated; "trec" puts the formula id in
     the document column). Formula ids are the index's: official ARQMath ids for Posts XML, `<doc>#<n>` otherwise."""
@@ -122,13 +142,18 @@ def run_task2(index: IndexDir, topics_path: Path | str, mode: str, k: int, outpu
     if fmt == "arqmath":
         lines = format_task2_lines(results, tag)
     else:
-        lines = format_run_lines({qid: [Hit(doc_id=f.id, score=s) for f, s in pairs] for qid, pairs in results.items()},
-                                 tag, fmt)
+        lines = format_run_lines(
+            {qid: [Hit(doc_id=f.id, score=s) for f, s in pairs] for qid, pairs in results.items()}, tag, fmt
+        )
     write_lines(lines, output)
     empty = [qid for qid in (t.id for t in topics) if not results.get(qid)]
-    missing = f", {len(empty)} without results ({', '.join(empty[:5])}{', …' if len(empty) > 5 else ''})" if empty else ""
-    return (f"{output}: Task 2, {len(topics) - len(empty)} topics{missing}, {len(lines):,} lines ({fmt}, tag {tag}) "
-            f"in {time.perf_counter() - started:.1f} s")
+    missing = (
+        f", {len(empty)} without results ({', '.join(empty[:5])}{', …' if len(empty) > 5 else ''})" if empty else ""
+    )
+    return (
+        f"{output}: Task 2, {len(topics) - len(empty)} topics{missing}, {len(lines):,} lines ({fmt}, tag {tag}) "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
 
 
 class RunRetriever:

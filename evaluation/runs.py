@@ -82,8 +82,9 @@ def format_task2_lines(results: Mapping[str, list[tuple[Formula, float]]], tag: 
         _check_token("topic id", qid)
         ordered = sorted(formulas, key=lambda pair: -pair[1])
         for rank, (formula, score) in enumerate(ordered, start=1):
-            lines.append(f"{qid}\t{encode_doc_id(formula.id)}\t{encode_doc_id(formula.doc_id)}\t{rank}\t"
-                         f"{float(score)!r}\t{tag}")
+            lines.append(
+                f"{qid}\t{encode_doc_id(formula.id)}\t{encode_doc_id(formula.doc_id)}\t{rank}\t{float(score)!r}\t{tag}"
+            )
     return lines
 
 
@@ -148,8 +149,10 @@ def read_run(path: Path | str) -> Run:
         except ValueError as exc:
             raise MathScoutError(f"{path}:{number}: rank must be an integer and score a number ({exc})") from exc
         if not math.isfinite(entry.score):
-            raise MathScoutError(f"{path}:{number}: the score {score} is not a finite number (NaN and infinity cannot be "
-                                 "ranked); fix the run")
+            raise MathScoutError(
+                f"{path}:{number}: the score {score} is not a finite number (NaN and infinity cannot be "
+                "ranked); fix the run"
+            )
         if entry.doc_id in seen.setdefault(qid, set()):
             run.duplicates_dropped += 1
             continue

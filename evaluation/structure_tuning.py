@@ -48,8 +48,16 @@ from mathscout.retrievers.base import prepare_query
 from mathscout.structure.scoring import LAMBDA_M, fuse_math_text
 
 
-def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0, seed: int = 13,
-         max_formulas: int = 0, qrels: Path | None = None) -> None:
+def dump(
+    index: Path,
+    topics_path: Path,
+    depth: int,
+    out: Path,
+    sample: int = 0,
+    seed: int = 13,
+    max_formulas: int = 0,
+    qrels: Path | None = None,
+) -> None:
     from mathscout.retrievers.bm25 import BM25Retriever
     from mathscout.retrievers.structure import StructureRetriever, query_kind, split_query
 
@@ -72,8 +80,13 @@ def dump(index: Path, topics_path: Path, depth: int, out: Path, sample: int = 0,
             prepared = sorted(prepared, key=lambda q: -q.width)[:max_formulas]
         per_formula, full = _top_lists(retriever, bm25, doc_ids, prepared, query, depth)
         text = {doc_ids[d]: s for d, s in retriever.bm25_scores(words, depth).items()} if words else {}
-        records[topic.id] = {"formulas": per_formula, "words": text, "full": full, "n_formulas": len(formulas),
-                             "kind": query_kind(query)}
+        records[topic.id] = {
+            "formulas": per_formula,
+            "words": text,
+            "full": full,
+            "n_formulas": len(formulas),
+            "kind": query_kind(query),
+        }
         if n % 20 == 0:
             print(f"[dump] {n}/{len(topics)} topics, {time.perf_counter() - started:.0f} s", flush=True)
     with open(out, "wb") as f:
@@ -112,7 +125,9 @@ def _with_kinds(records: dict, topics_path: Path) -> dict:
     return records
 
 
-def fuse(record: dict, lambda_m: float, max_formulas: int = 0, text: str = "words", k: int = 1000) -> list[tuple[str, float]]:
+def fuse(
+    record: dict, lambda_m: float, max_formulas: int = 0, text: str = "words", k: int = 1000
+) -> list[tuple[str, float]]:
     """Zhong 2023 thesis, Eq. 3.18 for one topic: λ_m · Σ over the (widest `max_formulas`) formulas + the text part, top k. A formula
     query (kind "formula") ranks by its formula's match tier first, as the structure mode does (`_by_tier`); the
     score is then tier + score / the best score."""
@@ -141,8 +156,12 @@ def write_run(records: dict, path: Path, tag: str, **options) -> None:
 
 def _grid(lambdas: str, max_formulas: str, text: str) -> list[dict]:
     """Every combination of the comma-separated λ_m, widest-formula counts and text parts."""
-    return [{"lambda_m": float(lam), "max_formulas": int(m), "text": t}
-            for lam in lambdas.split(",") for m in max_formulas.split(",") for t in text.split(",")]
+    return [
+        {"lambda_m": float(lam), "max_formulas": int(m), "text": t}
+        for lam in lambdas.split(",")
+        for m in max_formulas.split(",")
+        for t in text.split(",")
+    ]
 
 
 def _write_runs(records: dict, grid: list[dict], out_dir: Path, stem: str, k: int) -> list[tuple[dict, Path]]:
@@ -156,8 +175,16 @@ def _write_runs(records: dict, grid: list[dict], out_dir: Path, stem: str, k: in
     return runs
 
 
-def tune(records: dict, qrels: Path, grid: list[dict], out_dir: Path, stem: str, k: int = 1000, prime: bool = False,
-         measure: str | None = None) -> tuple[dict, str, float]:
+def tune(
+    records: dict,
+    qrels: Path,
+    grid: list[dict],
+    out_dir: Path,
+    stem: str,
+    k: int = 1000,
+    prime: bool = False,
+    measure: str | None = None,
+) -> tuple[dict, str, float]:
     """Score every setting of the grid on the dumped topics; (best setting, measure, its value)."""
     # score the dumped topics only: a sample's mean must not count the qrels' other topics as 0
     with open(qrels, encoding="utf-8") as f:
@@ -201,8 +228,14 @@ def dump_formula_queries(index: Path, sample: int, depth: int, seed: int = 13) -
         except QueryError:
             prepared = []
         per_formula, full = _top_lists(retriever, bm25, doc_ids, prepared, Query(id=qid, text=f"${q['latex']}$"), depth)
-        records[qid] = {"formulas": per_formula, "words": {}, "full": full, "n_formulas": 1, "kind": "formula",
-                        "formula_kind": q["kind"]}
+        records[qid] = {
+            "formulas": per_formula,
+            "words": {},
+            "full": full,
+            "n_formulas": 1,
+            "kind": "formula",
+            "formula_kind": q["kind"],
+        }
         qrels.extend(f"{qid} 0 {encode_doc_id(doc)} 1\n" for doc in q["relevant"])
     print(f"{len(records)} formula queries from the fitting half dumped in {time.perf_counter() - started:.0f} s")
     return records, qrels
@@ -213,11 +246,21 @@ def _current(index: Path) -> dict[str, dict]:
     from mathscout.retrievers.structure import StructureRetriever
 
     settings = StructureRetriever(IndexDir(index)).kind_settings
-    return {kind: {"lambda_m": s.lambda_m, "max_formulas": s.max_formulas, "text": s.text} for kind, s in settings.items()}
+    return {
+        kind: {"lambda_m": s.lambda_m, "max_formulas": s.max_formulas, "text": s.text} for kind, s in settings.items()
+    }
 
 
-def fit_kinds(index: Path, records: dict, qrels: Path, grid: list[dict], out_dir: Path, source: str,
-              formula_records: dict, formula_qrels: list[str]) -> dict[str, KindFit]:
+def fit_kinds(
+    index: Path,
+    records: dict,
+    qrels: Path,
+    grid: list[dict],
+    out_dir: Path,
+    source: str,
+    formula_records: dict,
+    formula_qrels: list[str],
+) -> dict[str, KindFit]:
     """One setting per query kind (Zhong 2023 thesis Eq. 3.18 λ_m, formulas, text part): questions of each kind on their
     train topics, formula-only queries on formula queries from the fitting half. Each with its score before."""
     current = _current(index)
@@ -231,16 +274,28 @@ def fit_kinds(index: Path, records: dict, qrels: Path, grid: list[dict], out_dir
         fits[kind] = KindFit(kind, best, key, value, before, len(subset), f"{source} ({kind} questions)")
     if formula_records:
         lambdas = sorted({g["lambda_m"] for g in grid} | set(FORMULA_LAMBDAS))
-        formula_grid = [STRUCTURE_ALONE] + [{"lambda_m": lam, "max_formulas": 0, "text": text}
-                                            for text in ("full", "parts") for lam in lambdas]
+        formula_grid = [STRUCTURE_ALONE] + [
+            {"lambda_m": lam, "max_formulas": 0, "text": text} for text in ("full", "parts") for lam in lambdas
+        ]
         best, value, before = fit_formula_kind(formula_records, formula_qrels, formula_grid, current["formula"])
-        fits["formula"] = KindFit("formula", best, "nDCG@10", value, before, len(formula_records),
-                                  "formula queries from the fitting half of the documents (renamed, re-rendered, "
-                                  "transformed, sub-expression), no kind below structure alone")
+        fits["formula"] = KindFit(
+            "formula",
+            best,
+            "nDCG@10",
+            value,
+            before,
+            len(formula_records),
+            "formula queries from the fitting half of the documents (renamed, re-rendered, "
+            "transformed, sub-expression), no kind below structure alone",
+        )
     return fits
 
 
-STRUCTURE_ALONE = {"lambda_m": LAMBDA_M, "max_formulas": 0, "text": "words"}  # Zhong 2023 thesis, Eq. 3.16 alone (the thesis default)
+STRUCTURE_ALONE = {
+    "lambda_m": LAMBDA_M,
+    "max_formulas": 0,
+    "text": "words",
+}  # Zhong 2023 thesis, Eq. 3.16 alone (the thesis default)
 FORMULA_LAMBDAS = (5.0, 10.0, 25.0, 100.0)  # large λ_m: structure first, BM25 over the math tokens breaking near-ties
 # nDCG@10 differences below this count as equal when a kind is compared with structure alone: on 100 queries per kind
 # it is under a third of one query's first hit moving down one rank (1 − 1/log2(3) = 0.37 → 0.0037)
@@ -261,7 +316,9 @@ def formula_kind_means(records: dict, relevant: dict[str, set[str]], options: di
     return means
 
 
-def fit_formula_kind(records: dict, qrels_lines: list[str], grid: list[dict], current: dict) -> tuple[dict, float, float]:
+def fit_formula_kind(
+    records: dict, qrels_lines: list[str], grid: list[dict], current: dict
+) -> tuple[dict, float, float]:
     """The formula-only setting: the best mean over all formula queries among the settings that keep *every*
     transformation kind at least at structure alone's level, within EQUAL_WITHIN (renamed variables must not be
     traded for the other kinds; structure alone always qualifies). (best setting, its mean, the current setting's mean)."""
@@ -277,8 +334,12 @@ def fit_formula_kind(records: dict, qrels_lines: list[str], grid: list[dict], cu
     for options in grid:
         means = formula_kind_means(records, relevant, options)
         keeps = all(means[kind] >= floor[kind] - EQUAL_WITHIN for kind in floor)
-        print(options, {kind: round(v, 4) for kind, v in means.items()}, "" if keeps else "(a kind below structure alone)",
-              flush=True)
+        print(
+            options,
+            {kind: round(v, 4) for kind, v in means.items()},
+            "" if keeps else "(a kind below structure alone)",
+            flush=True,
+        )
         if keeps and means["all"] > best_means["all"]:
             best, best_means = options, means
     print(f"formula-only: {best} → nDCG@10 {best_means['all']:.4f} (structure alone {floor['all']:.4f})")
@@ -298,17 +359,34 @@ class KindFit:
     tuned_on: str
 
 
-def store(index: Path, best: dict, measure: str, value: float, topics: int, source: str,
-          kinds: dict[str, KindFit] | None = None) -> Path:
+def store(
+    index: Path,
+    best: dict,
+    measure: str,
+    value: float,
+    topics: int,
+    source: str,
+    kinds: dict[str, KindFit] | None = None,
+) -> Path:
     """Keep the tuned setting with the index: the structure mode uses it from now on (the top level is the setting
     of questions with words and formulas; `kinds` one per query kind)."""
     from mathscout.retrievers.structure import StructureSettings
 
     require_train_topics(Path(source), what="tuning")
-    stored_kinds = {fit.kind: {**fit.best, "tuned_on": fit.tuned_on, "queries": fit.queries, "measure": fit.measure,
-                               "score": round(fit.score, 4), "before": round(fit.before, 4)} for fit in (kinds or {}).values()}
-    settings = StructureSettings(**best, tuned_on=source, topics=topics, measure=measure, score=round(value, 4),
-                                 kinds=stored_kinds or None)
+    stored_kinds = {
+        fit.kind: {
+            **fit.best,
+            "tuned_on": fit.tuned_on,
+            "queries": fit.queries,
+            "measure": fit.measure,
+            "score": round(fit.score, 4),
+            "before": round(fit.before, 4),
+        }
+        for fit in (kinds or {}).values()
+    }
+    settings = StructureSettings(
+        **best, tuned_on=source, topics=topics, measure=measure, score=round(value, 4), kinds=stored_kinds or None
+    )
     saved = settings.write(IndexDir(index))
     print(f"stored in {saved}: the structure mode of this index now uses it")
     return saved
@@ -327,10 +405,12 @@ def refuse_sharded(index: Path) -> None:
     from mathscout.retrievers.shards.layout import is_sharded
 
     if is_sharded(index):
-        raise MathScoutError(f"{index} is a sharded index: fit the setting on a single index of the same documents "
-                             f"('mathscout train structure --index SINGLE') and copy SINGLE/structure.json into {index} "
-                             f"(every shard scores with it), or store a tuned dump with 'mathscout train structure tune "
-                             f"--dump D --qrels Q --index {index}'")
+        raise MathScoutError(
+            f"{index} is a sharded index: fit the setting on a single index of the same documents "
+            f"('mathscout train structure --index SINGLE') and copy SINGLE/structure.json into {index} "
+            f"(every shard scores with it), or store a tuned dump with 'mathscout train structure tune "
+            f"--dump D --qrels Q --index {index}'"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -348,9 +428,15 @@ def main(argv: list[str] | None = None) -> None:
     f.add_argument("--lambdas", default="0.05,0.1,0.2,0.3,0.5,1,2.5")
     f.add_argument("--max-formulas", default="0,1,3,5")
     f.add_argument("--text", default="words,full")
-    f.add_argument("--formula-sample", type=int, default=100,
-                   help="formula-only queries per kind from the fitting half of the documents (0: keep structure alone)")
-    f.add_argument("--dump", type=Path, help="reuse a `dump` of the train topics (same --topics) instead of searching them")
+    f.add_argument(
+        "--formula-sample",
+        type=int,
+        default=100,
+        help="formula-only queries per kind from the fitting half of the documents (0: keep structure alone)",
+    )
+    f.add_argument(
+        "--dump", type=Path, help="reuse a `dump` of the train topics (same --topics) instead of searching them"
+    )
     d = sub.add_parser("dump")
     d.add_argument("--index", type=Path, required=True)
     d.add_argument("--topics", type=Path, required=True)
@@ -370,14 +456,18 @@ def main(argv: list[str] | None = None) -> None:
         if name == "tune":
             p.add_argument("--qrels", type=Path, required=True)
             p.add_argument("--prime", action="store_true")
-            p.add_argument("--measure", default=None, help="measure to maximise (default nDCG@10, or ndcg′ with --prime)")
+            p.add_argument(
+                "--measure", default=None, help="measure to maximise (default nDCG@10, or ndcg′ with --prime)"
+            )
             p.add_argument("--index", type=Path, help="store the best setting in this index (structure.json)")
             p.add_argument("--source", default="", help="the topics the dump came from (recorded in structure.json)")
     args = parser.parse_args(argv)
     if args.command in ("fit", "dump"):
         refuse_sharded(args.index)
     if args.command == "dump":
-        dump(args.index, args.topics, args.depth, args.out, args.sample, max_formulas=args.max_formulas, qrels=args.qrels)
+        dump(
+            args.index, args.topics, args.depth, args.out, args.sample, max_formulas=args.max_formulas, qrels=args.qrels
+        )
         return
     grid = _grid(args.lambdas, args.max_formulas, args.text)
     if args.command == "fit":
@@ -389,12 +479,20 @@ def main(argv: list[str] | None = None) -> None:
             if args.dump is None:
                 dump(args.index, args.topics, args.depth, dumped, args.sample, qrels=args.qrels)
             records = _with_kinds(_read_dump(dumped), args.topics)
-            formula_records, formula_qrels = (dump_formula_queries(args.index, args.formula_sample, args.depth)
-                                              if args.formula_sample else ({}, []))
-            fits = fit_kinds(args.index, records, args.qrels, grid, Path(tmp), args.topics.name, formula_records, formula_qrels)
+            formula_records, formula_qrels = (
+                dump_formula_queries(args.index, args.formula_sample, args.depth) if args.formula_sample else ({}, [])
+            )
+            fits = fit_kinds(
+                args.index, records, args.qrels, grid, Path(tmp), args.topics.name, formula_records, formula_qrels
+            )
             topics = len(records)
             if "mixed" in fits:
-                best, key, value, topics = fits["mixed"].best, fits["mixed"].measure, fits["mixed"].score, fits["mixed"].queries
+                best, key, value, topics = (
+                    fits["mixed"].best,
+                    fits["mixed"].measure,
+                    fits["mixed"].score,
+                    fits["mixed"].queries,
+                )
             else:  # no question with words and formulas: one setting for all the topics
                 best, key, value = tune(records, args.qrels, grid, Path(tmp), "train")
         report(fits)

@@ -94,7 +94,7 @@ def _jsonl_topics(text: str, path: Path) -> list[Query]:
         except ValueError as exc:
             raise MathScoutError(f"{path}:{number}: not valid JSON ({exc})") from exc
         if not isinstance(record, dict) or "id" not in record:
-            raise MathScoutError(f"{path}:{number}: expected an object with an \"id\"")
+            raise MathScoutError(f'{path}:{number}: expected an object with an "id"')
         topic_id = str(record["id"])
         tags = tuple(str(t) for t in record.get("tags") or ())
         if "query" in record:
@@ -103,7 +103,7 @@ def _jsonl_topics(text: str, path: Path) -> list[Query]:
             parts = (str(record.get("title") or "").strip(), str(record.get("body") or "").strip())
             topics.append(Topic(id=topic_id, text="\n\n".join(p for p in parts if p), tags=tags))
         else:
-            raise MathScoutError(f"{path}:{number}: expected \"title\"/\"body\" or \"query\" fields")
+            raise MathScoutError(f'{path}:{number}: expected "title"/"body" or "query" fields')
     return topics
 
 

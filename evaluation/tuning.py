@@ -77,12 +77,19 @@ class Scorer:
         self.prime = prime
         self.spec: MeasureSet = choose_measure_set(self.qrels, prime, measure_set)
         self.measure = self.spec.measures[0].label(prime)
-        self.topics = sorted(scored_topics(self.qrels, self.spec), key=topic_order)  # the topics `mathscout eval` averages
+        self.topics = sorted(
+            scored_topics(self.qrels, self.spec), key=topic_order
+        )  # the topics `mathscout eval` averages
 
     def per_topic(self, results: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, float]:
         """Score ranked (doc, score) lists per topic; judged topics without results count 0."""
-        run = Run(topics={qid: [RunEntry(doc, rank, score) for rank, (doc, score) in enumerate(hits, start=1)]
-                          for qid, hits in results.items() if hits})
+        run = Run(
+            topics={
+                qid: [RunEntry(doc, rank, score) for rank, (doc, score) in enumerate(hits, start=1)]
+                for qid, hits in results.items()
+                if hits
+            }
+        )
         if not run.topics:
             return dict.fromkeys(self.topics, 0.0)
         result = evaluate_loaded("fusion", run, self.qrels, self.qrels_path, self.prime, self.spec)
@@ -125,15 +132,17 @@ class CrossValidation:
 class GridSearch:
     """Scores of every grid point on every topic, computed once (rankings fused for the whole grid at once)."""
 
-    def __init__(self, runs: Runs, scorer: Scorer, fusion: str = "linear", grid: np.ndarray | None = None,
-                 depth: int = DEPTH):
+    def __init__(
+        self, runs: Runs, scorer: Scorer, fusion: str = "linear", grid: np.ndarray | None = None, depth: int = DEPTH
+    ):
         self.names = list(runs)
         self.fusion = method(fusion)
         self.grid = grid if grid is not None else weight_grid(len(self.names), default_step(len(self.names)))
         self.scorer = scorer
         topics = list(dict.fromkeys([*scorer.topics, *(q for run in runs.values() for q in run)]))
-        self.matrices = {qid: TopicMatrix.build([runs[n].get(qid, {}) for n in self.names], self.fusion, depth)
-                         for qid in topics}
+        self.matrices = {
+            qid: TopicMatrix.build([runs[n].get(qid, {}) for n in self.names], self.fusion, depth) for qid in topics
+        }
         self.scores = np.zeros((len(self.grid), len(scorer.topics)))  # (points, judged topics)
         for point in range(len(self.grid)):
             per_topic = scorer.per_topic({qid: self.ranking(qid, point) for qid in self.matrices})
@@ -175,12 +184,30 @@ def cross_validate(grid: GridSearch, folds: int = FOLDS, seed: int = SEED) -> Cr
             qid = topics[position]
             per_topic[qid] = float(grid.scores[point, position])
             fused[qid] = grid.ranking(qid, point)
-        report.append(Fold(number + 1, [topics[p] for p in test], grid.weights(point),
-                           float(grid.scores[point, train].mean()), float(grid.scores[point, test].mean())))
+        report.append(
+            Fold(
+                number + 1,
+                [topics[p] for p in test],
+                grid.weights(point),
+                float(grid.scores[point, train].mean()),
+                float(grid.scores[point, test].mean()),
+            )
+        )
     final = grid.best(np.arange(len(topics)))
     step = float(grid.grid[grid.grid > 0].min()) if len(grid.grid) > 1 else 1.0
-    return CrossValidation(grid.names, grid.fusion.name, grid.scorer.measure, step, len(grid.grid), report,
-                           per_topic, fused, grid.weights(final), float(grid.scores[final].mean()), grid.ceiling())
+    return CrossValidation(
+        grid.names,
+        grid.fusion.name,
+        grid.scorer.measure,
+        step,
+        len(grid.grid),
+        report,
+        per_topic,
+        fused,
+        grid.weights(final),
+        float(grid.scores[final].mean()),
+        grid.ceiling(),
+    )
 
 
 def load_runs(specs: Sequence[str]) -> Runs:
@@ -211,7 +238,9 @@ class Row:
 def _table(rows: list[Row], topics: list[str], measure: str, baseline: Row | None) -> list[str]:
     types = sorted({topic_type(q) for q in topics})
     by_type = {t: [q for q in topics if topic_type(q) == t] for t in types}
-    header = f"{'system':<34} {measure:>8}" + "".join(f" {f'{t} ({len(by_type[t])})':>12}" for t in types if len(types) > 1)
+    header = f"{'system':<34} {measure:>8}" + "".join(
+        f" {f'{t} ({len(by_type[t])})':>12}" for t in types if len(types) > 1
+    )
     lines = [header + ("   p vs " + baseline.system if baseline else "")]
     for row in rows:
         line = f"{row.system:<34} {np.mean([row.per_topic[q] for q in topics]):8.3f}"
@@ -219,8 +248,13 @@ def _table(rows: list[Row], topics: list[str], measure: str, baseline: Row | Non
             line += "".join(f" {np.mean([row.per_topic[q] for q in by_type[t]]):12.3f}" for t in types)
         if baseline is not None and row is not baseline:
             diff = [row.per_topic[q] - baseline.per_topic[q] for q in topics]
-            p = 1.0 if not any(diff) else float(ttest_rel([row.per_topic[q] for q in topics],
-                                                          [baseline.per_topic[q] for q in topics]).pvalue)
+            p = (
+                1.0
+                if not any(diff)
+                else float(
+                    ttest_rel([row.per_topic[q] for q in topics], [baseline.per_topic[q] for q in topics]).pvalue
+                )
+            )
             line += f"   p = {p:.3g}"
         lines.append(line)
     return lines
@@ -228,12 +262,15 @@ def _table(rows: list[Row], topics: list[str], measure: str, baseline: Row | Non
 
 def _headroom(best_run: str, best_score: float, cv: CrossValidation) -> str:
     """The fusion's gain over its best run: held out, fitted on these topics, and with weights chosen per topic."""
+
     def gain(score: float) -> str:
         return f"{100 * (score / best_score - 1):+.1f} %" if best_score > 0 else "n/a"
 
-    return (f"gain over the best run ({best_run}, {best_score:.3f}): CV {gain(cv.score)}; weights fitted on these "
-            f"topics {gain(cv.final_score)}; each topic at its own best weights {gain(cv.ceiling_score)} "
-            f"({cv.ceiling_score:.3f}, the ceiling of this grid)")
+    return (
+        f"gain over the best run ({best_run}, {best_score:.3f}): CV {gain(cv.score)}; weights fitted on these "
+        f"topics {gain(cv.final_score)}; each topic at its own best weights {gain(cv.ceiling_score)} "
+        f"({cv.ceiling_score:.3f}, the ceiling of this grid)"
+    )
 
 
 def _check_servable(index: IndexDir, names: list[str]) -> None:
@@ -243,19 +280,28 @@ def _check_servable(index: IndexDir, names: list[str]) -> None:
     modes = available_modes()
     for name in names:
         if name in ("hybrid", "auto"):  # the fused mode itself (and the planner above it) cannot be a part of it
-            raise MathScoutError(f"the run name '{name}' names the fusion itself: weight the runs of the modes it fuses "
-                                 "(structure=…, dense=…, bm25=…)")
+            raise MathScoutError(
+                f"the run name '{name}' names the fusion itself: weight the runs of the modes it fuses "
+                "(structure=…, dense=…, bm25=…)"
+            )
         if name not in modes:
-            raise MathScoutError(f"the run name '{name}' is not a search mode ({', '.join(sorted(modes))}): name each "
-                                 f"run after the mode that produced it, so that --mode hybrid can run it")
+            raise MathScoutError(
+                f"the run name '{name}' is not a search mode ({', '.join(sorted(modes))}): name each "
+                f"run after the mode that produced it, so that --mode hybrid can run it"
+            )
         for component in modes[name].requires:
             index.component_path(component)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout train fusion", description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", nargs="+", required=True, metavar="NAME=PATH",
-                        help="one run file per retriever, named by its search mode (e.g. structure=… dense=…)")
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        required=True,
+        metavar="NAME=PATH",
+        help="one run file per retriever, named by its search mode (e.g. structure=… dense=…)",
+    )
     parser.add_argument("--qrels", required=True, type=Path)
     parser.add_argument("--prime", action="store_true", help="ARQMath prime measures (tune on nDCG′)")
     parser.add_argument("--measures", choices=["arqmath", "collection"], default=None)
@@ -266,8 +312,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=SEED, help="shuffles topics into folds")
     parser.add_argument("--index", type=Path, help="store the final weights in this index (fusion.json)")
     parser.add_argument("--save", type=Path, metavar="FUSION_JSON", help="store the final weights in this file")
-    parser.add_argument("--apply", type=Path, nargs="*", default=[], metavar="FUSION_JSON",
-                        help="also score these already tuned weights (no tuning on these topics)")
+    parser.add_argument(
+        "--apply",
+        type=Path,
+        nargs="*",
+        default=[],
+        metavar="FUSION_JSON",
+        help="also score these already tuned weights (no tuning on these topics)",
+    )
     parser.add_argument("--write-runs", type=Path, metavar="DIR", help="write the fused runs here")
     parser.add_argument("--name", default="fusion", help="file name prefix of the written runs")
     parser.add_argument("--set", default="topics", help="topic set name in the written runs' file names")
@@ -281,31 +333,44 @@ def main(argv: list[str] | None = None) -> None:
     step = args.step or default_step(len(runs))
     grid = GridSearch(runs, scorer, args.method, weight_grid(len(runs), step), args.depth)
     cv = cross_validate(grid, args.folds, args.seed)
-    print(f"{args.method} fusion of {', '.join(runs)} on {len(scorer.topics)} judged topics of {args.qrels}: "
-          f"{cv.measure}, {args.folds}-fold CV over topics, grid step {step:g} ({cv.grid_points} points), "
-          f"{time.perf_counter() - started:.1f} s")
+    print(
+        f"{args.method} fusion of {', '.join(runs)} on {len(scorer.topics)} judged topics of {args.qrels}: "
+        f"{cv.measure}, {args.folds}-fold CV over topics, grid step {step:g} ({cv.grid_points} points), "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     print(f"{'fold':<5} {'topics':>6}  {'weights':<52} {'train':>7} {'test':>7}")
     for fold in cv.folds:
-        print(f"{fold.number:<5} {len(fold.topics):>6}  {describe_weights(fold.weights):<52} "
-              f"{fold.train_score:7.3f} {fold.test_score:7.3f}")
-    print(f"CV {cv.measure} {cv.score:.3f}; weights tuned on all topics: {describe_weights(cv.final_weights)} "
-          f"({cv.final_score:.3f} in-sample)")
+        print(
+            f"{fold.number:<5} {len(fold.topics):>6}  {describe_weights(fold.weights):<52} "
+            f"{fold.train_score:7.3f} {fold.test_score:7.3f}"
+        )
+    print(
+        f"CV {cv.measure} {cv.score:.3f}; weights tuned on all topics: {describe_weights(cv.final_weights)} "
+        f"({cv.final_score:.3f} in-sample)"
+    )
 
     rows = [Row(name, scorer.run_scores(run)) for name, run in runs.items()]
     best_single = max(rows, key=lambda r: np.mean(list(r.per_topic.values())))
     best_score = float(np.mean(list(best_single.per_topic.values())))
     print(_headroom(best_single.system, best_score, cv))
     fused_runs: list[tuple[str, str, dict[str, list[tuple[str, float]]]]] = [  # (label, file slug, rankings)
-        (f"{args.method} (CV)", f"{args.method}-cv", cv.fused)]
+        (f"{args.method} (CV)", f"{args.method}-cv", cv.fused)
+    ]
     for fixed in args.apply:
         config = FusionConfig.read_file(fixed)
         missing = [n for n in config.weights if config.weights[n] > 0 and n not in runs]
         if missing:
             raise MathScoutError(f"{fixed} weighs runs not given here: {', '.join(missing)}")
-        applied = GridSearch(runs, scorer, config.method, np.array([[config.weights.get(n, 0.0) for n in runs]]),
-                             args.depth)
-        fused_runs.append((f"{config.method} ({describe_weights(config.weights)})", f"{config.method}-applied",
-                           {q: applied.ranking(q, 0) for q in applied.matrices}))
+        applied = GridSearch(
+            runs, scorer, config.method, np.array([[config.weights.get(n, 0.0) for n in runs]]), args.depth
+        )
+        fused_runs.append(
+            (
+                f"{config.method} ({describe_weights(config.weights)})",
+                f"{config.method}-applied",
+                {q: applied.ranking(q, 0) for q in applied.matrices},
+            )
+        )
     for name in METHODS:
         equal = GridSearch(runs, scorer, name, np.ones((1, len(runs))) / len(runs), args.depth)
         fused_runs.append((f"{name} (equal weights)", name, {q: equal.ranking(q, 0) for q in equal.matrices}))
@@ -316,20 +381,42 @@ def main(argv: list[str] | None = None) -> None:
     if args.write_runs:
         for _, slug, fused in fused_runs:
             path = args.write_runs / f"{args.name}-{slug}.{args.set}.trec"
-            write_run({q: [Hit(doc_id=d, score=s) for d, s in hits] for q, hits in fused.items() if hits}, path,
-                      tag=f"{args.name}-{slug}")
+            write_run(
+                {q: [Hit(doc_id=d, score=s) for d, s in hits] for q, hits in fused.items() if hits},
+                path,
+                tag=f"{args.name}-{slug}",
+            )
             print(f"wrote {path}")
     if args.index:
         _check_servable(IndexDir(args.index), [n for n, w in cv.final_weights.items() if w > 0])
     if args.index or args.save:
-        config = FusionConfig(weights=cv.final_weights, method=args.method, depth=args.depth, tuning={
-            "qrels": str(args.qrels), "runs": dict(arg.split("=", 1) for arg in args.runs), "topics": len(scorer.topics),
-            "measure": cv.measure, "folds": [{"fold": f.number, "topics": len(f.topics), "weights": f.weights,
-                                              "train": round(f.train_score, 4), "test": round(f.test_score, 4)}
-                                             for f in cv.folds],
-            "cv_score": round(cv.score, 4), "in_sample_score": round(cv.final_score, 4),
-            "per_topic_ceiling": round(cv.ceiling_score, 4), "grid_step": step,
-            "seed": args.seed,
-        })
-        for path in ([FusionConfig.path(IndexDir(args.index))] if args.index else []) + ([args.save] if args.save else []):
+        config = FusionConfig(
+            weights=cv.final_weights,
+            method=args.method,
+            depth=args.depth,
+            tuning={
+                "qrels": str(args.qrels),
+                "runs": dict(arg.split("=", 1) for arg in args.runs),
+                "topics": len(scorer.topics),
+                "measure": cv.measure,
+                "folds": [
+                    {
+                        "fold": f.number,
+                        "topics": len(f.topics),
+                        "weights": f.weights,
+                        "train": round(f.train_score, 4),
+                        "test": round(f.test_score, 4),
+                    }
+                    for f in cv.folds
+                ],
+                "cv_score": round(cv.score, 4),
+                "in_sample_score": round(cv.final_score, 4),
+                "per_topic_ceiling": round(cv.ceiling_score, 4),
+                "grid_step": step,
+                "seed": args.seed,
+            },
+        )
+        for path in ([FusionConfig.path(IndexDir(args.index))] if args.index else []) + (
+            [args.save] if args.save else []
+        ):
             print(f"stored {describe_weights(cv.final_weights)} in {config.write_file(path)}", file=sys.stderr)

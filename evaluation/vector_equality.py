@@ -45,11 +45,14 @@ def compare_vectors(single: Path, sharded: Path, component: str = "dense") -> Ve
     documents = np.concatenate([p.passage_doc + info.first_document for p, info in zip(parts, shards.shards)])
     same_shape = mine.shape == theirs.shape
     gap = np.abs(mine - theirs).max(axis=1) if same_shape else None
-    return VectorComparison(passages=len(mine), shard_passages=[len(p.passage_doc) for p in parts],
-                            byte_identical=same_shape and mine.tobytes() == theirs.tobytes(),
-                            passages_differing=int((gap > 0).sum()) if gap is not None else -1,
-                            max_difference=float(gap.max()) if gap is not None and len(gap) else 0.0,
-                            same_documents=same_shape and np.array_equal(one.passage_doc, documents))
+    return VectorComparison(
+        passages=len(mine),
+        shard_passages=[len(p.passage_doc) for p in parts],
+        byte_identical=same_shape and mine.tobytes() == theirs.tobytes(),
+        passages_differing=int((gap > 0).sum()) if gap is not None else -1,
+        max_difference=float(gap.max()) if gap is not None and len(gap) else 0.0,
+        same_documents=same_shape and np.array_equal(one.passage_doc, documents),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sharded", type=Path)
     parser.add_argument("--component", default="dense", help="dense or dense-ft")
     args = parser.parse_args(argv)
-    return print_verdict(lambda: compare_vectors(args.single, args.sharded, args.component),
-                         lambda result: result.byte_identical and result.same_documents)
+    return print_verdict(
+        lambda: compare_vectors(args.single, args.sharded, args.component),
+        lambda result: result.byte_identical and result.same_documents,
+    )
 
 
 if __name__ == "__main__":

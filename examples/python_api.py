@@ -1,7 +1,7 @@
 """MathScout's Python API: search, ask, and the agent's tools in your own code.
 
-    python examples/python_api.py            # over the embedded demo index (built on first use)
-    python examples/python_api.py INDEX_DIR  # over your own index
+python examples/python_api.py            # over the embedded demo index (built on first use)
+python examples/python_api.py INDEX_DIR  # over your own index
 """
 
 import sys

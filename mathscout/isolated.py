@@ -25,8 +25,10 @@ from mathscout.errors import MathScoutError
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
 # The child's first words: read the caller's import path, then run the step (mathscout may be found only through it).
-_BOOTSTRAP = ("import pickle, sys; sys.path[:0] = pickle.load(sys.stdin.buffer); "
-              "from mathscout.isolated import _run_step; _run_step(int(sys.argv[1]), int(sys.argv[2]))")
+_BOOTSTRAP = (
+    "import pickle, sys; sys.path[:0] = pickle.load(sys.stdin.buffer); "
+    "from mathscout.isolated import _run_step; _run_step(int(sys.argv[1]), int(sys.argv[2]))"
+)
 
 
 def die_with_parent(parent: int | None = None) -> None:
@@ -76,8 +78,11 @@ def run_isolated(function: Callable[..., T], *args: Any, name: str = "mathscout-
     payload = pickle.dumps(sys.path) + pickle.dumps((function, args))
     result_read, result_write = os.pipe()
     try:
-        process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(result_write), str(os.getpid())], stdin=subprocess.PIPE,
-                                   pass_fds=(result_write,))
+        process = subprocess.Popen(
+            [sys.executable, "-c", _BOOTSTRAP, str(result_write), str(os.getpid())],
+            stdin=subprocess.PIPE,
+            pass_fds=(result_write,),
+        )
     except BaseException:
         os.close(result_read)
         raise

@@ -34,8 +34,15 @@ def archive_path(java_home: str, jar: str) -> Path:
     """Where the archive for this Java runtime and this jar lives."""
     release = Path(java_home, "release")
     stat = os.stat(jar)
-    key = "\n".join([os.path.realpath(java_home), release.read_text(errors="replace") if release.is_file() else "",
-                     os.path.realpath(jar), str(stat.st_size), str(stat.st_mtime_ns)])
+    key = "\n".join(
+        [
+            os.path.realpath(java_home),
+            release.read_text(errors="replace") if release.is_file() else "",
+            os.path.realpath(jar),
+            str(stat.st_size),
+            str(stat.st_mtime_ns),
+        ]
+    )
     return home() / "jvm" / f"classes-{hashlib.sha1(key.encode()).hexdigest()[:16]}.jsa"
 
 
@@ -85,12 +92,20 @@ def _dump_when_exiting(java_home: Path, jar: str, class_list: Path, archive: Pat
         return
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     java = java_home / "bin" / "java"
-    dump = (f"{_quote(java)} -Xshare:dump -XX:SharedClassListFile={_quote(class_list)} "
-            f"-XX:SharedArchiveFile={_quote(partial)} -cp {_quote(jar)} {QUIET} >/dev/null 2>&1 && "
-            f"mv -f {_quote(partial)} {_quote(archive)}; rm -f {_quote(partial)} {_quote(class_list)} {_quote(lock)}")
+    dump = (
+        f"{_quote(java)} -Xshare:dump -XX:SharedClassListFile={_quote(class_list)} "
+        f"-XX:SharedArchiveFile={_quote(partial)} -cp {_quote(jar)} {QUIET} >/dev/null 2>&1 && "
+        f"mv -f {_quote(partial)} {_quote(archive)}; rm -f {_quote(partial)} {_quote(class_list)} {_quote(lock)}"
+    )
     try:
-        subprocess.Popen(["nice", "-n", "10", "sh", "-c", dump], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        subprocess.Popen(
+            ["nice", "-n", "10", "sh", "-c", dump],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError:
         for path in (class_list, lock):
             path.unlink(missing_ok=True)

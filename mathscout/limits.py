@@ -49,7 +49,10 @@ class Limit:
         bounded = min(max(number, self.low), self.high)
         if bounded == number:
             return number, None
-        return bounded, f"{self.name} = {number:,} is outside {self.low:,}–{self.high:,} ({self.meaning}): {bounded:,} used"
+        return (
+            bounded,
+            f"{self.name} = {number:,} is outside {self.low:,}–{self.high:,} ({self.meaning}): {bounded:,} used",
+        )
 
     def argparse(self):
         """An argparse `type=` that checks the range (argparse then prints the message)."""
@@ -107,19 +110,27 @@ def rerank_argument(text: str) -> str | None:
 
 # ---- the HTTP server (`mathscout serve`) ----------------------------------------------------------------------
 
-MAX_REQUEST_BYTES = 1 << 20  # 1 MiB: the largest request body the server reads (413 beyond; a question is ≤ 2,000 chars)
+MAX_REQUEST_BYTES = (
+    1 << 20
+)  # 1 MiB: the largest request body the server reads (413 beyond; a question is ≤ 2,000 chars)
 
 # ---- ingestion bounds (issue 32): what one document may cost, whatever the input ------------------------------
 # Measured on the shared collection (37,651 documents, 509,539 formulas): the longest text is 259,853 characters
 # (a PlanetMath entry; its JSONL line 264,657 bytes), the longest MSE answer 28,176 (Stack Exchange caps a post at
 # 30,000), the longest id 156 characters, the longest formula 7,150, the deepest formula tree 97 levels.
 
-MAX_DOCUMENT_CHARS = 1 << 20  # 4x the longest shared document, 35x Stack Exchange's post cap: longer texts are cut at a break outside formulas
-MAX_LINE_BYTES = 8 << 20  # a text at MAX_DOCUMENT_CHARS still fits after JSON's \uXXXX escaping (6 bytes a character): longer JSONL/XML lines are skipped unread
+MAX_DOCUMENT_CHARS = (
+    1 << 20
+)  # 4x the longest shared document, 35x Stack Exchange's post cap: longer texts are cut at a break outside formulas
+MAX_LINE_BYTES = (
+    8 << 20
+)  # a text at MAX_DOCUMENT_CHARS still fits after JSON's \uXXXX escaping (6 bytes a character): longer JSONL/XML lines are skipped unread
 MAX_TITLE_CHARS = 1_000  # Stack Exchange caps a title at 150 characters: longer titles are cut
 MAX_ID_CHARS = 512  # 3x the longest shared id (156); every formula id repeats its document's id: longer ids are skipped
 MAX_NESTING = 64  # JSON values and XML elements nested deeper (the shared records: 1 level, Posts XML: 2) are skipped: parsers recurse per level
-MAX_TREE_DEPTH = 128  # formula trees deeper than this are flattened below it (deepest real one: 97): tree walks recurse per level
+MAX_TREE_DEPTH = (
+    128  # formula trees deeper than this are flattened below it (deepest real one: 97): tree walks recurse per level
+)
 
 
 # ---- files stored with an index (issue 32) --------------------------------------------------------------------

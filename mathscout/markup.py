@@ -49,15 +49,15 @@ def _math(text: str, span) -> str:
     """A math span of `text` with its delimiters, the formula made safe."""
     at = text.find(span.latex, span.start, span.end)
     if at < 0:
-        return text[span.start:span.end]
-    return text[span.start:at] + safe_math(span.latex) + text[at + len(span.latex):span.end]
+        return text[span.start : span.end]
+    return text[span.start : at] + safe_math(span.latex) + text[at + len(span.latex) : span.end]
 
 
 def _each_part(text: str, plain) -> str:
     """`plain` applied to the text outside math, each math span made safe."""
     pieces, position = [], 0
     for span in find_math(text):
-        pieces += [plain(text[position:span.start]), _math(text, span)]
+        pieces += [plain(text[position : span.start]), _math(text, span)]
         position = span.end
     pieces.append(plain(text[position:]))
     return "".join(pieces)

@@ -25,11 +25,18 @@ class Option:
 
 
 AUTO = "auto"  # the planned mode (mathscout.agent.planned): the assistant chooses the searches
-MODE = Option("mode", AUTO, "auto (the assistant plans the searches: rewrites, structure and text search, fusion) "
-                            "or a search mode of the index")
+MODE = Option(
+    "mode",
+    AUTO,
+    "auto (the assistant plans the searches: rewrites, structure and text search, fusion) "
+    "or a search mode of the index",
+)
 K = Option("k", 10, "hits to return (1–10,000; an answer shows at most 50, with a notice)")
-RERANK = Option("rerank", None, "rerank the top hits: auto, embedding, openai-embedding, llm, cross (the index's "
-                                "trained cross-encoder), or none")
+RERANK = Option(
+    "rerank",
+    None,
+    "rerank the top hits: auto, embedding, openai-embedding, llm, cross (the index's trained cross-encoder), or none",
+)
 RERANK_DEPTH = Option("rerank_depth", 10, "first-stage hits reranked (1–1,000)")  # Zhong 2023 thesis ch. 6: the top 10
 INDEX = Option("index", None, "the index (default: the one the server or command names first, else the demo)")
 USE_LLM = Option("use_llm", None, "false: the offline planner; null: the LLM when one is configured")
@@ -38,8 +45,9 @@ SEARCH_OPTIONS = (MODE, K, RERANK, RERANK_DEPTH, INDEX)
 ASK_OPTIONS = (*SEARCH_OPTIONS, USE_LLM)
 
 
-def check_options(*, k: object = K.default, rerank: object = RERANK.default,
-                  rerank_depth: object = RERANK_DEPTH.default) -> tuple[int, str | None, int]:
+def check_options(
+    *, k: object = K.default, rerank: object = RERANK.default, rerank_depth: object = RERANK_DEPTH.default
+) -> tuple[int, str | None, int]:
     """(k, reranker kind, rerank depth) checked as every entry point checks them; a MathScoutError otherwise."""
     from mathscout import limits
 

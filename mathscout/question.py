@@ -17,9 +17,11 @@ QuestionKind = Literal["formula", "text", "mixed", "empty"]
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _WORD = re.compile(r"[A-Za-z]{3,}")
 # question words that say nothing about the topic: "Why is $f$?" is a formula-only question
-FILLER = frozenset("""a an the is are was be does do did can could how why what when which who whom where show prove
+FILLER = frozenset(
+    """a an the is are was be does do did can could how why what when which who whom where show prove
 prove that this these those it its of for to in on and or i me my we you please help with about mean means
-meaning true hold holds find compute calculate evaluate simplify solve explain get""".split())
+meaning true hold holds find compute calculate evaluate simplify solve explain get""".split()
+)
 EXAMPLE = "Why is $\\cos^2\\alpha + \\sin^2\\alpha = 1$?"
 
 
@@ -76,17 +78,24 @@ def choose_formulas(formulas: list[str], has_words: bool, limit: int = MAX_FORMU
 # An order to compute, at the start of the words: (pattern, operation). Conservative on purpose: questions that ask
 # why/how/whether ("why is the integral of x^2 equal to 1/3") are explanations, not orders, and compute nothing.
 _ORDERS = [
-    (re.compile(r"^(?:what is |what's |find |compute |calculate )?(?:the )?(?:derivative|differential) of\b"), "differentiate"),
+    (
+        re.compile(r"^(?:what is |what's |find |compute |calculate )?(?:the )?(?:derivative|differential) of\b"),
+        "differentiate",
+    ),
     (re.compile(r"^differentiate\b"), "differentiate"),
-    (re.compile(r"^(?:what is |what's |find |compute |calculate )?(?:the )?(?:integral|antiderivative) of\b"), "integrate"),
+    (
+        re.compile(r"^(?:what is |what's |find |compute |calculate )?(?:the )?(?:integral|antiderivative) of\b"),
+        "integrate",
+    ),
     (re.compile(r"^integrate\b"), "integrate"),
     (re.compile(r"^simplify\b"), "simplify"),
     (re.compile(r"^(?:solve|find all solutions of|find the roots of)\b"), "solve"),
     (re.compile(r"^(?:evaluate|compute|calculate|what is|what's|find the value of)\b"), "evaluate"),
 ]
 # words that may remain beside the order ("simplify the expression $…$ for x"); any other word makes it a real question
-_ORDER_WORDS = (FILLER - {"mean", "means", "meaning", "why", "how", "true", "hold", "holds", "prove", "show", "explain"}) | \
-    frozenset("value expression equation function following result respect dx dy dt".split())
+_ORDER_WORDS = (
+    FILLER - {"mean", "means", "meaning", "why", "how", "true", "hold", "holds", "prove", "show", "explain"}
+) | frozenset("value expression equation function following result respect dx dy dt".split())
 _RELATIONS = frozenset({"EQ", "NEQ", "LT", "GT", "LE", "GE"})
 
 
@@ -99,7 +108,7 @@ def computation_order(words: str, formulas: list[str]) -> str | None:
         match = pattern.match(plain)
         if match is None:
             continue
-        rest = [w for w in plain[match.end():].split() if len(w) > 1 and w not in _ORDER_WORDS]
+        rest = [w for w in plain[match.end() :].split() if len(w) > 1 and w not in _ORDER_WORDS]
         if rest:
             return None
         tree = parse_latex(formulas[0]).tree
@@ -118,8 +127,10 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
     if len(text) > max_chars:
         cut = text.rfind(" ", 0, max_chars)
         cut = cut if cut > max_chars // 2 else max_chars
-        notices.append(f"The question has {len(raw or ''):,} characters; only the first {cut:,} were searched "
-                       "(ask about one formula or idea at a time).")
+        notices.append(
+            f"The question has {len(raw or ''):,} characters; only the first {cut:,} were searched "
+            "(ask about one formula or idea at a time)."
+        )
         text = text[:cut].rstrip()
     formulas, words = formulas_and_words(delimit_bare_math(text).text)  # formulas typed without `$` are math too
     topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
@@ -130,7 +141,9 @@ def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Quest
     for latex in formulas:
         problem = formula_problem(latex)
         if problem:
-            notices.append(f"The formula `{_short(latex)}` looks malformed ({problem}): it was searched as far as "
-                           "it could be read.")
+            notices.append(
+                f"The formula `{_short(latex)}` looks malformed ({problem}): it was searched as far as "
+                "it could be read."
+            )
     kind: QuestionKind = "mixed" if formulas and topical else ("formula" if formulas else "text")
     return Question(text, kind, formulas, words, notices, computation_order(words, formulas))

@@ -51,7 +51,9 @@ def _math_weights(weights: Mapping[str, float]) -> tuple[dict[str, float], float
     return math_only, math.fsum(math_only.values())
 
 
-def match_formulas(document: Document, query_terms: Mapping[str, float] | Iterable[str], limit: int = 3) -> list[MatchedFormula]:
+def match_formulas(
+    document: Document, query_terms: Mapping[str, float] | Iterable[str], limit: int = 3
+) -> list[MatchedFormula]:
     """The document's formulas that share math tokens with the query, best first (weights: e.g. idf)."""
     math_weights, total = _math_weights(_weights(query_terms))
     if not total:
@@ -151,7 +153,7 @@ def make_snippet(document: Document, query_terms: Mapping[str, float] | Iterable
             budget -= cut - position
             for match in words:
                 if match.start >= position and match.end <= cut:
-                    pieces += [text[position:match.start], MARK, text[match.start:match.end], MARK]
+                    pieces += [text[position : match.start], MARK, text[match.start : match.end], MARK]
                     position = match.end
             pieces.append(text[position:cut])
             position = cut
@@ -167,6 +169,7 @@ def make_snippet(document: Document, query_terms: Mapping[str, float] | Iterable
 
 
 # ---- printing ------------------------------------------------------------------------------------
+
 
 class _Style:
     def __init__(self, colour: bool):
@@ -217,7 +220,9 @@ def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
     style = _Style(out.isatty() and not os.environ.get("NO_COLOR"))
     for record in records:
         title = _SPACES.sub(" ", record.get("title") or "").strip()
-        header = f"{record['rank']:>3}. {style(record['doc_id'], '1')}  {style('score: ' + record['score_explained'], '2')}"
+        header = (
+            f"{record['rank']:>3}. {style(record['doc_id'], '1')}  {style('score: ' + record['score_explained'], '2')}"
+        )
         print(header + (f"  {style(title, '1;36')}" if title else ""), file=out)
         if record.get("snippet"):
             snippet = marked_snippet(record["snippet"], record.get("marks") or [])

@@ -43,8 +43,9 @@ class HitRecord(Record):
     score_explained: str = Field("", description="what the score means for this mode, in words")
     title: str = ""
     snippet: str = Field("", description="plain text around the matches (math between $…$)")
-    marks: list[tuple[int, int]] = Field(default_factory=list, description="the query's matches in `snippet`: "
-                                                                           "[start, end) character ranges")
+    marks: list[tuple[int, int]] = Field(
+        default_factory=list, description="the query's matches in `snippet`: [start, end) character ranges"
+    )
     formulas: list[FormulaMatch] = Field(default_factory=list)
     components: dict[str, float] = Field(default_factory=dict, description="each fused retriever's score")
 
@@ -61,8 +62,9 @@ class SearchRecord(Record):
     formulas: list[str] = Field(default_factory=list, description="the query's formulas, those typed without $…$ too")
     hits: list[HitRecord] = Field(default_factory=list)
     notices: list[str] = Field(default_factory=list, description="what was said along the way (one line each)")
-    missing_shards: list[str] = Field(default_factory=list, description="shards of a sharded index that did not "
-                                                                        "answer: the hits are partial")
+    missing_shards: list[str] = Field(
+        default_factory=list, description="shards of a sharded index that did not answer: the hits are partial"
+    )
     seconds: float = 0.0
 
 
@@ -131,28 +133,61 @@ class ErrorRecord(Record):
 def hit_record(hit) -> HitRecord:
     """A `mathscout.types.Hit` in the schema (its snippet's `**` marks become `marks`)."""
     snippet, marks = plain_snippet(hit.snippet)
-    return HitRecord(rank=hit.rank, doc_id=hit.doc_id, score=round(float(hit.score), 4), score_explained=hit.explanation,
-                     title=hit.title, snippet=snippet, marks=marks,
-                     formulas=[FormulaMatch(formula_id=f.formula_id, latex=f.latex, score=f.score,
-                                            highlight=[tuple(h) for h in f.highlight]) for f in hit.formulas],
-                     components={name: float(value) for name, value in hit.components.items()})
+    return HitRecord(
+        rank=hit.rank,
+        doc_id=hit.doc_id,
+        score=round(float(hit.score), 4),
+        score_explained=hit.explanation,
+        title=hit.title,
+        snippet=snippet,
+        marks=marks,
+        formulas=[
+            FormulaMatch(
+                formula_id=f.formula_id, latex=f.latex, score=f.score, highlight=[tuple(h) for h in f.highlight]
+            )
+            for f in hit.formulas
+        ],
+        components={name: float(value) for name, value in hit.components.items()},
+    )
 
 
 def answer_record(answer) -> AnswerRecord:
     """A `mathscout.events.Answer` in the schema."""
     return AnswerRecord(
-        question=answer.question, text=answer.text, citations=list(answer.citations),
-        hits=[hit_record(h) for h in answer.hits], mode=answer.mode, k=answer.k, rerank=answer.rerank,
-        rerank_depth=answer.rerank_depth, index=answer.index, planner=answer.planner,
-        trace=[ToolCallRecord(tool=c.tool, arguments=c.arguments, summary=c.summary, hit_count=c.hit_count,
-                              seconds=c.seconds, error=c.error) for c in answer.trace],
+        question=answer.question,
+        text=answer.text,
+        citations=list(answer.citations),
+        hits=[hit_record(h) for h in answer.hits],
+        mode=answer.mode,
+        k=answer.k,
+        rerank=answer.rerank,
+        rerank_depth=answer.rerank_depth,
+        index=answer.index,
+        planner=answer.planner,
+        trace=[
+            ToolCallRecord(
+                tool=c.tool,
+                arguments=c.arguments,
+                summary=c.summary,
+                hit_count=c.hit_count,
+                seconds=c.seconds,
+                error=c.error,
+            )
+            for c in answer.trace
+        ],
         rewrites=[RewriteRecord(original=r.original, rewritten=r.rewritten, rule=r.rule) for r in answer.rewrites],
         expansions=[ExpansionRecord(type=e.type, related=list(e.related)) for e in answer.expansions],
-        notices=list(answer.notices), seconds=round(answer.seconds, 3))
+        notices=list(answer.notices),
+        seconds=round(answer.seconds, 3),
+    )
 
 
 def document_record(document) -> DocumentRecord:
     """A `mathscout.types.Document` in the schema."""
-    return DocumentRecord(doc_id=document.id, title=document.title, text=document.text, metadata=document.metadata,
-                          formulas=[DocumentFormula(formula_id=f.id, latex=f.latex, display=f.display)
-                                    for f in document.formulas])
+    return DocumentRecord(
+        doc_id=document.id,
+        title=document.title,
+        text=document.text,
+        metadata=document.metadata,
+        formulas=[DocumentFormula(formula_id=f.id, latex=f.latex, display=f.display) for f in document.formulas],
+    )

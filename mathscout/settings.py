@@ -24,8 +24,9 @@ from typing import Any
 from mathscout.errors import MathScoutError
 
 
-def _setting(default: Any, env: str | None, key: str | None, meaning: str, low: float | None = None,
-             high: float | None = None) -> Any:
+def _setting(
+    default: Any, env: str | None, key: str | None, meaning: str, low: float | None = None, high: float | None = None
+) -> Any:
     """A field read from the variable `env` (None: none) and the file's `key` ("section.name"; None: none)."""
     return field(default=default, metadata={"env": env, "key": key, "meaning": meaning, "low": low, "high": high})
 
@@ -39,23 +40,34 @@ def _group(kind: type, env: str, key: str, meaning: str) -> Any:
 class DenseOptions:
     """How a dense component is built (None: the build's default, `mathscout.dense.build.DenseSettings`)."""
 
-    model: str | None = _setting(None, "MODEL", "model", "the model folder (dense: all-MiniLM-L6-v2, and it encodes "
-                                 "the queries; dense-ft: MATHSCOUT_HOME/models/dense-ft, where `mathscout train dense` "
-                                 "puts it)")
-    backend: str | None = _setting(None, "BACKEND", "backend", "onnx-int8 (default; dense-ft: dense's), onnx or "
-                                   "torch")
-    batching: str | None = _setting(None, "BATCHING", "batching", "passage (default: each passage encoded alone) or "
-                                    "length (length-sorted batches)")
-    max_passages: int | None = _setting(None, "MAX_PASSAGES", "max_passages", "passages encoded per document (2)", low=1)
+    model: str | None = _setting(
+        None,
+        "MODEL",
+        "model",
+        "the model folder (dense: all-MiniLM-L6-v2, and it encodes "
+        "the queries; dense-ft: MATHSCOUT_HOME/models/dense-ft, where `mathscout train dense` "
+        "puts it)",
+    )
+    backend: str | None = _setting(None, "BACKEND", "backend", "onnx-int8 (default; dense-ft: dense's), onnx or torch")
+    batching: str | None = _setting(
+        None, "BATCHING", "batching", "passage (default: each passage encoded alone) or length (length-sorted batches)"
+    )
+    max_passages: int | None = _setting(
+        None, "MAX_PASSAGES", "max_passages", "passages encoded per document (2)", low=1
+    )
     hnsw_m: int | None = _setting(None, "HNSW_M", "hnsw_m", "HNSW links per vector (256)")
-    hnsw_ef_construction: int | None = _setting(None, "HNSW_EF_CONSTRUCTION", "hnsw_ef_construction",
-                                                "HNSW efConstruction (16)")
-    hnsw_ef_search: int | None = _setting(None, "HNSW_EF_SEARCH", "hnsw_ef_search", "HNSW efSearch recorded for "
-                                          "searches (64)")
-    chunk_documents: int | None = _setting(None, "CHUNK_DOCUMENTS", "chunk_documents", "documents encoded per "
-                                           "chunk (50,000)", low=1)
-    ann_above: int | None = _setting(None, "ANN_ABOVE", "ann_above", "passages above which IVF-PQ from disk replaces "
-                                     "Flat + HNSW (250,000)")
+    hnsw_ef_construction: int | None = _setting(
+        None, "HNSW_EF_CONSTRUCTION", "hnsw_ef_construction", "HNSW efConstruction (16)"
+    )
+    hnsw_ef_search: int | None = _setting(
+        None, "HNSW_EF_SEARCH", "hnsw_ef_search", "HNSW efSearch recorded for searches (64)"
+    )
+    chunk_documents: int | None = _setting(
+        None, "CHUNK_DOCUMENTS", "chunk_documents", "documents encoded per chunk (50,000)", low=1
+    )
+    ann_above: int | None = _setting(
+        None, "ANN_ABOVE", "ann_above", "passages above which IVF-PQ from disk replaces Flat + HNSW (250,000)"
+    )
     nprobe: int | None = _setting(None, "NPROBE", "nprobe", "IVF lists probed per query (32)", low=1)
 
 
@@ -63,72 +75,149 @@ class DenseOptions:
 class Settings:
     """Every setting of MathScout (docs/settings.md)."""
 
-    home: Path | None = _setting(None, "MATHSCOUT_HOME", None, "where indexes, models, caches and services live "
-                                 "(unset: ~/.cache/mathscout)")
-    config: Path | None = _setting(None, "MATHSCOUT_CONFIG", None, "the config file (unset: MATHSCOUT_HOME/config.toml)")
-    index: Path | None = _setting(None, "MATHSCOUT_INDEX", "paths.index", "the index searched when none is named "
-                                  "(unset: the demo index, MATHSCOUT_HOME/indexes/demo)")
-    shared_data: Path | None = _setting(None, "MATHSCOUT_SHARED_DATA", "paths.shared_data", "the shared data the "
-                                        "benchmarks read (unset: shared/data beside the checkout)")
+    home: Path | None = _setting(
+        None, "MATHSCOUT_HOME", None, "where indexes, models, caches and services live (unset: ~/.cache/mathscout)"
+    )
+    config: Path | None = _setting(
+        None, "MATHSCOUT_CONFIG", None, "the config file (unset: MATHSCOUT_HOME/config.toml)"
+    )
+    index: Path | None = _setting(
+        None,
+        "MATHSCOUT_INDEX",
+        "paths.index",
+        "the index searched when none is named (unset: the demo index, MATHSCOUT_HOME/indexes/demo)",
+    )
+    shared_data: Path | None = _setting(
+        None,
+        "MATHSCOUT_SHARED_DATA",
+        "paths.shared_data",
+        "the shared data the benchmarks read (unset: shared/data beside the checkout)",
+    )
     host: str = _setting("127.0.0.1", "MATHSCOUT_HOST", "serve.host", "the address `mathscout serve` binds")
-    port: int | None = _setting(None, "MATHSCOUT_PORT", "serve.port", "the port `mathscout serve` listens on (unset: "
-                                "7860; with --background a free one)", low=1, high=65_535)
-    auth: str | None = _setting(None, "MATHSCOUT_AUTH", "serve.auth", "USER:PASSWORD: the login `serve` requires "
-                                "and the one `search`/`ask --server` send")
-    debug: bool = _setting(False, "MATHSCOUT_DEBUG", "output.debug", "tracebacks of internal errors and a line "
-                           "saying which way a search went")
-    quiet: bool = _setting(False, "MATHSCOUT_QUIET", "output.quiet", "no notices or progress bars (`--quiet` sets it "
-                           "for the processes a command starts)")
-    notices_on_stderr: bool = _setting(False, "MATHSCOUT_NOTICES_ON_STDERR", None, "notices are printed on stderr "
-                                       "(set by the command line for the processes it starts)")
-    llm_api_key: str | None = _setting(None, "OPENAI_API_KEY", "llm.api_key", "the key of the OpenAI-compatible "
-                                       "endpoint")
-    llm_base_url: str | None = _setting(None, "OPENAI_BASE_URL", "llm.base_url", "the endpoint (a local server "
-                                        "such as vLLM or Ollama needs no key)")
-    llm_model: str | None = _setting(None, "MATHSCOUT_LLM_MODEL", "llm.model", "the agent's chat model (unset: "
-                                     "gpt-4o; the reranker's: gpt-4o-mini)")
-    llm_timeout: float = _setting(60.0, "MATHSCOUT_LLM_TIMEOUT", "llm.timeout", "seconds per LLM request (at "
-                                  "least 0.1)")
+    port: int | None = _setting(
+        None,
+        "MATHSCOUT_PORT",
+        "serve.port",
+        "the port `mathscout serve` listens on (unset: 7860; with --background a free one)",
+        low=1,
+        high=65_535,
+    )
+    auth: str | None = _setting(
+        None,
+        "MATHSCOUT_AUTH",
+        "serve.auth",
+        "USER:PASSWORD: the login `serve` requires and the one `search`/`ask --server` send",
+    )
+    debug: bool = _setting(
+        False,
+        "MATHSCOUT_DEBUG",
+        "output.debug",
+        "tracebacks of internal errors and a line saying which way a search went",
+    )
+    quiet: bool = _setting(
+        False,
+        "MATHSCOUT_QUIET",
+        "output.quiet",
+        "no notices or progress bars (`--quiet` sets it for the processes a command starts)",
+    )
+    notices_on_stderr: bool = _setting(
+        False,
+        "MATHSCOUT_NOTICES_ON_STDERR",
+        None,
+        "notices are printed on stderr (set by the command line for the processes it starts)",
+    )
+    llm_api_key: str | None = _setting(
+        None, "OPENAI_API_KEY", "llm.api_key", "the key of the OpenAI-compatible endpoint"
+    )
+    llm_base_url: str | None = _setting(
+        None, "OPENAI_BASE_URL", "llm.base_url", "the endpoint (a local server such as vLLM or Ollama needs no key)"
+    )
+    llm_model: str | None = _setting(
+        None, "MATHSCOUT_LLM_MODEL", "llm.model", "the agent's chat model (unset: gpt-4o; the reranker's: gpt-4o-mini)"
+    )
+    llm_timeout: float = _setting(
+        60.0, "MATHSCOUT_LLM_TIMEOUT", "llm.timeout", "seconds per LLM request (at least 0.1)"
+    )
     llm_max_retries: int = _setting(1, None, "llm.max_retries", "retries of a failed LLM request", low=0)
-    rerank_model: str | None = _setting(None, "MATHSCOUT_RERANK_MODEL", "llm.rerank_model", "the chat model of "
-                                        "the llm-listwise reranker (unset: the LLM model)")
+    rerank_model: str | None = _setting(
+        None,
+        "MATHSCOUT_RERANK_MODEL",
+        "llm.rerank_model",
+        "the chat model of the llm-listwise reranker (unset: the LLM model)",
+    )
     dense: DenseOptions = _group(DenseOptions, "MATHSCOUT_DENSE", "dense", "dense")
     dense_ft: DenseOptions = _group(DenseOptions, "MATHSCOUT_DENSE_FT", "dense_ft", "dense-ft")
-    dense_threads: int = _setting(0, "MATHSCOUT_DENSE_THREADS", "dense.threads", "ONNX threads of the dense "
-                                  "encoder (0: one per CPU)", low=0)
-    splade_model: Path | None = _setting(None, "MATHSCOUT_SPLADE_MODEL", "splade.model", "the local SPLADE "
-                                         "checkpoint (none ships with MathScout)")
-    planetmath: str | None = _setting(None, "MATHSCOUT_PLANETMATH", "types.planetmath", "PlanetMath entries.jsonl "
-                                      "(or its folder) that also trains the type embeddings; 'none': none (unset: "
-                                      "the shared data's)")
-    build_workers: int | None = _setting(None, "MATHSCOUT_BUILD_WORKERS", "build.workers", "processes building the "
-                                         "structure path index (unset: min(2, CPUs); `index --workers`)", low=1)
-    parallel_above: int = _setting(100_000, "MATHSCOUT_PARALLEL_ABOVE", "build.parallel_above", "formulas from "
-                                   "which the path index is built by several processes")
-    segment_mb: float = _setting(96.0, "MATHSCOUT_SEGMENT_MB", "build.segment_mb", "MiB of path-index entries "
-                                 "buffered per segment", low=0)
-    text_segment_postings: int = _setting(8_000_000, "MATHSCOUT_TEXT_SEGMENT_POSTINGS", "build.text_segment_postings",
-                                          "postings of the text lists buffered per segment", low=1)
-    faiss_threads: int = _setting(1, "MATHSCOUT_FAISS_THREADS", "build.faiss_threads", "threads of faiss index "
-                                  "builds (dense, colbert)", low=1)
-    java_heap: str | None = _setting(None, "MATHSCOUT_JAVA_HEAP", "java.heap", "the JVM's maximum heap, e.g. 2g "
-                                     "(unset: mathscout/java.py's for searching or building)")
-    jvm_archive: bool = _setting(True, "MATHSCOUT_JVM_ARCHIVE", "java.archive", "keep a class-data archive of the "
-                                 "JVM for faster starts")
-    rewrite_workers: int = _setting(1, "MATHSCOUT_REWRITE_WORKERS", "rewrite.workers", "SymPy worker processes of "
-                                    "formula rewriting (at least 1)")
-    rewrite_memory_mb: int = _setting(1024, "MATHSCOUT_REWRITE_MEMORY_MB", "rewrite.memory_mb", "memory limit of a "
-                                      "rewriting worker (MiB)", low=1)
-    ray: str | None = _setting(None, "MATHSCOUT_RAY", "shards.ray", "Ray to use: local, auto or HOST:PORT (unset: "
-                               "$RAY_ADDRESS, else local)")
-    shard_cpus: float = _setting(0.25, "MATHSCOUT_SHARD_CPUS", "shards.cpus", "Ray CPUs each shard actor holds",
-                                 low=0)
-    shard_build_cpus: float = _setting(1.0, "MATHSCOUT_SHARD_BUILD_CPUS", "shards.build_cpus", "Ray CPUs each "
-                                       "shard's build task asks for", low=0)
-    shard_java_heap: str = _setting("768m", "MATHSCOUT_SHARD_JAVA_HEAP", "shards.java_heap", "each shard actor's "
-                                    "JVM heap (unless MATHSCOUT_JAVA_HEAP is set)")
-    shard_timeout: float = _setting(300.0, "MATHSCOUT_SHARD_TIMEOUT", "shards.timeout", "seconds one call of a "
-                                    "shard may take", low=0)
+    dense_threads: int = _setting(
+        0, "MATHSCOUT_DENSE_THREADS", "dense.threads", "ONNX threads of the dense encoder (0: one per CPU)", low=0
+    )
+    splade_model: Path | None = _setting(
+        None, "MATHSCOUT_SPLADE_MODEL", "splade.model", "the local SPLADE checkpoint (none ships with MathScout)"
+    )
+    planetmath: str | None = _setting(
+        None,
+        "MATHSCOUT_PLANETMATH",
+        "types.planetmath",
+        "PlanetMath entries.jsonl "
+        "(or its folder) that also trains the type embeddings; 'none': none (unset: "
+        "the shared data's)",
+    )
+    build_workers: int | None = _setting(
+        None,
+        "MATHSCOUT_BUILD_WORKERS",
+        "build.workers",
+        "processes building the structure path index (unset: min(2, CPUs); `index --workers`)",
+        low=1,
+    )
+    parallel_above: int = _setting(
+        100_000,
+        "MATHSCOUT_PARALLEL_ABOVE",
+        "build.parallel_above",
+        "formulas from which the path index is built by several processes",
+    )
+    segment_mb: float = _setting(
+        96.0, "MATHSCOUT_SEGMENT_MB", "build.segment_mb", "MiB of path-index entries buffered per segment", low=0
+    )
+    text_segment_postings: int = _setting(
+        8_000_000,
+        "MATHSCOUT_TEXT_SEGMENT_POSTINGS",
+        "build.text_segment_postings",
+        "postings of the text lists buffered per segment",
+        low=1,
+    )
+    faiss_threads: int = _setting(
+        1, "MATHSCOUT_FAISS_THREADS", "build.faiss_threads", "threads of faiss index builds (dense, colbert)", low=1
+    )
+    java_heap: str | None = _setting(
+        None,
+        "MATHSCOUT_JAVA_HEAP",
+        "java.heap",
+        "the JVM's maximum heap, e.g. 2g (unset: mathscout/java.py's for searching or building)",
+    )
+    jvm_archive: bool = _setting(
+        True, "MATHSCOUT_JVM_ARCHIVE", "java.archive", "keep a class-data archive of the JVM for faster starts"
+    )
+    rewrite_workers: int = _setting(
+        1, "MATHSCOUT_REWRITE_WORKERS", "rewrite.workers", "SymPy worker processes of formula rewriting (at least 1)"
+    )
+    rewrite_memory_mb: int = _setting(
+        1024, "MATHSCOUT_REWRITE_MEMORY_MB", "rewrite.memory_mb", "memory limit of a rewriting worker (MiB)", low=1
+    )
+    ray: str | None = _setting(
+        None, "MATHSCOUT_RAY", "shards.ray", "Ray to use: local, auto or HOST:PORT (unset: $RAY_ADDRESS, else local)"
+    )
+    shard_cpus: float = _setting(0.25, "MATHSCOUT_SHARD_CPUS", "shards.cpus", "Ray CPUs each shard actor holds", low=0)
+    shard_build_cpus: float = _setting(
+        1.0, "MATHSCOUT_SHARD_BUILD_CPUS", "shards.build_cpus", "Ray CPUs each shard's build task asks for", low=0
+    )
+    shard_java_heap: str = _setting(
+        "768m",
+        "MATHSCOUT_SHARD_JAVA_HEAP",
+        "shards.java_heap",
+        "each shard actor's JVM heap (unless MATHSCOUT_JAVA_HEAP is set)",
+    )
+    shard_timeout: float = _setting(
+        300.0, "MATHSCOUT_SHARD_TIMEOUT", "shards.timeout", "seconds one call of a shard may take", low=0
+    )
 
     @property
     def home_folder(self) -> Path:
@@ -164,8 +253,18 @@ def _fields(cls: type, env: str = "", key: str = "", attribute: tuple[str, ...] 
             found += [replace(v, meaning=f"{meta['meaning']}: {v.meaning}") for v in group]
             continue
         kind = next(k for k in typing.get_args(kind) or (kind,) if k is not type(None))
-        found.append(Variable(path, name and env + name, meta["key"] and key + meta["key"], kind,
-                              None if f.default is MISSING else f.default, meta["meaning"], meta["low"], meta["high"]))
+        found.append(
+            Variable(
+                path,
+                name and env + name,
+                meta["key"] and key + meta["key"],
+                kind,
+                None if f.default is MISSING else f.default,
+                meta["meaning"],
+                meta["low"],
+                meta["high"],
+            )
+        )
     return found
 
 
@@ -205,7 +304,9 @@ def _parse(variable: Variable, value: Any, where: str) -> Any:
     except (TypeError, ValueError):
         low, high = variable.low, variable.high
         bounds = "" if low is None else f" ≥ {low:g}" if high is None else f" from {low:g} to {high:g}"
-        raise MathScoutError(f"{where} is {value!r}, not {_WHAT[variable.kind]}{bounds}: see docs/settings.md") from None
+        raise MathScoutError(
+            f"{where} is {value!r}, not {_WHAT[variable.kind]}{bounds}: see docs/settings.md"
+        ) from None
 
 
 @functools.lru_cache(maxsize=8)
@@ -228,7 +329,9 @@ def config_values(path: Path) -> dict[str, Any]:
         values.update({f"{section}.{name}": value for name, value in table.items()})
     unknown = sorted(set(values) - {v.key for v in variables()})
     if unknown:
-        raise MathScoutError(f"the config file {path} has unknown settings ({', '.join(unknown)}): see docs/settings.md")
+        raise MathScoutError(
+            f"the config file {path} has unknown settings ({', '.join(unknown)}): see docs/settings.md"
+        )
     return values
 
 
@@ -256,4 +359,8 @@ def settings(environ: Mapping[str, str] | None = None) -> Settings:
 @functools.cache
 def _groups() -> dict[str, type]:
     """The fields of Settings that are groups of settings (DenseOptions), by name."""
-    return {name: kind for name, kind in typing.get_type_hints(Settings).items() if isinstance(kind, type) and is_dataclass(kind)}
+    return {
+        name: kind
+        for name, kind in typing.get_type_hints(Settings).items()
+        if isinstance(kind, type) and is_dataclass(kind)
+    }

@@ -50,7 +50,7 @@ def _id_chunks(doc_ids: Iterable[str], size: int = 500) -> Iterator[tuple[list[s
     """The distinct ids in chunks of at most `size` (SQLite's bound on host parameters), each with its `?,?,…`."""
     ids = list(dict.fromkeys(doc_ids))
     for start in range(0, len(ids), size):
-        chunk = ids[start:start + size]
+        chunk = ids[start : start + size]
         yield chunk, ",".join("?" * len(chunk))
 
 
@@ -115,7 +115,10 @@ class DocumentStore:
                 docs += 1
                 self._db.executemany(
                     "INSERT INTO formulas VALUES (?,?,?,?,?,?,?)",
-                    [(next_formula + n, f.id, f.doc_id, f.latex, f.start, f.end, int(f.display)) for n, f in enumerate(doc.formulas)],
+                    [
+                        (next_formula + n, f.id, f.doc_id, f.latex, f.start, f.end, int(f.display))
+                        for n, f in enumerate(doc.formulas)
+                    ],
                 )
                 next_formula += len(doc.formulas)
                 formulas += len(doc.formulas)
@@ -155,10 +158,14 @@ class DocumentStore:
         """Length, formula count and metadata of documents by id, in two queries (no text is read back)."""
         found: dict[str, DocumentSummary] = {}
         for chunk, marks in _id_chunks(doc_ids):
-            counts = dict(self._db.execute(f"SELECT doc_id, COUNT(*) FROM formulas WHERE doc_id IN ({marks}) "
-                                           "GROUP BY doc_id", chunk).fetchall())
+            counts = dict(
+                self._db.execute(
+                    f"SELECT doc_id, COUNT(*) FROM formulas WHERE doc_id IN ({marks}) GROUP BY doc_id", chunk
+                ).fetchall()
+            )
             for doc_id, length, metadata in self._db.execute(
-                    f"SELECT id, length(text), metadata FROM documents WHERE id IN ({marks})", chunk):
+                f"SELECT id, length(text), metadata FROM documents WHERE id IN ({marks})", chunk
+            ):
                 found[doc_id] = DocumentSummary(doc_id, length, counts.get(doc_id, 0), json.loads(metadata))
         return found
 
@@ -166,16 +173,23 @@ class DocumentStore:
         """The non-empty titles of documents by id (documents without a title are absent)."""
         found: dict[str, str] = {}
         for chunk, marks in _id_chunks(doc_ids):
-            found.update(self._db.execute(f"SELECT id, title FROM documents WHERE id IN ({marks}) AND title != ''",
-                                          chunk).fetchall())
+            found.update(
+                self._db.execute(
+                    f"SELECT id, title FROM documents WHERE id IN ({marks}) AND title != ''", chunk
+                ).fetchall()
+            )
         return found
 
     def title_sample(self, n: int) -> list[str]:
         """Up to n non-empty titles spread over the collection (every k-th document by ordinal): enough to estimate
         the average title length without reading a million titles."""
         step = max(1, self.count() // max(n, 1))
-        spread = [r[0] for r in self._db.execute("SELECT title FROM documents WHERE title != '' AND ordinal % ? = 0 "
-                                                 "LIMIT ?", (step, n))]
+        spread = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT title FROM documents WHERE title != '' AND ordinal % ? = 0 LIMIT ?", (step, n)
+            )
+        ]
         return spread or [r[0] for r in self._db.execute("SELECT title FROM documents WHERE title != '' LIMIT ?", (n,))]
 
     def doc_id_at(self, ordinal: int) -> str:
@@ -205,16 +219,22 @@ class DocumentStore:
 
     def iter_formulas(self, batch: int = 5000) -> Iterator[tuple[int, Formula]]:
         """(ordinal, formula) for every formula, in ordinal order."""
-        cursor = self._db.execute("SELECT ordinal, id, doc_id, latex, start, end, display FROM formulas ORDER BY ordinal")
+        cursor = self._db.execute(
+            "SELECT ordinal, id, doc_id, latex, start, end, display FROM formulas ORDER BY ordinal"
+        )
         while rows := cursor.fetchmany(batch):
             yield from ((r[0], _formula(r[1:])) for r in rows)
 
-    def iter_formula_latex(self, batch: int = 5000, first: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str]]:
+    def iter_formula_latex(
+        self, batch: int = 5000, first: int = 0, end: int | None = None
+    ) -> Iterator[tuple[int, int, str]]:
         """(formula ordinal, document ordinal, LaTeX) for every formula (with ordinals in [first, end)), in formula
         order (no table of all documents in memory: the join goes through the documents' id index)."""
-        cursor = self._db.execute("SELECT f.ordinal, d.ordinal, f.latex FROM formulas f JOIN documents d ON d.id = f.doc_id "
-                                  "WHERE f.ordinal >= ? AND f.ordinal < ? ORDER BY f.ordinal",
-                                  (first, 2**63 - 1 if end is None else end))
+        cursor = self._db.execute(
+            "SELECT f.ordinal, d.ordinal, f.latex FROM formulas f JOIN documents d ON d.id = f.doc_id "
+            "WHERE f.ordinal >= ? AND f.ordinal < ? ORDER BY f.ordinal",
+            (first, 2**63 - 1 if end is None else end),
+        )
         while rows := cursor.fetchmany(batch):
             yield from rows
 
@@ -232,7 +252,9 @@ class DocumentStore:
         rows = self._db.execute(
             "SELECT id, doc_id, latex, start, end, display FROM formulas WHERE doc_id=? ORDER BY ordinal", (doc_id,)
         ).fetchall()
-        return Document(id=doc_id, title=title, text=text, metadata=json.loads(metadata), formulas=[_formula(r) for r in rows])
+        return Document(
+            id=doc_id, title=title, text=text, metadata=json.loads(metadata), formulas=[_formula(r) for r in rows]
+        )
 
 
 def _formula(row) -> Formula:

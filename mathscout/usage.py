@@ -34,8 +34,13 @@ def process_usage() -> ProcessUsage:
     except OSError:
         pass
     own = resource.getrusage(resource.RUSAGE_SELF)
-    return ProcessUsage(own.ru_utime + own.ru_stime, status.get("VmHWM", own.ru_maxrss / 1024), status.get("VmRSS", 0.0),
-                        status.get("RssAnon", 0.0), status.get("RssFile", 0.0))
+    return ProcessUsage(
+        own.ru_utime + own.ru_stime,
+        status.get("VmHWM", own.ru_maxrss / 1024),
+        status.get("VmRSS", 0.0),
+        status.get("RssAnon", 0.0),
+        status.get("RssFile", 0.0),
+    )
 
 
 def tree_rss_mib(pid: int | None = None) -> float:

@@ -75,7 +75,8 @@ class BM25Component:
         started = time.perf_counter()
         indexer = java.lucene_index().LuceneIndexer(
             # -storeDocvectors: RM3 (set_rm3) reads the feedback documents' term vectors
-            args=["-index", str(target), "-pretokenized", "-storeDocvectors", "-quiet"], threads=INDEX_THREADS
+            args=["-index", str(target), "-pretokenized", "-storeDocvectors", "-quiet"],
+            threads=INDEX_THREADS,
         )
         _set_ram_buffer(indexer, RAM_BUFFER_MB)
         total = store.count()
@@ -100,7 +101,9 @@ class BM25Component:
             indexer.close()
             bar.close()
         seconds = time.perf_counter() - started
-        notice(f"bm25: {docs:,} documents, {terms:,} terms in {seconds:.1f} s ({docs / max(seconds, 1e-9):,.0f} docs/s)")
+        notice(
+            f"bm25: {docs:,} documents, {terms:,} terms in {seconds:.1f} s ({docs / max(seconds, 1e-9):,.0f} docs/s)"
+        )
         return {
             "docs": docs,
             "terms": terms,
@@ -207,8 +210,10 @@ class BM25Retriever(BaseRetriever):
                 results = self._searcher.search(text, k)
             else:
                 results = self._searcher.search(self._lucene_query(weights), k)
-            return [Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
-                    for n, r in enumerate(results, start=1)]
+            return [
+                Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
+                for n, r in enumerate(results, start=1)
+            ]
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         weights = self.query_weights(query)

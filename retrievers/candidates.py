@@ -77,9 +77,13 @@ def question_stats(query: Query, perfect_structure: float | None = None) -> Quer
     text = (query.formula and f"${query.formula}$") or query.text
     terms = query_terms(text)
     math = sum(1 for t in terms if is_math_term(t))
-    return QueryStats(formulas=len(query_formulas(text)), math_share=math / len(terms) if terms else 0.0,
-                      terms=len(terms), kind=read_question(text, max_chars=len(text) + 1).kind,
-                      perfect_structure=perfect_structure)
+    return QueryStats(
+        formulas=len(query_formulas(text)),
+        math_share=math / len(terms) if terms else 0.0,
+        terms=len(terms),
+        kind=read_question(text, max_chars=len(text) + 1).kind,
+        perfect_structure=perfect_structure,
+    )
 
 
 class CandidateGenerator:
@@ -90,7 +94,9 @@ class CandidateGenerator:
         self.depth = depth
         self.names = servable_modes(index, retrievers)
         self.missing = tuple(name for name in retrievers if name not in self.names)
-        options = {"structure": {"depth": depth}}  # Zhong 2023 thesis, Eq. 3.18 over each list's top `depth` (not 1,000)
+        options = {
+            "structure": {"depth": depth}
+        }  # Zhong 2023 thesis, Eq. 3.18 over each list's top `depth` (not 1,000)
         self.retrievers = {name: open_retriever(index, name, **options.get(name, {})) for name in self.names}
         structure = self._structure()
         bm25 = cast("BM25Retriever | None", self.retrievers.get("bm25"))  # the bm25 mode
@@ -126,8 +132,9 @@ class CandidateGenerator:
         structure = self._structure()
         if structure is not None:
             perfect = structure.perfect_score(query)
-        return self.add_question_document(Candidates(query, question_stats(query, perfect), runs, self.missing, seconds),
-                                          written)
+        return self.add_question_document(
+            Candidates(query, question_stats(query, perfect), runs, self.missing, seconds), written
+        )
 
     def add_question_document(self, candidates: Candidates, written: RankResult | None = None) -> Candidates:
         """Compute the SymPy-equivalence matches and title BM25 of the candidates (also for candidates cached

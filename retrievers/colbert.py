@@ -45,8 +45,10 @@ META = "meta.json"
 def _tokens_folder(dense: Path) -> Path:
     folder = dense / "tokens"
     if not (folder / "vectors.npy").is_file():
-        raise IndexMissingError(f"the dense component in {dense.parent} has no token vectors (it was built without "
-                                "them): rebuild it with the default settings, then add 'colbert'")
+        raise IndexMissingError(
+            f"the dense component in {dense.parent} has no token vectors (it was built without "
+            "them): rebuild it with the default settings, then add 'colbert'"
+        )
     return folder
 
 
@@ -70,8 +72,9 @@ class ColbertComponent:
         started = time.perf_counter()
         dense = store.path.parent / "dense"
         if not (dense / "meta.json").is_file():
-            raise IndexMissingError("the 'colbert' component needs the 'dense' component first: build "
-                                    "'--components dense,colbert'")
+            raise IndexMissingError(
+                "the 'colbert' component needs the 'dense' component first: build '--components dense,colbert'"
+            )
         dense_meta = read_meta(dense)
         folder = _tokens_folder(dense)
         vectors = np.load(folder / "vectors.npy", mmap_mode="r")
@@ -90,16 +93,27 @@ class ColbertComponent:
         for start in range(0, total, 200_000):
             index.add(np.asarray(vectors[start : start + 200_000], dtype=np.float32))
         faiss.write_index(index, str(target / "ivfpq.faiss"))
-        meta = {"dense_build_id": dense_meta.get("build_id"), "tokens": int(total), "dim": int(width), "lists": lists,
-                "pq_bytes": m, "nprobe": NPROBE, "train_sample": int(sample_size), "train_seconds": round(trained, 1),
-                "seconds": round(time.perf_counter() - started, 1)}
+        meta = {
+            "dense_build_id": dense_meta.get("build_id"),
+            "tokens": int(total),
+            "dim": int(width),
+            "lists": lists,
+            "pq_bytes": m,
+            "nprobe": NPROBE,
+            "train_sample": int(sample_size),
+            "train_seconds": round(trained, 1),
+            "seconds": round(time.perf_counter() - started, 1),
+        }
         (target / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         stored = (folder / "vectors.npy").stat().st_size + (folder / "offsets.npy").stat().st_size
         ivf = (target / "ivfpq.faiss").stat().st_size
         documents = max(store.count(), 1)
-        print(f"colbert: {total:,} token vectors ({total / documents:.0f} per document), IVF{lists},PQ{m} trained on "
-              f"{sample_size:,} in {trained:.1f} s; {(stored + ivf) / documents / 1024:.1f} KiB per document "
-              f"(float16 vectors {stored / documents / 1024:.1f} + codes {ivf / documents / 1024:.1f})", file=sys.stderr)
+        print(
+            f"colbert: {total:,} token vectors ({total / documents:.0f} per document), IVF{lists},PQ{m} trained on "
+            f"{sample_size:,} in {trained:.1f} s; {(stored + ivf) / documents / 1024:.1f} KiB per document "
+            f"(float16 vectors {stored / documents / 1024:.1f} + codes {ivf / documents / 1024:.1f})",
+            file=sys.stderr,
+        )
         return meta | {"bytes_per_doc": round((stored + ivf) / documents), "bytes": ivf}
 
 
@@ -108,15 +122,24 @@ class ColbertRetriever(BaseRetriever):
 
     name = "colbert"
 
-    def __init__(self, index: IndexDir, model: str | Path | None = None, nprobe: int | None = None,
-                 token_depth: int = TOKEN_DEPTH, candidates: int = CANDIDATES, max_query_tokens: int = MAX_QUERY_TOKENS):
+    def __init__(
+        self,
+        index: IndexDir,
+        model: str | Path | None = None,
+        nprobe: int | None = None,
+        token_depth: int = TOKEN_DEPTH,
+        candidates: int = CANDIDATES,
+        max_query_tokens: int = MAX_QUERY_TOKENS,
+    ):
         dense = index.component_path("dense")
         folder = index.component_path("colbert")
         self.dense_meta = read_meta(dense)
         meta = read_meta(folder)
         if meta.get("dense_build_id") != self.dense_meta.get("build_id"):
-            raise IndexMissingError(f"the colbert index of {index.path} was built from an older 'dense' component: "
-                                    f"rebuild it with 'mathscout index --index {index.path} --components colbert'")
+            raise IndexMissingError(
+                f"the colbert index of {index.path} was built from an older 'dense' component: "
+                f"rebuild it with 'mathscout index --index {index.path} --components colbert'"
+            )
         tokens = _tokens_folder(dense)
         try:
             self.vectors = np.load(tokens / "vectors.npy", mmap_mode="r")
@@ -124,17 +147,23 @@ class ColbertRetriever(BaseRetriever):
             projection = np.load(tokens / "projection.npz")
             self.mean, self.matrix = projection["mean"], projection["matrix"]
         except (OSError, ValueError, KeyError) as exc:
-            raise IndexMissingError(f"the token vectors in {tokens} are unreadable ({exc}): rebuild with "
-                                    f"'mathscout index --index {index.path} --components dense,colbert'") from exc
+            raise IndexMissingError(
+                f"the token vectors in {tokens} are unreadable ({exc}): rebuild with "
+                f"'mathscout index --index {index.path} --components dense,colbert'"
+            ) from exc
         self.faiss = load_faiss(folder / "ivfpq.faiss", index.path, "colbert")
         if self.faiss.ntotal != len(self.vectors) or self.faiss.d != self.vectors.shape[1]:
-            raise IndexMissingError(f"the colbert index of {index.path} does not match its token vectors: rebuild "
-                                    f"it with 'mathscout index --index {index.path} --components colbert'")
+            raise IndexMissingError(
+                f"the colbert index of {index.path} does not match its token vectors: rebuild "
+                f"it with 'mathscout index --index {index.path} --components colbert'"
+            )
         self.faiss.nprobe = int(nprobe or meta.get("nprobe", NPROBE))
         self.encoder = open_encoder(self.dense_meta, model, "dense")
         if self.encoder.dimension != self.matrix.shape[0]:
-            raise MathScoutError(f"the dense model makes {self.encoder.dimension}-dimensional token vectors, the "
-                                 f"colbert projection expects {self.matrix.shape[0]}")
+            raise MathScoutError(
+                f"the dense model makes {self.encoder.dimension}-dimensional token vectors, the "
+                f"colbert projection expects {self.matrix.shape[0]}"
+            )
         vocabulary = self.encoder.tokenizer.convert_ids_to_tokens(list(range(len(self.encoder.tokenizer))))
         self.keep = np.array([any(ch.isalnum() for ch in p.removeprefix("##")) for p in vocabulary], dtype=bool)
         self.doc_ids = index.store.doc_ids()
@@ -185,8 +214,17 @@ class ColbertRetriever(BaseRetriever):
         candidates = candidates[self.offsets[candidates + 1] > self.offsets[candidates]]
         exact = self.maxsim(q, candidates)
         order = sorted(range(len(candidates)), key=lambda i: (-exact[i], candidates[i]))[:k]
-        return RankResult([Hit(doc_id=self.doc_ids[candidates[i]], score=float(exact[i]), rank=n,
-                               components={self.name: float(exact[i])}) for n, i in enumerate(order, start=1)])
+        return RankResult(
+            [
+                Hit(
+                    doc_id=self.doc_ids[candidates[i]],
+                    score=float(exact[i]),
+                    rank=n,
+                    components={self.name: float(exact[i])},
+                )
+                for n, i in enumerate(order, start=1)
+            ]
+        )
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         return self.rank(query, k).hits

@@ -42,8 +42,9 @@ def then(first, second):
     if isinstance(first, Pending):
         return then(first.stage, then(first.query_stage, second))
     if not isinstance(first, STAGES) or not isinstance(second, STAGES):
-        raise MathScoutError(f"cannot compose {first!r} >> {second!r}: each side must be a retriever, a reranker "
-                             "or a query stage")
+        raise MathScoutError(
+            f"cannot compose {first!r} >> {second!r}: each side must be a retriever, a reranker or a query stage"
+        )
     if isinstance(first, QueryStage):
         return QueryChain(first, second) if isinstance(second, QueryStage) else first.feed(second)
     if isinstance(second, QueryStage):
@@ -101,7 +102,9 @@ class ScoredBy(Composable):
     def rerank(self, query: str | Query, hits: list[Hit], k: int | None = None) -> list[Hit]:
         query = prepare_query(query)
         try:
-            own = {h.doc_id: h.score for h in self.retriever.batch_search([query], max(self.reads, len(hits)))[query.id]}
+            own = {
+                h.doc_id: h.score for h in self.retriever.batch_search([query], max(self.reads, len(hits)))[query.id]
+            }
         except QueryError as exc:
             notice(f"notice: {self.name}: {exc}; first-stage order kept")
             own = {}

@@ -69,8 +69,10 @@ def load_faiss(path: Path, index_path: Path, component: str):
     try:
         return faiss.read_index(str(path))
     except RuntimeError as exc:
-        raise IndexMissingError(f"the faiss index {path} is unreadable or corrupted: rebuild it with "
-                                f"'mathscout index --index {index_path} --components {component}'") from exc
+        raise IndexMissingError(
+            f"the faiss index {path} is unreadable or corrupted: rebuild it with "
+            f"'mathscout index --index {index_path} --components {component}'"
+        ) from exc
 
 
 def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str) -> Encoder:
@@ -78,14 +80,20 @@ def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str)
     its dimension must be the index's."""
     env = settings().dense.model if component == "dense" else None
     folder = Path(model or env or meta["model"])
-    encoder = Encoder(folder, meta.get("backend", "onnx-int8"), meta.get("batching", "length"))  # as its vectors were made
+    encoder = Encoder(
+        folder, meta.get("backend", "onnx-int8"), meta.get("batching", "length")
+    )  # as its vectors were made
     if encoder.dimension != int(meta["dimension"]):
-        raise MathScoutError(f"the dense model {folder} makes {encoder.dimension}-dimensional vectors but the "
-                             f"'{component}' index holds {meta['dimension']}-dimensional ones: search with the model it "
-                             f"was built with ({meta['model']}) or rebuild the component")
+        raise MathScoutError(
+            f"the dense model {folder} makes {encoder.dimension}-dimensional vectors but the "
+            f"'{component}' index holds {meta['dimension']}-dimensional ones: search with the model it "
+            f"was built with ({meta['model']}) or rebuild the component"
+        )
     if model_fingerprint(folder) != meta.get("model_key", model_fingerprint(folder)):
-        notice(f"notice: the dense model {folder} is not the one the '{component}' index was built with "
-               f"({meta['model']}); scores may be off")
+        notice(
+            f"notice: the dense model {folder} is not the one the '{component}' index was built with "
+            f"({meta['model']}); scores may be off"
+        )
     return encoder
 
 
@@ -104,8 +112,16 @@ def query_vectors(encoder: Encoder, queries: list[Query]) -> np.ndarray:
 class DenseRetriever(BaseRetriever):
     """Passage-level dense retrieval, max-pooled to documents."""
 
-    def __init__(self, index: IndexDir, component: str = "dense", search: str | None = None, model: str | Path | None = None,
-                 ef_search: int | None = None, passages: int | None = None, nprobe: int | None = None):
+    def __init__(
+        self,
+        index: IndexDir,
+        component: str = "dense",
+        search: str | None = None,
+        model: str | Path | None = None,
+        ef_search: int | None = None,
+        passages: int | None = None,
+        nprobe: int | None = None,
+    ):
         folder = index.component_path(component)
         self.meta = read_meta(folder)
         search = search or self.meta.get("default_search", "flat")  # flat, or ivfpq for a large component
@@ -119,27 +135,39 @@ class DenseRetriever(BaseRetriever):
             self.encoder  # noqa: B018 — another model than the one the vectors were made with: checked now, at open
         kinds = ["ivfpq"] if self.meta.get("default_search") == "ivfpq" else ["flat", "hnsw"]
         if search not in kinds:
-            raise MathScoutError(f"the '{component}' component of {index.path} has no '{search}' search "
-                                 f"({self.meta.get('passages', 0):,} passages; it has {', '.join(kinds)})")
+            raise MathScoutError(
+                f"the '{component}' component of {index.path} has no '{search}' search "
+                f"({self.meta.get('passages', 0):,} passages; it has {', '.join(kinds)})"
+            )
         self.faiss = load_faiss(folder / f"{search}.faiss", index.path, component)
         if self.faiss.d != int(self.meta["dimension"]):  # the model's dimension is the meta's (open_encoder checks it)
-            raise MathScoutError(f"the faiss index {folder / (search + '.faiss')} holds {self.faiss.d}-dimensional "
-                                 f"vectors, the model {self.meta['dimension']}: rebuild the '{component}' component")
+            raise MathScoutError(
+                f"the faiss index {folder / (search + '.faiss')} holds {self.faiss.d}-dimensional "
+                f"vectors, the model {self.meta['dimension']}: rebuild the '{component}' component"
+            )
         if search == "hnsw":
             self.faiss.hnsw.efSearch = int(ef_search or self.meta.get("hnsw_ef_search", 64))
         try:
             self.passage_doc = np.load(folder / "passage_doc.npy")
             vectors = open_vectors(folder / VECTORS, self.faiss.d) if search == "ivfpq" else None
         except (OSError, ValueError) as exc:
-            raise IndexMissingError(f"the dense index {folder} is incomplete ({exc}): rebuild it with "
-                                    f"'mathscout index --index {index.path} --components {component}'") from exc
+            raise IndexMissingError(
+                f"the dense index {folder} is incomplete ({exc}): rebuild it with "
+                f"'mathscout index --index {index.path} --components {component}'"
+            ) from exc
         if vectors is not None:
-            self.faiss = IvfPqSearch(self.faiss, vectors, self.passage_doc,
-                                     nprobe or self.meta.get("nprobe", 32),
-                                     self.meta.get("refine", REFINE))
+            self.faiss = IvfPqSearch(
+                self.faiss,
+                vectors,
+                self.passage_doc,
+                nprobe or self.meta.get("nprobe", 32),
+                self.meta.get("refine", REFINE),
+            )
         if len(self.passage_doc) != self.faiss.ntotal:
-            raise IndexMissingError(f"the dense index {folder} is inconsistent ({self.faiss.ntotal} vectors, "
-                                    f"{len(self.passage_doc)} passages): rebuild the '{component}' component")
+            raise IndexMissingError(
+                f"the dense index {folder} is inconsistent ({self.faiss.ntotal} vectors, "
+                f"{len(self.passage_doc)} passages): rebuild the '{component}' component"
+            )
         self.doc_ids = index.store.doc_ids()
         self.max_passages = int(self.meta.get("max_passages", 1))
         if passages is not None and int(passages) < self.max_passages:  # search fewer passages per document (flat)
@@ -189,8 +217,12 @@ class DenseRetriever(BaseRetriever):
                 found = row_positions[row_positions >= 0]
                 row_scores, row_positions = exact_order(query, found, self.faiss.reconstruct_batch(found))
             ranked = best_documents(row_scores, row_positions, self.passage_doc, k)
-            results.append([Hit(doc_id=self.doc_ids[doc], score=score, rank=n, components={self.name: score})
-                            for n, (doc, score) in enumerate(ranked, start=1)])
+            results.append(
+                [
+                    Hit(doc_id=self.doc_ids[doc], score=score, rank=n, components={self.name: score})
+                    for n, (doc, score) in enumerate(ranked, start=1)
+                ]
+            )
         return results
 
     def _search(self, query: Query, k: int) -> list[Hit]:
@@ -206,7 +238,9 @@ class DenseRetriever(BaseRetriever):
         return hits
 
 
-def best_documents(scores: np.ndarray, positions: np.ndarray, passage_doc: np.ndarray, k: int) -> list[tuple[int, float]]:
+def best_documents(
+    scores: np.ndarray, positions: np.ndarray, passage_doc: np.ndarray, k: int
+) -> list[tuple[int, float]]:
     """One query's passage hits (best first) → its k best documents, each scored by its best passage."""
     best: dict[int, float] = {}
     for score, position in zip(scores, positions):

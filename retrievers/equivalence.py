@@ -32,7 +32,9 @@ REWRITE_SECONDS = 1.0  # SymPy time per formula (structure-rewrite's default: 2 
 class RewriteMatch:
     """A document whose best structure match came from a rewritten form of a query formula."""
 
-    tier: float  # the match tier of that form's best formula in the document (structure.search.match_tier; NaN: unknown)
+    tier: (
+        float  # the match tier of that form's best formula in the document (structure.search.match_tier; NaN: unknown)
+    )
     score: float  # that form's fused score of the document (structure-rewrite's value: weighted, normalised for formulas alone)
 
 
@@ -48,14 +50,26 @@ class RewriteMatches:
 class EquivalenceMatcher:
     """Structure search over the equivalent forms of a question's formulas, reusing the candidates' structure retriever."""
 
-    def __init__(self, index: IndexDir, structure: StructureSearch, depth: int,
-                 max_forms: int = REWRITE_FORMS, seconds: float = REWRITE_SECONDS):
+    def __init__(
+        self,
+        index: IndexDir,
+        structure: StructureSearch,
+        depth: int,
+        max_forms: int = REWRITE_FORMS,
+        seconds: float = REWRITE_SECONDS,
+    ):
         self.depth = depth
         self.structure = structure
         self._rewrites: dict[tuple, RewriteResult] = {}
         self._written: tuple[Query, RankResult] | None = None  # the question and its structure ranking, when known
-        self.retriever = StructureRewriteRetriever(index, structure=structure, max_forms=max_forms, seconds=seconds,
-                                                   rewriter=self._rewrite, search_form=self._search_form)
+        self.retriever = StructureRewriteRetriever(
+            index,
+            structure=structure,
+            max_forms=max_forms,
+            seconds=seconds,
+            rewriter=self._rewrite,
+            search_form=self._search_form,
+        )
 
     def _rewrite(self, latex: str, max_forms: int = REWRITE_FORMS, seconds: float = REWRITE_SECONDS) -> RewriteResult:
         """SymPy once per formula and question (`variants` is asked twice: to decide, then to search)."""
@@ -89,7 +103,9 @@ class EquivalenceMatcher:
         matches = {}
         for doc_id in docs:
             entry = ranking.fused.get(doc_id)
-            if entry is not None and entry.variant > 0:  # its best value came from a rewritten form, not the formula as written
+            if (
+                entry is not None and entry.variant > 0
+            ):  # its best value came from a rewritten form, not the formula as written
                 tier = float(entry.formula_hit.tier) if entry.formula_hit is not None else float("nan")
                 matches[doc_id] = RewriteMatch(tier, float(entry.best))
         return RewriteMatches(forms, matches, time.perf_counter() - started)

@@ -55,9 +55,27 @@ CATEGORICAL = ("q.kind", "d.kind", "d.source")
 MAX_CATEGORIES = 50  # most frequent values kept per categorical document feature
 
 
-SHARED = ["structure.math", "structure.words", "structure.coverage", "rewrite.equivalent", "rewrite.tier",
-          "rewrite.score", "title.bm25", "found_by", "q.formulas", "q.math_share", "q.terms", "q.kind", "q.rewrites",
-          "d.kind", "d.source", "d.votes", "d.accepted", "d.length", "d.formulas"]  # the columns after the retrievers'
+SHARED = [
+    "structure.math",
+    "structure.words",
+    "structure.coverage",
+    "rewrite.equivalent",
+    "rewrite.tier",
+    "rewrite.score",
+    "title.bm25",
+    "found_by",
+    "q.formulas",
+    "q.math_share",
+    "q.terms",
+    "q.kind",
+    "q.rewrites",
+    "d.kind",
+    "d.source",
+    "d.votes",
+    "d.accepted",
+    "d.length",
+    "d.formulas",
+]  # the columns after the retrievers'
 COLUMN = {name: n for n, name in enumerate(SHARED)}
 
 
@@ -65,7 +83,6 @@ def feature_names(retrievers: Iterable[str] = RETRIEVERS) -> list[str]:
     """Every feature, in the order of the matrix columns."""
     names = [f"{r}.{part}" for r in retrievers for part in PER_RETRIEVER]
     return names + SHARED
-
 
 
 FEATURES = feature_names()
@@ -117,8 +134,12 @@ def _optional(value) -> float:
     return number if math.isfinite(number) else NAN
 
 
-def feature_matrix(candidates: Candidates, summaries: Mapping[str, DocumentSummary], vocabulary: Vocabulary,
-                   retrievers: Iterable[str] = RETRIEVERS) -> tuple[list[str], np.ndarray]:
+def feature_matrix(
+    candidates: Candidates,
+    summaries: Mapping[str, DocumentSummary],
+    vocabulary: Vocabulary,
+    retrievers: Iterable[str] = RETRIEVERS,
+) -> tuple[list[str], np.ndarray]:
     """(documents, matrix) for one query's candidates: a row per document, a column per `feature_names()`."""
     retrievers = list(retrievers)
     docs = candidates.docs
@@ -130,10 +151,15 @@ def feature_matrix(candidates: Candidates, summaries: Mapping[str, DocumentSumma
     searched = forms is not None  # NaN without a formula (or not computed)
     titles = candidates.titles or {}
     rows = np.full((len(docs), len(SHARED)), NAN)
-    rows[:, [COLUMN["q.formulas"], COLUMN["q.math_share"], COLUMN["q.terms"], COLUMN["q.kind"], COLUMN["q.rewrites"]]] = \
-        (stats.formulas, stats.math_share, stats.terms,
-         float(QUESTION_KINDS.index(stats.kind)) if stats.kind in QUESTION_KINDS else NAN,
-         float(forms) if forms is not None else NAN)
+    rows[
+        :, [COLUMN["q.formulas"], COLUMN["q.math_share"], COLUMN["q.terms"], COLUMN["q.kind"], COLUMN["q.rewrites"]]
+    ] = (
+        stats.formulas,
+        stats.math_share,
+        stats.terms,
+        float(QUESTION_KINDS.index(stats.kind)) if stats.kind in QUESTION_KINDS else NAN,
+        float(forms) if forms is not None else NAN,
+    )
     document = [COLUMN[n] for n in ("d.kind", "d.source", "d.votes", "d.accepted", "d.length", "d.formulas")]
     for row, doc in enumerate(docs):
         out = rows[row]
@@ -154,10 +180,14 @@ def feature_matrix(candidates: Candidates, summaries: Mapping[str, DocumentSumma
         if summary is not None:
             meta = summary.metadata
             accepted = meta.get("accepted")
-            out[document] = (vocabulary.code(vocabulary.kinds, str(meta.get("kind"))),
-                             vocabulary.code(vocabulary.sources, str(meta.get("source"))),
-                             _optional(meta.get("score")), NAN if accepted is None else float(bool(accepted)),
-                             float(summary.length), float(summary.formulas))
+            out[document] = (
+                vocabulary.code(vocabulary.kinds, str(meta.get("kind"))),
+                vocabulary.code(vocabulary.sources, str(meta.get("source"))),
+                _optional(meta.get("score")),
+                NAN if accepted is None else float(bool(accepted)),
+                float(summary.length),
+                float(summary.formulas),
+            )
     matrix = np.hstack([*blocks, rows]) if blocks else rows
     found = matrix[:, [len(PER_RETRIEVER) * i + 4 for i in range(len(retrievers))]]
     matrix[:, len(retrievers) * len(PER_RETRIEVER) + COLUMN["found_by"]] = np.nansum(found, axis=1)

@@ -40,7 +40,11 @@ Ranking = dict[str, float]  # document id → score for one query, best first
 DEPTH = 1000  # hits taken from each component before fusing ("merging top-1000 results individually", Zhong 2023 thesis Table 5.6)
 RRF_K = 60
 WEIGHTS_FILE = "fusion.json"
-FALLBACK_COMPONENTS = ("structure", "dense", "bm25")  # MABOWDOR's components (Zhong 2023 thesis §5.2.3), when nothing is tuned
+FALLBACK_COMPONENTS = (
+    "structure",
+    "dense",
+    "bm25",
+)  # MABOWDOR's components (Zhong 2023 thesis §5.2.3), when nothing is tuned
 MAX_WEIGHT = 1000.0  # a stored weight's bound (tuned weights sum to 1; only their ratios matter)
 
 
@@ -124,8 +128,9 @@ class TopicMatrix:
         return [(self.docs[i], float(scores[i])) for i in order]
 
 
-def fuse(rankings: Sequence[Ranking], weights: Sequence[float], fusion: str = "linear",
-         depth: int = DEPTH, k: int = DEPTH) -> list[tuple[str, float]]:
+def fuse(
+    rankings: Sequence[Ranking], weights: Sequence[float], fusion: str = "linear", depth: int = DEPTH, k: int = DEPTH
+) -> list[tuple[str, float]]:
     """Fuse one query's rankings: the top-k (doc, fused score) pairs."""
     if len(rankings) != len(weights):
         raise MathScoutError(f"{len(rankings)} rankings but {len(weights)} weights")
@@ -133,8 +138,13 @@ def fuse(rankings: Sequence[Ranking], weights: Sequence[float], fusion: str = "l
     return TopicMatrix.build(rankings, chosen, depth).ranking(np.asarray(weights, dtype=np.float64), chosen, k)
 
 
-def fuse_runs(runs: Mapping[str, Mapping[str, Ranking]], weights: Mapping[str, float], fusion: str = "linear",
-              depth: int = DEPTH, k: int = DEPTH) -> dict[str, list[Hit]]:
+def fuse_runs(
+    runs: Mapping[str, Mapping[str, Ranking]],
+    weights: Mapping[str, float],
+    fusion: str = "linear",
+    depth: int = DEPTH,
+    k: int = DEPTH,
+) -> dict[str, list[Hit]]:
     """Fuse whole runs (`{name: {topic: ranking}}`): every topic of any run; a run missing a topic adds nothing."""
     names = list(runs)
     topics = list(dict.fromkeys(qid for run in runs.values() for qid in run))
@@ -143,9 +153,15 @@ def fuse_runs(runs: Mapping[str, Mapping[str, Ranking]], weights: Mapping[str, f
     for qid in topics:
         rankings = [runs[name].get(qid, {}) for name in names]
         hits = fuse(rankings, vector, fusion, depth, k)
-        fused[qid] = [Hit(doc_id=d, score=s, rank=n, components={name: rankings[i][d] for i, name in enumerate(names)
-                                                                   if d in rankings[i]})
-                      for n, (d, s) in enumerate(hits, start=1)]
+        fused[qid] = [
+            Hit(
+                doc_id=d,
+                score=s,
+                rank=n,
+                components={name: rankings[i][d] for i, name in enumerate(names) if d in rankings[i]},
+            )
+            for n, (d, s) in enumerate(hits, start=1)
+        ]
     return fused
 
 
@@ -161,8 +177,10 @@ class Stage:
 
     def __post_init__(self):
         if not isinstance(self.retriever, Retriever):
-            raise MathScoutError(f"a fusion adds rankings: {self.retriever!r} is no retriever (a reranker or a query "
-                                 "stage joins a pipeline with >>)")
+            raise MathScoutError(
+                f"a fusion adds rankings: {self.retriever!r} is no retriever (a reranker or a query "
+                "stage joins a pipeline with >>)"
+            )
 
     @property
     def name(self) -> str:
@@ -186,8 +204,14 @@ class FusedRetriever(BaseRetriever):
 
     name = "hybrid"
 
-    def __init__(self, stages: Sequence[Stage], fusion: str = "linear", depth: int = DEPTH, cutoff: int | None = None,
-                 parallel: bool = True):
+    def __init__(
+        self,
+        stages: Sequence[Stage],
+        fusion: str = "linear",
+        depth: int = DEPTH,
+        cutoff: int | None = None,
+        parallel: bool = True,
+    ):
         if not stages:
             raise MathScoutError("a fusion needs at least one retriever")
         names = [s.name for s in stages]
@@ -204,7 +228,9 @@ class FusedRetriever(BaseRetriever):
         self.timings: dict[str, float] = {}  # seconds spent per stage (and "fusion") on the last query
 
     def __add__(self, other: Stage | FusedRetriever | Retriever) -> FusedRetriever:
-        extra = other.stages if isinstance(other, FusedRetriever) else [other if isinstance(other, Stage) else Stage(other)]
+        extra = (
+            other.stages if isinstance(other, FusedRetriever) else [other if isinstance(other, Stage) else Stage(other)]
+        )
         return FusedRetriever(self.stages + list(extra), self.fusion, self.depth, self.cutoff, self.parallel)
 
     def __mod__(self, cutoff: int) -> FusedRetriever:
@@ -250,8 +276,13 @@ class FusedRetriever(BaseRetriever):
         started = time.perf_counter()
         by_doc = [{h.doc_id: h for h in hits} for hits in rankings]
         limit = min(k, self.cutoff) if self.cutoff else k
-        fused = fuse([{h.doc_id: h.score for h in hits} for hits in rankings], [s.weight for s in self.stages],
-                     self.fusion, self.depth, limit)
+        fused = fuse(
+            [{h.doc_id: h.score for h in hits} for hits in rankings],
+            [s.weight for s in self.stages],
+            self.fusion,
+            self.depth,
+            limit,
+        )
         hits = []
         for rank, (doc, score) in enumerate(fused, start=1):
             sources = [(stage, found[doc]) for stage, found in zip(self.stages, by_doc) if doc in found]
@@ -295,20 +326,26 @@ class FusionConfig(TunedFile):
         """Weights of modes other than hybrid itself, in 0–MAX_WEIGHT and one positive, a known method, a depth in
         FUSION_DEPTH's range."""
         fusable = set(available_modes()) - {FusedRetriever.name}  # a hybrid of itself would open itself for ever
-        weights = {file.name(name, "a weighted mode", fusable): file.number(weight, f"the weight of {name}", 0, MAX_WEIGHT)
-                   for name, weight in file.mapping(data.get("weights"), "weights").items()}
+        weights = {
+            file.name(name, "a weighted mode", fusable): file.number(weight, f"the weight of {name}", 0, MAX_WEIGHT)
+            for name, weight in file.mapping(data.get("weights"), "weights").items()
+        }
         file.require(any(w > 0 for w in weights.values()), "no weight is positive")
-        return cls(weights, file.name(data.get("method", "linear"), "method", METHODS),
-                   file.whole(data.get("depth", DEPTH), "depth", FUSION_DEPTH.low, FUSION_DEPTH.high),
-                   file.mapping(data.get("tuning", {}), "tuning"))
+        return cls(
+            weights,
+            file.name(data.get("method", "linear"), "method", METHODS),
+            file.whole(data.get("depth", DEPTH), "depth", FUSION_DEPTH.low, FUSION_DEPTH.high),
+            file.mapping(data.get("tuning", {}), "tuning"),
+        )
 
 
 def fallback_config(index: IndexDir) -> FusionConfig:
     """Equal weights over the MABOWDOR components the index can serve."""
     usable = servable_modes(index, FALLBACK_COMPONENTS)
     if not usable:
-        raise MathScoutError(f"the index {index.path} has none of the components hybrid search fuses "
-                             f"({', '.join(FALLBACK_COMPONENTS)})")
+        raise MathScoutError(
+            f"the index {index.path} has none of the components hybrid search fuses ({', '.join(FALLBACK_COMPONENTS)})"
+        )
     return FusionConfig(weights={name: 1.0 / len(usable) for name in usable})
 
 
@@ -317,13 +354,19 @@ def open_hybrid(index: IndexDir, **options) -> FusedRetriever:
     config = FusionConfig.read(index)
     if config is None:
         config = fallback_config(index)
-        notice(f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
-               f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'")
-    stages = [Stage(open_retriever(index, name), float(weight)) for name, weight in config.weights.items() if weight > 0]
-    return FusedRetriever(stages, options.get("fusion", config.method), options.get("depth", config.depth),
-                          parallel=bool(options.get("parallel", True)))
-
-
+        notice(
+            f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
+            f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'"
+        )
+    stages = [
+        Stage(open_retriever(index, name), float(weight)) for name, weight in config.weights.items() if weight > 0
+    ]
+    return FusedRetriever(
+        stages,
+        options.get("fusion", config.method),
+        options.get("depth", config.depth),
+        parallel=bool(options.get("parallel", True)),
+    )
 
 
 def describe_weights(weights: Mapping[str, float]) -> str:

@@ -73,15 +73,21 @@ class RankerConfig(TunedFile):
         retrievers = [file.name(r, "a retriever", RETRIEVERS) for r in file.items(data.get("retrievers"), "retrievers")]
         vocabulary = file.mapping(data.get("vocabulary"), "vocabulary")
         model = file.mapping(data.get("model", {}), "model")
-        config = cls(retrievers=retrievers,
-                     used=[file.name(r, "a used retriever", retrievers) for r in file.items(data.get("used"), "used")],
-                     depth=file.whole(data.get("depth"), "depth", 1, K.high),
-                     features=[file.text(f, "a feature") for f in file.items(data.get("features"), "features")],
-                     vocabulary={name: [file.text(v, f"a {name} code") for v in file.items(codes, name)]
-                                 for name, codes in vocabulary.items()},
-                     model=model, training=file.mapping(data.get("training", {}), "training"))
-        file.require(config.features == feature_names(retrievers),
-                     "its feature list is not the one this version computes")
+        config = cls(
+            retrievers=retrievers,
+            used=[file.name(r, "a used retriever", retrievers) for r in file.items(data.get("used"), "used")],
+            depth=file.whole(data.get("depth"), "depth", 1, K.high),
+            features=[file.text(f, "a feature") for f in file.items(data.get("features"), "features")],
+            vocabulary={
+                name: [file.text(v, f"a {name} code") for v in file.items(codes, name)]
+                for name, codes in vocabulary.items()
+            },
+            model=model,
+            training=file.mapping(data.get("training", {}), "training"),
+        )
+        file.require(
+            config.features == feature_names(retrievers), "its feature list is not the one this version computes"
+        )
         if model:
             file.name(model.get("file"), "the model file", (MODEL_FILE,))
             file.record(model, "the model")
@@ -126,15 +132,18 @@ class Ranker:
     def load(cls, folder: Path) -> Ranker:
         config = RankerConfig.read(folder)
         if config is None:
-            raise IndexMissingError(f"{folder} has no learned ranker ({CONFIG_FILE}): train one with "
-                                    f"'mathscout train ranker --index {folder}'")
+            raise IndexMissingError(
+                f"{folder} has no learned ranker ({CONFIG_FILE}): train one with "
+                f"'mathscout train ranker --index {folder}'"
+            )
         path = folder / config.model.get("file", MODEL_FILE)
         rebuild = f"retrain with 'mathscout train ranker --index {folder}'"
         try:
             record = FileRecord.from_json(config.model)
         except (KeyError, TypeError, ValueError) as exc:
-            raise DamagedIndexError(f"{CONFIG_FILE} in {folder} has no usable size and checksum of the ranker model "
-                                    f"({exc}): {rebuild}") from exc
+            raise DamagedIndexError(
+                f"{CONFIG_FILE} in {folder} has no usable size and checksum of the ranker model ({exc}): {rebuild}"
+            ) from exc
         verify_file(path, record, rebuild)
         try:
             data = path.read_bytes()
@@ -146,8 +155,10 @@ class Ranker:
         except (lightgbm.basic.LightGBMError, UnicodeDecodeError) as exc:
             raise DamagedIndexError(f"the ranker model {path} is unreadable ({exc}): {rebuild}") from exc
         if booster.num_feature() != len(config.features):
-            raise DamagedIndexError(f"the ranker model {path} has {booster.num_feature()} features, "
-                                    f"{CONFIG_FILE} lists {len(config.features)}: {rebuild}")
+            raise DamagedIndexError(
+                f"the ranker model {path} has {booster.num_feature()} features, "
+                f"{CONFIG_FILE} lists {len(config.features)}: {rebuild}"
+            )
         return cls(config, booster)
 
     def features(self, candidates: Candidates, store) -> tuple[list[str], np.ndarray]:
@@ -184,8 +195,10 @@ def with_tail(hits: list[Hit], tail: list[Hit], k: int, name: str = TAIL) -> lis
     seen = {h.doc_id for h in hits}
     low = min((h.score for h in hits), default=0.0)
     extra = [h for h in tail if h.doc_id not in seen][: max(k - len(hits), 0)]
-    return hits + [Hit(doc_id=h.doc_id, score=low - n, rank=len(hits) + n, components={name: h.score})
-                   for n, h in enumerate(extra, start=1)]
+    return hits + [
+        Hit(doc_id=h.doc_id, score=low - n, rank=len(hits) + n, components={name: h.score})
+        for n, h in enumerate(extra, start=1)
+    ]
 
 
 class RankedRetriever(BaseRetriever):
@@ -199,9 +212,11 @@ class RankedRetriever(BaseRetriever):
         config = self.ranker.config
         usable = servable_modes(index, config.retrievers)
         if usable != config.used:
-            raise MathScoutError(f"the ranker was trained with the retrievers {', '.join(config.used)} but the index "
-                                 f"{index.path} serves {', '.join(usable) or 'none'}: retrain it with "
-                                 f"'mathscout train ranker --index {index.path}'")
+            raise MathScoutError(
+                f"the ranker was trained with the retrievers {', '.join(config.used)} but the index "
+                f"{index.path} serves {', '.join(usable) or 'none'}: retrain it with "
+                f"'mathscout train ranker --index {index.path}'"
+            )
         self.generator = CandidateGenerator(index, tuple(config.retrievers), config.depth)
         self.tail = tail_retriever(config)  # fixed by ranker.json: the retriever whose top k follows the candidates
         self.timings: dict[str, float] = {}  # seconds of the last query: each retriever, "features", "model"
@@ -212,8 +227,12 @@ class RankedRetriever(BaseRetriever):
         docs, matrix = self.ranker.features(candidates, self.index.store)
         scored = time.perf_counter()
         scores = self.ranker.score(matrix)
-        self.timings = {**candidates.seconds, "features": scored - started, "model": time.perf_counter() - scored,
-                        "candidates": float(len(docs))}
+        self.timings = {
+            **candidates.seconds,
+            "features": scored - started,
+            "model": time.perf_counter() - scored,
+            "candidates": float(len(docs)),
+        }
         hits = ranked_hits(candidates, docs, scores, k)
         tail = self.generator.retrievers.get(self.tail)
         if k > len(hits) and tail is not None and len(candidates.runs.get(self.tail, [])) >= self.generator.depth:

@@ -64,87 +64,210 @@ class RetrieverEntry:
 R = "mathscout.retrievers."
 RETRIEVERS: tuple[RetrieverEntry, ...] = (
     RetrieverEntry(
-        "bm25", R + "bm25:BM25Component", "math-aware BM25 (Lucene, pre-tokenized math + words)", default=True,
-        needs="pyserini",
-        modes=(ModeSpec("bm25", R + "bm25:open_bm25", ("bm25",), "math-aware BM25 over words and unified LaTeX tokens",
-                        "text — math-aware BM25", 7),),
-        score="Okapi BM25, words + math tokens"),
-    RetrieverEntry(
-        "structure", R + "structure:StructureComponent", "Approach Zero path index of formula operator trees",
+        "bm25",
+        R + "bm25:BM25Component",
+        "math-aware BM25 (Lucene, pre-tokenized math + words)",
         default=True,
-        modes=(ModeSpec("structure", R + "structure:open_structure", ("structure",),
-                        "Approach Zero structure search (formulas; + BM25 for words, Zhong 2023 thesis Eq. 3.18)",
-                        "structure — formula trees (Approach Zero)", 1),),
-        score="matched-subtree similarity × path idf (Zhong 2023 thesis Eqs. 3.5, 3.15)"),
+        needs="pyserini",
+        modes=(
+            ModeSpec(
+                "bm25",
+                R + "bm25:open_bm25",
+                ("bm25",),
+                "math-aware BM25 over words and unified LaTeX tokens",
+                "text — math-aware BM25",
+                7,
+            ),
+        ),
+        score="Okapi BM25, words + math tokens",
+    ),
     RetrieverEntry(
-        "types", R + "types:TypesComponent", "mathematical types: type delta index + type embeddings (word2vec)",
-        modes=(ModeSpec("types", R + "types:open_types", ("bm25", "types"),
-                        "TypesExp: BM25 + query types ×2 + their 5 nearest types (type embeddings)",
-                        "types — BM25 + type expansion", 9),
-               ModeSpec("types2x", R + "types:open_types2x", ("bm25", "types"), "Types2X: BM25 + query types ×2",
-                        "types2x — BM25 + query types", 10),
-               ModeSpec("rm3", R + "types:open_rm3", ("bm25",), "BM25 with RM3 pseudo-relevance feedback",
-                        "rm3 — BM25 + feedback", 11)),
-        score="BM25 of expanded type terms"),
+        "structure",
+        R + "structure:StructureComponent",
+        "Approach Zero path index of formula operator trees",
+        default=True,
+        modes=(
+            ModeSpec(
+                "structure",
+                R + "structure:open_structure",
+                ("structure",),
+                "Approach Zero structure search (formulas; + BM25 for words, Zhong 2023 thesis Eq. 3.18)",
+                "structure — formula trees (Approach Zero)",
+                1,
+            ),
+        ),
+        score="matched-subtree similarity × path idf (Zhong 2023 thesis Eqs. 3.5, 3.15)",
+    ),
     RetrieverEntry(
-        "hybrid", None,
-        modes=(ModeSpec("hybrid", R + "fusion:open_hybrid", (),
-                        "MABOWDOR: fusion of structure, dense and BM25 with the weights tuned for the index "
-                        "(mathscout train fusion)", "hybrid — structure + dense + text, fused", 3),)),
+        "types",
+        R + "types:TypesComponent",
+        "mathematical types: type delta index + type embeddings (word2vec)",
+        modes=(
+            ModeSpec(
+                "types",
+                R + "types:open_types",
+                ("bm25", "types"),
+                "TypesExp: BM25 + query types ×2 + their 5 nearest types (type embeddings)",
+                "types — BM25 + type expansion",
+                9,
+            ),
+            ModeSpec(
+                "types2x",
+                R + "types:open_types2x",
+                ("bm25", "types"),
+                "Types2X: BM25 + query types ×2",
+                "types2x — BM25 + query types",
+                10,
+            ),
+            ModeSpec(
+                "rm3",
+                R + "types:open_rm3",
+                ("bm25",),
+                "BM25 with RM3 pseudo-relevance feedback",
+                "rm3 — BM25 + feedback",
+                11,
+            ),
+        ),
+        score="BM25 of expanded type terms",
+    ),
     RetrieverEntry(
-        "splade", R + "splade:SpladeComponent",
+        "hybrid",
+        None,
+        modes=(
+            ModeSpec(
+                "hybrid",
+                R + "fusion:open_hybrid",
+                (),
+                "MABOWDOR: fusion of structure, dense and BM25 with the weights tuned for the index "
+                "(mathscout train fusion)",
+                "hybrid — structure + dense + text, fused",
+                3,
+            ),
+        ),
+    ),
+    RetrieverEntry(
+        "splade",
+        R + "splade:SpladeComponent",
         "learned sparse (SPLADE) impact index from a local checkpoint ($MATHSCOUT_SPLADE_MODEL)",
-        modes=(ModeSpec("splade", R + "splade:open_splade", ("splade",),
-                        "learned sparse retrieval (SPLADE impact search; local checkpoint)",
-                        "splade — learned sparse", 13),),
-        score="learned sparse dot product"),
+        modes=(
+            ModeSpec(
+                "splade",
+                R + "splade:open_splade",
+                ("splade",),
+                "learned sparse retrieval (SPLADE impact search; local checkpoint)",
+                "splade — learned sparse",
+                13,
+            ),
+        ),
+        score="learned sparse dot product",
+    ),
     RetrieverEntry(
-        "dense", R + "dense:dense_component", "bi-encoder passage vectors (faiss Flat + HNSW) and token vectors, "
+        "dense",
+        R + "dense:dense_component",
+        "bi-encoder passage vectors (faiss Flat + HNSW) and token vectors, "
         "model $MATHSCOUT_DENSE_MODEL or all-MiniLM-L6-v2",
-        modes=(ModeSpec("dense", R + "dense:open_dense", ("dense",),
-                        "dense passage retrieval (bi-encoder, max over passages)", "dense — embeddings", 4),),
-        score="embedding cosine"),
+        modes=(
+            ModeSpec(
+                "dense",
+                R + "dense:open_dense",
+                ("dense",),
+                "dense passage retrieval (bi-encoder, max over passages)",
+                "dense — embeddings",
+                4,
+            ),
+        ),
+        score="embedding cosine",
+    ),
     RetrieverEntry(
-        "dense-ft", R + "dense:dense_ft_component", "passage vectors from the fine-tuned bi-encoder "
+        "dense-ft",
+        R + "dense:dense_ft_component",
+        "passage vectors from the fine-tuned bi-encoder "
         "($MATHSCOUT_DENSE_FT_MODEL, default MATHSCOUT_HOME/models/dense-ft)",
-        modes=(ModeSpec("dense-ft", R + "dense:open_dense_ft", ("dense-ft",),
-                        "dense retrieval with the fine-tuned bi-encoder",
-                        "dense-ft — embeddings, fine-tuned queries", 5),),
-        score="embedding cosine, fine-tuned queries"),
+        modes=(
+            ModeSpec(
+                "dense-ft",
+                R + "dense:open_dense_ft",
+                ("dense-ft",),
+                "dense retrieval with the fine-tuned bi-encoder",
+                "dense-ft — embeddings, fine-tuned queries",
+                5,
+            ),
+        ),
+        score="embedding cosine, fine-tuned queries",
+    ),
     RetrieverEntry(
-        "colbert", R + "colbert:ColbertComponent",
+        "colbert",
+        R + "colbert:ColbertComponent",
         "late interaction: IVF-PQ over the dense component's token vectors (build after 'dense')",
-        modes=(ModeSpec("colbert", R + "colbert:open_colbert", ("dense", "colbert"),
-                        "ColBERT-style late interaction: per-token candidates, exact MaxSim (Zhong et al. 2022 Eq. 3)",
-                        "colbert — late interaction over token vectors", 6),),
-        score="late interaction, sum of token maxima"),
+        modes=(
+            ModeSpec(
+                "colbert",
+                R + "colbert:open_colbert",
+                ("dense", "colbert"),
+                "ColBERT-style late interaction: per-token candidates, exact MaxSim (Zhong et al. 2022 Eq. 3)",
+                "colbert — late interaction over token vectors",
+                6,
+            ),
+        ),
+        score="late interaction, sum of token maxima",
+    ),
     RetrieverEntry(
-        "scm", R + "soft_cosine:SoftCosineComponent",
+        "scm",
+        R + "soft_cosine:SoftCosineComponent",
         "soft vector space model: BM25 vectors + word2vec term similarities",
-        modes=(ModeSpec("scm", R + "soft_cosine:open_scm", ("scm",),
-                        "soft cosine: BM25 whose terms also match similar terms (word2vec)",
-                        "scm — BM25 + soft term matching", 12),),
-        score="soft cosine over BM25 vectors"),
+        modes=(
+            ModeSpec(
+                "scm",
+                R + "soft_cosine:open_scm",
+                ("scm",),
+                "soft cosine: BM25 whose terms also match similar terms (word2vec)",
+                "scm — BM25 + soft term matching",
+                12,
+            ),
+        ),
+        score="soft cosine over BM25 vectors",
+    ),
     RetrieverEntry(
-        "structure-rewrite", None,
-        modes=(ModeSpec("structure-rewrite", R + "rewrite:open_structure_rewrite", ("structure",),
-                        "structure search over the query formula and its SymPy-equivalent forms, fused (max)",
-                        "structure + rewrites — formula trees and SymPy-equivalent forms", 8),)),
+        "structure-rewrite",
+        None,
+        modes=(
+            ModeSpec(
+                "structure-rewrite",
+                R + "rewrite:open_structure_rewrite",
+                ("structure",),
+                "structure search over the query formula and its SymPy-equivalent forms, fused (max)",
+                "structure + rewrites — formula trees and SymPy-equivalent forms",
+                8,
+            ),
+        ),
+    ),
     RetrieverEntry(
-        "ranked", None,
-        modes=(ModeSpec("ranked", R + "ranked:open_ranked", (),
-                        "learned ranking (LambdaMART) of the first-stage retrievers' candidates "
-                        "(mathscout train ranker)",
-                        "ranked — learned ranking of every retriever's candidates (LambdaMART)", 2),)),
+        "ranked",
+        None,
+        modes=(
+            ModeSpec(
+                "ranked",
+                R + "ranked:open_ranked",
+                (),
+                "learned ranking (LambdaMART) of the first-stage retrievers' candidates (mathscout train ranker)",
+                "ranked — learned ranking of every retriever's candidates (LambdaMART)",
+                2,
+            ),
+        ),
+    ),
 )
+
 
 def _register_components() -> None:
     """Offer every entry's component to the core index builder (mathscout.index.components); the factory is
     imported only when the component is built."""
     for entry in RETRIEVERS:
         if entry.component:
-            register_component(ComponentSpec(entry.name, _factory(entry.component), entry.component_description,
-                                             entry.default, entry.needs))
+            register_component(
+                ComponentSpec(
+                    entry.name, _factory(entry.component), entry.component_description, entry.default, entry.needs
+                )
+            )
 
 
 def _factory(target: str) -> Callable[[], Any]:

@@ -78,9 +78,15 @@ class FormulaRewrite(Composable):
         # one index's structure search, or a sharded index's (its forms fan out to the shards like any query)
         if not isinstance(structure, StructureSearch):
             raise MathScoutError(f"a formula rewrite feeds structure search, not {structure!r}")
-        return StructureRewriteRetriever(structure.index, fusion=self.fusion, max_forms=self.max_forms,
-                                         seconds=self.seconds, structure=structure, rewriter=self.rewriter,
-                                         search_form=self.search_form)
+        return StructureRewriteRetriever(
+            structure.index,
+            fusion=self.fusion,
+            max_forms=self.max_forms,
+            seconds=self.seconds,
+            structure=structure,
+            rewriter=self.rewriter,
+            search_form=self.search_form,
+        )
 
 
 @dataclass
@@ -110,9 +116,19 @@ class StructureRewriteRetriever(BaseRetriever):
 
     name = "structure-rewrite"
 
-    def __init__(self, index: IndexDir, fusion: str = "max", rewrite_weight: float = REWRITE_WEIGHT, max_forms: int = 8, seconds: float = 2.0, rewriter: Rewriter | None = None,
-                 normalise: str = "query", structure: StructureSearch | None = None, search_form: FormSearch | None = None,
-                 **structure_options):
+    def __init__(
+        self,
+        index: IndexDir,
+        fusion: str = "max",
+        rewrite_weight: float = REWRITE_WEIGHT,
+        max_forms: int = 8,
+        seconds: float = 2.0,
+        rewriter: Rewriter | None = None,
+        normalise: str = "query",
+        structure: StructureSearch | None = None,
+        search_form: FormSearch | None = None,
+        **structure_options,
+    ):
         if fusion not in FUSIONS:
             raise QueryError(f"unknown fusion '{fusion}' for structure-rewrite (choose from {', '.join(FUSIONS)})")
         if structure is None:  # the index's structure mode (a sharded index's answers from its shards)
@@ -155,7 +171,9 @@ class StructureRewriteRetriever(BaseRetriever):
                     text = Query(id=query.id, text="", formula=form.latex)
                 else:
                     text = Query(id=query.id, text=_replace_formula(query.text, i, form.latex))
-                variants.append(_Variant(text, self.rewrite_weight, form.rule, form.latex if i == 0 else formulas[0], form.latex))
+                variants.append(
+                    _Variant(text, self.rewrite_weight, form.rule, form.latex if i == 0 else formulas[0], form.latex)
+                )
             budget -= len(result.forms)
         return variants
 
@@ -181,7 +199,9 @@ class StructureRewriteRetriever(BaseRetriever):
             if n == 0:
                 written_order = [hit.doc_id for hit in hits]
             # "parts": whole-structure matches are scored by Zhong 2023 thesis Eq. 3.16 alone, so they are normalised by its perfect score
-            whole_scale = _perfect_score(self.structure, variant.formula) if formula_only and setting.text == "parts" else scale
+            whole_scale = (
+                _perfect_score(self.structure, variant.formula) if formula_only and setting.text == "parts" else scale
+            )
             for hit in hits:
                 hit_scale = whole_scale if hit.components.get("tier", PART) > PART else scale
                 if formula_only and self.normalise == "document" and (fh := best.get(ordinals[hit.doc_id])) is not None:
@@ -190,7 +210,11 @@ class StructureRewriteRetriever(BaseRetriever):
                     leaves = self.structure.paths.leaves  # type: ignore[attr-defined]
                     hit_scale = hit_scale * _length_ratio(self.structure, variant.formula, int(leaves[fh.formula]))
                 # capped: a document formula shorter than the query can pass the "perfect" score (Zhong 2023 thesis, Eq. 3.15)
-                value = variant.weight * min(_eq_score(hit, setting) / hit_scale, 1.0) if formula_only else variant.weight * hit.score
+                value = (
+                    variant.weight * min(_eq_score(hit, setting) / hit_scale, 1.0)
+                    if formula_only
+                    else variant.weight * hit.score
+                )
                 entry = fused.setdefault(hit.doc_id, _Fused())
                 tier = int(hit.components.get("tier", 0))
                 entry.tier = max(entry.tier, tier)
@@ -209,12 +233,24 @@ class StructureRewriteRetriever(BaseRetriever):
         # document that matches the formula as written, then keep the written form's own order (structure search
         # breaks its ties by document ordinal)
         written = {doc_id: n for n, doc_id in enumerate(written_order)}
-        ranked = sorted(fused, key=lambda d: (-_tier_rank(fused[d]), -fused[d].score, -fused[d].parts.get("form0", 0.0),
-                                              written.get(d, len(written)), d))[:k]
+        ranked = sorted(
+            fused,
+            key=lambda d: (
+                -_tier_rank(fused[d]),
+                -fused[d].score,
+                -fused[d].parts.get("form0", 0.0),
+                written.get(d, len(written)),
+                d,
+            ),
+        )[:k]
         hits = []
         for rank, doc_id in enumerate(ranked, start=1):
             entry = fused[doc_id]
-            components = {self.name: entry.score, "structure": entry.parts.get("form0", 0.0), "rewrite_form": float(entry.variant)}
+            components = {
+                self.name: entry.score,
+                "structure": entry.parts.get("form0", 0.0),
+                "rewrite_form": float(entry.variant),
+            }
             if formula_only:  # the score keeps the order when runs are sorted by it: 2 · tier + written first + value
                 components["tier"] = float(entry.tier)
             score = _tier_rank(entry) + entry.score if formula_only else entry.score
@@ -261,7 +297,9 @@ class StructureRewriteRetriever(BaseRetriever):
                 notice(f"notice: topic {query.id}: {exc}")
                 hits = []
             runs[query.id] = hits
-        notice(f"structure-rewrite: {len(queries)} queries ({rewritten} rewritten) in {time.perf_counter() - started:.1f} s")
+        notice(
+            f"structure-rewrite: {len(queries)} queries ({rewritten} rewritten) in {time.perf_counter() - started:.1f} s"
+        )
         return runs
 
 

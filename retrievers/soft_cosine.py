@@ -69,12 +69,18 @@ class SoftSpace:
             with np.load(folder / NORMS) as norms:
                 squared, soft = norms["squared"], norms["soft"]
         except (OSError, ValueError, KeyError) as exc:
-            raise IndexMissingError(f"the scm component in {folder} is unreadable ({exc}): rebuild it with "
-                                    f"'mathscout index --index {folder.parent} --components scm'") from exc
-        if not (documents.shape[1] == similarity.shape[0] == similarity.shape[1] == len(term_ids)
-                and len(squared) == len(soft) == documents.shape[0]):
-            raise IndexMissingError(f"the scm component in {folder} is inconsistent (its files disagree in size): "
-                                    f"rebuild it with 'mathscout index --index {folder.parent} --components scm'")
+            raise IndexMissingError(
+                f"the scm component in {folder} is unreadable ({exc}): rebuild it with "
+                f"'mathscout index --index {folder.parent} --components scm'"
+            ) from exc
+        if not (
+            documents.shape[1] == similarity.shape[0] == similarity.shape[1] == len(term_ids)
+            and len(squared) == len(soft) == documents.shape[0]
+        ):
+            raise IndexMissingError(
+                f"the scm component in {folder} is inconsistent (its files disagree in size): "
+                f"rebuild it with 'mathscout index --index {folder.parent} --components scm'"
+            )
         return cls(term_ids, documents, similarity, squared, soft)
 
     def scores(self, term_ids: list[int], alpha: float) -> np.ndarray:
@@ -110,8 +116,14 @@ class SoftCosineComponent:
         sentences = target / "sentences.txt"
         texts: list[list[str]] = []
         with open(sentences, "w", encoding="utf-8") as out:
-            for document in tqdm(store.iter_documents(), total=store.count(), desc="scm terms", unit=" docs",
-                                 file=sys.stderr, mininterval=1.0):
+            for document in tqdm(
+                store.iter_documents(),
+                total=store.count(),
+                desc="scm terms",
+                unit=" docs",
+                file=sys.stderr,
+                mininterval=1.0,
+            ):
                 terms = document_terms(document, VOCABULARY)
                 texts.append(terms)
                 out.write(" ".join(terms) + "\n")
@@ -135,14 +147,21 @@ class SoftCosineComponent:
 
         built = time.perf_counter()
         tfidf = TfidfModel(dictionary=dictionary)
-        similarity = SparseTermSimilarityMatrix(WordEmbeddingSimilarityIndex(vectors), dictionary, tfidf,
-                                                symmetric=True, dominant=True, nonzero_limit=NEIGHBOURS).matrix
+        similarity = SparseTermSimilarityMatrix(
+            WordEmbeddingSimilarityIndex(vectors),
+            dictionary,
+            tfidf,
+            symmetric=True,
+            dominant=True,
+            nonzero_limit=NEIGHBOURS,
+        ).matrix
         similarity = sparse.csr_matrix(similarity, dtype=np.float32)
         matrix_seconds = time.perf_counter() - built
 
         bm25 = LuceneBM25Model(dictionary=dictionary, k1=DEFAULT_K1, b=DEFAULT_B)
-        documents = corpus2csc(bm25[corpus], num_terms=len(dictionary), num_docs=len(corpus),
-                               dtype=np.float32).T.tocsr()
+        documents = corpus2csc(
+            bm25[corpus], num_terms=len(dictionary), num_docs=len(corpus), dtype=np.float32
+        ).T.tocsr()
         documents.sort_indices()
         squared = np.asarray(documents.multiply(documents).sum(axis=1)).ravel()
         soft = np.asarray((documents @ similarity).multiply(documents).sum(axis=1)).ravel()
@@ -152,17 +171,30 @@ class SoftCosineComponent:
         sparse.save_npz(target / SIMILARITY, similarity)
         np.savez(target / NORMS, squared=squared, soft=soft)
         seconds = time.perf_counter() - started
-        print(f"scm: {documents.shape[0]:,} documents, {len(dictionary):,} terms, {similarity.nnz:,} term "
-              f"similarities; word2vec {train_seconds:.0f} s, matrix {matrix_seconds:.0f} s, {seconds:.0f} s in all",
-              file=sys.stderr)
+        print(
+            f"scm: {documents.shape[0]:,} documents, {len(dictionary):,} terms, {similarity.nnz:,} term "
+            f"similarities; word2vec {train_seconds:.0f} s, matrix {matrix_seconds:.0f} s, {seconds:.0f} s in all",
+            file=sys.stderr,
+        )
         return {
-            "docs": documents.shape[0], "terms": len(dictionary), "terms_with_vectors": len(words),
-            "similarities": int(similarity.nnz), "word2vec_seconds": round(train_seconds, 2),
-            "matrix_seconds": round(matrix_seconds, 2), "seconds": round(seconds, 2),
+            "docs": documents.shape[0],
+            "terms": len(dictionary),
+            "terms_with_vectors": len(words),
+            "similarities": int(similarity.nnz),
+            "word2vec_seconds": round(train_seconds, 2),
+            "matrix_seconds": round(matrix_seconds, 2),
+            "seconds": round(seconds, 2),
             "bytes": sum(f.stat().st_size for f in target.iterdir() if f.is_file()),
             "vocabulary": VOCABULARY,  # the terms' BM25 token vocabulary (`mathscout.latex.aliases`)
-            "settings": {"min_documents": MIN_DOCUMENTS, "max_terms": MAX_TERMS, "neighbours": NEIGHBOURS,
-                         "vector_size": VECTOR_SIZE, "epochs": EPOCHS, "k1": DEFAULT_K1, "b": DEFAULT_B},
+            "settings": {
+                "min_documents": MIN_DOCUMENTS,
+                "max_terms": MAX_TERMS,
+                "neighbours": NEIGHBOURS,
+                "vector_size": VECTOR_SIZE,
+                "epochs": EPOCHS,
+                "k1": DEFAULT_K1,
+                "b": DEFAULT_B,
+            },
         }
 
 
@@ -181,13 +213,17 @@ class SoftCosineRetriever(BaseRetriever):
         self.store = index.store
         self.doc_ids = self.store.doc_ids()
         if len(self.doc_ids) != self.space.documents.shape[0]:
-            raise IndexMissingError(f"the scm component of {index.path} holds {self.space.documents.shape[0]:,} "
-                                    f"documents but the index {len(self.doc_ids):,}: rebuild it with "
-                                    f"'mathscout index --index {index.path} --components scm'")
+            raise IndexMissingError(
+                f"the scm component of {index.path} holds {self.space.documents.shape[0]:,} "
+                f"documents but the index {len(self.doc_ids):,}: rebuild it with "
+                f"'mathscout index --index {index.path} --components scm'"
+            )
 
     def known_terms(self, query: Query) -> dict[str, int]:
         """The query's distinct terms that the component knows (term → id), analysed as BM25 analyses them."""
-        known = {t: self.space.term_ids[t] for t in query_index_terms(query, self.vocabulary) if t in self.space.term_ids}
+        known = {
+            t: self.space.term_ids[t] for t in query_index_terms(query, self.vocabulary) if t in self.space.term_ids
+        }
         if not known:
             raise QueryError(f"none of the terms of {query.text[:60]!r} occurs in two documents of this index")
         return known
@@ -199,8 +235,12 @@ class SoftCosineRetriever(BaseRetriever):
         if len(candidates) > k:
             candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
         order = sorted(candidates, key=lambda i: (-scores[i], self.doc_ids[i]))
-        return RankResult([Hit(doc_id=self.doc_ids[i], score=float(scores[i]), rank=n,
-                              components={self.name: float(scores[i])}) for n, i in enumerate(order, start=1)])
+        return RankResult(
+            [
+                Hit(doc_id=self.doc_ids[i], score=float(scores[i]), rank=n, components={self.name: float(scores[i])})
+                for n, i in enumerate(order, start=1)
+            ]
+        )
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         """Hits with snippets and matched formulas for the first EXPLAINED_HITS (query terms weighted alike)."""

@@ -37,11 +37,15 @@ def model_path(configured: str | Path | None = None) -> Path:
     """The local SPLADE checkpoint: the argument, else $MATHSCOUT_SPLADE_MODEL; a clear error when there is none."""
     value = configured or settings().splade_model
     if not value:
-        raise MathScoutError(f"learned sparse retrieval needs a local SPLADE checkpoint (a masked-LM model directory); "
-                             f"none ships with MathScout and none can be downloaded offline: set {MODEL_ENV}=PATH")
+        raise MathScoutError(
+            f"learned sparse retrieval needs a local SPLADE checkpoint (a masked-LM model directory); "
+            f"none ships with MathScout and none can be downloaded offline: set {MODEL_ENV}=PATH"
+        )
     path = Path(value)
     if not (path / "config.json").is_file():
-        raise MathScoutError(f"{path} is not a model directory (no config.json): point {MODEL_ENV} at a SPLADE checkpoint")
+        raise MathScoutError(
+            f"{path} is not a model directory (no config.json): point {MODEL_ENV} at a SPLADE checkpoint"
+        )
     return path
 
 
@@ -102,8 +106,9 @@ class SpladeComponent:
         path = model_path()
         encoder = SpladeEncoder(path)
         started = time.perf_counter()
-        indexer = java.lucene_index().LuceneIndexer(args=["-index", str(target), "-pretokenized", "-impact", "-quiet"],
-                                                    threads=1)
+        indexer = java.lucene_index().LuceneIndexer(
+            args=["-index", str(target), "-pretokenized", "-impact", "-quiet"], threads=1
+        )
         docs = postings = 0
         batch: list[Document] = []
 
@@ -120,8 +125,14 @@ class SpladeComponent:
             batch.clear()
 
         try:
-            for document in tqdm(store.iter_documents(), total=store.count(), desc="splade", unit=" docs",
-                                 file=sys.stderr, mininterval=1.0):
+            for document in tqdm(
+                store.iter_documents(),
+                total=store.count(),
+                desc="splade",
+                unit=" docs",
+                file=sys.stderr,
+                mininterval=1.0,
+            ):
                 batch.append(document)
                 if len(batch) == BATCH:
                     flush()
@@ -130,11 +141,19 @@ class SpladeComponent:
         finally:
             indexer.close()
         seconds = time.perf_counter() - started
-        print(f"splade: {docs:,} documents in {seconds:.1f} s ({docs / max(seconds, 1e-9):.1f} docs/s), "
-              f"{postings / max(docs, 1):.0f} terms per document", file=sys.stderr)
-        return {"docs": docs, "model": str(path.resolve()), "vocab_size": len(encoder.vocabulary),
-                "terms_per_doc": round(postings / max(docs, 1), 1), "seconds": round(seconds, 2),
-                "bytes": sum(f.stat().st_size for f in target.rglob("*") if f.is_file())}
+        print(
+            f"splade: {docs:,} documents in {seconds:.1f} s ({docs / max(seconds, 1e-9):.1f} docs/s), "
+            f"{postings / max(docs, 1):.0f} terms per document",
+            file=sys.stderr,
+        )
+        return {
+            "docs": docs,
+            "model": str(path.resolve()),
+            "vocab_size": len(encoder.vocabulary),
+            "terms_per_doc": round(postings / max(docs, 1), 1),
+            "seconds": round(seconds, 2),
+            "bytes": sum(f.stat().st_size for f in target.rglob("*") if f.is_file()),
+        }
 
 
 class SpladeRetriever(BaseRetriever):
@@ -149,23 +168,31 @@ class SpladeRetriever(BaseRetriever):
         path = model_path(model or settings().splade_model or stats.get("model"))
         self.encoder = SpladeEncoder(path)
         if stats.get("vocab_size") not in (None, len(self.encoder.vocabulary)):
-            raise MathScoutError(f"the SPLADE checkpoint {path} has a {len(self.encoder.vocabulary):,}-term vocabulary "
-                                 f"but {index.path} was built with {stats['vocab_size']:,}: use the same checkpoint")
+            raise MathScoutError(
+                f"the SPLADE checkpoint {path} has a {len(self.encoder.vocabulary):,}-term vocabulary "
+                f"but {index.path} was built with {stats['vocab_size']:,}: use the same checkpoint"
+            )
         try:
             searcher_class = java.lucene_search().LuceneImpactSearcher
             with java.jni_lock:
                 self._searcher = searcher_class(str(folder), QueryEncoder(self.encoder))
         except Exception as exc:  # a Java exception: not a readable Lucene index
-            raise IndexMissingError(f"the splade index in {folder} is unreadable ({str(exc).splitlines()[0]}): rebuild "
-                                    f"it with 'mathscout index --index {index.path} --components splade'") from exc
+            raise IndexMissingError(
+                f"the splade index in {folder} is unreadable ({str(exc).splitlines()[0]}): rebuild "
+                f"it with 'mathscout index --index {index.path} --components splade'"
+            ) from exc
 
     def rank(self, query: Query, k: int) -> RankResult:
         with java.jni_lock:
             results = self._searcher.search(query.text, k)
         if not results and not self.encoder.encode([query.text], MAX_QUERY_TOKENS)[0]:
             raise QueryError(f"the query {query.text[:60]!r} has no SPLADE terms")
-        return RankResult([Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
-                           for n, r in enumerate(results, start=1)])
+        return RankResult(
+            [
+                Hit(doc_id=r.docid, score=float(r.score), rank=n, components={self.name: float(r.score)})
+                for n, r in enumerate(results, start=1)
+            ]
+        )
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         return self.rank(query, k).hits

@@ -74,10 +74,15 @@ class StructureComponent:
             report = build_path_index(store.iter_formula_latex(), n_formulas, target)
         stats = report.as_stats(target)
         started = time.perf_counter()
-        text = build_text_lists(store, target, vocabulary=VOCABULARY)  # the top level of the heterogeneous index (Zhong 2023 thesis, Alg. 5)
-        stats["text_lists"] = {"terms": len(text.terms), "postings": len(text.docs),
-                               "seconds": round(time.perf_counter() - started, 2),
-                               "bytes": sum((target / name).stat().st_size for name in ("text.npz", "text_terms.json.gz"))}
+        text = build_text_lists(
+            store, target, vocabulary=VOCABULARY
+        )  # the top level of the heterogeneous index (Zhong 2023 thesis, Alg. 5)
+        stats["text_lists"] = {
+            "terms": len(text.terms),
+            "postings": len(text.docs),
+            "seconds": round(time.perf_counter() - started, 2),
+            "bytes": sum((target / name).stat().st_size for name in ("text.npz", "text_terms.json.gz")),
+        }
         stats["vocabulary"] = VOCABULARY  # the text lists' BM25 token vocabulary (`mathscout.latex.aliases`)
         stats["lexer"] = LEXER  # the lexer version that parsed the formulas (`mathscout.structure.lexer`)
         notice(
@@ -88,7 +93,11 @@ class StructureComponent:
         return stats
 
 
-TEXT_PARTS = ("words", "full", "parts")  # Zhong 2023 thesis, Eq. 3.18's text part (KindSetting.text); "parts" for formula-only queries
+TEXT_PARTS = (
+    "words",
+    "full",
+    "parts",
+)  # Zhong 2023 thesis, Eq. 3.18's text part (KindSetting.text); "parts" for formula-only queries
 QUERY_KINDS = ("formula", "mixed", "text")  # the planner's classification (mathscout.question): formula-only, words and
 # formulas, words only (lone symbols do not count as formulas); each kind gets its own Zhong 2023 thesis Eq. 3.18 setting
 
@@ -122,14 +131,16 @@ def _stored_setting(file: StoredFile, fields: Any, what: str) -> dict[str, Any]:
     """The fields of a KindSetting stored in structure.json, each checked (λ_m × a structure score stays finite)."""
     fields = file.mapping(fields, what)
     before = fields.get("before")
-    return {"lambda_m": file.number(fields.get("lambda_m"), f"{what}'s lambda_m", 0, MAX_LAMBDA_M),
-            "text": file.name(fields.get("text"), f"{what}'s text", TEXT_PARTS),
-            "max_formulas": file.whole(fields.get("max_formulas", 0), f"{what}'s max_formulas", 0, MAX_QUERY_FORMULAS),
-            "tuned_on": file.text(fields.get("tuned_on", ""), f"{what}'s tuned_on"),
-            "queries": file.whole(fields.get("queries", 0), f"{what}'s queries"),
-            "measure": file.text(fields.get("measure", ""), f"{what}'s measure"),
-            "score": file.number(fields.get("score", 0.0), f"{what}'s score", 0, 1),
-            "before": None if before is None else file.number(before, f"{what}'s before", 0, 1)}
+    return {
+        "lambda_m": file.number(fields.get("lambda_m"), f"{what}'s lambda_m", 0, MAX_LAMBDA_M),
+        "text": file.name(fields.get("text"), f"{what}'s text", TEXT_PARTS),
+        "max_formulas": file.whole(fields.get("max_formulas", 0), f"{what}'s max_formulas", 0, MAX_QUERY_FORMULAS),
+        "tuned_on": file.text(fields.get("tuned_on", ""), f"{what}'s tuned_on"),
+        "queries": file.whole(fields.get("queries", 0), f"{what}'s queries"),
+        "measure": file.text(fields.get("measure", ""), f"{what}'s measure"),
+        "score": file.number(fields.get("score", 0.0), f"{what}'s score", 0, 1),
+        "before": None if before is None else file.number(before, f"{what}'s before", 0, 1),
+    }
 
 
 @dataclass
@@ -162,13 +173,21 @@ class StructureSettings(TunedFile):
         question = _stored_setting(file, data, "the question setting")
         formula, kinds = data.get("formula"), data.get("kinds")
         if kinds is not None:
-            kinds = {file.name(kind, "a query kind", QUERY_KINDS): _stored_setting(file, fields, f"the {kind} setting")
-                     for kind, fields in file.mapping(kinds, "kinds").items()}
-        settings = cls(lambda_m=question["lambda_m"], max_formulas=question["max_formulas"],
-                       text=file.name(data.get("text"), "text", ("words", "full")), tuned_on=question["tuned_on"],
-                       topics=file.whole(data.get("topics", 0), "topics"), measure=question["measure"],
-                       score=question["score"], kinds=kinds,
-                       formula=None if formula is None else _stored_setting(file, formula, "the formula setting"))
+            kinds = {
+                file.name(kind, "a query kind", QUERY_KINDS): _stored_setting(file, fields, f"the {kind} setting")
+                for kind, fields in file.mapping(kinds, "kinds").items()
+            }
+        settings = cls(
+            lambda_m=question["lambda_m"],
+            max_formulas=question["max_formulas"],
+            text=file.name(data.get("text"), "text", ("words", "full")),
+            tuned_on=question["tuned_on"],
+            topics=file.whole(data.get("topics", 0), "topics"),
+            measure=question["measure"],
+            score=question["score"],
+            kinds=kinds,
+            formula=None if formula is None else _stored_setting(file, formula, "the formula setting"),
+        )
         try:
             settings.kind_settings()  # every stored setting must be usable
         except ValueError as exc:
@@ -178,13 +197,18 @@ class StructureSettings(TunedFile):
     def kind_settings(self) -> dict[str, KindSetting]:
         """The stored setting of each kind: `kinds`, else (older files) the top-level setting for questions and the
         `formula` part for formula-only queries; a kind without one is absent."""
-        question = KindSetting(self.lambda_m, self.text, self.max_formulas, self.tuned_on, self.topics, self.measure, self.score)
+        question = KindSetting(
+            self.lambda_m, self.text, self.max_formulas, self.tuned_on, self.topics, self.measure, self.score
+        )
         out = {"mixed": question.check(), "text": question}
         if self.formula is not None:
             if not isinstance(self.formula, dict):
                 raise ValueError("formula setting")
-            out["formula"] = KindSetting(float(self.formula.get("lambda_m", LAMBDA_M)), str(self.formula.get("text")),
-                                         tuned_on=str(self.formula.get("tuned_on", ""))).check()
+            out["formula"] = KindSetting(
+                float(self.formula.get("lambda_m", LAMBDA_M)),
+                str(self.formula.get("text")),
+                tuned_on=str(self.formula.get("tuned_on", "")),
+            ).check()
         for kind, fields in (self.kinds or {}).items():
             if kind not in QUERY_KINDS:
                 raise ValueError(f"unknown query kind '{kind}'")
@@ -212,10 +236,21 @@ class StructureRetriever(BaseRetriever):
 
     name = "structure"
 
-    def __init__(self, index: IndexDir, strategy: str = "gbp-len", eta: float = ETA_ARQMATH, lambda_m: float | None = None,
-                 initial_threshold_factor: float = 0.0, max_formulas: int | None = None, exact: bool = False,
-                 depth: int = MIXED_CANDIDATES, text: str | None = None, trees: int = 1, formula_text: str | None = None,
-                 formula_lambda_m: float | None = None):
+    def __init__(
+        self,
+        index: IndexDir,
+        strategy: str = "gbp-len",
+        eta: float = ETA_ARQMATH,
+        lambda_m: float | None = None,
+        initial_threshold_factor: float = 0.0,
+        max_formulas: int | None = None,
+        exact: bool = False,
+        depth: int = MIXED_CANDIDATES,
+        text: str | None = None,
+        trees: int = 1,
+        formula_text: str | None = None,
+        formula_lambda_m: float | None = None,
+    ):
         """strategy: formula pruning (exhaustive, maxref, gbp-num, gbp-len); eta: η of Zhong 2023 thesis Eq. 3.15 (0.3 ARQMath,
         0.05 NTCIR-12); lambda_m: λ_m of Zhong 2023 thesis Eq. 3.18; initial_threshold_factor: λ0 of Eq. 4.17 (unsafe when > 0);
         max_formulas: keep only the query's N widest formulas (0 = all); exact: the exact top k of Zhong 2023 thesis Eq. 3.18 by
@@ -238,7 +273,9 @@ class StructureRetriever(BaseRetriever):
         that holds the query verbatim, which is what a sub-expression query looks for."""
         tuned = self.stored_settings(index)
         self.settings_source = f"tuned on {tuned.tuned_on} ({SETTINGS_FILE})" if tuned else "thesis defaults"
-        defaults = tuned or StructureSettings(lambda_m=LAMBDA_M, max_formulas=0, text="words")  # Zhong 2023 thesis §3.3.1
+        defaults = tuned or StructureSettings(
+            lambda_m=LAMBDA_M, max_formulas=0, text="words"
+        )  # Zhong 2023 thesis §3.3.1
         stored = defaults.kind_settings()
         stored.setdefault("formula", _formula_default(index))
         if trees not in (1, 2, 3):
@@ -246,11 +283,16 @@ class StructureRetriever(BaseRetriever):
         self.trees = trees
         for name, value in (("text", text), ("formula_text", formula_text)):
             if value is not None and value not in TEXT_PARTS[: 2 if name == "text" else 3]:
-                raise QueryError(f"{name} must be one of {', '.join(TEXT_PARTS[: 2 if name == 'text' else 3])} (got '{value}')")
-        question = {k: v for k, v in (("lambda_m", lambda_m), ("max_formulas", max_formulas), ("text", text)) if v is not None}
+                raise QueryError(
+                    f"{name} must be one of {', '.join(TEXT_PARTS[: 2 if name == 'text' else 3])} (got '{value}')"
+                )
+        question = {
+            k: v for k, v in (("lambda_m", lambda_m), ("max_formulas", max_formulas), ("text", text)) if v is not None
+        }
         formula = {k: v for k, v in (("lambda_m", formula_lambda_m), ("text", formula_text)) if v is not None}
-        self.kind_settings = {kind: replace(setting, **(formula if kind == "formula" else question))
-                              for kind, setting in stored.items()}
+        self.kind_settings = {
+            kind: replace(setting, **(formula if kind == "formula" else question)) for kind, setting in stored.items()
+        }
         mixed, formula_setting = self.kind_settings["mixed"], self.kind_settings["formula"]
         self.lambda_m, self.max_formulas, self.text_part = mixed.lambda_m, mixed.max_formulas, mixed.text
         self.formula_text, self.formula_lambda_m = formula_setting.text, formula_setting.lambda_m
@@ -259,22 +301,35 @@ class StructureRetriever(BaseRetriever):
         folder = index.component_path("structure")
         self.paths = PathIndex.open(folder)
         # queries are parsed with the lexer that parsed the index's formulas (an index recording none: the legacy one)
-        self.searcher = StructureSearcher(self.paths, eta=eta, lexer=recorded_lexer(index.manifest.components.get("structure", {})))
+        self.searcher = StructureSearcher(
+            self.paths, eta=eta, lexer=recorded_lexer(index.manifest.components.get("structure", {}))
+        )
         self.strategy = strategy
         self.initial_threshold_factor = initial_threshold_factor
         self.depth = depth
         # the text lists answer the words: for the exact top k, and on an index without Lucene's bm25 (a core install)
         self.text = TextLists.open(folder) if exact or "bm25" not in index.components else None
-        if self.text is not None and "bm25" in index.components and (
+        if (
+            self.text is not None
+            and "bm25" in index.components
+            and (
                 recorded_vocabulary(index.manifest.components.get("structure", {}))
-                != recorded_vocabulary(index.manifest.components.get("bm25", {}))):
-            notice(f"notice: the structure and bm25 components of {index.path} were built with different token "
-                   f"vocabularies: rebuild both ('mathscout index --index {index.path} --components bm25,structure') "
-                   "for exact text scores in structure search")
+                != recorded_vocabulary(index.manifest.components.get("bm25", {}))
+            )
+        ):
+            notice(
+                f"notice: the structure and bm25 components of {index.path} were built with different token "
+                f"vocabularies: rebuild both ('mathscout index --index {index.path} --components bm25,structure') "
+                "for exact text scores in structure search"
+            )
         documents = self.store.count()
-        if (len(self.paths.doc) and self.paths.doc.max() >= documents) or (self.text is not None and self.text.doc_count != documents):
-            raise DamagedIndexError(f"the structure component of {index.path} does not belong to its document store; "
-                                    f"rebuild it with 'mathscout index --index {index.path} --components structure'")
+        if (len(self.paths.doc) and self.paths.doc.max() >= documents) or (
+            self.text is not None and self.text.doc_count != documents
+        ):
+            raise DamagedIndexError(
+                f"the structure component of {index.path} does not belong to its document store; "
+                f"rebuild it with 'mathscout index --index {index.path} --components structure'"
+            )
         self._formula_first = np.searchsorted(self.paths.doc, np.arange(documents + 1)).astype(np.int64)
         self._bm25: BM25Retriever | None = None
         self._ordinals: dict[str, int] | None = None
@@ -299,8 +354,14 @@ class StructureRetriever(BaseRetriever):
         if setting.text in ("full", "parts") and "bm25" in self.index.components:
             # a formula alone that cannot be read is an error, as with structure similarity alone
             prepared = self._prepare(formulas, setting.max_formulas, strict=bool(by_tier)) if formulas else []
-            return self.fused(prepared, self.bm25_scores(query, max(self.depth, k)), k, setting.lambda_m, bool(by_tier),
-                               parts=setting.text == "parts")
+            return self.fused(
+                prepared,
+                self.bm25_scores(query, max(self.depth, k)),
+                k,
+                setting.lambda_m,
+                bool(by_tier),
+                parts=setting.text == "parts",
+            )
         if not formulas and not (words and ("bm25" in self.index.components or self.text is not None)):
             raise QueryError("structure search needs a formula: write it between $…$, e.g. $x^2+y^2=z^2$")
         prepared = self._prepare(formulas, setting.max_formulas, strict=not words)
@@ -313,8 +374,9 @@ class StructureRetriever(BaseRetriever):
                 return self._by_tier(scores, {h.doc: {self.name: h.score} for h in hits}, {h.doc: h for h in hits}, k)
             hits = self._formula_documents(prepared[0], k)
             return [self._hit(h.doc, h.score, {self.name: h.score}) for h in hits], {h.doc: h for h in hits}
-        return self.fused(prepared, self.bm25_scores(words, max(self.depth, k)) if words else {}, k, setting.lambda_m,
-                           bool(by_tier))
+        return self.fused(
+            prepared, self.bm25_scores(words, max(self.depth, k)) if words else {}, k, setting.lambda_m, bool(by_tier)
+        )
 
     def setting_for(self, query: Query) -> KindSetting:
         """The Zhong 2023 thesis Eq. 3.18 setting of the query's kind (`query_kind`)."""
@@ -333,17 +395,27 @@ class StructureRetriever(BaseRetriever):
         """Documents by their best formula: pruned single-tree search, or its top formulas re-scored by multi-tree
         matching (Zhong 2023 thesis, Eq. 3.3) when `trees` > 1."""
         if self.trees == 1:
-            return self.searcher.search(query, k, self.strategy, per_document=True, initial_threshold_factor=self.initial_threshold_factor)
+            return self.searcher.search(
+                query, k, self.strategy, per_document=True, initial_threshold_factor=self.initial_threshold_factor
+            )
         betas = BETAS[: self.trees] if self.trees < 3 else BETAS
         best: dict[int, FormulaHit] = {}
         for hit in self.searcher.search(query, max(self.depth, k), self.strategy, per_document=False):
             tree = parse_latex(self.store.formula_at(hit.formula).latex, self.searcher.lexer).tree
             if tree is None:
                 continue
-            score = multi_tree_formula_similarity(query.prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
-                                                  idf=self.paths.path_idf, eta=self.searcher.eta, betas=betas)
+            score = multi_tree_formula_similarity(
+                query.prefixes,
+                path_prefixes(tree, wildcard_paths=True),
+                leaf_count(tree),
+                idf=self.paths.path_idf,
+                eta=self.searcher.eta,
+                betas=betas,
+            )
             if score > 0 and (hit.doc not in best or score > best[hit.doc].score):
-                best[hit.doc] = FormulaHit(hit.formula, score, hit.doc, hit.query_node, hit.doc_node, hit.width, hit.tier)
+                best[hit.doc] = FormulaHit(
+                    hit.formula, score, hit.doc, hit.query_node, hit.doc_node, hit.width, hit.tier
+                )
         return sorted(best.values(), key=lambda h: (-h.score, h.doc))[:k]
 
     def _prepare(self, formulas: list[str], max_formulas: int = 0, strict: bool = True) -> list[PreparedQuery]:
@@ -403,8 +475,15 @@ class StructureRetriever(BaseRetriever):
             return self._bm25_retriever().query_weights(Query(id="words", text=words))
         return Counter(query_terms(words, recorded_vocabulary(self.index.manifest.components.get("structure", {}))))
 
-    def fused(self, prepared: list[PreparedQuery], bm25: dict[int, float], k: int,
-               lambda_m: float, by_tier: bool = False, parts: bool = False) -> tuple[list[Hit], dict[int, FormulaHit]]:
+    def fused(
+        self,
+        prepared: list[PreparedQuery],
+        bm25: dict[int, float],
+        k: int,
+        lambda_m: float,
+        by_tier: bool = False,
+        parts: bool = False,
+    ) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """Zhong 2023 thesis, Eq. 3.18 over the union of each formula's top `depth` documents (per-document pruned search, §4.2.2)
         and BM25's: λ_m · Σ_formulas best formula score + BM25, a list's score counting 0 outside it; `by_tier`:
         documents by their first formula's match tier first (`search.match_tier`; outside its list: PART); `parts`:
@@ -421,8 +500,9 @@ class StructureRetriever(BaseRetriever):
             query.release()
         return lists
 
-    def _by_tier(self, scores: dict[int, float], parts: dict[int, dict[str, float]], best: dict[int, FormulaHit],
-                 k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
+    def _by_tier(
+        self, scores: dict[int, float], parts: dict[int, dict[str, float]], best: dict[int, FormulaHit], k: int
+    ) -> tuple[list[Hit], dict[int, FormulaHit]]:
         """A formula-only query's top k by match tier, then by score (`fusion.rank_by_tier`)."""
         return [self._hit(h.doc, h.score, h.components) for h in rank_by_tier(scores, parts, best, k)], best
 
@@ -485,7 +565,9 @@ class StructureRetriever(BaseRetriever):
             query = self.searcher.prepare(latex)
         except QueryError:
             return {}
-        formulas = np.concatenate([np.arange(self._formula_first[d], self._formula_first[d + 1]) for d in docs] or [np.zeros(0, np.int64)])
+        formulas = np.concatenate(
+            [np.arange(self._formula_first[d], self._formula_first[d + 1]) for d in docs] or [np.zeros(0, np.int64)]
+        )
         best: dict[int, FormulaHit] = {}
         for hit in self.searcher.score_formulas(query, formulas):
             if hit.doc not in best or hit.score > best[hit.doc].score:
@@ -503,8 +585,13 @@ class StructureRetriever(BaseRetriever):
         tree = parse_latex(formula.latex, self.searcher.lexer).tree
         spans: list[tuple[int, int]] = []
         if tree is not None:
-            match = formula_similarity(query_prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
-                                       idf=self.highlight_idf, eta=self.searcher.eta)
+            match = formula_similarity(
+                query_prefixes,
+                path_prefixes(tree, wildcard_paths=True),
+                leaf_count(tree),
+                idf=self.highlight_idf,
+                eta=self.searcher.eta,
+            )
             if match is not None:
                 spans = merge_spans(leaf_spans(tree, match.doc_leaves), formula.latex)
         return MatchedFormula(formula_id=formula.id, latex=formula.latex, score=hit.score, highlight=spans)

@@ -57,6 +57,9 @@ class TitleScorer:
         for doc_id, title in self.store.titles(doc_ids).items():
             terms = Counter(query_terms(title))
             norm = self.k1 * (1 - self.b + self.b * sum(terms.values()) / self.average_length)
-            scores[doc_id] = sum(weight * self.idf(term) * terms[term] / (terms[term] + norm)
-                                 for term, weight in weights.items() if term in terms)
+            scores[doc_id] = sum(
+                weight * self.idf(term) * terms[term] / (terms[term] + norm)
+                for term, weight in weights.items()
+                if term in terms
+            )
         return scores

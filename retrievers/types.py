@@ -92,8 +92,9 @@ class TypesComponent:
                 batch = []
 
         def texts() -> Iterator[str]:
-            for document in tqdm(store.iter_documents(), total=total, desc="types", unit=" docs",
-                                 file=sys.stderr, mininterval=1.0):
+            for document in tqdm(
+                store.iter_documents(), total=total, desc="types", unit=" docs", file=sys.stderr, mininterval=1.0
+            ):
                 doc_ids.append(document.id)
                 yield document.titled()
             if extra is not None:
@@ -110,9 +111,12 @@ class TypesComponent:
             indexer.close()
         model.save(target)
         words_per_second = stats.tokens / max(stats.seconds, 1e-9)
-        print(f"types: {stats.documents:,} texts, {stats.tokens:,} tokens, {stats.type_mentions:,} type mentions; "
-              f"detection {stats.seconds:.1f} s ({words_per_second:,.0f} tokens/s); word2vec {train_seconds:.1f} s; "
-              f"{len(model.types):,} of {len(detector):,} types have vectors", file=sys.stderr)
+        print(
+            f"types: {stats.documents:,} texts, {stats.tokens:,} tokens, {stats.type_mentions:,} type mentions; "
+            f"detection {stats.seconds:.1f} s ({words_per_second:,.0f} tokens/s); word2vec {train_seconds:.1f} s; "
+            f"{len(model.types):,} of {len(detector):,} types have vectors",
+            file=sys.stderr,
+        )
         return {
             "documents": len(doc_ids),
             "planetmath_extra_texts": stats.documents - len(doc_ids),
@@ -126,8 +130,14 @@ class TypesComponent:
             "tokens_per_second": round(words_per_second),
             "train_seconds": round(train_seconds, 2),
             "seconds": round(time.perf_counter() - started, 2),
-            "word2vec": {"sg": 1, "negative": 5, "window": WINDOW, "vector_size": VECTOR_SIZE,
-                         "epochs": EPOCHS, "workers": WORKERS},
+            "word2vec": {
+                "sg": 1,
+                "negative": 5,
+                "window": WINDOW,
+                "vector_size": VECTOR_SIZE,
+                "epochs": EPOCHS,
+                "workers": WORKERS,
+            },
         }
 
 
@@ -159,8 +169,15 @@ class TypeIndex:
 class TypesRetriever(BaseRetriever):
     """BM25 plus type matching: TypesExp (`expand=True`) or Types2X (`expand=False`)."""
 
-    def __init__(self, index: IndexDir, expand: bool = True, neighbours: int = NEIGHBOURS,
-                 boost: float = TYPE_BOOST, depth: int = FUSION_DEPTH, **bm25_options):
+    def __init__(
+        self,
+        index: IndexDir,
+        expand: bool = True,
+        neighbours: int = NEIGHBOURS,
+        boost: float = TYPE_BOOST,
+        depth: int = FUSION_DEPTH,
+        **bm25_options,
+    ):
         self.bm25 = BM25Retriever(index, **bm25_options)
         self.model = load_type_model(index)
         self.types = TypeIndex(index.component_path("types") / TYPE_INDEX, self.bm25.k1, self.bm25.b)
@@ -182,9 +199,17 @@ class TypesRetriever(BaseRetriever):
         types = {} if expansion.is_noop else self.types.search(expansion.type_weights(self.boost), depth)
         scores = {d: words.get(d, 0.0) + types.get(d, 0.0) for d in words.keys() | types.keys()}
         best = sorted(scores, key=lambda d: (-scores[d], d))[:k]
-        return RankResult([Hit(doc_id=d, score=scores[d], rank=n,
-                               components={"bm25": words.get(d, 0.0), "types": types.get(d, 0.0)})
-                           for n, d in enumerate(best, start=1)])
+        return RankResult(
+            [
+                Hit(
+                    doc_id=d,
+                    score=scores[d],
+                    rank=n,
+                    components={"bm25": words.get(d, 0.0), "types": types.get(d, 0.0)},
+                )
+                for n, d in enumerate(best, start=1)
+            ]
+        )
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         hits = self.rank(query, k).hits
@@ -219,11 +244,16 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="mathscout train types", description=(main.__doc__ or "").splitlines()[0])
     parser.add_argument("--index", required=True, type=Path, help="an index directory (it keeps the model)")
-    parser.add_argument("--planetmath", help="PlanetMath entries.jsonl whose bodies also train the embeddings "
-                                             "(default: $MATHSCOUT_PLANETMATH or the shared data; 'none' to skip)")
+    parser.add_argument(
+        "--planetmath",
+        help="PlanetMath entries.jsonl whose bodies also train the embeddings "
+        "(default: $MATHSCOUT_PLANETMATH or the shared data; 'none' to skip)",
+    )
     args = parser.parse_args(argv)
     stats = add_components(args.index, ["types"], BuildOptions(planetmath=args.planetmath)).components["types"]
-    print(f"types in {args.index}: {stats['typed_documents']:,} of {stats['documents']:,} documents typed "
-          f"(+{stats['planetmath_extra_texts']:,} PlanetMath texts), {stats['type_mentions']:,} type mentions; "
-          f"detection {stats['tokens_per_second']:,} tokens/s; word2vec {stats['train_seconds']} s; "
-          f"{stats['types_with_vectors']:,} of {stats['dictionary_terms']:,} types have vectors")
+    print(
+        f"types in {args.index}: {stats['typed_documents']:,} of {stats['documents']:,} documents typed "
+        f"(+{stats['planetmath_extra_texts']:,} PlanetMath texts), {stats['type_mentions']:,} type mentions; "
+        f"detection {stats['tokens_per_second']:,} tokens/s; word2vec {stats['train_seconds']} s; "
+        f"{stats['types_with_vectors']:,} of {stats['dictionary_terms']:,} types have vectors"
+    )

@@ -75,7 +75,10 @@ def project_name() -> str:
 
 def constraints(dists: dict[str, metadata.Distribution], skip: str) -> str:
     """A pip constraints file holding every installed distribution (but the project) to its installed version."""
-    return "\n".join(f"{dist.metadata['Name']}=={dist.version}" for name, dist in sorted(dists.items()) if name != skip) + "\n"
+    return (
+        "\n".join(f"{dist.metadata['Name']}=={dist.version}" for name, dist in sorted(dists.items()) if name != skip)
+        + "\n"
+    )
 
 
 def set_from_pip(extra: str | None, pins: Path) -> set[str]:
@@ -83,9 +86,26 @@ def set_from_pip(extra: str | None, pins: Path) -> set[str]:
     target = f"{ROOT}[{extra}]" if extra else str(ROOT)
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "report.json"
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                               "--disable-pip-version-check", "-c", str(pins), "--report", str(report), target],
-                              check=False, capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-c",
+                str(pins),
+                "--report",
+                str(report),
+                target,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             lines = [line for line in done.stderr.splitlines() if "is ignored" not in line]
             raise RuntimeError("pip's dry run failed: " + " | ".join(lines[-3:]))
@@ -93,8 +113,9 @@ def set_from_pip(extra: str | None, pins: Path) -> set[str]:
     return {canonicalize_name(item["metadata"]["name"]) for item in data["install"]}
 
 
-def set_from_metadata(extra: str | None, dists: dict[str, metadata.Distribution], project: str,
-                      without: frozenset[str] = frozenset()) -> set[str]:
+def set_from_metadata(
+    extra: str | None, dists: dict[str, metadata.Distribution], project: str, without: frozenset[str] = frozenset()
+) -> set[str]:
     """The same set derived from the installed distributions' Requires-Dist, recursively; `without`: requirements
     left out wherever they appear (what the set would be without them)."""
     base_env = {k: str(v) for k, v in default_environment().items()}
@@ -108,8 +129,10 @@ def set_from_metadata(extra: str | None, dists: dict[str, metadata.Distribution]
         done.add((name, extras))
         for line in dists[name].requires or ():
             requirement = Requirement(line)
-            wanted = any(requirement.marker is None or requirement.marker.evaluate({**base_env, "extra": e})
-                         for e in (extras or {""}))
+            wanted = any(
+                requirement.marker is None or requirement.marker.evaluate({**base_env, "extra": e})
+                for e in (extras or {""})
+            )
             if not wanted:
                 continue
             dep = canonicalize_name(requirement.name)
@@ -146,16 +169,27 @@ def measure(from_metadata: bool) -> dict:
     def summary(names: set[str]) -> dict:
         names = names - {project}
         measured = {n: sizes[n] for n in names if n in sizes}
-        return {"packages": len(names), "bytes": sum(measured.values()),
-                "unmeasured": sorted(names - set(sizes)),
-                "largest": sorted(measured.items(), key=lambda item: -item[1])}
+        return {
+            "packages": len(names),
+            "bytes": sum(measured.values()),
+            "unmeasured": sorted(names - set(sizes)),
+            "largest": sorted(measured.items(), key=lambda item: -item[1]),
+        }
 
-    result = {"method": method, "python": sys.version.split()[0], "environment": sys.prefix,
-              "environment_bytes": sum(sizes.values()), "core": summary(core), "extras": {}}
+    result = {
+        "method": method,
+        "python": sys.version.split()[0],
+        "environment": sys.prefix,
+        "environment_bytes": sum(sizes.values()),
+        "core": summary(core),
+        "extras": {},
+    }
     # the core's weight that comes with one requirement alone: the core's set without it (from the metadata)
     result["core_without"] = {
         name: summary(set_from_metadata(None, dists, project, frozenset({name})))
-        for name in HEAVY_REQUIREMENTS if name in core}
+        for name in HEAVY_REQUIREMENTS
+        if name in core
+    }
     for extra in extras:
         added = sets[extra] - core
         result["extras"][extra] = {**summary(added), "with_core": summary(sets[extra])["bytes"]}
@@ -171,19 +205,28 @@ def markdown(result: dict, top: int) -> str:
         return ", ".join(f"{name} {megabytes(size)}" for name, size in largest[:n]) or "–"
 
     core = result["core"]
-    lines = ["| install | packages | MB on disk | largest packages (MB) |", "|---|---|---|---|",
-             f"| core `pip install .` | {core['packages']} | {megabytes(core['bytes'])} | {names(core['largest'], top)} |"]
+    lines = [
+        "| install | packages | MB on disk | largest packages (MB) |",
+        "|---|---|---|---|",
+        f"| core `pip install .` | {core['packages']} | {megabytes(core['bytes'])} | {names(core['largest'], top)} |",
+    ]
     for extra, row in result["extras"].items():
-        lines.append(f"| `[{extra}]` adds | {row['packages']} | +{megabytes(row['bytes'])} "
-                     f"(with the core {megabytes(row['with_core'])}) | {names(row['largest'], top)} |")
+        lines.append(
+            f"| `[{extra}]` adds | {row['packages']} | +{megabytes(row['bytes'])} "
+            f"(with the core {megabytes(row['with_core'])}) | {names(row['largest'], top)} |"
+        )
     unmeasured = sorted({n for row in [core, *result["extras"].values()] for n in row["unmeasured"]})
     for name, row in result.get("core_without", {}).items():
-        lines.append(f"| core without {name} (not an install option today) | {row['packages']} | "
-                     f"{megabytes(row['bytes'])} | {names(row['largest'], top)} |")
+        lines.append(
+            f"| core without {name} (not an install option today) | {row['packages']} | "
+            f"{megabytes(row['bytes'])} | {names(row['largest'], top)} |"
+        )
     lines.append("")
-    lines.append(f"Python {result['python']}, sets resolved by {result['method']}; every installed distribution "
-                 f"together: {megabytes(result['environment_bytes'])} MB."
-                 + (f" Not installed here, so not measured: {', '.join(unmeasured)}." if unmeasured else ""))
+    lines.append(
+        f"Python {result['python']}, sets resolved by {result['method']}; every installed distribution "
+        f"together: {megabytes(result['environment_bytes'])} MB."
+        + (f" Not installed here, so not measured: {', '.join(unmeasured)}." if unmeasured else "")
+    )
     return "\n".join(lines)
 
 
@@ -192,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table (default: a text summary)")
     parser.add_argument("--json", type=Path, help="also write every figure, per package, to this file")
     parser.add_argument("--top", type=int, default=6, help="largest packages named per row")
-    parser.add_argument("--from-metadata", action="store_true",
-                        help="derive the package sets from the installed Requires-Dist instead of pip's resolver")
+    parser.add_argument(
+        "--from-metadata",
+        action="store_true",
+        help="derive the package sets from the installed Requires-Dist instead of pip's resolver",
+    )
     args = parser.parse_args(argv)
     result = measure(args.from_metadata)
     if args.json:
@@ -204,8 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     core = result["core"]
     print(f"core: {core['packages']} packages, {megabytes(core['bytes'])} MB")
     for extra, row in result["extras"].items():
-        print(f"[{extra}]: +{row['packages']} packages, +{megabytes(row['bytes'])} MB "
-              f"(with the core {megabytes(row['with_core'])} MB)")
+        print(
+            f"[{extra}]: +{row['packages']} packages, +{megabytes(row['bytes'])} MB "
+            f"(with the core {megabytes(row['with_core'])} MB)"
+        )
     for name, row in result.get("core_without", {}).items():
         print(f"core without {name}: {row['packages']} packages, {megabytes(row['bytes'])} MB")
     print(f"(sets by {result['method']}; {re.sub(r'/+$', '', result['environment'])})")

@@ -37,18 +37,25 @@ class _Args(BaseModel):
 
 
 class StructureSearchArgs(_Args):
-    formula: str = Field(min_length=1, max_length=MAX_FORMULA_CHARS,
-                         description="ONE formula in LaTeX without $ delimiters, e.g. \\frac{x+1}{x}")
+    formula: str = Field(
+        min_length=1,
+        max_length=MAX_FORMULA_CHARS,
+        description="ONE formula in LaTeX without $ delimiters, e.g. \\frac{x+1}{x}",
+    )
     k: int = Field(10, ge=1, le=MAX_K, description=f"how many documents to return (1–{MAX_K})")
-    words: str = Field("", max_length=MAX_QUERY_CHARS,
-                       description="optional words of the question to match as text as well (e.g. 'simplify')")
+    words: str = Field(
+        "",
+        max_length=MAX_QUERY_CHARS,
+        description="optional words of the question to match as text as well (e.g. 'simplify')",
+    )
 
     _formula = field_validator("formula")(classmethod(lambda cls, value: one_formula(value)))
 
 
 class SearchArgs(_Args):
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
-                       description="the search query: words and LaTeX formulas between $…$")
+    query: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, description="the search query: words and LaTeX formulas between $…$"
+    )
     k: int = Field(10, ge=1, le=MAX_K, description=f"how many documents to return (1–{MAX_K})")
 
 
@@ -64,8 +71,11 @@ class RewriteFormulaArgs(_Args):
 
 class RerankArgs(_Args):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="the question the documents should answer")
-    hit_ids: list[str] = Field(min_length=1, max_length=MAX_HIT_IDS,
-                               description=f"document ids returned by a search tool (at most {MAX_HIT_IDS})")
+    hit_ids: list[str] = Field(
+        min_length=1,
+        max_length=MAX_HIT_IDS,
+        description=f"document ids returned by a search tool (at most {MAX_HIT_IDS})",
+    )
 
     @field_validator("hit_ids")
     @classmethod

@@ -41,8 +41,14 @@ class SearchRequest:
         return SearchRequest.parse(self.query, self.mode, self.k, self.rerank, self.rerank_depth)
 
     @classmethod
-    def parse(cls, query: str, mode: str = MODE.default, k: object = K_OPTION.default,
-              rerank: object = RERANK.default, rerank_depth: object = RERANK_DEPTH_OPTION.default) -> SearchRequest:
+    def parse(
+        cls,
+        query: str,
+        mode: str = MODE.default,
+        k: object = K_OPTION.default,
+        rerank: object = RERANK.default,
+        rerank_depth: object = RERANK_DEPTH_OPTION.default,
+    ) -> SearchRequest:
         """A checked request from values as given (the HTTP API's numbers are text), else MathScoutError with one line."""
         if not isinstance(query, str) or not query.strip():
             raise QueryError(EMPTY_QUERY)
@@ -80,11 +86,19 @@ def run_search(request: SearchRequest, toolbox, open_mode: ModeOpener | None = N
     missing = list(getattr(hits, "missing_shards", []))  # retrievers/shards/retriever.py: partial results
     notices += partial_results(hits)
     explain_hits(hits, toolbox.index.store, query.query)
-    return SearchRecord(query=request.query, mode=request.mode, k=request.k, rerank=request.rerank,
-                        rerank_depth=request.rerank_depth, index=toolbox.index.path.name,
-                        formulas=formulas_and_words(query.query).formulas,
-                        hits=[hit_record(h) for h in describe_hits(hits)], notices=notices, missing_shards=missing,
-                        seconds=round(time.perf_counter() - started, 3))
+    return SearchRecord(
+        query=request.query,
+        mode=request.mode,
+        k=request.k,
+        rerank=request.rerank,
+        rerank_depth=request.rerank_depth,
+        index=toolbox.index.path.name,
+        formulas=formulas_and_words(query.query).formulas,
+        hits=[hit_record(h) for h in describe_hits(hits)],
+        notices=notices,
+        missing_shards=missing,
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def partial_results(hits: list[Hit]) -> list[str]:

@@ -135,8 +135,10 @@ class ToolSession:
             return box.rerank(args.query, self._hits_for(args.hit_ids), self.rerank_kind, **self.rerank_options)
         assert isinstance(args, GetDocumentArgs)
         if len(self.documents_read) >= self.max_document_calls:
-            raise MathScoutError(f"at most {self.max_document_calls} documents can be read per question: "
-                                 "answer from the passages the searches returned")
+            raise MathScoutError(
+                f"at most {self.max_document_calls} documents can be read per question: "
+                "answer from the passages the searches returned"
+            )
         output = box.get_document(args.id)
         self.documents_read.append(args.id)
         return output

@@ -74,7 +74,6 @@ def hit_ids_summary(hits: list[Hit], shown: int = 5) -> str:
     return f"{len(hits)} hit{'s' * (len(hits) != 1)}: {ids}" + (", …" if len(hits) > shown else "")
 
 
-
 class ToolBox:
     """The tools' implementations over one index; retrievers are opened once, on first use (thread-safe)."""
 
@@ -174,8 +173,12 @@ class ToolBox:
         found = self.retriever(mode).search(query, k=k)
         hits = renumbered([replace(h) for h in found])
         documents = explain_hits(hits, self.index.store, explain_query)  # snippets/formulas the retriever left out
-        return ToolOutput(hit_ids_summary(hits), {"hits": [hit_payload(h, documents) for h in hits]}, hits=hits,
-                          notices=self.open_notices(mode) + partial_results(found))
+        return ToolOutput(
+            hit_ids_summary(hits),
+            {"hits": [hit_payload(h, documents) for h in hits]},
+            hits=hits,
+            notices=self.open_notices(mode) + partial_results(found),
+        )
 
     def structure_search(self, formula: str, k: int = 10, words: str = "") -> ToolOutput:
         """Approach Zero structure search for one formula (Zhong 2023 thesis ch. 3), plus words by Eq. 3.18 when given."""
@@ -200,8 +203,12 @@ class ToolBox:
             raise MathScoutError("type expansion is not installed")
         result = expand(text, self.index)
         expansions = list(result)
-        payload = {"types": [{"type": e.type, "related": [{"type": t, "cosine": round(c, 3)} for t, c in e.related]}
-                             for e in expansions]}
+        payload = {
+            "types": [
+                {"type": e.type, "related": [{"type": t, "cosine": round(c, 3)} for t, c in e.related]}
+                for e in expansions
+            ]
+        }
         if not expansions:
             payload["message"] = result.summary
         return ToolOutput(result.summary, payload, expansions=expansions)
@@ -213,7 +220,10 @@ class ToolBox:
             raise MathScoutError("formula rewriting is not installed")
         result = module.equivalent_forms(latex, max_forms=max_forms, seconds=REWRITE_SECONDS)
         rewrites = [Rewrite(latex, form.latex, form.rule) for form in result.forms]
-        payload: dict[str, Any] = {"original": latex, "forms": [{"latex": r.rewritten, "rule": r.rule} for r in rewrites]}
+        payload: dict[str, Any] = {
+            "original": latex,
+            "forms": [{"latex": r.rewritten, "rule": r.rule} for r in rewrites],
+        }
         if result.notice:
             payload["message"] = result.notice
         summary = f"{len(rewrites)} equivalent form{'s' * (len(rewrites) != 1)}"
@@ -243,8 +253,9 @@ class ToolBox:
         name = getattr(reranker, "name", kind)
         notice = getattr(reranker, "last_notice", None)
         payload = {"reranker": name, "hits": [hit_payload(h, documents) for h in reranked]}
-        return ToolOutput(f"{name}: " + hit_ids_summary(reranked), payload, hits=reranked,
-                          notices=[notice] if notice else [])
+        return ToolOutput(
+            f"{name}: " + hit_ids_summary(reranked), payload, hits=reranked, notices=[notice] if notice else []
+        )
 
     def document(self, doc_id: str) -> Document | None:
         return self.index.store.get(doc_id)
@@ -255,16 +266,24 @@ class ToolBox:
         if document is None:
             raise QueryError(f"no document with id '{doc_id}' in this index: use an id a search tool returned")
         text = document.text
-        payload = {"id": document.id, "title": document.title, "text": text[:MAX_DOCUMENT_CHARS],
-                   "truncated": len(text) > MAX_DOCUMENT_CHARS,
-                   "formulas": [f.latex for f in document.formulas[:MAX_DOCUMENT_FORMULAS]]}
+        payload = {
+            "id": document.id,
+            "title": document.title,
+            "text": text[:MAX_DOCUMENT_CHARS],
+            "truncated": len(text) > MAX_DOCUMENT_CHARS,
+            "formulas": [f.latex for f in document.formulas[:MAX_DOCUMENT_FORMULAS]],
+        }
         return ToolOutput(f"{document.id}: {len(text):,} characters, {len(document.formulas)} formulas", payload)
 
 
 def hit_payload(hit: Hit, documents: dict[str, Document]) -> dict[str, Any]:
     """A hit for the LLM: id, rank, score, title, matched formulas and the passage (title/passage are data)."""
     document = documents.get(hit.doc_id)
-    return {"id": hit.doc_id, "rank": hit.rank, "score": round(float(hit.score), 4),
-            "title": document.title if document else "",
-            "matched_formulas": [f.latex for f in hit.formulas[:3]],
-            "passage": hit.snippet}
+    return {
+        "id": hit.doc_id,
+        "rank": hit.rank,
+        "score": round(float(hit.score), 4),
+        "title": document.title if document else "",
+        "matched_formulas": [f.latex for f in hit.formulas[:3]],
+        "passage": hit.snippet,
+    }

@@ -27,8 +27,9 @@ class TracedSearch(BaseRetriever):
     """A search tool as a retriever named `name`: each search is a `tool` call in the session, with
     `arguments(query, k)`, done by `work(query, k)` (the toolbox's search); a failed call finds nothing."""
 
-    def __init__(self, session: ToolSession, name: str, tool: str, arguments: Arguments,
-                 work: Callable[[Query, int], ToolOutput]):
+    def __init__(
+        self, session: ToolSession, name: str, tool: str, arguments: Arguments, work: Callable[[Query, int], ToolOutput]
+    ):
         self.session, self.name, self.tool, self.arguments, self.work = session, name, tool, arguments, work
         self.store = session.toolbox.index.store
 
@@ -55,8 +56,12 @@ def traced_form_search(session: ToolSession, structure: StructureSearch) -> Call
         def work() -> ToolOutput:
             found.append(structure.rank(query, depth))
             hits = found[0].hits
-            return ToolOutput(hit_ids_summary(hits), {"hits": [{"id": h.doc_id, "score": h.score} for h in hits]}, hits=hits,
-                              notices=partial_results(hits))
+            return ToolOutput(
+                hit_ids_summary(hits),
+                {"hits": [{"id": h.doc_id, "score": h.score} for h in hits]},
+                hits=hits,
+                notices=partial_results(hits),
+            )
 
         session.run("structure_search", arguments, work)
         return found[0] if found else RankResult([])
@@ -92,6 +97,9 @@ class TracedReranker(Composable):
 
     def rerank(self, query: Query, hits: list[Hit], k: int | None = None) -> list[Hit]:
         box = self.session.toolbox
-        output = self.session.run("rerank", {"query": query.text, "hit_ids": [h.doc_id for h in hits]},
-                                  lambda: box.rerank(query.text, hits, self.session.rerank_kind, **self.session.rerank_options))
+        output = self.session.run(
+            "rerank",
+            {"query": query.text, "hit_ids": [h.doc_id for h in hits]},
+            lambda: box.rerank(query.text, hits, self.session.rerank_kind, **self.session.rerank_options),
+        )
         return output.hits if output is not None else hits

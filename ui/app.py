@@ -35,19 +35,35 @@ LATEX_DELIMITERS: list[dict[str, str | bool]] = [
     {"left": "\\(", "right": "\\)", "display": False},
     {"left": "\\[", "right": "\\]", "display": True},
 ]
-LATEX_DELIMITERS.extend({"left": f"\\begin{{{env}}}", "right": f"\\end{{{env}}}", "display": True}
-                        for env in ("equation", "equation*", "align", "align*", "gather", "gather*"))
+LATEX_DELIMITERS.extend(
+    {"left": f"\\begin{{{env}}}", "right": f"\\end{{{env}}}", "display": True}
+    for env in ("equation", "equation*", "align", "align*", "gather", "gather*")
+)
 log = logging.getLogger("mathscout.ui")
 EXAMPLES_FILE = DEMO_CORPUS.parent / "demo_examples.json"
 MAX_EXAMPLES = 6
 EXAMPLE_LABEL_CHARS = 58  # Gradio cuts example labels at 60 characters
-FONT: list[gr.themes.Font | str] = [gr.themes.LocalFont("IBM Plex Sans", weights=(400, 600, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
-FONT_MONO: list[gr.themes.Font | str] = [gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)), "ui-monospace", "monospace"]
+FONT: list[gr.themes.Font | str] = [
+    gr.themes.LocalFont("IBM Plex Sans", weights=(400, 600, 700)),
+    "ui-sans-serif",
+    "system-ui",
+    "sans-serif",
+]
+FONT_MONO: list[gr.themes.Font | str] = [
+    gr.themes.LocalFont("IBM Plex Mono", weights=(400, 600)),
+    "ui-monospace",
+    "monospace",
+]
 CONCURRENCY = 4  # turns computed at once; more sessions wait in Gradio's queue
 WARM_UP_QUESTIONS = ("Why is $a^2+b^2=c^2$ true?", "proof of the pythagorean theorem")  # formula and words
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
-LOOK = dict(theme=gr.themes.Soft(primary_hue="indigo", font=FONT, font_mono=FONT_MONO), css=CSS, head=HEAD,
-            footer_links=["api", "settings"], show_error=False)  # launch() and mount_gradio_app() options alike
+LOOK = dict(
+    theme=gr.themes.Soft(primary_hue="indigo", font=FONT, font_mono=FONT_MONO),
+    css=CSS,
+    head=HEAD,
+    footer_links=["api", "settings"],
+    show_error=False,
+)  # launch() and mount_gradio_app() options alike
 MAX_CHAT_MESSAGES = 200  # messages of a session's chat kept on the server (older ones leave the chat)
 
 
@@ -115,8 +131,10 @@ def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
             other.append(f"{label} (nothing to fuse on this index)")
     parts = []
     if missing_modes:
-        parts.append(f"{', '.join(missing_modes)} (the index lacks the {', '.join(missing_components)} "
-                     f"component{'s' * (len(missing_components) > 1)}: mathscout index --index DIR --components NAME)")
+        parts.append(
+            f"{', '.join(missing_modes)} (the index lacks the {', '.join(missing_components)} "
+            f"component{'s' * (len(missing_components) > 1)}: mathscout index --index DIR --components NAME)"
+        )
     parts += other
     return "not on this index: " + "; ".join(parts) if parts else "every search mode works on this index"
 
@@ -129,15 +147,17 @@ def formula_preview(latex: str | None) -> str:
             latex = latex[len(left) : -len(right)].strip()
             break
     if not latex:
-        return "<span class=\"ms-hint\">Type LaTeX without dollar signs to see it rendered, then insert it into your question.</span>"
+        return '<span class="ms-hint">Type LaTeX without dollar signs to see it rendered, then insert it into your question.</span>'
     if "$" in latex:
         return "**Note:** Leave out the `$` signs inside the formula: they are added when you insert it."
     shown = f"$${html.escape(' '.join(latex.split()), quote=False)}$$"
     problem = formula_problem(latex)
     if problem:
-        return (f"{shown}\n\n**Note:** this formula can't be read completely ({html.escape(problem)}): check braces and "
-                "`\\left`/`\\right` pairs. It can still be searched, as far as it can be read.")
-    return f"{shown}\n\n<span class=\"ms-ok\">readable formula</span>"
+        return (
+            f"{shown}\n\n**Note:** this formula can't be read completely ({html.escape(problem)}): check braces and "
+            "`\\left`/`\\right` pairs. It can still be searched, as far as it can be read."
+        )
+    return f'{shown}\n\n<span class="ms-ok">readable formula</span>'
 
 
 def insert_formula(question: str | None, latex: str | None) -> str:
@@ -156,8 +176,17 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
     def respond(message, index_key, mode, k, rerank, use_llm, state, history):
         """One turn; the chat so far comes from the session's server-side state, never from the browser."""
         first = True
-        for out in run_turn(pool, message, history[-MAX_CHAT_MESSAGES:], state, index_key=index_key, mode=mode, k=k,
-                            rerank=rerank, use_llm=bool(use_llm) and llm_usable):
+        for out in run_turn(
+            pool,
+            message,
+            history[-MAX_CHAT_MESSAGES:],
+            state,
+            index_key=index_key,
+            mode=mode,
+            k=k,
+            rerank=rerank,
+            use_llm=bool(use_llm) and llm_usable,
+        ):
             yield out.chat, out.results, out.trace, ("" if first else gr.skip()), out.state, out.chat
             first = False
 
@@ -169,76 +198,140 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
             reason = str(exc) if isinstance(exc, MathScoutError) else f"{type(exc).__name__}: {exc}"
             gr.Warning(f"cannot open this index: {reason}")
             return gr.update()
-        return gr.update(choices=mode_choices(modes), value=MODE.default if MODE.default in modes else modes[0],
-                         info=missing_modes_note(pool.index(index_key), modes))
+        return gr.update(
+            choices=mode_choices(modes),
+            value=MODE.default if MODE.default in modes else modes[0],
+            info=missing_modes_note(pool.index(index_key), modes),
+        )
 
     with gr.Blocks(title="MathScout") as app:
         state = gr.State(SessionState())
         history = gr.State([])  # the chat's messages: the browser's copy is only shown, never read back
         gr.HTML(
-            "<div class=\"ms-header\"><span class=\"ms-logo\">MathScout</span> <span class=\"ms-tagline\">math-aware "
+            '<div class="ms-header"><span class="ms-logo">MathScout</span> <span class="ms-tagline">math-aware '
             "answers with sources — ask in words and LaTeX (<code>$…$</code>); click a citation such as "
             "<code>[demo:algebra-004]</code> to see its document</span></div>"
         )
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=460):
                 chatbot = gr.Chatbot(
-                    elem_id="ms-chat", height=560, latex_delimiters=LATEX_DELIMITERS, layout="bubble", autoscroll=False,
-                    label="Chat", show_label=False, feedback_options=None, buttons=["copy"],
+                    elem_id="ms-chat",
+                    height=560,
+                    latex_delimiters=LATEX_DELIMITERS,
+                    layout="bubble",
+                    autoscroll=False,
+                    label="Chat",
+                    show_label=False,
+                    feedback_options=None,
+                    buttons=["copy"],
                     placeholder="<b>Ask a math question.</b><br>Answers appear here with rendered formulas and "
-                                "citations; the documents behind them appear on the right.",
+                    "citations; the documents behind them appear on the right.",
                 )
                 with gr.Row(equal_height=True):
                     question = gr.Textbox(
-                        show_label=False, lines=1, max_lines=8, scale=6, elem_id="ms-question", autofocus=True,
+                        show_label=False,
+                        lines=1,
+                        max_lines=8,
+                        scale=6,
+                        elem_id="ms-question",
+                        autofocus=True,
                         placeholder="e.g. How do I simplify $\\frac{t+1}{t}$?  (Enter sends, Shift+Enter: new line)",
                     )
                     send = gr.Button("Ask", variant="primary", scale=1, min_width=90, elem_id="ms-send")
                 with gr.Accordion("Formula editor (live preview)", open=False, elem_id="ms-formula-panel"):
                     with gr.Row(equal_height=True):
-                        formula = gr.Textbox(label="LaTeX", placeholder="\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}",
-                                             scale=4, elem_id="ms-formula")
+                        formula = gr.Textbox(
+                            label="LaTeX",
+                            placeholder="\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}",
+                            scale=4,
+                            elem_id="ms-formula",
+                        )
                         insert = gr.Button("Insert into question", scale=1, min_width=120, elem_id="ms-insert")
-                    preview = gr.Markdown(formula_preview(""), latex_delimiters=LATEX_DELIMITERS,
-                                          elem_id="ms-formula-preview")
+                    preview = gr.Markdown(
+                        formula_preview(""), latex_delimiters=LATEX_DELIMITERS, elem_id="ms-formula-preview"
+                    )
                 questions = example_questions()
                 examples = gr.Dataset(
                     components=[gr.Markdown(latex_delimiters=LATEX_DELIMITERS, render=False)],
-                    samples=[[example_label(q)] for q in questions], type="index", layout="gallery",
+                    samples=[[example_label(q)] for q in questions],
+                    type="index",
+                    layout="gallery",
                     label="Example questions (answered by the demo corpus) — click one, then Ask",
-                    elem_id="ms-examples", samples_per_page=MAX_EXAMPLES)
+                    elem_id="ms-examples",
+                    samples_per_page=MAX_EXAMPLES,
+                )
             with gr.Column(scale=2, min_width=380):
                 with gr.Accordion("Search settings", open=True, elem_id="ms-settings"):
                     index = gr.Dropdown(
-                        [(c.label, c.key) for c in choices], value=choices[0].key, label="Index",
-                        allow_custom_value=True, elem_id="ms-index", interactive=len(choices) > 1,
+                        [(c.label, c.key) for c in choices],
+                        value=choices[0].key,
+                        label="Index",
+                        allow_custom_value=True,
+                        elem_id="ms-index",
+                        interactive=len(choices) > 1,
                         info=None if len(choices) > 1 else "one index available (start with --index DIR for more)",
                     )
-                    mode = gr.Dropdown(mode_choices(default.modes()), value=MODE.default, label="Search mode",
-                                       info=missing_modes_note(pool.index(None), default.modes()), elem_id="ms-mode")
+                    mode = gr.Dropdown(
+                        mode_choices(default.modes()),
+                        value=MODE.default,
+                        label="Search mode",
+                        info=missing_modes_note(pool.index(None), default.modes()),
+                        elem_id="ms-mode",
+                    )
                     with gr.Row():
                         k = gr.Slider(1, MAX_K, value=10, step=1, label="Results (k)", elem_id="ms-k")
                         rerank = gr.Checkbox(False, label="Rerank the results", elem_id="ms-rerank")
-                    llm = gr.Checkbox(llm_usable, label="Use an LLM to plan and write the answer",
-                                      interactive=llm_usable, info=llm_reason, elem_id="ms-llm")
-                gr.HTML("<div class=\"ms-section\">Search results</div>")
-                results = gr.Markdown(EMPTY_RESULTS, latex_delimiters=LATEX_DELIMITERS, elem_id="ms-results",
-                                      max_height=620, sanitize_html=True)
+                    llm = gr.Checkbox(
+                        llm_usable,
+                        label="Use an LLM to plan and write the answer",
+                        interactive=llm_usable,
+                        info=llm_reason,
+                        elem_id="ms-llm",
+                    )
+                gr.HTML('<div class="ms-section">Search results</div>')
+                results = gr.Markdown(
+                    EMPTY_RESULTS,
+                    latex_delimiters=LATEX_DELIMITERS,
+                    elem_id="ms-results",
+                    max_height=620,
+                    sanitize_html=True,
+                )
                 with gr.Accordion("How this answer was found (trace)", open=False, elem_id="ms-trace-panel"):
                     trace = gr.Markdown(EMPTY_TRACE, latex_delimiters=LATEX_DELIMITERS, elem_id="ms-trace")
 
-        gr.on([question.submit, send.click], respond,
-              inputs=[question, index, mode, k, rerank, llm, state, history],
-              outputs=[chatbot, results, trace, question, state, history],
-              api_name="ask", concurrency_limit=CONCURRENCY, show_progress="hidden",
-              ).then(None, js=SCROLL_TO_ANSWER, api_visibility="private", queue=False)  # the answer from its start
-        chatbot.clear(lambda: (SessionState(), [], EMPTY_RESULTS, EMPTY_TRACE), None, [state, history, results, trace],
-                      api_visibility="private")
+        gr.on(
+            [question.submit, send.click],
+            respond,
+            inputs=[question, index, mode, k, rerank, llm, state, history],
+            outputs=[chatbot, results, trace, question, state, history],
+            api_name="ask",
+            concurrency_limit=CONCURRENCY,
+            show_progress="hidden",
+        ).then(None, js=SCROLL_TO_ANSWER, api_visibility="private", queue=False)  # the answer from its start
+        chatbot.clear(
+            lambda: (SessionState(), [], EMPTY_RESULTS, EMPTY_TRACE),
+            None,
+            [state, history, results, trace],
+            api_visibility="private",
+        )
         index.change(change_index, [index], [mode], api_visibility="private", show_progress="hidden")
-        formula.change(formula_preview, [formula], [preview], show_progress="hidden", trigger_mode="always_last",
-                       api_visibility="private", concurrency_limit=None)
-        examples.click(lambda i: questions[i] if i is not None and 0 <= i < len(questions) else gr.skip(),
-                       [examples], [question], api_visibility="private", queue=False, show_progress="hidden")
+        formula.change(
+            formula_preview,
+            [formula],
+            [preview],
+            show_progress="hidden",
+            trigger_mode="always_last",
+            api_visibility="private",
+            concurrency_limit=None,
+        )
+        examples.click(
+            lambda i: questions[i] if i is not None and 0 <= i < len(questions) else gr.skip(),
+            [examples],
+            [question],
+            api_visibility="private",
+            queue=False,
+            show_progress="hidden",
+        )
         insert.click(insert_formula, [question, formula], [question], api_visibility="private", concurrency_limit=None)
     return app
 
@@ -280,15 +373,27 @@ def _listen(site, host: str, port: int, started: float, said: str, on_ready=None
     Server(uvicorn.Config(site, host=host, port=port, log_level="warning", access_log=False)).run()
 
 
-def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: int = 7860, public: bool = False,
-          share: bool = False, auth: str | None = None, use_llm: bool | None = None, quiet: bool = False) -> None:
+def serve(
+    index_paths: Sequence[Path] = (),
+    *,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    public: bool = False,
+    share: bool = False,
+    auth: str | None = None,
+    use_llm: bool | None = None,
+    quiet: bool = False,
+) -> None:
     """Start the page and block until interrupted. Non-local binding and share links need `public=True`."""
     if host not in LOCAL_HOSTS and not public:
-        raise MathScoutError(f"binding to {host} makes the page reachable from other machines: add --public to "
-                             "confirm (and consider --auth user:password)")
+        raise MathScoutError(
+            f"binding to {host} makes the page reachable from other machines: add --public to "
+            "confirm (and consider --auth user:password)"
+        )
     if share and not public:
-        raise MathScoutError("--share opens a public gradio.live link: add --public to confirm (and consider "
-                             "--auth user:password)")
+        raise MathScoutError(
+            "--share opens a public gradio.live link: add --public to confirm (and consider --auth user:password)"
+        )
     credentials = None
     if auth:
         user, sep, password = auth.partition(":")
@@ -296,24 +401,40 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
             raise MathScoutError("--auth needs USER:PASSWORD (both non-empty)")
         credentials = LoginGuard(user, password)
     if public and credentials is None:
-        print("MathScout: warning: --public without --auth: anyone who can reach this address can use the page "
-              "and its LLM quota; add --auth USER:PASSWORD", file=sys.stderr, flush=True)
+        print(
+            "MathScout: warning: --public without --auth: anyone who can reach this address can use the page "
+            "and its LLM quota; add --auth USER:PASSWORD",
+            file=sys.stderr,
+            flush=True,
+        )
     started = time.perf_counter()
     settings = services.settings_fingerprint()  # as this server starts: its record says what decides its results
     pool = AssistantPool(discover_indexes(index_paths), use_llm=use_llm)
     failed = warm_up(pool)
     if failed:
-        print(f"MathScout: warning: these modes failed to warm up and may fail on first use: {', '.join(failed)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"MathScout: warning: these modes failed to warm up and may fail on first use: {', '.join(failed)}",
+            file=sys.stderr,
+            flush=True,
+        )
     cache, record = private_cache(), None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # (re-raised by uvicorn after its
     try:  # shutdown) a SIGTERM then ends the process through the `finally` below, which removes the cache and record
         if share:  # Gradio's share link needs its own launch: the page only
-            print(f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} and a gradio.live link "
-                  "(the JSON API is not served with --share) (Ctrl-C stops)", flush=True)
+            print(
+                f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} and a gradio.live link "
+                "(the JSON API is not served with --share) (Ctrl-C stops)",
+                flush=True,
+            )
             build_app(pool).queue(default_concurrency_limit=CONCURRENCY).launch(
-                server_name=host, server_port=port, share=True, quiet=quiet, auth=credentials.check if credentials else None,
-                inbrowser=False, **LOOK)
+                server_name=host,
+                server_port=port,
+                share=True,
+                quiet=quiet,
+                auth=credentials.check if credentials else None,
+                inbrowser=False,
+                **LOOK,
+            )
             return
         _check_port(host, port)
         site = build_site(pool, credentials)
@@ -323,9 +444,15 @@ def serve(index_paths: Sequence[Path] = (), *, host: str = "127.0.0.1", port: in
             nonlocal record
             record = services.register(host, port, {c.key: c.path for c in pool.choices.values()}, settings)
 
-        _listen(site, host, port, started, f"serving {', '.join(pool.choices)} ({modes} search modes warmed) on "
-                f"http://{host}:{port} (page), http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)",
-                register)
+        _listen(
+            site,
+            host,
+            port,
+            started,
+            f"serving {', '.join(pool.choices)} ({modes} search modes warmed) on "
+            f"http://{host}:{port} (page), http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)",
+            register,
+        )
     finally:
         services.unregister(record)
         shutil.rmtree(cache, ignore_errors=True)
@@ -347,9 +474,15 @@ def build_site(pool: AssistantPool, guard: LoginGuard | None = None):
     from mathscout.ui.http_api import create_api
 
     app = build_app(pool).queue(default_concurrency_limit=CONCURRENCY)
-    site = gr.mount_gradio_app(create_api(pool, guard), app, path="/", auth=guard.check if guard else None,
-                               blocked_paths=[str(c.path.resolve()) for c in pool.choices.values()],
-                               run_history=False, **LOOK)
+    site = gr.mount_gradio_app(
+        create_api(pool, guard),
+        app,
+        path="/",
+        auth=guard.check if guard else None,
+        blocked_paths=[str(c.path.resolve()) for c in pool.choices.values()],
+        run_history=False,
+        **LOOK,
+    )
     app.has_launched = True
     return site
 
@@ -364,4 +497,6 @@ def _check_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            raise MathScoutError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port") from exc
+            raise MathScoutError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port"
+            ) from exc

@@ -20,16 +20,23 @@ from mathscout.ui.cli import add_search_options, strict_json
 def add_parser(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ask", parents=[common], help="ask the assistant: a cited answer and the tool calls behind it")
     p.add_argument("question", nargs="+", help="words and LaTeX, e.g. 'why is $\\cos^2 x + \\sin^2 x = 1$?'")
-    p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index; with --server, "
-                   "the name of one the server offers)")
+    p.add_argument(
+        "--index",
+        type=Path,
+        help="index directory (default: the embedded demo index; with --server, the name of one the server offers)",
+    )
     add_search_options(p)
     p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
     p.add_argument("--json", action="store_true", help="print the answer, hits and trace as JSON")
     p.add_argument("--server", metavar="URL", help="ask a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
     p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
-    p.add_argument("--local", action="store_true", help="answer in this process, even when a MathScout service of "
-                   "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
-                   "such a service answers, with the same output, unless an LLM is to write the answer")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="answer in this process, even when a MathScout service of "
+        "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
+        "such a service answers, with the same output, unless an LLM is to write the answer",
+    )
     p.set_defaults(func=run)
 
 
@@ -54,11 +61,17 @@ def _progress(event: AgentEvent, out: TextIO) -> None:
 
 def print_trace(record: dict, out: TextIO, with_calls: bool = False) -> None:
     """The trace summary of an answer (as `Answer.to_dict()` gives it); the numbered tool calls with `with_calls`."""
-    print(f"\n--- trace: planner {record['planner']}, mode {record['mode']}, {len(record['trace'])} tool calls, "
-          f"{record['seconds']:.2f} s", file=out)
+    print(
+        f"\n--- trace: planner {record['planner']}, mode {record['mode']}, {len(record['trace'])} tool calls, "
+        f"{record['seconds']:.2f} s",
+        file=out,
+    )
     for n, call in enumerate(record["trace"] if with_calls else [], 1):
         result = f"FAILED: {call['error']}" if call.get("error") else call["summary"]
-        print(f"{n:>3}. {call['tool']} {_arguments(call['arguments'])}\n     → {result} ({call['seconds']:.3f} s)", file=out)
+        print(
+            f"{n:>3}. {call['tool']} {_arguments(call['arguments'])}\n     → {result} ({call['seconds']:.3f} s)",
+            file=out,
+        )
     for rewrite in record["rewrites"]:
         print(f"rewrite: {rewrite['original']} → {rewrite['rewritten']} ({rewrite['rule']})", file=out)
     for expansion in record["expansions"]:
@@ -71,9 +84,15 @@ def print_trace(record: dict, out: TextIO, with_calls: bool = False) -> None:
 def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
     from mathscout.ui.client import Client
 
-    record = Client(args.server, args.auth).ask(question, mode=args.mode, k=args.k, rerank=args.rerank,
-                                               rerank_depth=args.rerank_depth, use_llm=False if args.no_llm else None,
-                                               index=args.index.name if args.index else None)
+    record = Client(args.server, args.auth).ask(
+        question,
+        mode=args.mode,
+        k=args.k,
+        rerank=args.rerank,
+        rerank_depth=args.rerank_depth,
+        use_llm=False if args.no_llm else None,
+        index=args.index.name if args.index else None,
+    )
     if args.json:
         print(strict_json(record), file=out)
         return
@@ -102,17 +121,28 @@ def _ask_service(args: argparse.Namespace, question: str, out: TextIO) -> bool:
     if service is None:
         return False
     try:
-        record = service.client().ask(question, mode=args.mode, k=args.k, rerank=args.rerank,
-                                      rerank_depth=args.rerank_depth, use_llm=False, index=service.key)
-        calls = [ToolCall(c["tool"], c["arguments"], c["summary"], seconds=c["seconds"], error=c.get("error"))
-                 for c in record["trace"]]
+        record = service.client().ask(
+            question,
+            mode=args.mode,
+            k=args.k,
+            rerank=args.rerank,
+            rerank_depth=args.rerank_depth,
+            use_llm=False,
+            index=service.key,
+        )
+        calls = [
+            ToolCall(c["tool"], c["arguments"], c["summary"], seconds=c["seconds"], error=c.get("error"))
+            for c in record["trace"]
+        ]
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, this process answers by itself
         debug(f"the service at {service.url} failed ({exc}): answering here")
         return False
     if args.json:
         print(strict_json(record), file=out)
         return True
-    for event in [AgentEvent("notice", text=n) for n in record["notices"]] + [AgentEvent("tool_end", call=c) for c in calls]:
+    for event in [AgentEvent("notice", text=n) for n in record["notices"]] + [
+        AgentEvent("tool_end", call=c) for c in calls
+    ]:
         _progress(event, sys.stderr)
     print(record["text"], file=out)
     print_trace(record, out, with_calls=quiet())

@@ -23,23 +23,38 @@ HIGHLIGHT_COLOUR = "#d9480f"
 MAX_FORMULAS_PER_CARD = 2
 MAX_RENDERED_FORMULA = 400  # longer formulas are shown as source with the matched parts marked
 FULL_TEXT_CHARS = 1_500
-COMPONENT_LABELS = {"bm25": "text", "rm3": "text+rm3", "types": "types", "structure": "structure",
-                    "dense": "dense", "fused": "fused", "hybrid": "fused", "rerank": "rerank"}
+COMPONENT_LABELS = {
+    "bm25": "text",
+    "rm3": "text+rm3",
+    "types": "types",
+    "structure": "structure",
+    "dense": "dense",
+    "fused": "fused",
+    "hybrid": "fused",
+    "rerank": "rerank",
+}
 
 _THREAD = re.compile(r"^(?P<prefix>\w+):(?P<site>[a-z0-9.-]+\.[a-z]{2,}):(?P<qid>\d+)$")
 _POST_ID = re.compile(r"^(?:\w+:)?(?P<n>\d+)$")
 _CITATION = re.compile(r"\[([^\[\]\n]{1,300})\](?!\()")
 _SAFE_ATOM = re.compile(r"^(?:[A-Za-z0-9.]+|[-+=<>*/!|]|\\[A-Za-z]+)$")
 # A coloured token keeps its spacing class: `{\color{…}+}` alone would be an ordinary symbol ("a+b" cramped).
-_BINARY = frozenset("+ - * \\pm \\mp \\times \\cdot \\div \\cup \\cap \\circ \\oplus \\otimes \\wedge \\vee "
-                    "\\setminus".split())
-_RELATION = frozenset("""= < > \\le \\leq \\ge \\geq \\ne \\neq \\approx \\equiv \\sim \\simeq \\cong \\to
+_BINARY = frozenset(
+    "+ - * \\pm \\mp \\times \\cdot \\div \\cup \\cap \\circ \\oplus \\otimes \\wedge \\vee \\setminus".split()
+)
+_RELATION = frozenset(
+    """= < > \\le \\leq \\ge \\geq \\ne \\neq \\approx \\equiv \\sim \\simeq \\cong \\to
     \\rightarrow \\leftarrow \\Rightarrow \\Leftarrow \\iff \\implies \\in \\notin \\subset \\subseteq \\supset
-    \\supseteq \\mid \\propto \\mapsto \\ll \\gg \\perp \\leftrightarrow \\Leftrightarrow""".split())
-_OPERATOR_WITH_LIMITS = frozenset("""\\sum \\prod \\coprod \\lim \\limsup \\liminf \\max \\min \\sup \\inf \\bigcup
-    \\bigcap \\det \\gcd""".split())
-_OPERATOR = frozenset("""\\int \\iint \\iiint \\oint \\sin \\cos \\tan \\cot \\sec \\csc \\log \\ln \\exp \\arcsin
-    \\arccos \\arctan \\sinh \\cosh \\tanh \\arg \\deg \\dim \\ker \\lg""".split())
+    \\supseteq \\mid \\propto \\mapsto \\ll \\gg \\perp \\leftrightarrow \\Leftrightarrow""".split()
+)
+_OPERATOR_WITH_LIMITS = frozenset(
+    """\\sum \\prod \\coprod \\lim \\limsup \\liminf \\max \\min \\sup \\inf \\bigcup
+    \\bigcap \\det \\gcd""".split()
+)
+_OPERATOR = frozenset(
+    """\\int \\iint \\iiint \\oint \\sin \\cos \\tan \\cot \\sec \\csc \\log \\ln \\exp \\arcsin
+    \\arccos \\arctan \\sinh \\cosh \\tanh \\arg \\deg \\dim \\ker \\lg""".split()
+)
 _NEEDS_ARGUMENT = frozenset(
     """frac dfrac tfrac cfrac sqrt binom dbinom tbinom text textrm textit textbf mathrm mathbf mathit mathbb
     mathcal mathscr mathfrak mathsf mathtt operatorname begin end left right big Big bigg Bigg bigl bigr
@@ -184,7 +199,7 @@ def _marked_source(latex: str, spans: Sequence[tuple[int, int]]) -> str:
             pieces += [html.escape(latex[position:start]), "<mark>", html.escape(latex[start:end]), "</mark>"]
             position = end
     pieces.append(html.escape(latex[position:]))
-    return "<code class=\"ms-latex\">" + " ".join("".join(pieces).split()) + "</code>"
+    return '<code class="ms-latex">' + " ".join("".join(pieces).split()) + "</code>"
 
 
 def formula_html(matched: MatchedFormula) -> str:
@@ -195,9 +210,9 @@ def formula_html(matched: MatchedFormula) -> str:
     if len(latex) <= MAX_RENDERED_FORMULA and "$" not in latex and parse_latex(latex).complete:  # else: escaped code
         rendered = coloured_latex(latex, matched.highlight) if matched.highlight else latex
     if rendered is None:
-        return f"<div class=\"ms-formula ms-formula-source\">{_marked_source(latex, matched.highlight)}</div>"
+        return f'<div class="ms-formula ms-formula-source">{_marked_source(latex, matched.highlight)}</div>'
     rendered = _aligned(" ".join(rendered.split()))
-    return f"<div class=\"ms-formula\">$${html.escape(rendered, quote=False)}$$</div>"
+    return f'<div class="ms-formula">$${html.escape(rendered, quote=False)}$$</div>'
 
 
 def _snippet_html(snippet: str) -> str:
@@ -231,12 +246,16 @@ def _score(value: float) -> str:
 
 
 def scores_html(hit: Hit, mode: str) -> str:
-    chips = [f"<span class=\"ms-score ms-score-main\" title=\"{html.escape(explain_score(hit))} ({html.escape(mode)})\">"
-             f"score {_score(hit.score)}</span>"]
+    chips = [
+        f'<span class="ms-score ms-score-main" title="{html.escape(explain_score(hit))} ({html.escape(mode)})">'
+        f"score {_score(hit.score)}</span>"
+    ]
     for name, value in hit.components.items():
         label = COMPONENT_LABELS.get(name, name)
-        chips.append(f"<span class=\"ms-score\" title=\"{html.escape(name)} score\">{html.escape(label)} {_score(value)}</span>")
-    return "<div class=\"ms-scores\">" + "".join(chips) + "</div>"
+        chips.append(
+            f'<span class="ms-score" title="{html.escape(name)} score">{html.escape(label)} {_score(value)}</span>'
+        )
+    return '<div class="ms-scores">' + "".join(chips) + "</div>"
 
 
 @dataclass
@@ -255,29 +274,33 @@ def hit_card(hit: Hit, document: Document | None, context: CardContext) -> str:
     """One search result as an HTML block: rank, title, id, source, link, scores, formulas, snippet."""
     card_id = anchor(context.turn, hit.rank)
     if document is None:
-        return (f"<div class=\"ms-hit\" id=\"{card_id}\"><div class=\"ms-hit-head\"><span class=\"ms-rank\">{hit.rank}"
-                f"</span> <code>{html.escape(hit.doc_id)}</code> (document not in the store)</div></div>")
+        return (
+            f'<div class="ms-hit" id="{card_id}"><div class="ms-hit-head"><span class="ms-rank">{hit.rank}'
+            f"</span> <code>{html.escape(hit.doc_id)}</code> (document not in the store)</div></div>"
+        )
     url = original_url(document)
     meta = [f"<code>{html.escape(document.id)}</code>", html.escape(source_label(document))]
     if url:
-        meta.append(f"<a href=\"{html.escape(url)}\" target=\"_blank\" rel=\"noopener\">original post ↗</a>")
+        meta.append(f'<a href="{html.escape(url)}" target="_blank" rel="noopener">original post ↗</a>')
     formulas = hit.formulas or match_formulas(document, context.terms)
     snippet = hit.snippet or make_snippet(document, context.terms)
-    return "".join([
-        f"<div class=\"ms-hit\" id=\"{card_id}\">",
-        f"<div class=\"ms-hit-head\"><span class=\"ms-rank\">{hit.rank}</span> "
-        f"<span class=\"ms-title\">{html.escape(title_of(document), quote=False)}</span></div>",
-        "<div class=\"ms-meta\">" + " · ".join(m for m in meta if m) + "</div>",
-        scores_html(hit, context.mode),
-        "".join(formula_html(f) for f in formulas[:MAX_FORMULAS_PER_CARD]),
-        f"<div class=\"ms-snippet\">{_snippet_html(snippet)}</div>",
-        f"<details class=\"ms-full\"><summary>Full text</summary><div>{_full_text_html(document)}</div></details>",
-        "</div>",
-    ])
+    return "".join(
+        [
+            f'<div class="ms-hit" id="{card_id}">',
+            f'<div class="ms-hit-head"><span class="ms-rank">{hit.rank}</span> '
+            f'<span class="ms-title">{html.escape(title_of(document), quote=False)}</span></div>',
+            '<div class="ms-meta">' + " · ".join(m for m in meta if m) + "</div>",
+            scores_html(hit, context.mode),
+            "".join(formula_html(f) for f in formulas[:MAX_FORMULAS_PER_CARD]),
+            f'<div class="ms-snippet">{_snippet_html(snippet)}</div>',
+            f'<details class="ms-full"><summary>Full text</summary><div>{_full_text_html(document)}</div></details>',
+            "</div>",
+        ]
+    )
 
 
 def results_html(hits: Sequence[Hit], documents: Mapping[str, Document], context: CardContext) -> str:
     """All cards of one answer, best first."""
     if not hits:
-        return "<div class=\"ms-empty\">No documents matched. Try other words, another mode, or a simpler formula.</div>"
+        return '<div class="ms-empty">No documents matched. Try other words, another mode, or a simpler formula.</div>'
     return "\n".join(hit_card(h, documents.get(h.doc_id), context) for h in hits)

@@ -33,7 +33,7 @@ MAX_K = 50
 TOKEN_UPDATE_SECONDS = 0.1  # streamed answer text reaches the browser at most this often
 _INLINE_MATH = re.compile(r"\$[^$\n]+\$")
 _QUOTED = re.compile(r"`([^`]+)`")
-EMPTY_RESULTS = "<div class=\"ms-empty\">Ask a question: the documents the answer is built from appear here.</div>"
+EMPTY_RESULTS = '<div class="ms-empty">Ask a question: the documents the answer is built from appear here.</div>'
 EMPTY_TRACE = "_The agent's tool calls, formula rewrites and type expansions appear here after a question._"
 
 
@@ -63,11 +63,15 @@ def panel_html(state: SessionState | None) -> str:
     if state is None or not state.turns:
         return EMPTY_RESULTS
     *earlier, latest = state.turns
-    parts = [f"<div class=\"ms-turn\"><div class=\"ms-turn-question\">Results for: {_question_html(latest.question)}</div>"
-             f"\n{latest.cards}\n</div>"]
+    parts = [
+        f'<div class="ms-turn"><div class="ms-turn-question">Results for: {_question_html(latest.question)}</div>'
+        f"\n{latest.cards}\n</div>"
+    ]
     for turn in reversed(earlier):
-        parts.append(f"<details class=\"ms-turn ms-turn-earlier\"><summary>Earlier: {_question_html(turn.question)}</summary>"
-                     f"\n{turn.cards}\n</details>")
+        parts.append(
+            f'<details class="ms-turn ms-turn-earlier"><summary>Earlier: {_question_html(turn.question)}</summary>'
+            f"\n{turn.cards}\n</details>"
+        )
     return "\n".join(parts)
 
 
@@ -134,12 +138,19 @@ class TurnView:
         notes_at_end = self.done and bool(self.answer)
         if self.input_notices and not notes_at_end:
             out.append({"role": "assistant", "content": _notes(self.input_notices)})
-        out.append({"role": "assistant", "content": progress_markdown(self.steps),
-                    "metadata": {"title": self.working_title, "status": "done" if self.done else "pending"}})
+        out.append(
+            {
+                "role": "assistant",
+                "content": progress_markdown(self.steps),
+                "metadata": {"title": self.working_title, "status": "done" if self.done else "pending"},
+            }
+        )
         if self.answer:  # streamed model text is sanitised as it arrives: it may echo an injected document
             shown = self.answer if self.linked else sanitize_answer(self.answer)
             out.append({"role": "assistant", "content": renderable_math(shown)})
-        notes = (self.input_notices if notes_at_end else []) + [_literal_math(sanitize_answer(n)) for n in self.agent_notices]
+        notes = (self.input_notices if notes_at_end else []) + [
+            _literal_math(sanitize_answer(n)) for n in self.agent_notices
+        ]
         if notes:
             out.append({"role": "assistant", "content": _notes(notes)})
         return out
@@ -172,15 +183,27 @@ class TurnOutput:
     state: SessionState
 
 
-def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | None, state: SessionState | None, *,
-             index_key: str | None, mode: str, k: int, rerank: bool, use_llm: bool | None) -> Iterator[TurnOutput]:
+def run_turn(
+    pool: AssistantPool,
+    message: str | None,
+    history: list[dict] | None,
+    state: SessionState | None,
+    *,
+    index_key: str | None,
+    mode: str,
+    k: int,
+    rerank: bool,
+    use_llm: bool | None,
+) -> Iterator[TurnOutput]:
     """Answer one message, yielding updates as the assistant works; never raises."""
     history = list(history or [])
     state = state or SessionState()
     panel, trace = panel_html(state), EMPTY_TRACE
     checked = check_question(message)
     if checked.problem:
-        yield TurnOutput(history + [{"role": "assistant", "content": f"**Note:** {checked.problem}"}], panel, trace, state)
+        yield TurnOutput(
+            history + [{"role": "assistant", "content": f"**Note:** {checked.problem}"}], panel, trace, state
+        )
         return
     view = TurnView(checked.echo, list(checked.notices))
     started = time.perf_counter()
@@ -190,7 +213,9 @@ def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | Non
         yield TurnOutput(history + view.messages(), panel, trace, state)
         answer: Answer | None = None
         shown = time.perf_counter()
-        for event in assistant.stream(checked.text, mode=mode or MODE.default, k=k, rerank=bool(rerank), use_llm=use_llm):
+        for event in assistant.stream(
+            checked.text, mode=mode or MODE.default, k=k, rerank=bool(rerank), use_llm=use_llm
+        ):
             answer = _apply(view, event) or answer
             if event.kind == "token" and time.perf_counter() - shown < TOKEN_UPDATE_SECONDS:
                 continue  # tokens are sent in batches: every update carries the whole chat to the browser
@@ -207,7 +232,8 @@ def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | Non
         log.exception("turn failed: %r", checked.text[:200])
         view.agent_notices.append(
             f"Something went wrong while answering ({type(exc).__name__}: {str(exc)[:200]}). "
-            "The page still works: ask again, or try another mode or index.")
+            "The page still works: ask again, or try another mode or index."
+        )
         view.working_title, view.done = f"Stopped after {time.perf_counter() - started:.1f} s: see the note below", True
         yield TurnOutput(history + view.messages(), panel, trace, state)
         return
@@ -215,13 +241,15 @@ def run_turn(pool: AssistantPool, message: str | None, history: list[dict] | Non
         cards = _cards(assistant.index, answer, state.next_turn)
     except Exception as exc:  # the answer still shows; only its cards are missing
         log.exception("result cards failed")
-        cards = f"<div class=\"ms-empty\">The result cards could not be built ({type(exc).__name__}).</div>"
+        cards = f'<div class="ms-empty">The result cards could not be built ({type(exc).__name__}).</div>'
     state = state.with_turn(checked.text, cards)
     view.answer = link_citations(answer.text, answer.hits, state.turns[-1].number)
     view.linked = True
     calls = len(answer.trace)
-    view.working_title = (f"Searched: {calls} tool call{'s' * (calls != 1)} · {len(answer.hits)} hits · "
-                          f"{answer.seconds or time.perf_counter() - started:.1f} s")
+    view.working_title = (
+        f"Searched: {calls} tool call{'s' * (calls != 1)} · {len(answer.hits)} hits · "
+        f"{answer.seconds or time.perf_counter() - started:.1f} s"
+    )
     view.done = True
     yield TurnOutput(history + view.messages(), panel_html(state), trace_markdown(answer), state)
 
@@ -258,7 +286,11 @@ def _note(view: TurnView, notice: str) -> None:
     if not notice or notice in view.agent_notices:
         return
     quoted = _QUOTED.findall(notice)
-    if "malformed" in notice and quoted and any(q in n and "malformed" in n for q in quoted for n in view.input_notices):
+    if (
+        "malformed" in notice
+        and quoted
+        and any(q in n and "malformed" in n for q in quoted for n in view.input_notices)
+    ):
         return
     view.agent_notices.append(notice)
 

@@ -22,8 +22,10 @@ def strict_json(data) -> str:
     try:
         return json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False)
     except ValueError as exc:
-        raise MathScoutError(f"the result holds a number JSON cannot represent ({exc}): check the index's tuned files "
-                             "(structure.json, fusion.json, ranker.json)") from None
+        raise MathScoutError(
+            f"the result holds a number JSON cannot represent ({exc}): check the index's tuned files "
+            "(structure.json, fusion.json, ranker.json)"
+        ) from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,16 +48,19 @@ def _cmd_index(args: argparse.Namespace) -> None:
             raise MathScoutError("--shards needs --input PATH… (a sharded index is built whole)")
         from mathscout.retrievers.shards.build import build_sharded_index
 
-        manifest = build_sharded_index(args.input, args.index, args.shards, components, args.ray, fresh=args.fresh,
-                                       options=options)
+        manifest = build_sharded_index(
+            args.input, args.index, args.shards, components, args.ray, fresh=args.fresh, options=options
+        )
     elif args.input:
         manifest = build_index(args.input, args.index, components, fresh=args.fresh, options=options)
     elif components:
         manifest = add_components(args.index, components, options)
     else:
         raise MathScoutError("give --input PATH… to build an index, or --components NAME to add to one")
-    print(f"index {args.index}: {manifest.documents:,} documents, {manifest.formulas:,} formulas, "
-          f"components: {', '.join(manifest.components)}")
+    print(
+        f"index {args.index}: {manifest.documents:,} documents, {manifest.formulas:,} formulas, "
+        f"components: {', '.join(manifest.components)}"
+    )
 
 
 def _open_index(args: argparse.Namespace):
@@ -91,9 +96,14 @@ def _search_server(args: argparse.Namespace, request, out: TextIO) -> None:
     from mathscout.ui.client import Client
 
     request = request.checked()
-    result = Client(args.server, args.auth).search(request.query, mode=request.mode, k=request.k,
-                                                   rerank=request.rerank, rerank_depth=request.rerank_depth,
-                                                   index=args.index.name if args.index else None)
+    result = Client(args.server, args.auth).search(
+        request.query,
+        mode=request.mode,
+        k=request.k,
+        rerank=request.rerank,
+        rerank_depth=request.rerank_depth,
+        index=args.index.name if args.index else None,
+    )
     _print_search_result(result, request.query, args.json, out)
 
 
@@ -108,8 +118,9 @@ def _search_service(args: argparse.Namespace, out: TextIO) -> bool:
         return False
     query = " ".join(args.query)
     try:
-        result = service.client().search(query, mode=args.mode, k=args.k, rerank=args.rerank,
-                                         rerank_depth=args.rerank_depth, index=service.key)
+        result = service.client().search(
+            query, mode=args.mode, k=args.k, rerank=args.rerank, rerank_depth=args.rerank_depth, index=service.key
+        )
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, this process searches by itself
         debug(f"the service at {service.url} failed ({exc}): searching here")
         return False
@@ -179,8 +190,11 @@ def _interactive(search: _LocalSearch, request, as_json: bool, out: TextIO) -> N
     from dataclasses import replace
 
     settings = replace(request, query="")
-    print(f"MathScout search over {search.index.path} ({search.index.manifest.documents:,} documents, mode "
-          f"{settings.mode}, k {settings.k}). :help lists the commands; an empty line or Ctrl-D quits.", file=out)
+    print(
+        f"MathScout search over {search.index.path} ({search.index.manifest.documents:,} documents, mode "
+        f"{settings.mode}, k {settings.k}). :help lists the commands; an empty line or Ctrl-D quits.",
+        file=out,
+    )
     while True:
         try:
             line = input("query> ").strip()
@@ -233,11 +247,26 @@ def _cmd_run(args: argparse.Namespace) -> None:
     if getattr(args, "task", 1) == 2:
         from mathscout.evaluation.runner import run_task2
 
-        print(run_task2(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options))
+        print(
+            run_task2(
+                index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options
+            )
+        )
         return
-    summary = run_topics(index, args.topics, args.mode, args.k, args.output, fmt=args.format, tag=args.tag, options=options,
-                         rerank=args.rerank, rerank_depth=args.rerank_depth, first_stage=args.first_stage,
-                         open_mode=open_mode)
+    summary = run_topics(
+        index,
+        args.topics,
+        args.mode,
+        args.k,
+        args.output,
+        fmt=args.format,
+        tag=args.tag,
+        options=options,
+        rerank=args.rerank,
+        rerank_depth=args.rerank_depth,
+        first_stage=args.first_stage,
+        open_mode=open_mode,
+    )
     print(summary)
 
 
@@ -251,11 +280,16 @@ def _cmd_eval(args: argparse.Namespace) -> None:
 
         results = [evaluate_run(run, args.qrels, **scoring) for run in args.run]
         families = family_scores(results)
-        print(strict_json(families_json(results, families)) if args.json else format_families(results, families), file=args.out)
+        print(
+            strict_json(families_json(results, families)) if args.json else format_families(results, families),
+            file=args.out,
+        )
     elif len(args.run) == 1:
         result = evaluate_run(args.run[0], args.qrels, **scoring)
-        print(strict_json(result.to_json()) if args.json else format_evaluation(result, per_topic=args.per_topic),
-              file=args.out)
+        print(
+            strict_json(result.to_json()) if args.json else format_evaluation(result, per_topic=args.per_topic),
+            file=args.out,
+        )
     else:
         comparison = compare_runs(args.run, args.qrels, **scoring)
         print(strict_json(comparison.to_json()) if args.json else format_comparison(comparison), file=args.out)
@@ -307,8 +341,15 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         return
     from mathscout.ui.app import serve
 
-    serve(args.index or [], host=args.host, port=args.port or DEFAULT_PORT, public=args.public, share=args.share,
-          auth=args.auth, use_llm=False if args.no_llm else None)
+    serve(
+        args.index or [],
+        host=args.host,
+        port=args.port or DEFAULT_PORT,
+        public=args.public,
+        share=args.share,
+        auth=args.auth,
+        use_llm=False if args.no_llm else None,
+    )
 
 
 def _serve_background(args: argparse.Namespace) -> None:
@@ -322,40 +363,69 @@ def _serve_background(args: argparse.Namespace) -> None:
         raise MathScoutError("--share serves the page only, which the command line cannot use: leave out --background")
     port = args.port or services.free_port(args.host)
     serve_arguments = [f"--index={path}" for path in args.index or []] + [f"--host={args.host}", f"--port={port}"]
-    serve_arguments += [flag for flag, on in (("--public", args.public), ("--no-llm", args.no_llm),
-                                              ("--quiet", args.quiet)) if on]
+    serve_arguments += [
+        flag for flag, on in (("--public", args.public), ("--no-llm", args.no_llm), ("--quiet", args.quiet)) if on
+    ]
     services.start_background(serve_arguments, args.auth)
 
 
 def _add_index(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("index", parents=[common], help="build an index directory (or add components to one)")
-    p.add_argument("--input", nargs="+", type=Path, help="JSONL files, ARQMath Posts XML files, or folders of .md/.tex/.txt")
+    p.add_argument(
+        "--input", nargs="+", type=Path, help="JSONL files, ARQMath Posts XML files, or folders of .md/.tex/.txt"
+    )
     p.add_argument("--index", required=True, type=Path, help="the index directory to create or extend")
-    p.add_argument("--components", help="comma-separated components (default: an existing index's own, else "
-                   "bm25,structure); with --input on an existing index, the ones not listed are dropped")
-    p.add_argument("--shards", type=int, help="split the collection into N shards built and searched on Ray "
-                   "(optional part 'distributed'); searches fan out to one actor per shard")
-    p.add_argument("--ray", help="with --shards: the Ray cluster, 'auto' (default: this machine's, else a local one), "
-                   "'local' or HOST:PORT of a head started with 'ray start --head' (searches: $MATHSCOUT_RAY)")
-    p.add_argument("--workers", type=int, help="processes building the structure path index (default: min(2, CPU "
-                   "count); from 100,000 formulas on); the files are the same for any number")
-    p.add_argument("--fresh", action="store_true", help="with --input on an existing index: do not keep its tuned "
-                   "files (structure.json, fusion.json, models)")
+    p.add_argument(
+        "--components",
+        help="comma-separated components (default: an existing index's own, else "
+        "bm25,structure); with --input on an existing index, the ones not listed are dropped",
+    )
+    p.add_argument(
+        "--shards",
+        type=int,
+        help="split the collection into N shards built and searched on Ray "
+        "(optional part 'distributed'); searches fan out to one actor per shard",
+    )
+    p.add_argument(
+        "--ray",
+        help="with --shards: the Ray cluster, 'auto' (default: this machine's, else a local one), "
+        "'local' or HOST:PORT of a head started with 'ray start --head' (searches: $MATHSCOUT_RAY)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="processes building the structure path index (default: min(2, CPU "
+        "count); from 100,000 formulas on); the files are the same for any number",
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --input on an existing index: do not keep its tuned files (structure.json, fusion.json, models)",
+    )
     p.set_defaults(func=_cmd_index)
 
 
 def _add_search(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("search", parents=[common], help="search an index (interactive when no query is given)")
     p.add_argument("query", nargs="*", help="words and LaTeX, e.g. 'prove $a^2+b^2=c^2$'")
-    p.add_argument("--index", type=Path, help="index directory (default: the embedded demo index; with --server, "
-                   "the name of one the server offers)")
+    p.add_argument(
+        "--index",
+        type=Path,
+        help="index directory (default: the embedded demo index; with --server, the name of one the server offers)",
+    )
     add_search_options(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON (stdout carries only the JSON)")
-    p.add_argument("--server", metavar="URL", help="search through a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
+    p.add_argument(
+        "--server", metavar="URL", help="search through a running 'mathscout serve' (e.g. http://127.0.0.1:7860)"
+    )
     p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
-    p.add_argument("--local", action="store_true", help="search in this process, even when a MathScout service of "
-                   "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
-                   "such a service answers, with the same output")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="search in this process, even when a MathScout service of "
+        "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
+        "such a service answers, with the same output",
+    )
     p.set_defaults(func=_cmd_search)
 
 
@@ -363,10 +433,15 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
     """--mode, --k, --rerank and --rerank-depth, from the option table (mathscout.options), as on search and ask."""
     from mathscout import options
 
-    p.add_argument(options.MODE.flag, default=options.MODE.default,
-                   help=f"{options.MODE.help} (default: {options.MODE.default})")
-    p.add_argument(options.K.flag, type=K.argparse(), default=options.K.default,
-                   help=f"{options.K.help} (default {options.K.default})")
+    p.add_argument(
+        options.MODE.flag, default=options.MODE.default, help=f"{options.MODE.help} (default: {options.MODE.default})"
+    )
+    p.add_argument(
+        options.K.flag,
+        type=K.argparse(),
+        default=options.K.default,
+        help=f"{options.K.help} (default {options.K.default})",
+    )
     _add_rerank(p)
 
 
@@ -374,12 +449,22 @@ def _add_rerank(p: argparse.ArgumentParser) -> None:
     """--rerank KIND and --rerank-depth N, the same on search, ask and run (defaults: the option table)."""
     from mathscout import options
 
-    p.add_argument(options.RERANK.flag, nargs="?", const="auto", default=options.RERANK.default,
-                   type=rerank_argument, metavar="KIND",
-                   help=f"rerank the top hits: {', '.join(RERANKERS)} (a bare --rerank means auto; default none)")
-    p.add_argument(options.RERANK_DEPTH.flag, type=RERANK_DEPTH.argparse(), default=options.RERANK_DEPTH.default,
-                   help=f"first-stage hits reranked ({RERANK_DEPTH.low}–{RERANK_DEPTH.high:,}; "
-                        f"default {options.RERANK_DEPTH.default})")
+    p.add_argument(
+        options.RERANK.flag,
+        nargs="?",
+        const="auto",
+        default=options.RERANK.default,
+        type=rerank_argument,
+        metavar="KIND",
+        help=f"rerank the top hits: {', '.join(RERANKERS)} (a bare --rerank means auto; default none)",
+    )
+    p.add_argument(
+        options.RERANK_DEPTH.flag,
+        type=RERANK_DEPTH.argparse(),
+        default=options.RERANK_DEPTH.default,
+        help=f"first-stage hits reranked ({RERANK_DEPTH.low}–{RERANK_DEPTH.high:,}; "
+        f"default {options.RERANK_DEPTH.default})",
+    )
 
 
 def _add_run(sub, common: argparse.ArgumentParser) -> None:
@@ -387,19 +472,37 @@ def _add_run(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--index", type=Path)
     p.add_argument("--topics", required=True, type=Path, help="ARQMath topic XML, JSONL {id,title,body} or {id,query}")
     p.add_argument("--mode", default=MODE.default, help=f"{MODE.help} (default: {MODE.default})")
-    p.add_argument("--k", type=K.argparse(), default=1000, help=f"hits per topic ({K.low}–{K.high:,}; default 1000: "
-                   "a run's depth, not a page of hits)")
+    p.add_argument(
+        "--k",
+        type=K.argparse(),
+        default=1000,
+        help=f"hits per topic ({K.low}–{K.high:,}; default 1000: a run's depth, not a page of hits)",
+    )
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--format", choices=["trec", "arqmath"], default="trec")
-    p.add_argument("--task", type=int, choices=[1, 2], default=1,
-                   help="ARQMath task: 1 ranks documents (default), 2 ranks formulas (--mode structure; "
-                        "arqmath format: topic formula post rank score run)")
+    p.add_argument(
+        "--task",
+        type=int,
+        choices=[1, 2],
+        default=1,
+        help="ARQMath task: 1 ranks documents (default), 2 ranks formulas (--mode structure; "
+        "arqmath format: topic formula post rank score run)",
+    )
     p.add_argument("--tag", default=None, help="run tag (default: mathscout-<mode>)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="a retriever option, e.g. --set lambda_m=1.0 --set eta=0.05 (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a retriever option, e.g. --set lambda_m=1.0 --set eta=0.05 (repeatable)",
+    )
     _add_rerank(p)
-    p.add_argument("--first-stage", type=Path, default=None, metavar="RUN",
-                   help="take each topic's ranking from this run file instead of searching (to rerank a stored run)")
+    p.add_argument(
+        "--first-stage",
+        type=Path,
+        default=None,
+        metavar="RUN",
+        help="take each topic's ranking from this run file instead of searching (to rerank a stored run)",
+    )
     p.set_defaults(func=_cmd_run)
 
 
@@ -420,19 +523,31 @@ def _option(text: str) -> tuple[str, object]:
 
 
 def _add_eval(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("eval", parents=[common], help="score runs against qrels (several runs: side by side with significance)")
+    p = sub.add_parser(
+        "eval", parents=[common], help="score runs against qrels (several runs: side by side with significance)"
+    )
     p.add_argument("--run", nargs="+", required=True, type=Path)
     p.add_argument("--qrels", required=True, type=Path)
     p.add_argument("--prime", action="store_true", help="ARQMath prime measures (unjudged documents removed)")
-    p.add_argument("--measures", choices=["arqmath", "collection"], default=None,
-                   help="measure set (default: arqmath with --prime or ARQMath qrels, else collection)")
-    p.add_argument("--topics-with-relevant", action="store_true",
-                   help="average over the topics with a relevant document only (default: every assessed topic, "
-                        "as the official ARQMath evaluation)")
+    p.add_argument(
+        "--measures",
+        choices=["arqmath", "collection"],
+        default=None,
+        help="measure set (default: arqmath with --prime or ARQMath qrels, else collection)",
+    )
+    p.add_argument(
+        "--topics-with-relevant",
+        action="store_true",
+        help="average over the topics with a relevant document only (default: every assessed topic, "
+        "as the official ARQMath evaluation)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--per-topic", action="store_true", help="print the per-topic table")
-    p.add_argument("--by-family", action="store_true",
-                   help="means per topic family (id prefix: mo, mse, math, …), each run tested against the first")
+    p.add_argument(
+        "--by-family",
+        action="store_true",
+        help="means per topic family (id prefix: mo, mse, math, …), each run tested against the first",
+    )
     p.set_defaults(func=_cmd_eval)
 
 
@@ -452,19 +567,31 @@ def _add_train(sub, common: argparse.ArgumentParser) -> None:
 
 def _add_serve(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", parents=[common], help="the chat page in a browser (Gradio), on 127.0.0.1 by default")
-    p.add_argument("--index", type=Path, action="append", help="an index to offer (repeatable; default: the demo "
-                   "index and every index under $MATHSCOUT_HOME/indexes)")
-    p.add_argument("--host",
-                   help="address to bind (default 127.0.0.1 or $MATHSCOUT_HOST; non-local ones need --public)")
-    p.add_argument("--port", type=PORT.argparse(),
-                   help=f"port (default {DEFAULT_PORT} or $MATHSCOUT_PORT; with --background a free one)")
+    p.add_argument(
+        "--index",
+        type=Path,
+        action="append",
+        help="an index to offer (repeatable; default: the demo index and every index under $MATHSCOUT_HOME/indexes)",
+    )
+    p.add_argument(
+        "--host", help="address to bind (default 127.0.0.1 or $MATHSCOUT_HOST; non-local ones need --public)"
+    )
+    p.add_argument(
+        "--port",
+        type=PORT.argparse(),
+        help=f"port (default {DEFAULT_PORT} or $MATHSCOUT_PORT; with --background a free one)",
+    )
     p.add_argument("--public", action="store_true", help="allow binding beyond localhost (e.g. --host 0.0.0.0)")
     p.add_argument("--share", action="store_true", help="also open a public gradio.live link")
     p.add_argument("--auth", metavar="USER:PASSWORD", help="require a login (or set MATHSCOUT_AUTH)")
     p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
-    p.add_argument("--background", action="store_true", help="serve in a process of its own: returns once it listens, "
-                   "printing its URL and process id; 'mathscout search' and 'ask' then use it (as any 'serve' of yours "
-                   "on this machine)")
+    p.add_argument(
+        "--background",
+        action="store_true",
+        help="serve in a process of its own: returns once it listens, "
+        "printing its URL and process id; 'mathscout search' and 'ask' then use it (as any 'serve' of yours "
+        "on this machine)",
+    )
     p.add_argument("--stop", action="store_true", help="stop your running services (with --index: those serving it)")
     p.set_defaults(func=_cmd_serve)
 
@@ -481,8 +608,13 @@ SUBCOMMANDS = [_add_index, _add_search, _add_run, _add_eval, _add_bench, _add_tr
 def _common_options(top_level: bool) -> argparse.ArgumentParser:
     """Options every command takes, before or after its name (`mathscout --quiet search …` or `… search --quiet`)."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--quiet", "-q", action="store_true", default=False if top_level else argparse.SUPPRESS,
-                        help="no notices or progress on stderr (errors still)")
+    common.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        default=False if top_level else argparse.SUPPRESS,
+        help="no notices or progress on stderr (errors still)",
+    )
     return common
 
 
@@ -566,8 +698,10 @@ def main(argv: list[str] | None = None) -> int:
         if _debug():
             raise
         detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        print(f"mathscout: internal error: {type(exc).__name__}: {detail} (set MATHSCOUT_DEBUG=1 for the details)",
-              file=sys.stderr)
+        print(
+            f"mathscout: internal error: {type(exc).__name__}: {detail} (set MATHSCOUT_DEBUG=1 for the details)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -58,8 +58,16 @@ class Client:
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/api/health")
 
-    def search(self, query: str, *, mode: str, k: int, rerank: str | None = None, rerank_depth: int = 10,
-               index: str | None = None) -> dict[str, Any]:
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str,
+        k: int,
+        rerank: str | None = None,
+        rerank_depth: int = 10,
+        index: str | None = None,
+    ) -> dict[str, Any]:
         params = {"q": query, "mode": mode, "k": k, "rerank": rerank or "none", "rerank_depth": rerank_depth}
         if index:
             params["index"] = index
@@ -83,10 +91,15 @@ class Client:
             raise MathScoutError(self._error(exc)) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise Unreachable(f"cannot reach the MathScout server at {self.base} ({reason}): start it with "
-                              "'mathscout serve' or check --server", isinstance(reason, ConnectionRefusedError)) from None
+            raise Unreachable(
+                f"cannot reach the MathScout server at {self.base} ({reason}): start it with "
+                "'mathscout serve' or check --server",
+                isinstance(reason, ConnectionRefusedError),
+            ) from None
         except ValueError as exc:
-            raise MathScoutError(f"the server at {self.base} did not answer with JSON ({exc}): is it MathScout?") from None
+            raise MathScoutError(
+                f"the server at {self.base} did not answer with JSON ({exc}): is it MathScout?"
+            ) from None
 
     def _error(self, exc: urllib.error.HTTPError) -> str:
         if exc.code == 401:

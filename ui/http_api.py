@@ -44,13 +44,21 @@ MIB = MAX_REQUEST_BYTES / 2**20
 DRAIN_BYTES = 64 * MAX_REQUEST_BYTES  # an oversized body is read and dropped up to here before its 413
 DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")  # shipped by fastapi-offline
 # Gradio routes that take in, fetch or stream files: the page has no file input or output, so they are closed
-PAGE_FILE_ROUTES = re.compile(r"/gradio_api/(upload|process_recording|proxy=|stream/|vibe-|undo-vibe|run-history"
-                              r"|file[=/][a-z][a-z0-9+.-]*:)", re.IGNORECASE)
+PAGE_FILE_ROUTES = re.compile(
+    r"/gradio_api/(upload|process_recording|proxy=|stream/|vibe-|undo-vibe|run-history"
+    r"|file[=/][a-z][a-z0-9+.-]*:)",
+    re.IGNORECASE,
+)
 
-ERRORS: dict[int | str, dict[str, Any]] = {"4XX": {"model": ErrorRecord, "description": "refused: bad input (400), no login (401), unknown document or "
-                                                     f"route (404), wrong method (405), body over {MIB:g} MiB (413), failed "
-                                                     "logins being slowed (429)"},
-          "5XX": {"model": ErrorRecord, "description": "internal error (500, one line) or a missing optional part (501)"}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    "4XX": {
+        "model": ErrorRecord,
+        "description": "refused: bad input (400), no login (401), unknown document or "
+        f"route (404), wrong method (405), body over {MIB:g} MiB (413), failed "
+        "logins being slowed (429)",
+    },
+    "5XX": {"model": ErrorRecord, "description": "internal error (500, one line) or a missing optional part (501)"},
+}
 
 
 class AskBody(BaseModel):
@@ -73,8 +81,10 @@ class AskBody(BaseModel):
                 raise ValueError("not valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
         return value
 
+
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
+
 
 class Gate:
     """ASGI middleware before every route (API, docs and page): notes the client's address for the login guard,
@@ -92,7 +102,8 @@ class Gate:
         body = await _body(scope, receive)
         if body is None:
             return await _error(413, f"the request body is over {MIB:g} MiB ({MAX_REQUEST_BYTES:,} bytes): send less")(
-                scope, receive, send)
+                scope, receive, send
+            )
         replayed = False
 
         async def replay() -> dict:
@@ -103,6 +114,7 @@ class Gate:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
 
 async def _body(scope, receive) -> bytes | None:
     """The request's body, or None when it is over MAX_REQUEST_BYTES: the rest is then read and dropped (at most
@@ -119,6 +131,7 @@ async def _body(scope, receive) -> bytes | None:
         more = message["type"] == "http.request" and message.get("more_body", False)
     return bytes(body) if seen <= MAX_REQUEST_BYTES else None
 
+
 def _login_check(guard: LoginGuard | None):
     """A dependency: with a guard, HTTP Basic credentials must be the page's login. The token of this server's
     service record (`Authorization: Bearer …`, readable by its OS user only: mathscout.ui.services) is a login as
@@ -131,9 +144,12 @@ def _login_check(guard: LoginGuard | None):
                 return
             if guard is not None:
                 await guard.check(services.TOKEN_LOGIN, "")
-            raise HTTPException(401, "this server does not know that token: it is in the record of the "
-                                     "MathScout service that 'mathscout serve' writes", headers={"WWW-Authenticate":
-                                                                                                 'Bearer realm="MathScout"'})
+            raise HTTPException(
+                401,
+                "this server does not know that token: it is in the record of the "
+                "MathScout service that 'mathscout serve' writes",
+                headers={"WWW-Authenticate": 'Bearer realm="MathScout"'},
+            )
         if guard is None:
             return
         user, password = "", ""
@@ -143,16 +159,27 @@ def _login_check(guard: LoginGuard | None):
             except (ValueError, UnicodeDecodeError):
                 user, password = "", ""
         if not (user or password) or not await guard.check(user, password):  # no credentials: nothing guessed
-            raise HTTPException(401, "this server wants a login: HTTP Basic with the USER:PASSWORD of "
-                                     "'mathscout serve --auth'", headers={"WWW-Authenticate": 'Basic realm="MathScout"'})
+            raise HTTPException(
+                401,
+                "this server wants a login: HTTP Basic with the USER:PASSWORD of 'mathscout serve --auth'",
+                headers={"WWW-Authenticate": 'Basic realm="MathScout"'},
+            )
 
     return check
 
+
 def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
     """The API over the pool's indexes (the page's own assistants, so both share opened retrievers)."""
-    app = FastAPI(title="MathScout API", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
-                  responses=ERRORS, description="Math-aware search and a cited assistant over math Q&A. Every "
-                                                "failure answers {\"error\": \"one line\"}.")
+    app = FastAPI(
+        title="MathScout API",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        responses=ERRORS,
+        description="Math-aware search and a cited assistant over math Q&A. Every "
+        'failure answers {"error": "one line"}.',
+    )
     app.add_middleware(Gate)
     login = [Depends(_login_check(guard))]
 
@@ -163,7 +190,9 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path") and not isinstance(p, int))
+        where = ".".join(
+            str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path") and not isinstance(p, int)
+        )
         message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
         return _error(400, f"{where or 'request body'}: {message}")
 
@@ -176,31 +205,52 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
         indexes = [_index_entry(pool, key) for key in pool.choices]
         return {"status": "ok", "version": __version__, "default_index": pool.default_key, "indexes": indexes}
 
-    @app.get("/api/search", dependencies=login, summary="search an index (as `mathscout search --json`)",
-             response_model=SearchRecord)
-    def search(q: str, mode: str = options.MODE.default, k: str = str(options.K.default), rerank: str = "none",
-               rerank_depth: str = str(options.RERANK_DEPTH.default), index: str | None = options.INDEX.default):
+    @app.get(
+        "/api/search",
+        dependencies=login,
+        summary="search an index (as `mathscout search --json`)",
+        response_model=SearchRecord,
+    )
+    def search(
+        q: str,
+        mode: str = options.MODE.default,
+        k: str = str(options.K.default),
+        rerank: str = "none",
+        rerank_depth: str = str(options.RERANK_DEPTH.default),
+        index: str | None = options.INDEX.default,
+    ):
         def run() -> dict[str, Any]:
             request = SearchRequest.parse(q, mode, k, rerank, rerank_depth)
             return run_search(request, pool.assistant(index).toolbox, open_mode).to_dict()
 
         return _call(run)
 
-    @app.post("/api/ask", dependencies=login, summary="ask the assistant (as `mathscout ask --json`)",
-              response_model=AnswerRecord)
+    @app.post(
+        "/api/ask",
+        dependencies=login,
+        summary="ask the assistant (as `mathscout ask --json`)",
+        response_model=AnswerRecord,
+    )
     def ask(body: AskBody):
         def run() -> dict[str, Any]:
             if not body.question.strip():
                 raise MathScoutError("the question is empty: ask in words and/or LaTeX like $x^2+1$")
-            k, rerank, rerank_depth = options.check_options(k=body.k, rerank=body.rerank, rerank_depth=body.rerank_depth)
-            answer = pool.assistant(body.index).ask(body.question, mode=body.mode, k=k, rerank=rerank,
-                                                    rerank_depth=rerank_depth, use_llm=body.use_llm)
+            k, rerank, rerank_depth = options.check_options(
+                k=body.k, rerank=body.rerank, rerank_depth=body.rerank_depth
+            )
+            answer = pool.assistant(body.index).ask(
+                body.question, mode=body.mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=body.use_llm
+            )
             return answer.to_dict()
 
         return _call(run)
 
-    @app.get("/api/documents/{doc_id:path}", dependencies=login, summary="one document of an index",
-             response_model=DocumentRecord)
+    @app.get(
+        "/api/documents/{doc_id:path}",
+        dependencies=login,
+        summary="one document of an index",
+        response_model=DocumentRecord,
+    )
     def document(doc_id: str, index: str | None = options.INDEX.default):
         def run() -> dict[str, Any]:
             found = pool.index(index).store.get(doc_id)
@@ -213,13 +263,19 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
     _add_docs(app, login)
     return app
 
+
 def _index_entry(pool: AssistantPool, key: str) -> dict[str, Any]:
     """One offered index as its current build describes it: key, label, modes and the build's generation."""
     from mathscout.ui.indexes import index_label
 
     assistant = _call(lambda: pool.assistant(key))
-    return {"key": key, "label": index_label(key, assistant.index), "modes": assistant.modes(),
-            "generation": assistant.index.manifest.generation}
+    return {
+        "key": key,
+        "label": index_label(key, assistant.index),
+        "modes": assistant.modes(),
+        "generation": assistant.index.manifest.generation,
+    }
+
 
 def _add_docs(app: FastAPI, login: list) -> None:
     """/openapi.json and /docs behind the login, Swagger UI from this server (no CDN), and the API's error shape
@@ -234,8 +290,13 @@ def _add_docs(app: FastAPI, login: list) -> None:
 
     @app.get("/docs", dependencies=login, include_in_schema=False)
     def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="MathScout API", swagger_js_url=f"/docs/{DOCS_ASSETS[0]}",
-                                   swagger_css_url=f"/docs/{DOCS_ASSETS[1]}", swagger_favicon_url=f"/docs/{DOCS_ASSETS[2]}")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="MathScout API",
+            swagger_js_url=f"/docs/{DOCS_ASSETS[0]}",
+            swagger_css_url=f"/docs/{DOCS_ASSETS[1]}",
+            swagger_favicon_url=f"/docs/{DOCS_ASSETS[2]}",
+        )
 
     @app.get("/docs/{name}", dependencies=login, include_in_schema=False)
     def docs_asset(name: str) -> FileResponse:
@@ -247,6 +308,7 @@ def _add_docs(app: FastAPI, login: list) -> None:
         # every method; after the real routes (an ASGI app as the endpoint: starlette's annotation names request handlers)
         app.router.add_route(path, Unknown(app), include_in_schema=False)  # type: ignore[arg-type]
 
+
 class Unknown:
     """An ASGI endpoint for any method: 405 when another method of the path is an API route, else 404."""
 
@@ -255,14 +317,22 @@ class Unknown:
 
     async def __call__(self, scope, receive, send) -> None:
         path, method = scope["path"], scope["method"]
-        allowed = sorted({m for r in self.app.routes if isinstance(r, APIRoute) and r.path_regex.match(path)
-                          for m in r.methods or ()})
+        allowed = sorted(
+            {
+                m
+                for r in self.app.routes
+                if isinstance(r, APIRoute) and r.path_regex.match(path)
+                for m in r.methods or ()
+            }
+        )
         if allowed:
-            response = _error(405, f"{method} is not allowed on {path}: use {', '.join(allowed)}",
-                              {"Allow": ", ".join(allowed)})
+            response = _error(
+                405, f"{method} is not allowed on {path}: use {', '.join(allowed)}", {"Allow": ", ".join(allowed)}
+            )
         else:
             response = _error(404, f"no route {path}: the API's routes are listed at /docs")
         await response(scope, receive, send)
+
 
 def _call(work):
     """Run `work`, turning MathScout's errors into 400 and a missing optional part into 501 (anything else is

@@ -65,8 +65,9 @@ def check_question(raw: str | None) -> CheckedQuestion:
     """Validate a chat message; never raises."""
     text = _CONTROL.sub(" ", raw or "").strip()
     if not text:
-        return CheckedQuestion("", "", problem=(
-            f"Your message is empty. Type a question in words and/or LaTeX, for example: {EXAMPLE}"))
+        return CheckedQuestion(
+            "", "", problem=(f"Your message is empty. Type a question in words and/or LaTeX, for example: {EXAMPLE}")
+        )
     notices = []
     echo = text
     if len(text) > MAX_QUESTION_CHARS:

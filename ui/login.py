@@ -64,10 +64,14 @@ class LoginGuard:
         client = CLIENT.get() if client is None else client
         if client in self.slowed:
             retry = max(1, math.ceil(self.slowed[client] - time.monotonic()))
-            raise HTTPException(429, f"too many login attempts from this address: try again in {retry} s",
-                                headers={"Retry-After": str(retry)})
+            raise HTTPException(
+                429,
+                f"too many login attempts from this address: try again in {retry} s",
+                headers={"Retry-After": str(retry)},
+            )
         if secrets.compare_digest(user.encode(), self.user.encode()) & secrets.compare_digest(
-                password.encode(), self.password.encode()):
+            password.encode(), self.password.encode()
+        ):
             self.failures.pop(self._keys(user, client)[0], None)  # the name's count stays: others may guess it
             return True
         wait = self.delay(user, client)

@@ -20,21 +20,39 @@ class Trainer:
 
 
 TRAINERS: tuple[Trainer, ...] = (
-    Trainer("structure", "mathscout.evaluation.structure_tuning:main",
-            "Zhong 2023 thesis Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index "
-            "(structure.json)"),
-    Trainer("types", "mathscout.retrievers.types:main",
-            "type dictionary detection + word2vec type embeddings into an index (adds 'types')"),
-    Trainer("fusion", "mathscout.evaluation.tuning:main",
-            "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)"),
-    Trainer("dense", "mathscout.evaluation.training.dense:main",
-            "contrastive fine-tuning of the bi-encoder on the train topics"),
-    Trainer("ranker", "mathscout.evaluation.ranker_training:main",
-            "LambdaMART (LightGBM) over the retrievers' candidates, k-fold CV over train topics, stored with an index "
-            "(ranker.json)"),
-    Trainer("cross-encoder", "mathscout.evaluation.training.cross_encoder:main",
-            "a cross-encoder (question, answer → relevance) from all-MiniLM-L6-v2 on the train topics with hard negatives "
-            "from the index's own candidates, stored with an index (cross-encoder/) for --rerank cross"),
+    Trainer(
+        "structure",
+        "mathscout.evaluation.structure_tuning:main",
+        "Zhong 2023 thesis Eq. 3.18 λ_m / formulas / text part tuned on train topics, stored with an index "
+        "(structure.json)",
+    ),
+    Trainer(
+        "types",
+        "mathscout.retrievers.types:main",
+        "type dictionary detection + word2vec type embeddings into an index (adds 'types')",
+    ),
+    Trainer(
+        "fusion",
+        "mathscout.evaluation.tuning:main",
+        "MABOWDOR fusion weights by k-fold CV over topics, stored with an index (fusion.json)",
+    ),
+    Trainer(
+        "dense",
+        "mathscout.evaluation.training.dense:main",
+        "contrastive fine-tuning of the bi-encoder on the train topics",
+    ),
+    Trainer(
+        "ranker",
+        "mathscout.evaluation.ranker_training:main",
+        "LambdaMART (LightGBM) over the retrievers' candidates, k-fold CV over train topics, stored with an index "
+        "(ranker.json)",
+    ),
+    Trainer(
+        "cross-encoder",
+        "mathscout.evaluation.training.cross_encoder:main",
+        "a cross-encoder (question, answer → relevance) from all-MiniLM-L6-v2 on the train topics with hard negatives "
+        "from the index's own candidates, stored with an index (cross-encoder/) for --rerank cross",
+    ),
 )
 
 

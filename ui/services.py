@@ -38,8 +38,17 @@ STOP_TIMEOUT = 30.0  # seconds a stopped service may take to end
 MAX_RECORD_BYTES = 1 << 20
 TOKEN_LOGIN = "service:token"  # the name a wrong token fails a login as (never a user's: names hold no ':')
 LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::1": "[::1]", "::": "[::1]"}
-NOT_SETTINGS = {"MATHSCOUT_HOME", "MATHSCOUT_AUTH", "MATHSCOUT_HOST", "MATHSCOUT_PORT", "MATHSCOUT_QUIET",
-                "MATHSCOUT_DEBUG", "MATHSCOUT_NOTICES_ON_STDERR", "MATHSCOUT_INDEX", "MATHSCOUT_BUILD_WORKERS"}
+NOT_SETTINGS = {
+    "MATHSCOUT_HOME",
+    "MATHSCOUT_AUTH",
+    "MATHSCOUT_HOST",
+    "MATHSCOUT_PORT",
+    "MATHSCOUT_QUIET",
+    "MATHSCOUT_DEBUG",
+    "MATHSCOUT_NOTICES_ON_STDERR",
+    "MATHSCOUT_INDEX",
+    "MATHSCOUT_BUILD_WORKERS",
+}
 PACKAGE = Path(mathscout.__file__).resolve().parent  # the installation
 
 _token: str | None = None  # this process's token, once it registered as a service
@@ -55,8 +64,9 @@ def settings_fingerprint() -> str:
     from mathscout import __version__
     from mathscout.agent.config import config_path
 
-    settings = sorted((k, v) for k, v in os.environ.items()
-                      if k.startswith(("MATHSCOUT_", "OPENAI_")) and k not in NOT_SETTINGS)
+    settings = sorted(
+        (k, v) for k, v in os.environ.items() if k.startswith(("MATHSCOUT_", "OPENAI_")) and k not in NOT_SETTINGS
+    )
     try:
         config = hashlib.sha256(config_path().read_bytes()).hexdigest()
     except OSError:
@@ -66,6 +76,7 @@ def settings_fingerprint() -> str:
 
 
 # --- the server's side ---------------------------------------------------------------------------------------
+
 
 def service_url(host: str, port: int) -> str | None:
     """The loopback URL a server bound to `host` answers on, or None (a server bound to another address only)."""
@@ -83,9 +94,16 @@ def register(host: str, port: int, indexes: Mapping[str, Path], fingerprint: str
     if url is None:
         return None
     token = secrets.token_urlsafe(32)
-    record = {"pid": os.getpid(), "started": _process_start(os.getpid()), "url": url, "token": token,
-              "indexes": {str(Path(path).resolve()): key for key, path in indexes.items()},
-              "fingerprint": fingerprint, "code": _loaded_code(), "since": _process_wall_start()}
+    record = {
+        "pid": os.getpid(),
+        "started": _process_start(os.getpid()),
+        "url": url,
+        "token": token,
+        "indexes": {str(Path(path).resolve()): key for key, path in indexes.items()},
+        "fingerprint": fingerprint,
+        "code": _loaded_code(),
+        "since": _process_wall_start(),
+    }
     _token = token  # before the record exists: whoever reads it finds the token accepted
     try:
         where = _own_folder(create=True)
@@ -155,14 +173,16 @@ def _process_start(pid: int) -> str | None:
 def _process_wall_start() -> float:
     """When this process started (seconds since the epoch); now, without /proc."""
     try:
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
+        boot = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
+        )
         return boot + int(_process_start(os.getpid()) or "") / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, StopIteration):
         return time.time()
 
 
 # --- the command line's side ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Service:
@@ -265,8 +285,17 @@ def _read(path: Path) -> _Record | None:
             if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
                 return None
             data = json.loads(f.read(MAX_RECORD_BYTES))
-        record = _Record(path, int(data["pid"]), data["started"], str(data["url"]), str(data["token"]),
-                         dict(data["indexes"]), str(data["fingerprint"]), list(data["code"]), float(data["since"]))
+        record = _Record(
+            path,
+            int(data["pid"]),
+            data["started"],
+            str(data["url"]),
+            str(data["token"]),
+            dict(data["indexes"]),
+            str(data["fingerprint"]),
+            list(data["code"]),
+            float(data["since"]),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
     parsed = urllib.parse.urlsplit(record.url)
@@ -292,8 +321,10 @@ def _answers(service: Service) -> bool:
     if health.get("status") != "ok" or service.key not in keys:
         debug(f"the service at {service.url} does not serve {service.key}")
         return False
-    debug(f"through the service at {service.url} (process {service.pid}; health in "
-          f"{1000 * (time.perf_counter() - started):.0f} ms)")
+    debug(
+        f"through the service at {service.url} (process {service.pid}; health in "
+        f"{1000 * (time.perf_counter() - started):.0f} ms)"
+    )
     return True
 
 
@@ -303,6 +334,7 @@ def _remove(path: Path) -> None:
 
 
 # --- mathscout serve --background / --stop ---------------------------------------------------------------------
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     import socket
@@ -323,9 +355,14 @@ def start_background(serve_arguments: Sequence[str], auth: str | None = None) ->
     env = {**os.environ, **({"MATHSCOUT_AUTH": auth} if auth else {})}
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "mathscout.cli", "serve", *serve_arguments], env=env,
-                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mathscout.cli", "serve", *serve_arguments],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     log = log.rename(where / f"{process.pid}.log")
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -335,8 +372,11 @@ def start_background(serve_arguments: Sequence[str], auth: str | None = None) ->
         record = next((r for r in _records() if r.pid == process.pid), None)
         if record is not None:
             keys = ", ".join(record.indexes.values())
-            print(f"MathScout: serving {keys} on {record.url} in the background (process {process.pid}, log {log}); "
-                  "'mathscout search' and 'mathscout ask' use it; 'mathscout serve --stop' stops it", flush=True)
+            print(
+                f"MathScout: serving {keys} on {record.url} in the background (process {process.pid}, log {log}); "
+                "'mathscout search' and 'mathscout ask' use it; 'mathscout serve --stop' stops it",
+                flush=True,
+            )
             return
         time.sleep(0.25)
     raise MathScoutError(f"the service did not listen within {START_TIMEOUT:.0f} s (process {process.pid}, log {log})")

@@ -23,8 +23,9 @@ def _code(text: str) -> str:
 
 def _arguments(arguments: dict) -> str:
     """`query="…", k=10`: readable (no JSON escaping of LaTeX backslashes), long values cut."""
-    shown = ", ".join(f"{name}={value!r}" if not isinstance(value, str) else f'{name}="{value}"'
-                      for name, value in arguments.items())
+    shown = ", ".join(
+        f"{name}={value!r}" if not isinstance(value, str) else f'{name}="{value}"' for name, value in arguments.items()
+    )
     return shown if len(shown) <= MAX_ARGUMENT_CHARS else shown[: MAX_ARGUMENT_CHARS - 1] + "…"
 
 
@@ -54,9 +55,12 @@ def _called(answer: Answer, tool: str) -> bool:
 
 def trace_markdown(answer: Answer) -> str:
     """The whole trace of one answer: planner, tool calls, rewrites, type expansions, notices."""
-    parts = [f"**Question:** {_cell(answer.question)}",
-             f"**Planner:** {answer.planner} · **mode:** {answer.mode} · **total:** {answer.seconds:.2f} s",
-             "#### Tool calls", calls_markdown(answer.trace)]
+    parts = [
+        f"**Question:** {_cell(answer.question)}",
+        f"**Planner:** {answer.planner} · **mode:** {answer.mode} · **total:** {answer.seconds:.2f} s",
+        "#### Tool calls",
+        calls_markdown(answer.trace),
+    ]
     parts.append("#### Formula rewrites (SymPy)")
     if answer.rewrites:
         parts.append("\n".join(f"- ${r.original}$ → ${r.rewritten}$ ({_cell(r.rule)})" for r in answer.rewrites))
@@ -66,9 +70,13 @@ def trace_markdown(answer: Answer) -> str:
         parts.append("_Not used for this answer (no formula in the question, or a mode without rewriting)._")
     parts.append("#### Type expansions")
     if answer.expansions:
-        parts.append("\n".join(
-            f"- **{_cell(e.type)}** → " + (", ".join(f"{_cell(t)} ({s:.2f})" for t, s in e.related) or "no related types")
-            for e in answer.expansions))
+        parts.append(
+            "\n".join(
+                f"- **{_cell(e.type)}** → "
+                + (", ".join(f"{_cell(t)} ({s:.2f})" for t, s in e.related) or "no related types")
+                for e in answer.expansions
+            )
+        )
     elif _called(answer, "type_expansion"):
         parts.append("_No mathematical type detected in the question._")
     else:

@@ -9,8 +9,9 @@ SCALE = 20.0  # cosine × 20: MultipleNegativesRankingLoss's default (temperatur
 SEED = 13
 
 
-def plot_losses(losses: list[float], path: Path, title: str, held_out: list[float] | None = None,
-                steps_per_epoch: int = 0) -> None:
+def plot_losses(
+    losses: list[float], path: Path, title: str, held_out: list[float] | None = None, steps_per_epoch: int = 0
+) -> None:
     """Batch losses and their running mean; with `held_out`, the held-out nDCG@10 after each epoch (right axis)."""
     import matplotlib
 
@@ -21,16 +22,23 @@ def plot_losses(losses: list[float], path: Path, title: str, held_out: list[floa
     ax.plot(range(1, len(losses) + 1), losses, lw=0.8, alpha=0.5, label="batch loss")
     window = max(1, len(losses) // 20)
     if len(losses) >= window:
-        smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
-                  for i in range(len(losses))]
+        smooth = [
+            sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
+            for i in range(len(losses))
+        ]
         ax.plot(range(1, len(losses) + 1), smooth, lw=1.8, label=f"mean of {window}")
     ax.set_xlabel("step")
     ax.set_ylabel("contrastive loss (Zhong 2023 thesis, Eq. 5.18)")
     ax.set_title(title, fontsize=9)
     if held_out:
         right = ax.twinx()
-        right.plot([e * steps_per_epoch for e in range(len(held_out))], held_out, "o-", color="tab:red",
-                   label="held-out nDCG@10")
+        right.plot(
+            [e * steps_per_epoch for e in range(len(held_out))],
+            held_out,
+            "o-",
+            color="tab:red",
+            label="held-out nDCG@10",
+        )
         right.set_ylabel("held-out nDCG@10")
         fig.legend(loc="center right", fontsize=8, bbox_to_anchor=(0.88, 0.5))
     else:

@@ -118,14 +118,22 @@ def load_triplets(topics_path: Path, qrels_path: Path, docs_path: Path, pairs: i
         topic, positive = topics[qid], best[qid][1]
         source = source_of(qid)
         candidates = [doc for tag in _topical(topic.get("tags")) for doc in answers_by_tag.get((source, tag), [])]
-        candidates = [doc for doc in candidates if thread_of[doc] != qid and doc not in judged[qid]] or \
-                     [doc for doc in answers_by_source[source] if thread_of[doc] != qid and doc not in judged[qid]]
+        candidates = [doc for doc in candidates if thread_of[doc] != qid and doc not in judged[qid]] or [
+            doc for doc in answers_by_source[source] if thread_of[doc] != qid and doc not in judged[qid]
+        ]
         if not candidates:
             continue
         negative = rng.choice(candidates)
         query = model_input_text(f"{topic.get('title', '')}\n{topic.get('body', '')}")
-        triplets.append(Triplet(query, model_input_text(texts[positive]), model_input_text(texts[negative]), source,
-                                (qid, positive, negative)))
+        triplets.append(
+            Triplet(
+                query,
+                model_input_text(texts[positive]),
+                model_input_text(texts[negative]),
+                source,
+                (qid, positive, negative),
+            )
+        )
     return triplets
 
 
@@ -135,14 +143,27 @@ def _save_checkpoint(model, optimizer, scheduler, step: int, losses: list[float]
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(str(tmp / "model"))
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
-                "losses": losses}, tmp / "state.pt")
+    torch.save(
+        {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step, "losses": losses},
+        tmp / "state.pt",
+    )
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
 
 
-def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: float, warmup: float,
-          query_len: int, doc_len: int, checkpoint_every: int, max_minutes: float | None, hard_negatives: bool = True) -> Path:
+def train(
+    triplets: list[Triplet],
+    base: Path,
+    output: Path,
+    batch: int,
+    lr: float,
+    warmup: float,
+    query_len: int,
+    doc_len: int,
+    checkpoint_every: int,
+    max_minutes: float | None,
+    hard_negatives: bool = True,
+) -> Path:
     import torch
 
     from mathscout.dense.model import load_sentence_model
@@ -162,7 +183,8 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     warm = max(1, int(steps * warmup))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: (s + 1) / warm if s < warm else max(0.0, (steps - s) / max(1, steps - warm)))
+        optimizer, lambda s: (s + 1) / warm if s < warm else max(0.0, (steps - s) / max(1, steps - warm))
+    )
     step, losses = 0, []
     if resume.is_file():
         state = torch.load(resume, weights_only=False)
@@ -182,7 +204,9 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
         q = torch.nn.functional.normalize(encode([t.query for t in chunk], query_len), dim=-1)
         documents = [t.positive for t in chunk] + ([t.negative for t in chunk] if hard_negatives else [])
         d = torch.nn.functional.normalize(encode(documents, doc_len), dim=-1)
-        scores = SCALE * q @ d.T  # (B, 2B): positives then hard negatives (B, B without), Zhong 2023 thesis Eq. 5.18's denominator
+        scores = (
+            SCALE * q @ d.T
+        )  # (B, 2B): positives then hard negatives (B, B without), Zhong 2023 thesis Eq. 5.18's denominator
         loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(chunk)))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -192,8 +216,11 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
         step += 1
         losses.append(loss.item())
         elapsed = time.perf_counter() - started
-        print(f"step {step}/{steps} loss {losses[-1]:.4f} lr {scheduler.get_last_lr()[0]:.2e} "
-              f"({elapsed / 60:.1f} min)", file=sys.stderr, flush=True)
+        print(
+            f"step {step}/{steps} loss {losses[-1]:.4f} lr {scheduler.get_last_lr()[0]:.2e} ({elapsed / 60:.1f} min)",
+            file=sys.stderr,
+            flush=True,
+        )
         out_of_time = max_minutes is not None and elapsed > max_minutes * 60 and step < steps
         if step % checkpoint_every == 0 or out_of_time:
             _save_checkpoint(model, optimizer, scheduler, step, losses, checkpoint)
@@ -207,11 +234,26 @@ def train(triplets: list[Triplet], base: Path, output: Path, batch: int, lr: flo
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(str(tmp))
     plot_losses(losses, tmp / "loss.png", f"{output.name}: {steps} steps of {batch}, lr {lr:g}")
-    (tmp / "training.json").write_text(json.dumps({
-        "base": str(base), "triplets": len(triplets), "batch": batch, "steps": steps, "lr": lr, "warmup": warmup,
-        "query_len": query_len, "doc_len": doc_len, "hard_negatives": hard_negatives, "losses": losses, "loss": "Zhong 2023 thesis Eq. 5.18, cosine x 20",
-        "sources": {s: sum(1 for t in triplets if t.source == s) for s in DEV_MIX},
-    }, indent=1), encoding="utf-8")
+    (tmp / "training.json").write_text(
+        json.dumps(
+            {
+                "base": str(base),
+                "triplets": len(triplets),
+                "batch": batch,
+                "steps": steps,
+                "lr": lr,
+                "warmup": warmup,
+                "query_len": query_len,
+                "doc_len": doc_len,
+                "hard_negatives": hard_negatives,
+                "losses": losses,
+                "loss": "Zhong 2023 thesis Eq. 5.18, cosine x 20",
+                "sources": {s: sum(1 for t in triplets if t.source == s) for s in DEV_MIX},
+            },
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
     shutil.rmtree(output, ignore_errors=True)
     tmp.rename(output)
     shutil.rmtree(checkpoint, ignore_errors=True)
@@ -222,24 +264,49 @@ def main(argv: list[str] | None = None) -> None:
     from mathscout.retrievers.dense import fine_tuned_model_path
 
     parser = argparse.ArgumentParser(prog="mathscout train dense", description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=None, help="the fine-tuned model folder (default: "
-                        "$MATHSCOUT_DENSE_FT_MODEL or MATHSCOUT_HOME/models/dense-ft)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="the fine-tuned model folder (default: $MATHSCOUT_DENSE_FT_MODEL or MATHSCOUT_HOME/models/dense-ft)",
+    )
     parser.add_argument("--base", type=Path, default=None, help="the model to start from (default all-MiniLM-L6-v2)")
     parser.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")
     parser.add_argument("--qrels", type=Path, default=SHARED_COLLECTION / "qrels.train.txt")
     parser.add_argument("--docs", type=Path, default=SHARED_COLLECTION / "docs.jsonl")
-    parser.add_argument("--method", choices=("query-side", "full"), default="query-side",
-                        help="query-side (default): train a query adapter over the index's document vectors, all "
-                             "documents as negatives, no re-encoding (mathscout.evaluation.training.dense_query_side); full: fine-tune "
-                             "every weight on triplets (re-encode the collection afterwards)")
-    parser.add_argument("--index", type=Path, default=None, help="query-side: the index whose 'dense' vectors are "
-                        "trained against (default $MATHSCOUT_INDEX or the demo index)")
-    parser.add_argument("--epochs", type=int, default=QuerySideSettings.epochs, help="query-side: epochs (the best "
-                        "held-out one is kept)")
-    parser.add_argument("--negatives", choices=("collection", "batch"), default=QuerySideSettings.negatives,
-                        help="query-side: every document of the index (default) or Zhong 2023 thesis Eq. 5.18's in-batch positives")
-    parser.add_argument("--held-out", type=int, default=QuerySideSettings.held_out,
-                        help="query-side: train questions held out to pick the epoch")
+    parser.add_argument(
+        "--method",
+        choices=("query-side", "full"),
+        default="query-side",
+        help="query-side (default): train a query adapter over the index's document vectors, all "
+        "documents as negatives, no re-encoding (mathscout.evaluation.training.dense_query_side); full: fine-tune "
+        "every weight on triplets (re-encode the collection afterwards)",
+    )
+    parser.add_argument(
+        "--index",
+        type=Path,
+        default=None,
+        help="query-side: the index whose 'dense' vectors are "
+        "trained against (default $MATHSCOUT_INDEX or the demo index)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=QuerySideSettings.epochs,
+        help="query-side: epochs (the best held-out one is kept)",
+    )
+    parser.add_argument(
+        "--negatives",
+        choices=("collection", "batch"),
+        default=QuerySideSettings.negatives,
+        help="query-side: every document of the index (default) or Zhong 2023 thesis Eq. 5.18's in-batch positives",
+    )
+    parser.add_argument(
+        "--held-out",
+        type=int,
+        default=QuerySideSettings.held_out,
+        help="query-side: train questions held out to pick the epoch",
+    )
     parser.add_argument("--pairs", type=int, default=2400, help="full: triplets sampled")
     parser.add_argument("--batch", type=int, default=None, help="default 256 (query-side), 32 (full)")
     parser.add_argument("--lr", type=float, default=None, help="default 1e-3 (query-side), 2e-5 (full)")
@@ -249,7 +316,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--no-hard-negatives", action="store_true", help="in-batch negatives only (no tag-sharing negative)")
+    parser.add_argument(
+        "--no-hard-negatives", action="store_true", help="in-batch negatives only (no tag-sharing negative)"
+    )
     args = parser.parse_args(argv)
     for path in (args.topics, args.qrels, *((args.docs,) if args.method == "full" else ())):
         if not path.is_file():
@@ -262,18 +331,38 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     if args.method == "query-side":
         if args.base is not None:
-            raise MathScoutError("--base is for --method full: query-side training starts from the model the "
-                                 "index's documents were encoded with")
-        settings = QuerySideSettings(epochs=args.epochs, batch=args.batch or QuerySideSettings.batch,
-                                     lr=args.lr or QuerySideSettings.lr, negatives=args.negatives,
-                                     held_out=args.held_out)
+            raise MathScoutError(
+                "--base is for --method full: query-side training starts from the model the "
+                "index's documents were encoded with"
+            )
+        settings = QuerySideSettings(
+            epochs=args.epochs,
+            batch=args.batch or QuerySideSettings.batch,
+            lr=args.lr or QuerySideSettings.lr,
+            negatives=args.negatives,
+            held_out=args.held_out,
+        )
         result = train_query_side(args.index or default_index_path(), args.topics, args.qrels, output, settings)
         print(f"fine-tuned model: {result} ({(time.perf_counter() - started) / 60:.1f} min)")
         return
     base = args.base or default_model_path()
     triplets = load_triplets(args.topics, args.qrels, args.docs, args.pairs)
-    print(f"{len(triplets):,} triplets from {args.topics.name} in {time.perf_counter() - started:.1f} s; "
-          f"{len(triplets) // args.batch} steps of {args.batch}", file=sys.stderr)
-    result = train(triplets, base, output, args.batch or 32, args.lr or 2e-5, args.warmup, args.query_len, args.doc_len,
-                   args.checkpoint_every, args.max_minutes, hard_negatives=not args.no_hard_negatives)
+    print(
+        f"{len(triplets):,} triplets from {args.topics.name} in {time.perf_counter() - started:.1f} s; "
+        f"{len(triplets) // args.batch} steps of {args.batch}",
+        file=sys.stderr,
+    )
+    result = train(
+        triplets,
+        base,
+        output,
+        args.batch or 32,
+        args.lr or 2e-5,
+        args.warmup,
+        args.query_len,
+        args.doc_len,
+        args.checkpoint_every,
+        args.max_minutes,
+        hard_negatives=not args.no_hard_negatives,
+    )
     print(f"fine-tuned model: {result} ({(time.perf_counter() - started) / 60:.1f} min)")

@@ -63,8 +63,11 @@ class TrainingData:
 def _encode_questions(retriever, topics, cache: Path) -> np.ndarray:
     """The train questions through the index's query encoder, cached by chunks (a rerun of the same job resumes;
     a cache left by another index or topic list is discarded)."""
-    key = {"index_build": retriever.meta.get("build_id"), "model": str(retriever.encoder.folder),
-           "questions": [t.id for t in topics]}
+    key = {
+        "index_build": retriever.meta.get("build_id"),
+        "model": str(retriever.encoder.folder),
+        "questions": [t.id for t in topics],
+    }
     try:
         stale = json.loads((cache / "questions.json").read_text(encoding="utf-8")) != key
     except (OSError, ValueError):
@@ -77,13 +80,17 @@ def _encode_questions(retriever, topics, cache: Path) -> np.ndarray:
     for n, start in enumerate(range(0, len(topics), size)):
         path = cache / f"questions.{n:05d}.npy"
         if not path.is_file():
-            vectors = np.concatenate([retriever.encode(topics[at : at + 64])
-                                      for at in range(start, min(start + size, len(topics)), 64)])
+            vectors = np.concatenate(
+                [retriever.encode(topics[at : at + 64]) for at in range(start, min(start + size, len(topics)), 64)]
+            )
             np.save(path.with_suffix(".tmp.npy"), vectors)
             path.with_suffix(".tmp.npy").rename(path)
             done = min(start + size, len(topics))
-            print(f"encoded {done:,}/{len(topics):,} questions ({done / (time.perf_counter() - started):.0f}/s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"encoded {done:,}/{len(topics):,} questions ({done / (time.perf_counter() - started):.0f}/s)",
+                file=sys.stderr,
+                flush=True,
+            )
         chunks.append(np.load(path))
     return np.concatenate(chunks)
 
@@ -102,8 +109,9 @@ def load_training_data(retriever, topics_path: Path, qrels_path: Path, cache: Pa
     if not topics:
         raise MathScoutError(f"no topic of {topics_path} has a judged document in the index: nothing to train on")
     relevant = [{ordinal[d]: g for d, g in qrels[t.id].items() if d in ordinal and g >= 1} for t in topics]
-    pairs = [(n, ordinal[d]) for n, t in enumerate(topics) for d, g in qrels[t.id].items()
-             if d in ordinal and g >= min_grade]
+    pairs = [
+        (n, ordinal[d]) for n, t in enumerate(topics) for d, g in qrels[t.id].items() if d in ordinal and g >= min_grade
+    ]
     vectors = _encode_questions(retriever, topics, cache)
     return TrainingData([t.id for t in topics], vectors, relevant, pairs)
 
@@ -137,8 +145,10 @@ def _ndcg_at_10(scores, relevant: list[dict[int, int]]) -> float:
     import torch
 
     top = torch.topk(scores, min(10, scores.shape[1]))
-    run = {str(row): {str(d): s for d, s in zip(docs, values)}
-           for row, (docs, values) in enumerate(zip(top.indices.tolist(), top.values.tolist()))}
+    run = {
+        str(row): {str(d): s for d, s in zip(docs, values)}
+        for row, (docs, values) in enumerate(zip(top.indices.tolist(), top.values.tolist()))
+    }
     qrels = {str(row): {str(d): g for d, g in grades.items()} for row, grades in enumerate(relevant)}
     return ir_measures.calc_aggregate([ir_measures.nDCG @ 10], qrels, run)[ir_measures.nDCG @ 10]
 
@@ -176,8 +186,11 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
     losses: list[float] = []
     curve = [held_out_ndcg()]
     best, best_epoch = matrix.detach().clone(), 0
-    print(f"{len(pairs):,} pairs, {len(held):,} held-out questions; held-out nDCG@10 before: {fmt(curve[0])}",
-          file=sys.stderr, flush=True)
+    print(
+        f"{len(pairs):,} pairs, {len(held):,} held-out questions; held-out nDCG@10 before: {fmt(curve[0])}",
+        file=sys.stderr,
+        flush=True,
+    )
     for epoch in range(1, settings.epochs + 1):
         rng.shuffle(pairs)
         started = time.perf_counter()
@@ -201,19 +214,30 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
             optimizer.step()
             losses.append(loss.item())
         curve.append(held_out_ndcg())
-        print(f"epoch {epoch}/{settings.epochs}: loss {np.mean(losses[-(len(pairs) // settings.batch):]):.4f}, "
-              f"held-out nDCG@10 {fmt(curve[-1])} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+        print(
+            f"epoch {epoch}/{settings.epochs}: loss {np.mean(losses[-(len(pairs) // settings.batch) :]):.4f}, "
+            f"held-out nDCG@10 {fmt(curve[-1])} ({time.perf_counter() - started:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
         latest, best_so_far = curve[-1], curve[best_epoch]
         # without held-out questions (None each epoch): the last epoch
         if latest is None or best_so_far is None or latest > best_so_far:
             best, best_epoch = matrix.detach().clone(), epoch
-    record = {"pairs": len(pairs), "held_out_questions": len(held), "held_out_ndcg10": [round(v, 4) for v in curve if v is not None],
-              "best_epoch": best_epoch, "losses": losses, "steps_per_epoch": len(pairs) // settings.batch}
+    record = {
+        "pairs": len(pairs),
+        "held_out_questions": len(held),
+        "held_out_ndcg10": [round(v, 4) for v in curve if v is not None],
+        "best_epoch": best_epoch,
+        "losses": losses,
+        "steps_per_epoch": len(pairs) // settings.batch,
+    }
     return best.numpy(), record
 
 
-def train_query_side(index_path: Path, topics_path: Path, qrels_path: Path, output: Path,
-                     settings: QuerySideSettings) -> Path:
+def train_query_side(
+    index_path: Path, topics_path: Path, qrels_path: Path, output: Path, settings: QuerySideSettings
+) -> Path:
     """The whole job: index vectors + train questions → output model folder (base files + adapter)."""
     from mathscout.retrievers.dense import DenseRetriever
 
@@ -222,8 +246,10 @@ def train_query_side(index_path: Path, topics_path: Path, qrels_path: Path, outp
     started = time.perf_counter()
     retriever = DenseRetriever(IndexDir(index_path), "dense")
     if retriever.encoder.query_adapter is not None:
-        raise MathScoutError(f"the index's dense model {retriever.encoder.folder} already has a query adapter: "
-                             "query-side training starts from the model the documents were encoded with")
+        raise MathScoutError(
+            f"the index's dense model {retriever.encoder.folder} already has a query adapter: "
+            "query-side training starts from the model the documents were encoded with"
+        )
     checkpoint = output.with_name(output.name + ".checkpoint")
     data = load_training_data(retriever, topics_path, qrels_path, checkpoint, settings.min_grade)
     passages = np.asarray(retriever.passage_vectors())
@@ -231,15 +257,28 @@ def train_query_side(index_path: Path, topics_path: Path, qrels_path: Path, outp
     matrix, record = fit(data, scorer, settings)
     tmp = output.with_name(output.name + ".saving")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(retriever.encoder.folder, tmp, ignore=shutil.ignore_patterns("query_adapter.npz", "training.json",
-                                                                                 "loss.png"))
-    record = {"method": "query-side", "base": str(retriever.encoder.folder), "index": str(index_path),
-              "topics": str(topics_path), "qrels": str(qrels_path), **settings.__dict__, **record,
-              "seconds": round(time.perf_counter() - started, 1)}
+    shutil.copytree(
+        retriever.encoder.folder, tmp, ignore=shutil.ignore_patterns("query_adapter.npz", "training.json", "loss.png")
+    )
+    record = {
+        "method": "query-side",
+        "base": str(retriever.encoder.folder),
+        "index": str(index_path),
+        "topics": str(topics_path),
+        "qrels": str(qrels_path),
+        **settings.__dict__,
+        **record,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     QueryAdapter(matrix).save(tmp)
     write_json_atomic(tmp / "training.json", record)
-    plot_losses(record["losses"], tmp / "loss.png", f"query-side: {settings.epochs} epochs of {settings.batch}, "
-                f"lr {settings.lr:g}, {settings.negatives} negatives", record["held_out_ndcg10"], record["steps_per_epoch"])
+    plot_losses(
+        record["losses"],
+        tmp / "loss.png",
+        f"query-side: {settings.epochs} epochs of {settings.batch}, lr {settings.lr:g}, {settings.negatives} negatives",
+        record["held_out_ndcg10"],
+        record["steps_per_epoch"],
+    )
     shutil.rmtree(output, ignore_errors=True)
     tmp.rename(output)
     shutil.copy(output / "loss.png", output.parent / f"{output.name}.loss.png")

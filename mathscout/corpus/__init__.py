@@ -73,8 +73,14 @@ def valid_unicode(doc: Document, report: IngestReport) -> Document:
     return replace(doc, id=doc_id, text=text, title=title, metadata=json.loads(meta_json), formulas=formulas)
 
 
-def make_document(doc_id: str, text: str, title: str = "", metadata: dict[str, Any] | None = None,
-                  report: IngestReport | None = None, where: str = "") -> Document:
+def make_document(
+    doc_id: str,
+    text: str,
+    title: str = "",
+    metadata: dict[str, Any] | None = None,
+    report: IngestReport | None = None,
+    where: str = "",
+) -> Document:
     """A Document with its formulas found; formula ids are `<doc_id>#<ordinal>`. A text over MAX_DOCUMENT_CHARS is
     cut at a break outside formulas and a title over MAX_TITLE_CHARS cut, each reported as `where`."""
     spans = find_math(text)
@@ -82,8 +88,11 @@ def make_document(doc_id: str, text: str, title: str = "", metadata: dict[str, A
     if len(text) > MAX_DOCUMENT_CHARS:
         cut = _safe_cut(text, spans, MAX_DOCUMENT_CHARS)
         if report is not None:
-            report.truncate(where, f"text longer than {MAX_DOCUMENT_CHARS:,} characters: cut to its first {cut:,} "
-                                   "at a break outside formulas")
+            report.truncate(
+                where,
+                f"text longer than {MAX_DOCUMENT_CHARS:,} characters: cut to its first {cut:,} "
+                "at a break outside formulas",
+            )
         text, spans = text[:cut], [s for s in spans if s.end <= cut]
     if len(title) > MAX_TITLE_CHARS:
         if report is not None:
@@ -157,7 +166,7 @@ def estimate_documents(paths: Sequence[Path | str]) -> int | None:
             while block := f.read(1 << 20):
                 data = tail + block
                 total += data.count(needle)
-                tail = data[-(len(needle) - 1):] if len(needle) > 1 else b""  # too short to hold a whole needle
+                tail = data[-(len(needle) - 1) :] if len(needle) > 1 else b""  # too short to hold a whole needle
         return total
 
     total = 0
@@ -176,4 +185,12 @@ def estimate_documents(paths: Sequence[Path | str]) -> int | None:
     return total
 
 
-__all__ = ["IngestReport", "MathSpan", "estimate_documents", "find_math", "html_to_text", "make_document", "read_corpus"]
+__all__ = [
+    "IngestReport",
+    "MathSpan",
+    "estimate_documents",
+    "find_math",
+    "html_to_text",
+    "make_document",
+    "read_corpus",
+]

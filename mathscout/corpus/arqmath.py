@@ -103,7 +103,9 @@ def read_posts_xml(path: Path, report) -> Iterator[Document]:
         post_id = row.get("Id", "")
         where = f"{path.name}:post {post_id or '?'}"
         if not post_id or len(post_id) > MAX_ID_CHARS:
-            report.skip(where[:200], "answer without Id" if not post_id else f"'Id' longer than {MAX_ID_CHARS} characters")
+            report.skip(
+                where[:200], "answer without Id" if not post_id else f"'Id' longer than {MAX_ID_CHARS} characters"
+            )
             continue
         text = html_to_text(row.get("Body", ""))
         if not text:
@@ -119,7 +121,9 @@ def read_posts_xml(path: Path, report) -> Iterator[Document]:
             "accepted": bool(question and question.accepted_answer == post_id),
             "tags": list(question.tags) if question else [],
         }
-        document = make_document(post_id, text, question.title if question else "", metadata, report=report, where=where)
+        document = make_document(
+            post_id, text, question.title if question else "", metadata, report=report, where=where
+        )
         yield official_formula_ids(document, _formula_spans(row.get("Body", "")))
 
 
@@ -131,7 +135,7 @@ def _formula_spans(body: str) -> list[tuple[str, str]]:
         close = body.find("</span>", opener.end())
         if close < 0:  # none after this opener: none after a later one either
             break
-        spans.append((opener.group(1), body[opener.end():close]))
+        spans.append((opener.group(1), body[opener.end() : close]))
         pos = close + len("</span>")
     return spans
 

@@ -60,14 +60,16 @@ class _TextExtractor:
             elif name in _RAW_TEXT:
                 close = html.lower().find(f"</{name}", tag.end())
                 close = len(html) if close < 0 else close
-                self.data(html[tag.end():close], raw=True)
+                self.data(html[tag.end() : close], raw=True)
                 return close
         return tag.end()
 
     def start_tag(self, tag: str, attributes: str) -> None:
         if tag == "span":
             found = _CLASS.search(attributes)
-            is_math = found is not None and "math-container" in html.unescape(next(g for g in found.groups() if g is not None))
+            is_math = found is not None and "math-container" in html.unescape(
+                next(g for g in found.groups() if g is not None)
+            )
             self._span_stack.append(is_math)
             if is_math:
                 self._math_depth += 1

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 MATH_ENVIRONMENTS = (
-    "equation", "align", "gather", "multline", "eqnarray", "displaymath", "math", "alignat", "flalign",
+    "equation",
+    "align",
+    "gather",
+    "multline",
+    "eqnarray",
+    "displaymath",
+    "math",
+    "alignat",
+    "flalign",
     "split",
 )
 _ENV = "|".join(MATH_ENVIRONMENTS)
@@ -91,25 +99,25 @@ def find_math(text: str) -> list[MathSpan]:
         if token == "$$":
             close = closers.find("$$", match.end(), unescaped=True)
             if close >= 0 and close - match.end() <= MAX_FORMULA_CHARS:
-                span = MathSpan(at, close + 2, text[match.end():close], True)
+                span = MathSpan(at, close + 2, text[match.end() : close], True)
         elif token == "$":
             close = _inline_dollar_end(text, at, closers)
             if close >= 0:
-                span = MathSpan(at, close + 1, text[at + 1:close], False)
+                span = MathSpan(at, close + 1, text[at + 1 : close], False)
         elif token in ("\\(", "\\["):
             closer = "\\)" if token == "\\(" else "\\]"
             close = closers.find(closer, match.end())
             if close >= 0 and close - match.end() <= MAX_FORMULA_CHARS:
-                span = MathSpan(at, close + 2, text[match.end():close], token == "\\[")
+                span = MathSpan(at, close + 2, text[match.end() : close], token == "\\[")
         elif token == "[imath]":
             close = closers.find("[/imath]", match.end())
             if 0 <= close - match.end() <= MAX_FORMULA_CHARS:
-                span = MathSpan(at, close + len("[/imath]"), text[match.end():close], False)
+                span = MathSpan(at, close + len("[/imath]"), text[match.end() : close], False)
         else:  # \begin{env}
             closer = f"\\end{{{match.group(1)}{match.group(2)}}}"
             close = closers.find(closer, match.end())
             if 0 <= close - match.end() <= MAX_FORMULA_CHARS:
-                span = MathSpan(at, close + len(closer), text[match.end():close], True)
+                span = MathSpan(at, close + len(closer), text[match.end() : close], True)
         if span is None or not span.latex.strip():
             pos = match.end()
             continue

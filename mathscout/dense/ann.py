@@ -62,7 +62,9 @@ def coarse_lists(passages: int) -> int:
 def vector_rows(path: Path, dimension: int) -> int:
     size = path.stat().st_size
     if size % (4 * dimension):
-        raise MathScoutError(f"{path} is not a whole number of {dimension}-dimensional float32 rows: rebuild the component")
+        raise MathScoutError(
+            f"{path} is not a whole number of {dimension}-dimensional float32 rows: rebuild the component"
+        )
     return size // (4 * dimension)
 
 
@@ -96,7 +98,9 @@ def set_build_threads() -> None:
     faiss.omp_set_num_threads(settings().faiss_threads)
 
 
-def build_ivfpq(path: Path, dimension: int, target: Path, settings: IvfPqSettings, label: str = "dense") -> dict[str, Any]:
+def build_ivfpq(
+    path: Path, dimension: int, target: Path, settings: IvfPqSettings, label: str = "dense"
+) -> dict[str, Any]:
     """Train and fill an IVF-PQ index from the vector file at `path`; write it to `target`."""
     import faiss
 
@@ -105,7 +109,9 @@ def build_ivfpq(path: Path, dimension: int, target: Path, settings: IvfPqSetting
     rows = vector_rows(path, dimension)
     nlist = settings.nlist or coarse_lists(rows)
     if dimension % settings.m:
-        raise MathScoutError(f"IVF-PQ needs a sub-vector count dividing the dimension {dimension} (got m = {settings.m})")
+        raise MathScoutError(
+            f"IVF-PQ needs a sub-vector count dividing the dimension {dimension} (got m = {settings.m})"
+        )
     sample = _training_sample(path, dimension, rows, max(settings.train_sample, 39 * nlist))
     nlist = min(nlist, len(sample))  # k-means needs at least one point per centroid (tiny components only)
     nbits = min(settings.nbits, max(1, int(math.log2(max(len(sample), 2)))))
@@ -121,9 +127,16 @@ def build_ivfpq(path: Path, dimension: int, target: Path, settings: IvfPqSetting
         bar.update(len(block))
     bar.close()
     faiss.write_index(index, str(target))
-    return {"ann": "ivfpq", "ivf_lists": nlist, "pq_m": settings.m, "pq_bits": nbits,
-            "nprobe": settings.nprobe, "refine": settings.refine, "ivf_train_seconds": round(train_seconds, 1),
-            "ann_seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "ann": "ivfpq",
+        "ivf_lists": nlist,
+        "pq_m": settings.m,
+        "pq_bits": nbits,
+        "nprobe": settings.nprobe,
+        "refine": settings.refine,
+        "ivf_train_seconds": round(train_seconds, 1),
+        "ann_seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def build_hnsw(vectors: np.ndarray, m: int, ef_construction: int, label: str = "dense"):
@@ -134,9 +147,11 @@ def build_hnsw(vectors: np.ndarray, m: int, ef_construction: int, label: str = "
 
     index = faiss.IndexHNSWFlat(vectors.shape[1], m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = ef_construction
-    with tqdm(total=len(vectors), desc=f"{label} HNSW (M = {m})", unit=" passages", file=sys.stderr, mininterval=2.0) as bar:
+    with tqdm(
+        total=len(vectors), desc=f"{label} HNSW (M = {m})", unit=" passages", file=sys.stderr, mininterval=2.0
+    ) as bar:
         for start in range(0, len(vectors), HNSW_BLOCK_ROWS):
-            block = vectors[start:start + HNSW_BLOCK_ROWS]
+            block = vectors[start : start + HNSW_BLOCK_ROWS]
             index.add(block)
             bar.update(len(block))
     return index
@@ -162,8 +177,10 @@ class IvfPqSearch:
 
     def __init__(self, index, vectors: np.memmap, passage_doc: np.ndarray, nprobe: int = NPROBE, refine: int = REFINE):
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
-            raise MathScoutError(f"the IVF-PQ index ({index.ntotal} × {index.d}) does not match its vector file "
-                                 f"({len(vectors)} × {vectors.shape[1]}): rebuild the component")
+            raise MathScoutError(
+                f"the IVF-PQ index ({index.ntotal} × {index.d}) does not match its vector file "
+                f"({len(vectors)} × {vectors.shape[1]}): rebuild the component"
+            )
         self.index, self.vectors, self.refine = index, vectors, max(1, int(refine))
         self.nprobe = int(nprobe)
         self.ntotal, self.d = int(index.ntotal), int(index.d)

@@ -97,7 +97,9 @@ class DenseSettings:
         given = {name: value for name, value in asdict(options).items() if value is not None}
         settings = cls(**{**given, **overrides})
         if settings.batching not in BATCHINGS:
-            raise MathScoutError(f"the dense batching {settings.batching!r} is unknown: choose {' or '.join(BATCHINGS)}")
+            raise MathScoutError(
+                f"the dense batching {settings.batching!r} is unknown: choose {' or '.join(BATCHINGS)}"
+            )
         return settings
 
 
@@ -169,16 +171,25 @@ class TokenSink:
         offsets = np.concatenate([[0], np.cumsum(self.count)])
         row_bytes = width * 2
         with open(self.spill_path, "rb") as spill, open(self.folder / "vectors.npy", "wb") as out:
-            np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float16)),
-                                                       "fortran_order": False, "shape": (int(offsets[-1]), width)})
+            np.lib.format.write_array_header_1_0(
+                out,
+                {
+                    "descr": np.lib.format.dtype_to_descr(np.dtype(np.float16)),
+                    "fortran_order": False,
+                    "shape": (int(offsets[-1]), width),
+                },
+            )
             for doc in np.flatnonzero(self.count):
                 spill.seek(int(self.start[doc]) * row_bytes)
                 out.write(spill.read(int(self.count[doc]) * row_bytes))
         self.spill_path.unlink()
         np.save(self.folder / "offsets.npy", offsets)
         np.savez(self.folder / "projection.npz", mean=self.mean, matrix=self.matrix)
-        return {"token_vectors": int(offsets[-1]), "token_dim": width,
-                "tokens_per_doc": round(float(offsets[-1]) / max(len(self.count), 1), 1)}
+        return {
+            "token_vectors": int(offsets[-1]),
+            "token_dim": width,
+            "tokens_per_doc": round(float(offsets[-1]) / max(len(self.count), 1), 1),
+        }
 
 
 @dataclass
@@ -213,8 +224,9 @@ def passage_chunks(store: DocumentStore, encoder: Encoder, settings: DenseSettin
             documents += len(batch)
         if not documents:
             return
-        yield PassageChunk(sequences, np.asarray(passage_doc, dtype=np.int32), np.asarray(first, dtype=bool),
-                           documents, truncated)
+        yield PassageChunk(
+            sequences, np.asarray(passage_doc, dtype=np.int32), np.asarray(first, dtype=bool), documents, truncated
+        )
 
 
 def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, label: str = "dense") -> dict[str, Any]:
@@ -229,17 +241,26 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
         vocabulary = encoder.tokenizer.convert_ids_to_tokens(list(range(len(encoder.tokenizer))))
         keep = np.array([not _is_punctuation(p.removeprefix("##")) for p in vocabulary], dtype=bool)
         sink = TokenSink(documents_total, keep, target / "tokens")
-    log(f"{label}: encoding {documents_total:,} documents in chunks of ≤ {settings.chunk_documents:,} (passages of "
+    log(
+        f"{label}: encoding {documents_total:,} documents in chunks of ≤ {settings.chunk_documents:,} (passages of "
         f"≤ {encoder.window} word pieces, ≤ {settings.max_passages} per document), model {encoder.folder}, backend "
-        f"{settings.backend}, batching {settings.batching}; vectors written to {target / VECTORS} as they are encoded")
+        f"{settings.backend}, batching {settings.batching}; vectors written to {target / VECTORS} as they are encoded"
+    )
     vector_path = target / VECTORS
     passage_docs: list[np.ndarray] = []
     passages = truncated = 0
     encoding_started = time.perf_counter()
-    bar = tqdm(total=documents_total, desc=f"{label} encode", unit=" docs", mininterval=2.0, smoothing=0.05,
-               bar_format="{l_bar}{bar}| {n:,.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
+    bar = tqdm(
+        total=documents_total,
+        desc=f"{label} encode",
+        unit=" docs",
+        mininterval=2.0,
+        smoothing=0.05,
+        bar_format="{l_bar}{bar}| {n:,.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]",
+    )
     with open(vector_path, "wb") as vector_file:
         for chunk in passage_chunks(store, encoder, settings):
+
             def on_batch(positions: np.ndarray, batch: EncodedBatch, chunk: PassageChunk = chunk) -> None:
                 if sink is None or not batch.tokens:
                     return
@@ -250,8 +271,12 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
             per_passage = chunk.documents / max(len(chunk.sequences), 1)
             first = chunk.first_passage
             # the callbacks run within this iteration
-            vectors = encoder.encode_passages(chunk.sequences, (lambda p: first[p]) if sink else None,  # noqa: B023
-                                              lambda n: bar.update(n * per_passage), on_batch)  # noqa: B023
+            vectors = encoder.encode_passages(
+                chunk.sequences,
+                (lambda p: first[p]) if sink else None,  # noqa: B023
+                lambda n: bar.update(n * per_passage),  # noqa: B023
+                on_batch,
+            )
             vectors.tofile(vector_file)  # ENOSPC here is an OSError: the builder reports the full disk
             passage_docs.append(chunk.passage_doc)
             passages += len(chunk.sequences)
@@ -261,8 +286,10 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
     bar.close()
     encode_seconds = time.perf_counter() - encoding_started
     docs_per_second = documents_total / max(encode_seconds, 1e-9)
-    log(f"{label}: encoded {documents_total:,} documents ({passages:,} passages; {truncated:,} documents longer than "
-        f"{settings.max_passages} passages) in {encode_seconds:.1f} s = {docs_per_second:.1f} docs/s")
+    log(
+        f"{label}: encoded {documents_total:,} documents ({passages:,} passages; {truncated:,} documents longer than "
+        f"{settings.max_passages} passages) in {encode_seconds:.1f} s = {docs_per_second:.1f} docs/s"
+    )
 
     stats: dict[str, Any] = {}
     if sink is not None:
@@ -282,20 +309,31 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
         vector_path.unlink()  # flat.faiss holds the same vectors
     else:  # large: IVF-PQ trained and filled from the file; the vectors stay on disk for exact re-scoring
         stats["default_search"] = "ivfpq"
-        stats.update(build_ivfpq(vector_path, encoder.dimension, target / IVFPQ,
-                                 IvfPqSettings(nprobe=settings.nprobe), label))
+        stats.update(
+            build_ivfpq(vector_path, encoder.dimension, target / IVFPQ, IvfPqSettings(nprobe=settings.nprobe), label)
+        )
     ann_seconds = time.perf_counter() - ann_started
     np.save(target / "passage_doc.npy", np.concatenate(passage_docs) if passage_docs else np.zeros(0, np.int32))
     meta = {
-        **asdict(settings), "model": str(encoder.folder.resolve()), "model_key": model_fingerprint(encoder.folder),
-        "dimension": encoder.dimension, "window": encoder.window, "documents": documents_total,
-        "passages": passages, "documents_truncated": truncated, "encode_seconds": round(encode_seconds, 1),
-        "docs_per_second": round(docs_per_second, 2), "hnsw_seconds": round(ann_seconds, 1),
-        "build_id": _new_build_id(), **stats,
+        **asdict(settings),
+        "model": str(encoder.folder.resolve()),
+        "model_key": model_fingerprint(encoder.folder),
+        "dimension": encoder.dimension,
+        "window": encoder.window,
+        "documents": documents_total,
+        "passages": passages,
+        "documents_truncated": truncated,
+        "encode_seconds": round(encode_seconds, 1),
+        "docs_per_second": round(docs_per_second, 2),
+        "hnsw_seconds": round(ann_seconds, 1),
+        "build_id": _new_build_id(),
+        **stats,
     }
     (target / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    log(f"{label}: {f'Flat + HNSW (M = {settings.hnsw_m:d}, efConstruction = {settings.hnsw_ef_construction:d})' if stats['default_search'] == 'flat' else 'IVF-PQ from disk'} "
-        f"in {ann_seconds:.1f} s")
+    log(
+        f"{label}: {f'Flat + HNSW (M = {settings.hnsw_m:d}, efConstruction = {settings.hnsw_ef_construction:d})' if stats['default_search'] == 'flat' else 'IVF-PQ from disk'} "
+        f"in {ann_seconds:.1f} s"
+    )
     return _manifest_entry(meta, started) | stats
 
 
@@ -305,8 +343,20 @@ def _new_build_id() -> str:
 
 def _manifest_entry(meta: dict[str, Any], started: float) -> dict[str, Any]:
     """What the index manifest records of a dense component's build."""
-    keys = ("model", "backend", "batching", "dimension", "documents", "passages", "max_passages", "docs_per_second",
-            "encode_seconds", "build_id", "document_vectors_from", "default_search")
+    keys = (
+        "model",
+        "backend",
+        "batching",
+        "dimension",
+        "documents",
+        "passages",
+        "max_passages",
+        "docs_per_second",
+        "encode_seconds",
+        "build_id",
+        "document_vectors_from",
+        "default_search",
+    )
     return {k: meta[k] for k in keys if k in meta} | {"seconds": round(time.perf_counter() - started, 2)}
 
 
@@ -322,8 +372,10 @@ def read_meta(folder: Path) -> dict[str, Any]:
     try:
         return json.loads((folder / META).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise MathScoutError(f"the dense index {folder} is unreadable ({exc}): rebuild it with "
-                             f"'mathscout index --index {folder.parent} --components {folder.name}'") from exc
+        raise MathScoutError(
+            f"the dense index {folder} is unreadable ({exc}): rebuild it with "
+            f"'mathscout index --index {folder.parent} --components {folder.name}'"
+        ) from exc
 
 
 def weights_digest(folder: str | Path) -> str:
@@ -346,8 +398,9 @@ def reuse_document_vectors(source: Path, target: Path, settings: DenseSettings, 
     if not (source / META).is_file():
         return None
     meta = read_meta(source)
-    same_settings = all(meta.get(key) == getattr(settings, key) for key in
-                        ("backend", "max_passages", "hnsw_m", "hnsw_ef_construction"))
+    same_settings = all(
+        meta.get(key) == getattr(settings, key) for key in ("backend", "max_passages", "hnsw_m", "hnsw_ef_construction")
+    )
     model = Path(settings.model) if settings.model else None
     if not same_settings or model is None or not Path(meta.get("model", "")).is_dir() or not model.is_dir():
         return None
@@ -363,10 +416,17 @@ def reuse_document_vectors(source: Path, target: Path, settings: DenseSettings, 
             shutil.copyfile(source / name, target / name)
     encoding = ("docs_per_second", "encode_seconds", "hnsw_seconds")  # not this component's: nothing was encoded
     reused = {k: v for k, v in meta.items() if not k.startswith("token") and k not in encoding} | {
-        "model": str(model.resolve()), "model_key": model_fingerprint(model), "tokens": False,
-        "hnsw_ef_search": settings.hnsw_ef_search, "document_vectors_from": source.name, "build_id": _new_build_id(),
-        "batching": meta.get("batching", "length")}  # the vectors' policy (queries are encoded by it too)
+        "model": str(model.resolve()),
+        "model_key": model_fingerprint(model),
+        "tokens": False,
+        "hnsw_ef_search": settings.hnsw_ef_search,
+        "document_vectors_from": source.name,
+        "build_id": _new_build_id(),
+        "batching": meta.get("batching", "length"),
+    }  # the vectors' policy (queries are encoded by it too)
     (target / META).write_text(json.dumps(reused, indent=2), encoding="utf-8")
-    log(f"{label}: {model} encodes documents with the same weights as the '{source.name}' component: its "
-        f"{meta.get('passages', 0):,} passage vectors are reused (no re-encoding)")
+    log(
+        f"{label}: {model} encodes documents with the same weights as the '{source.name}' component: its "
+        f"{meta.get('passages', 0):,} passage vectors are reused (no re-encoding)"
+    )
     return _manifest_entry(reused, started)

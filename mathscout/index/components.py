@@ -39,7 +39,9 @@ class IndexComponent(Protocol):
 @dataclass(frozen=True)
 class ComponentSpec:
     name: str
-    factory: Callable[[], IndexComponent]  # must pickle (a module-level class or function): builds run in a child process
+    factory: Callable[
+        [], IndexComponent
+    ]  # must pickle (a module-level class or function): builds run in a child process
     description: str
     default: bool = True  # built by `mathscout index` unless --components says otherwise
     needs: str = ""  # a top-level module the build needs that an optional part installs ("" = the core's)

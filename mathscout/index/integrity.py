@@ -59,8 +59,9 @@ def record_file(path: Path) -> FileRecord:
 
 def record_folder(folder: Path) -> dict[str, dict]:
     """Records of every file below `folder` (relative POSIX paths), for the manifest."""
-    return {f.relative_to(folder).as_posix(): record_file(f).to_json()
-            for f in sorted(folder.rglob("*")) if f.is_file()}
+    return {
+        f.relative_to(folder).as_posix(): record_file(f).to_json() for f in sorted(folder.rglob("*")) if f.is_file()
+    }
 
 
 def verify_file(path: Path, record: FileRecord, rebuild: str) -> None:

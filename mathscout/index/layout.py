@@ -1,9 +1,9 @@
 """The on-disk layout of an index directory and its manifest.
 
-    <index>/
-      manifest.json   what was built: components, counts, sources, timings
-      store.sqlite    documents and formulas (mathscout.store.DocumentStore)
-      <component>/    one sub-folder per retrieval component (bm25/, structure/, dense/, …)
+<index>/
+  manifest.json   what was built: components, counts, sources, timings
+  store.sqlite    documents and formulas (mathscout.store.DocumentStore)
+  <component>/    one sub-folder per retrieval component (bm25/, structure/, dense/, …)
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from mathscout.store import DocumentStore
 MANIFEST = "manifest.json"
 STORE = "store.sqlite"
 FORMAT_VERSION = 1
-COMPONENT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")  # a component is a folder of the index: no path may hide in its name
+COMPONENT_NAME = re.compile(
+    r"[a-z][a-z0-9-]{0,39}"
+)  # a component is a folder of the index: no path may hide in its name
 
 
 def _finite_or_null(value: Any) -> Any:
@@ -62,8 +64,11 @@ class Manifest:
     @classmethod
     def read(cls, path: Path) -> Manifest:
         """The manifest at `path`, every field checked (a damaged one is one line naming the rebuild command)."""
-        file = StoredFile(path, "the index manifest",
-                          f"rebuild the index with 'mathscout index --input PATH --index {Path(path).parent}'")
+        file = StoredFile(
+            path,
+            "the index manifest",
+            f"rebuild the index with 'mathscout index --input PATH --index {Path(path).parent}'",
+        )
         data = file.load()
         components = file.mapping(data.get("components", {}), "components")
         for name, entry in components.items():
@@ -71,11 +76,14 @@ class Manifest:
             files = file.mapping(file.mapping(entry, f"component '{name}'").get("files", {}), f"the files of '{name}'")
             for relative, record in files.items():
                 file.record(record, relative)
-        return cls(documents=file.whole(data.get("documents", 0), "documents"),
-                   formulas=file.whole(data.get("formulas", 0), "formulas"),
-                   sources=[file.text(s, "a source") for s in file.items(data.get("sources", []), "sources")],
-                   components=components, version=file.whole(data.get("version", FORMAT_VERSION), "version"),
-                   generation=file.text(data.get("generation", ""), "generation"))
+        return cls(
+            documents=file.whole(data.get("documents", 0), "documents"),
+            formulas=file.whole(data.get("formulas", 0), "formulas"),
+            sources=[file.text(s, "a source") for s in file.items(data.get("sources", []), "sources")],
+            components=components,
+            version=file.whole(data.get("version", FORMAT_VERSION), "version"),
+            generation=file.text(data.get("generation", ""), "generation"),
+        )
 
     def write(self, path: Path) -> None:
         """Write atomically (temp file + rename), so readers never see half a manifest; each write is a new
@@ -125,7 +133,9 @@ class IndexDir:
     @property
     def store(self) -> DocumentStore:
         if self._store is None:
-            self._verify("store", self.path, f"rebuild the index with 'mathscout index --input PATH --index {self.path}'")
+            self._verify(
+                "store", self.path, f"rebuild the index with 'mathscout index --input PATH --index {self.path}'"
+            )
             self._store = DocumentStore.open(self.path / STORE)
         return self._store
 
@@ -140,5 +150,7 @@ class IndexDir:
                 f"the index {self.path} has no '{name}' component: add it with "
                 f"'mathscout index --index {self.path} --components {name}'"
             )
-        self._verify(name, self.path / name, f"rebuild it with 'mathscout index --index {self.path} --components {name}'")
+        self._verify(
+            name, self.path / name, f"rebuild it with 'mathscout index --index {self.path} --components {name}'"
+        )
         return self.path / name

@@ -43,12 +43,15 @@ def check_build_target(path: Path) -> None:
     if path.is_symlink() and not path.exists():
         raise MathScoutError(f"--index {path} is a broken link: give a new folder name")
     if path.exists() and not path.is_dir():
-        raise MathScoutError(f"--index {path} is a file, not an index folder: give a new or empty folder "
-                             "(nothing was changed)")
+        raise MathScoutError(
+            f"--index {path} is a file, not an index folder: give a new or empty folder (nothing was changed)"
+        )
     swapping = path.is_dir() and any(path.glob(f"{INSIDE}old-*"))  # a killed swap inside: settled under the lock
     if path.is_dir() and not is_index(path) and not swapping and index_entries(path):
-        raise MathScoutError(f"--index {path} is a folder that holds other files and is not a MathScout index: "
-                             "give a new or empty folder (nothing was changed)")
+        raise MathScoutError(
+            f"--index {path} is a folder that holds other files and is not a MathScout index: "
+            "give a new or empty folder (nothing was changed)"
+        )
 
 
 @contextmanager
@@ -64,8 +67,9 @@ def build_lock(index_path: Path) -> Iterator[None]:
         except BlockingIOError:
             os.close(fd)
             owner = _read_owner(lock_path)
-            raise MathScoutError(f"another build into {index_path} is running{owner}: wait for it to finish, "
-                                 "then run this command again") from None
+            raise MathScoutError(
+                f"another build into {index_path} is running{owner}: wait for it to finish, then run this command again"
+            ) from None
         try:  # the lock file may have been unlinked by the previous holder after we opened it: retry
             if os.fstat(fd).st_ino == os.stat(lock_path).st_ino:
                 break
@@ -207,11 +211,15 @@ def disk_error(exc: OSError, where: Path) -> MathScoutError | None:
     # numpy's tofile/np.save report a short write without errno ("8306 requested and 7168 written"): a full disk too
     short_write = exc.errno is None and re.search(r"\d+ requested and \d+ written", str(exc))
     if exc.errno in (errno.ENOSPC, errno.EDQUOT) or short_write:
-        return MathScoutError(f"the disk holding {where} is full: free some space and build again "
-                              "(the previous index, if any, is unchanged)")
+        return MathScoutError(
+            f"the disk holding {where} is full: free some space and build again "
+            "(the previous index, if any, is unchanged)"
+        )
     if exc.errno == errno.EROFS:
-        return MathScoutError(f"{where} is on a read-only file system (nothing was changed): build or extend the index "
-                              "where it can be written")
+        return MathScoutError(
+            f"{where} is on a read-only file system (nothing was changed): build or extend the index "
+            "where it can be written"
+        )
     return None
 
 

@@ -105,6 +105,8 @@ class StoredFile:
     def record(self, value: Any, what: str) -> FileRecord:
         """A file's recorded size and checksum (`mathscout.index.integrity`)."""
         value = self.mapping(value, f"the record of {what}")
-        return FileRecord(self.whole(value.get("bytes"), f"the size of {what}"),
-                          self.whole(value.get("crc32"), f"the checksum of {what}", 0, 2**32 - 1),
-                          self.flag(value.get("sampled", False), f"the checksum kind of {what}"))
+        return FileRecord(
+            self.whole(value.get("bytes"), f"the size of {what}"),
+            self.whole(value.get("crc32"), f"the checksum of {what}", 0, 2**32 - 1),
+            self.flag(value.get("sampled", False), f"the checksum kind of {what}"),
+        )

@@ -48,8 +48,10 @@ class TunedFile:
         file = StoredFile(path, cls.LABEL, cls.remedy(Path(path).parent))
         data = file.load()
         version = file.whole(data.get("version", 1), "version", 1)
-        file.require(version <= cls.VERSION, f"version {version}, written by a newer MathScout; this one reads up to "
-                                             f"version {cls.VERSION}")
+        file.require(
+            version <= cls.VERSION,
+            f"version {version}, written by a newer MathScout; this one reads up to version {cls.VERSION}",
+        )
         return cls.parse(file, data)
 
     def write(self, index: IndexDir | Path) -> Path:

@@ -41,8 +41,13 @@ class Spellings:
 
 
 def _row(canonical: str, spellings: str = "", *, tree: str = "", tokens: str = "", token: str = "") -> Spellings:
-    return Spellings(canonical, tuple(spellings.split()), tuple(tree.split()), tuple(tokens.split()),
-                     token or canonical.removeprefix("\\"))
+    return Spellings(
+        canonical,
+        tuple(spellings.split()),
+        tuple(tree.split()),
+        tuple(tokens.split()),
+        token or canonical.removeprefix("\\"),
+    )
 
 
 TABLE: tuple[Spellings, ...] = (

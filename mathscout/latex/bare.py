@@ -16,27 +16,35 @@ from mathscout.corpus.math_spans import find_math
 MAX_RUN_TOKENS = 40  # a run longer than this is prose with symbols, not a formula
 _TOKEN = re.compile(r"\S+")
 _TRAILING = ".,;:?"  # not "!": `n!` is a factorial
-_OPERATOR = re.compile(r"(?:[+\-*/=<>^·×÷≤≥≠]|<=|>=|!=|\\(?:le|ge|leq|geq|neq|ne|lt|gt|cdot|times|div|pm|mp|to|in|"
-                       r"subset|subseteq|approx|equiv|sim|mid))")
+_OPERATOR = re.compile(
+    r"(?:[+\-*/=<>^·×÷≤≥≠]|<=|>=|!=|\\(?:le|ge|leq|geq|neq|ne|lt|gt|cdot|times|div|pm|mp|to|in|"
+    r"subset|subseteq|approx|equiv|sim|mid))"
+)
 _STRONG = [
     re.compile(r"\\[A-Za-z]+"),  # a LaTeX command: \frac, \sum, \alpha
     re.compile(r"[A-Za-z0-9)}\]|]\^[\w{(\\+-]"),  # a power: x^2, (a+b)^{n}, e^{i\pi}
     re.compile(r"(?<![A-Za-z])[A-Za-z]{1,2}_[\w{\\]"),  # a subscript on a short base: x_1, a_{n+1}
     re.compile(r"[\w)}\]]\s*(?:<=|>=|!=|[=<>≤≥≠])\s*[\w(\\{-]"),  # a relation: x=1, a<=b, f(x)=0
     re.compile(r"(?<![A-Za-z])(?:[A-Za-z]|\d+(?:\.\d+)?)[+*/](?:[A-Za-z]|\d)(?![A-Za-z]{2})"),  # a+b, 2*x, 1/n
-    re.compile(r"(?<![A-Za-z\d])(?:[A-Za-z]|\d{1,2})-(?:[A-Za-z]|\d{1,2})(?![A-Za-z\d])"),  # a-b, 3-1 (not x-axis, 449-464)
+    re.compile(
+        r"(?<![A-Za-z\d])(?:[A-Za-z]|\d{1,2})-(?:[A-Za-z]|\d{1,2})(?![A-Za-z\d])"
+    ),  # a-b, 3-1 (not x-axis, 449-464)
     re.compile(r"^(?:[a-z]|sin|cos|tan|log|ln|exp|det|gcd|lcm|max|min)\([^()\s]{1,20}\)"),  # f(x), sin(x), gcd(a,b)
     re.compile(r"^(?:\d+|[A-Za-z])!$"),  # a factorial: n!, 5!
     re.compile(r"^\|[^|\s]{1,20}\|$"),  # an absolute value: |x|
 ]
 _WEAK = re.compile(r"^(?:[A-Za-z]|\d+(?:\.\d+)?|\([A-Za-z0-9]\)|\.\.\.|…)$")  # joins a run only next to an operator
 # links, e-mail addresses, Markdown rules, program code, LaTeX layout and definitions (not formulas to search)
-_NOT_MATH = re.compile(r"://|www\.|@|^[#*>-]{2,}|&&|==|;.|\\(?:newcommand|renewcommand|def|ref|eqref|label|cite|hline|"
-                       r"begin|end|usepackage|text|mbox)\b")
+_NOT_MATH = re.compile(
+    r"://|www\.|@|^[#*>-]{2,}|&&|==|;.|\\(?:newcommand|renewcommand|def|ref|eqref|label|cite|hline|"
+    r"begin|end|usepackage|text|mbox)\b"
+)
 _LONE_COMMAND = re.compile(r"\\[A-Za-z]+[.,;:?]*")  # `\quad`, `\exp` alone: math only beside an operator
 # a word of prose inside a token kept whole by its parentheses: "(start with n = 1)" is a remark, not a formula
-_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:sin|cos|tan|cot|sec|csc|log|ln|exp|lim|max|min|gcd|lcm|det|mod|"
-                         r"arcsin|arccos|arctan|sinh|cosh|tanh|sup|inf|deg|dim|ker)\b)[A-Za-z]{3,}")
+_PROSE_WORD = re.compile(
+    r"(?<![\\A-Za-z])(?!(?:sin|cos|tan|cot|sec|csc|log|ln|exp|lim|max|min|gcd|lcm|det|mod|"
+    r"arcsin|arccos|arctan|sinh|cosh|tanh|sup|inf|deg|dim|ker)\b)[A-Za-z]{3,}"
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class DelimitedText:
 
 
 def _kind(token: str) -> str:
-    """"op", "strong", "weak" or "word" for one whitespace-separated token (trailing punctuation ignored)."""
+    """ "op", "strong", "weak" or "word" for one whitespace-separated token (trailing punctuation ignored)."""
     core = token.rstrip(_TRAILING) or token
     if _NOT_MATH.search(core) or (" " in core and _PROSE_WORD.search(core)):
         return "word"
@@ -71,7 +79,7 @@ def _tokens(piece: str) -> list[tuple[int, int]]:
         if start is None:
             start = match.start()
         depth += sum(match.group().count(c) for c in "{(") - sum(match.group().count(c) for c in "})")
-        ends_line = "\n" in piece[match.end():match.end() + 2] or match.end() == len(piece)
+        ends_line = "\n" in piece[match.end() : match.end() + 2] or match.end() == len(piece)
         if depth <= 0 or ends_line or match.end() - start > 400:
             spans.append((start, match.end()))
             depth, start = 0, None
@@ -90,8 +98,12 @@ def _runs(piece: str) -> list[tuple[int, int]]:
             i += 1
             continue
         j = i + 1  # a run ends at a word, a line break or MAX_RUN_TOKENS
-        while (j < len(tokens) and kinds[j] != "word" and j - i < MAX_RUN_TOKENS
-               and "\n" not in piece[tokens[j - 1][1]:tokens[j][0]]):
+        while (
+            j < len(tokens)
+            and kinds[j] != "word"
+            and j - i < MAX_RUN_TOKENS
+            and "\n" not in piece[tokens[j - 1][1] : tokens[j][0]]
+        ):
             j += 1
         runs += _math_parts(piece, tokens[i:j], kinds[i:j])
         i = j
@@ -105,7 +117,9 @@ def _math_parts(piece: str, tokens: list[tuple[int, int]], kinds: list[str]) -> 
     for n, kind in enumerate(kinds):
         op_before = n > 0 and kinds[n - 1] == "op"
         op_after = n + 1 < len(kinds) and kinds[n + 1] == "op"
-        keep[n] = kind == "strong" or (kind == "weak" and (op_before or op_after)) or (kind == "weak-article" and op_after)
+        keep[n] = (
+            kind == "strong" or (kind == "weak" and (op_before or op_after)) or (kind == "weak-article" and op_after)
+        )
     for n, kind in enumerate(kinds):  # an operator between two kept tokens (or after/before a strong one)
         if kind == "op":
             left = n > 0 and keep[n - 1]
@@ -158,7 +172,7 @@ def _read(text: str) -> tuple[list[tuple[int, int]], bool]:
         return [(start, start + len(text.strip().rstrip(_TRAILING).strip()))], True
     found, last = [], 0
     for start, end in [(s.start, s.end) for s in find_math(text)] + [(len(text), len(text))]:
-        found += [(last + a, last + b) for a, b in _runs(text[last:start]) if "$" not in text[last + a:last + b]]
+        found += [(last + a, last + b) for a, b in _runs(text[last:start]) if "$" not in text[last + a : last + b]]
         last = end
     return found, False
 
@@ -169,7 +183,7 @@ def delimit_bare_math(text: str) -> DelimitedText:
     if not spans:
         return DelimitedText(text)
     if whole:  # the whole text is one formula: it alone, without its trailing punctuation
-        body = text[spans[0][0]:spans[0][1]]
+        body = text[spans[0][0] : spans[0][1]]
         return DelimitedText(f"${body}$", (body,))
     pieces, last = [], 0
     for start, end in spans:

@@ -32,15 +32,23 @@ DROP_WITH_ARGUMENT: frozenset[str] = frozenset(
 )
 
 # The braced argument is prose: its words are indexed as text.
-TEXT_WRAPPERS: frozenset[str] = frozenset("text textrm textit textbf textsf texttt textnormal mbox hbox intertext".split())
+TEXT_WRAPPERS: frozenset[str] = frozenset(
+    "text textrm textit textbf textsf texttt textnormal mbox hbox intertext".split()
+)
 
 # The braced argument is a single operator name: `\operatorname{rank}` → one token `rank`.
 OPERATOR_WRAPPERS: frozenset[str] = frozenset({"operatorname"})
 
 # Letter styles whose single-letter argument forms one token with the style: `\mathbb{R}` → `bbR`.
 LETTER_STYLES: dict[str, str] = {
-    "mathbb": "bb", "Bbb": "bb", "mathbbm": "bb", "bbb": "bb",
-    "mathcal": "cal", "cal": "cal", "mathscr": "scr", "mathfrak": "frak",
+    "mathbb": "bb",
+    "Bbb": "bb",
+    "mathbbm": "bb",
+    "bbb": "bb",
+    "mathcal": "cal",
+    "cal": "cal",
+    "mathscr": "scr",
+    "mathfrak": "frak",
 }
 
 # Multi-letter names written without a backslash that mean the same as the command.
@@ -58,20 +66,77 @@ ENVIRONMENTS: dict[str, str] = {
 
 # Single characters → token names. `None` drops the character (grouping and punctuation).
 SYMBOLS: dict[str, str | None] = {
-    "+": "plus", "-": "minus", "=": "eq", "<": "lt", ">": "gt", "*": "ast", "/": "slash",
-    "^": "sup", "_": "sub", "!": "fact", "|": "vert", "'": "prime",
+    "+": "plus",
+    "-": "minus",
+    "=": "eq",
+    "<": "lt",
+    ">": "gt",
+    "*": "ast",
+    "/": "slash",
+    "^": "sup",
+    "_": "sub",
+    "!": "fact",
+    "|": "vert",
+    "'": "prime",
     **dict.fromkeys('{}()[],;.:&~@`"#%?$\\'),
     # Unicode math that occasionally appears instead of commands.
-    "−": "minus", "–": "minus", "×": "times", "≤": "le", "≥": "ge", "≠": "neq", "∞": "infty", "→": "to",
-    "∈": "in", "·": "cdot", "⋅": "cdot", "±": "pm", "∑": "sum", "∫": "int", "∂": "partial", "√": "sqrt",
-    "∀": "forall", "∃": "exists", "∘": "circ", "≡": "equiv", "′": "prime", "…": "dots", "⊕": "oplus",
-    "π": "pi", "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "θ": "theta",
-    "λ": "lambda", "μ": "mu", "ν": "nu", "σ": "sigma", "φ": "phi", "ϕ": "phi", "ω": "omega", "η": "eta",
-    "Δ": "Delta", "Σ": "Sigma", "Ω": "Omega", "ℝ": "bbR", "ℤ": "bbZ", "ℕ": "bbN", "ℚ": "bbQ", "ℂ": "bbC",
+    "−": "minus",
+    "–": "minus",
+    "×": "times",
+    "≤": "le",
+    "≥": "ge",
+    "≠": "neq",
+    "∞": "infty",
+    "→": "to",
+    "∈": "in",
+    "·": "cdot",
+    "⋅": "cdot",
+    "±": "pm",
+    "∑": "sum",
+    "∫": "int",
+    "∂": "partial",
+    "√": "sqrt",
+    "∀": "forall",
+    "∃": "exists",
+    "∘": "circ",
+    "≡": "equiv",
+    "′": "prime",
+    "…": "dots",
+    "⊕": "oplus",
+    "π": "pi",
+    "α": "alpha",
+    "β": "beta",
+    "γ": "gamma",
+    "δ": "delta",
+    "ε": "epsilon",
+    "θ": "theta",
+    "λ": "lambda",
+    "μ": "mu",
+    "ν": "nu",
+    "σ": "sigma",
+    "φ": "phi",
+    "ϕ": "phi",
+    "ω": "omega",
+    "η": "eta",
+    "Δ": "Delta",
+    "Σ": "Sigma",
+    "Ω": "Omega",
+    "ℝ": "bbR",
+    "ℤ": "bbZ",
+    "ℕ": "bbN",
+    "ℚ": "bbQ",
+    "ℂ": "bbC",
 }
 
 # Escaped single characters (`\{`, `\,`, `\|` …) → token names; unlisted ones are dropped.
 ESCAPED: dict[str, str] = {"|": "Vert", "%": "percent"}
 
 # `\not` followed by a relation → its negation.
-NEGATIONS: dict[str, str] = {"eq": "neq", "in": "notin", "subset": "nsubset", "subseteq": "nsubseteq", "mid": "nmid", "equiv": "nequiv"}
+NEGATIONS: dict[str, str] = {
+    "eq": "neq",
+    "in": "notin",
+    "subset": "nsubset",
+    "subseteq": "nsubseteq",
+    "mid": "nmid",
+    "equiv": "nequiv",
+}

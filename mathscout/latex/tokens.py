@@ -275,7 +275,9 @@ def is_math_term(term: str) -> bool:
 _WILDCARD = re.compile(r"\\qvar(?:@construct)?\s*\{[^{}]*\}")  # NTCIR-12 wildcards, MSE placeholders
 
 
-CACHED_FORMULA_CHARS = 64  # formulas up to this long make 99.7 % of the shared collection's repeats: only they are cached
+CACHED_FORMULA_CHARS = (
+    64  # formulas up to this long make 99.7 % of the shared collection's repeats: only they are cached
+)
 
 
 def formula_terms(latex: str, vocabulary: int = LEGACY_VOCABULARY) -> tuple[str, ...]:
@@ -330,6 +332,7 @@ def document_terms(document, vocabulary: int = LEGACY_VOCABULARY) -> list[str]:
 
 
 # ---- queries -------------------------------------------------------------------------------------
+
 
 class _QuerySpan(NamedTuple):
     latex: str

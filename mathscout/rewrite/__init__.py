@@ -32,7 +32,9 @@ class RewriteResult:
     notice: str | None = None
 
 
-def equivalent_forms(latex: str, max_forms: int = 8, seconds: float = 2.0, pool: WorkerPool | None = None) -> RewriteResult:
+def equivalent_forms(
+    latex: str, max_forms: int = 8, seconds: float = 2.0, pool: WorkerPool | None = None
+) -> RewriteResult:
     """At most `max_forms` equivalent forms of `latex`, none identical to it as an operator tree.
 
     Returns within about `seconds` (plus process hand-over); whatever stopped the rewriting early —

@@ -47,7 +47,9 @@ class Computation:
         return f"{left} = {self.result}"
 
 
-def compute(latex: str, operation: str, seconds: float = COMPUTE_SECONDS, pool: WorkerPool | None = None) -> Computation:
+def compute(
+    latex: str, operation: str, seconds: float = COMPUTE_SECONDS, pool: WorkerPool | None = None
+) -> Computation:
     """Run `operation` on `latex` in a limited worker; never raises for a formula SymPy cannot handle."""
     text = (latex or "").strip().strip("$").strip()
     found = Computation(latex=text, operation=operation)

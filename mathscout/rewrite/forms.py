@@ -55,8 +55,10 @@ def read_formula(latex: str) -> tuple[sp.Basic, str]:
     if not isinstance(expr, sp.Basic):  # lark hands back a formula it reads two ways as an unresolved `_ambig` Tree
         readings = {r for r in getattr(expr, "children", ()) if isinstance(r, sp.Basic)}
         if len(readings) != 1:
-            raise ValueError("SymPy can read it in more than one way (as f(x): f of x, or f times x); write \\cdot or "
-                             "brackets to say which is meant")
+            raise ValueError(
+                "SymPy can read it in more than one way (as f(x): f of x, or f times x); write \\cdot or "
+                "brackets to say which is meant"
+            )
         expr = readings.pop()
     leaf_names = {leaf.symbol.lstrip("\\") for leaf in parsed.tree.leaves() if leaf.token == "VAR"}
     names = {s.name for s in expr.free_symbols | expr.atoms(sp.Symbol)}

@@ -94,7 +94,11 @@ class RewriteWorker:
             message = self._read(deadline)
             if message is None:
                 alive = self.process.poll() is None
-                reply.stopped = f"time limit of {seconds:g} s reached" if alive else "the rewrite worker hit its CPU or memory limit"
+                reply.stopped = (
+                    f"time limit of {seconds:g} s reached"
+                    if alive
+                    else "the rewrite worker hit its CPU or memory limit"
+                )
                 return reply
             if "form" in message:
                 reply.forms.append((message["form"], message["rule"]))

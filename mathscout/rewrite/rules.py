@@ -142,6 +142,19 @@ def apply_rule(name: str, expr: sp.Basic) -> list[sp.Basic]:
 
 # the order rules are tried in (and kept in, when `max_forms` cuts the list)
 RULE_NAMES: list[str] = [
-    "expand", "factor", "together", "apart", "cancel", "one side", "two sides", "isolate", "swap sides", "collect",
-    "trigsimp", "expand_trig", "expand_log", "logcombine", "simplify",
+    "expand",
+    "factor",
+    "together",
+    "apart",
+    "cancel",
+    "one side",
+    "two sides",
+    "isolate",
+    "swap sides",
+    "collect",
+    "trigsimp",
+    "expand_trig",
+    "expand_log",
+    "logcombine",
+    "simplify",
 ]

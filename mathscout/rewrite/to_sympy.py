@@ -31,18 +31,50 @@ class TooLarge(Exception):
 
 # LaTeX function names → SymPy functions of one argument (inverse trig via ^{-1} handled separately)
 FUNCTIONS: dict[str, Callable[..., sp.Basic]] = {
-    "\\sin": sp.sin, "\\cos": sp.cos, "\\tan": sp.tan, "\\cot": sp.cot, "\\sec": sp.sec, "\\csc": sp.csc,
-    "\\arcsin": sp.asin, "\\arccos": sp.acos, "\\arctan": sp.atan, "\\arccot": sp.acot,
-    "\\arcsec": sp.asec, "\\arccsc": sp.acsc,
-    "\\sinh": sp.sinh, "\\cosh": sp.cosh, "\\tanh": sp.tanh, "\\coth": sp.coth, "\\sech": sp.sech, "\\csch": sp.csch,
-    "\\arsinh": sp.asinh, "\\arcosh": sp.acosh, "\\artanh": sp.atanh,
-    "\\log": sp.log, "\\ln": sp.log, "\\exp": sp.exp,
+    "\\sin": sp.sin,
+    "\\cos": sp.cos,
+    "\\tan": sp.tan,
+    "\\cot": sp.cot,
+    "\\sec": sp.sec,
+    "\\csc": sp.csc,
+    "\\arcsin": sp.asin,
+    "\\arccos": sp.acos,
+    "\\arctan": sp.atan,
+    "\\arccot": sp.acot,
+    "\\arcsec": sp.asec,
+    "\\arccsc": sp.acsc,
+    "\\sinh": sp.sinh,
+    "\\cosh": sp.cosh,
+    "\\tanh": sp.tanh,
+    "\\coth": sp.coth,
+    "\\sech": sp.sech,
+    "\\csch": sp.csch,
+    "\\arsinh": sp.asinh,
+    "\\arcosh": sp.acosh,
+    "\\artanh": sp.atanh,
+    "\\log": sp.log,
+    "\\ln": sp.log,
+    "\\exp": sp.exp,
 }
 INVERSES: dict[str, Callable[..., sp.Basic]] = {
-    "\\sin": sp.asin, "\\cos": sp.acos, "\\tan": sp.atan, "\\cot": sp.acot, "\\sec": sp.asec, "\\csc": sp.acsc,
-    "\\sinh": sp.asinh, "\\cosh": sp.acosh, "\\tanh": sp.atanh,
+    "\\sin": sp.asin,
+    "\\cos": sp.acos,
+    "\\tan": sp.atan,
+    "\\cot": sp.acot,
+    "\\sec": sp.asec,
+    "\\csc": sp.acsc,
+    "\\sinh": sp.asinh,
+    "\\cosh": sp.acosh,
+    "\\tanh": sp.atanh,
 }
-RELATIONS: dict[str, Callable[..., sp.Basic]] = {"EQ": sp.Eq, "NEQ": sp.Ne, "LT": sp.Lt, "GT": sp.Gt, "LE": sp.Le, "GE": sp.Ge}
+RELATIONS: dict[str, Callable[..., sp.Basic]] = {
+    "EQ": sp.Eq,
+    "NEQ": sp.Ne,
+    "LT": sp.Lt,
+    "GT": sp.Gt,
+    "LE": sp.Le,
+    "GE": sp.Ge,
+}
 FUNCTION_LETTERS = frozenset("f g h F G H".split())
 _NUMBER = re.compile(r"^\d+(\.\d+)?$")
 

@@ -36,8 +36,28 @@ POOL_GROUPS = 256  # groups kept (least recently used dropped): bounded memory w
 RECOMBINE = 0.3  # share of a variant's sentences taken from other documents of its group
 _COMMAND = re.compile(r"\\(?:[A-Za-z]+|.)")
 _LETTER = re.compile(r"[A-Za-z]")
-_VERBATIM = {"text", "textrm", "textbf", "textit", "mathrm", "operatorname", "mbox", "begin", "end", "label", "ref",
-             "tag", "hbox", "textsf", "texttt", "mathtt", "DeclareMathOperator", "newcommand", "renewcommand", "color"}
+_VERBATIM = {
+    "text",
+    "textrm",
+    "textbf",
+    "textit",
+    "mathrm",
+    "operatorname",
+    "mbox",
+    "begin",
+    "end",
+    "label",
+    "ref",
+    "tag",
+    "hbox",
+    "textsf",
+    "texttt",
+    "mathtt",
+    "DeclareMathOperator",
+    "newcommand",
+    "renewcommand",
+    "color",
+}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n{2,}")
 
 
@@ -106,7 +126,7 @@ def split_sentences(text: str) -> list[str]:
             k += 1
         if k < len(inside) and inside[k][0] < m.end() and m.start() < inside[k][1]:
             continue  # the break falls inside a formula
-        piece = text[start:m.start()]
+        piece = text[start : m.start()]
         if piece.strip():
             pieces.append(piece + m.group())
         start = m.end()
@@ -119,8 +139,8 @@ def rename_math(text: str, mapping: dict[str, str]) -> str:
     """`text` with the variables of every formula renamed (the words untouched)."""
     out, at = [], 0
     for span in find_math(text):
-        out.append(text[at:span.start])
-        out.append(rename_variables(text[span.start:span.end], mapping))
+        out.append(text[at : span.start])
+        out.append(rename_variables(text[span.start : span.end], mapping))
         at = span.end
     out.append(text[at:])
     return "".join(out)
@@ -186,8 +206,8 @@ def _post_body(text: str) -> str:
     """Plain text with math → Math StackExchange HTML (paragraphs; formulas in math-container spans)."""
     out, at = [], 0
     for span in find_math(text):
-        out.append(html.escape(text[at:span.start], quote=False))
-        out.append(f'<span class="math-container">{html.escape(text[span.start:span.end], quote=False)}</span>')
+        out.append(html.escape(text[at : span.start], quote=False))
+        out.append(f'<span class="math-container">{html.escape(text[span.start : span.end], quote=False)}</span>')
         at = span.end
     out.append(html.escape(text[at:], quote=False))
     return "".join(f"<p>{p}</p>" for p in "".join(out).split("\n\n") if p.strip())
@@ -217,10 +237,14 @@ def write_scale_corpus(source: Path, factor: int, output: Path, xml: bool = Fals
                     thread = str(record.get("thread_id") or f"t{record['id']}")
                     tags = "".join(f"<{t}>" for t in record.get("tags") or ())
                     # one question row per answer (a thread's repeated rows carry the same title): no set of seen threads
-                    posts.write(f'  <row Id="{_attr("q" + thread)}" PostTypeId="1" Title="{_attr(record.get("title") or "")}" '
-                                f'Tags="{_attr(tags)}" Body="" />\n')
-                    posts.write(f'  <row Id="{_attr(str(record["id"]))}" PostTypeId="2" ParentId="{_attr("q" + thread)}" '
-                                f'Score="{int(record.get("score") or 0)}" Body="{_attr(_post_body(record["text"]))}" />\n')
+                    posts.write(
+                        f'  <row Id="{_attr("q" + thread)}" PostTypeId="1" Title="{_attr(record.get("title") or "")}" '
+                        f'Tags="{_attr(tags)}" Body="" />\n'
+                    )
+                    posts.write(
+                        f'  <row Id="{_attr(str(record["id"]))}" PostTypeId="2" ParentId="{_attr("q" + thread)}" '
+                        f'Score="{int(record.get("score") or 0)}" Body="{_attr(_post_body(record["text"]))}" />\n'
+                    )
             if posts:
                 posts.write("</posts>\n")
         finally:

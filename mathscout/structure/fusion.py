@@ -20,9 +20,15 @@ class FusedHit:
     components: dict[str, float]
 
 
-def fuse_formula_lists(lists: Sequence[Sequence[FormulaHit]], bm25: Mapping[int, float], k: int, lambda_m: float,
-                       by_tier: bool = False, parts: bool = False,
-                       name: str = "structure") -> tuple[list[FusedHit], dict[int, FormulaHit]]:
+def fuse_formula_lists(
+    lists: Sequence[Sequence[FormulaHit]],
+    bm25: Mapping[int, float],
+    k: int,
+    lambda_m: float,
+    by_tier: bool = False,
+    parts: bool = False,
+    name: str = "structure",
+) -> tuple[list[FusedHit], dict[int, FormulaHit]]:
     """Eq. 3.18 (Zhong 2023 thesis §3.3) over the union of each formula's list (its top `depth` documents, best first) and BM25's:
     λ_m · Σ_formulas best formula score + BM25, a list counting 0 outside it; `by_tier`: documents by their first
     listed formula's match tier first (`search.match_tier`; outside every list: PART); `parts`: BM25 is added for
@@ -31,7 +37,9 @@ def fuse_formula_lists(lists: Sequence[Sequence[FormulaHit]], bm25: Mapping[int,
     for hits in lists:
         for hit in hits:
             best.setdefault(hit.doc, hit)
-    whole = [doc for doc, hit in best.items() if hit.tier > PART] if parts else ()  # whole-structure matches: Zhong 2023 thesis Eq. 3.16 alone
+    whole = (
+        [doc for doc, hit in best.items() if hit.tier > PART] if parts else ()
+    )  # whole-structure matches: Zhong 2023 thesis Eq. 3.16 alone
     math, scores = fuse_math_text([[(hit.doc, hit.score) for hit in hits] for hits in lists], bm25, lambda_m, whole)
 
     def components(d: int) -> dict[str, float]:
@@ -43,8 +51,9 @@ def fuse_formula_lists(lists: Sequence[Sequence[FormulaHit]], bm25: Mapping[int,
     return [FusedHit(d, scores[d], components(d)) for d in ranked], best
 
 
-def rank_by_tier(scores: Mapping[int, float], components: Mapping[int, dict[str, float]],
-                 best: Mapping[int, FormulaHit], k: int) -> list[FusedHit]:
+def rank_by_tier(
+    scores: Mapping[int, float], components: Mapping[int, dict[str, float]], best: Mapping[int, FormulaHit], k: int
+) -> list[FusedHit]:
     """A formula-only query's top k by match tier (`search.match_tier`: the query as written, its whole structure, a
     part), then by score. A hit's score is its tier + its score / the best score (so runs sorted by score keep the
     order); its components keep the raw scores and the tier."""

@@ -78,8 +78,14 @@ def math_upper_bound(query: PreparedQuery, eta: float, lambda_m: float) -> float
     return lambda_m * query.width * (1.0 - eta + eta / math.log(2.0))
 
 
-def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList], k: int, lambda_m: float,
-                         formula_first: np.ndarray, prune: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def heterogeneous_search(
+    searcher: StructureSearcher,
+    keywords: list[KeywordList],
+    k: int,
+    lambda_m: float,
+    formula_first: np.ndarray,
+    prune: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-k (document ordinals, scores) of Zhong 2023 thesis Eq. 3.18 by Alg. 5; `prune=False` scores every candidate fully."""
     keywords = [kw for kw in keywords if len(kw.docs)]
     if not keywords or k <= 0:
@@ -115,9 +121,28 @@ def heterogeneous_search(searcher: StructureSearcher, keywords: list[KeywordList
     if not len(queries):  # no formula keyword matched a path: plain BM25 over the text keywords
         return _text_only(docs, scores, starts, k)
     with searcher.index.reading():
-        out_docs, out_scores = _hetero(ix, queries, cursors, alive, formulas, searcher.scratch, max_rows,
-                                       formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m,
-                                       searcher.eta, searcher.b1, searcher.b2, prune)
+        out_docs, out_scores = _hetero(
+            ix,
+            queries,
+            cursors,
+            alive,
+            formulas,
+            searcher.scratch,
+            max_rows,
+            formula_first,
+            docs,
+            scores,
+            starts,
+            kinds,
+            math_of,
+            u,
+            k,
+            lambda_m,
+            searcher.eta,
+            searcher.b1,
+            searcher.b2,
+            prune,
+        )
     ranked = np.lexsort((out_docs, -out_scores))
     return out_docs[ranked], out_scores[ranked]
 
@@ -131,7 +156,9 @@ def _text_only(docs: np.ndarray, scores: np.ndarray, starts: np.ndarray, k: int)
     return np.array(ranked, dtype=np.int64), np.array([total[d] for d in ranked])
 
 
-def exhaustive_scores(searcher: StructureSearcher, keywords: list[KeywordList], lambda_m: float, n_docs: int) -> np.ndarray:
+def exhaustive_scores(
+    searcher: StructureSearcher, keywords: list[KeywordList], lambda_m: float, n_docs: int
+) -> np.ndarray:
     """Zhong 2023 thesis, Eq. 3.18 for every document, without any pruning (the reference for rank-safety tests)."""
     total = np.zeros(n_docs)
     for kw in keywords:
@@ -147,7 +174,27 @@ def exhaustive_scores(searcher: StructureSearcher, keywords: list[KeywordList], 
 
 
 @numba.njit(cache=True)
-def _doc_math_score(doc, theta_i, prune, formula_first, formulas, fpos, ix, q, pos, alive, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
+def _doc_math_score(
+    doc,
+    theta_i,
+    prune,
+    formula_first,
+    formulas,
+    fpos,
+    ix,
+    q,
+    pos,
+    alive,
+    eta,
+    b1,
+    b2,
+    acc,
+    touched,
+    sym2col,
+    table,
+    col_sym,
+    crossed,
+):
     """Line 28: the highest formula score of a document (Zhong 2023 thesis, Alg. 4 as a subroutine, pruned by θ_i when prune) over
     the document's formulas that share a token path with the query (`formulas`, read from cursor fpos[0])."""
     best = 0.0
@@ -158,7 +205,24 @@ def _doc_math_score(doc, theta_i, prune, formula_first, formulas, fpos, ix, q, p
         f = formulas[i]
         i += 1
         floor = max(theta_i, best) if prune else 0.0
-        s, _m, _n, _ = score_candidate(f, ix, q, pos, alive, prune and floor > 0.0, floor, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        s, _m, _n, _ = score_candidate(
+            f,
+            ix,
+            q,
+            pos,
+            alive,
+            prune and floor > 0.0,
+            floor,
+            eta,
+            b1,
+            b2,
+            acc,
+            touched,
+            sym2col,
+            table,
+            col_sym,
+            crossed,
+        )
         if s > best:
             best = s
     fpos[0] = i
@@ -176,7 +240,28 @@ def _pivot(a, theta):
 
 
 @numba.njit(cache=True)
-def _hetero(ix, queries, cursors, alive, formulas, scratch, max_rows, formula_first, docs, scores, starts, kinds, math_of, u, k, lambda_m, eta, b1, b2, prune):
+def _hetero(
+    ix,
+    queries,
+    cursors,
+    alive,
+    formulas,
+    scratch,
+    max_rows,
+    formula_first,
+    docs,
+    scores,
+    starts,
+    kinds,
+    math_of,
+    u,
+    k,
+    lambda_m,
+    eta,
+    b1,
+    b2,
+    prune,
+):
     """HETEROGENEOUSMAXSCORE (Zhong 2023 thesis, Alg. 5) over document-level iterators sorted by decreasing upper bound."""
     acc, touched, sym2col = scratch
     table = np.zeros((max_rows, MAX_FORMULA_LEAVES + 1))
@@ -225,7 +310,27 @@ def _hetero(ix, queries, cursors, alive, formulas, scratch, max_rows, formula_fi
             else:  # lines 27–30: math keyword
                 theta_i = (theta - score - (a[i] - u[i])) / lambda_m if size == k else 0.0
                 j = math_of[i]
-                m = _doc_math_score(cand, theta_i, prune, formula_first, formulas[j], fpos[j], ix, queries[j], cursors[j], alive[j], eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+                m = _doc_math_score(
+                    cand,
+                    theta_i,
+                    prune,
+                    formula_first,
+                    formulas[j],
+                    fpos[j],
+                    ix,
+                    queries[j],
+                    cursors[j],
+                    alive[j],
+                    eta,
+                    b1,
+                    b2,
+                    acc,
+                    touched,
+                    sym2col,
+                    table,
+                    col_sym,
+                    crossed,
+                )
                 score += lambda_m * m
         if complete and score > 0.0 and (size < k or score > theta):  # line 31
             size, _ = push(h_score, h_doc, h_row, size, score, cand)

@@ -74,7 +74,9 @@ class BuildReport:
     seconds: float = 0.0
 
     def as_stats(self, target: Path) -> dict[str, Any]:
-        size = sum((target / name).stat().st_size for name in _FILES + PATH_FILES + (BLOCK_FILE,) if (target / name).exists())
+        size = sum(
+            (target / name).stat().st_size for name in _FILES + PATH_FILES + (BLOCK_FILE,) if (target / name).exists()
+        )
         return {
             "formulas": self.formulas,
             "indexed_formulas": self.indexed,
@@ -95,8 +97,15 @@ def default_segment_bytes() -> int:
 class PathIndexWriter:
     """Accumulates posting entries formula by formula (in ordinal order), then writes the index folder."""
 
-    def __init__(self, n_formulas: int, target: Path, segment_bytes: int | None = None, progress: bool = True,
-                 first: int = 0, segment_folder: Path | None = None):
+    def __init__(
+        self,
+        n_formulas: int,
+        target: Path,
+        segment_bytes: int | None = None,
+        progress: bool = True,
+        first: int = 0,
+        segment_folder: Path | None = None,
+    ):
         """`first`: the ordinal of the first formula (a worker of a parallel build indexes n_formulas from there,
         parallel.py); segments go to `segment_folder` (default: target/.segments)."""
         self.report = BuildReport()
@@ -166,7 +175,9 @@ class PathIndexWriter:
         list_start = np.zeros(n_lists + 1, dtype=np.int64)
         np.cumsum(np.bincount(tid, minlength=n_lists), out=list_start[1:])
         buf, byte_offsets = encode_lists(
-            order, list_start, fid,
+            order,
+            list_start,
+            fid,
             np.frombuffer(self._node, dtype=np.int32),
             np.frombuffer(self._width, dtype=np.int32),
             np.frombuffer(self._sym_start, dtype=np.int64),
@@ -193,7 +204,9 @@ class PathIndexWriter:
         folder = self.segment_folder
         folder.mkdir(parents=True, exist_ok=True)
         buf, byte_offsets, list_start, first, last = self._encode()
-        self._segments.append(write_segment(folder, len(self._segments), buf, byte_offsets, list_start, first, last, len(self._sym)))
+        self._segments.append(
+            write_segment(folder, len(self._segments), buf, byte_offsets, list_start, first, last, len(self._sym))
+        )
         del buf
         self._reset_buffers()
 
@@ -204,8 +217,9 @@ class PathIndexWriter:
         if self._segments:
             if len(self._tid):
                 self._flush_segment()
-            byte_offsets, list_start, n_groups = merge_segments(self._segments, len(self._paths), target / "postings.bin",
-                                                                   self.progress)
+            byte_offsets, list_start, n_groups = merge_segments(
+                self._segments, len(self._paths), target / "postings.bin", self.progress
+            )
             remove_segments(self._segments)
             self.segment_folder.rmdir()
         else:
@@ -214,8 +228,18 @@ class PathIndexWriter:
             del buf
             self._reset_buffers()
             n_groups = self._groups
-        write_index_tables(target, byte_offsets, list_start, n_groups, self._leaves, self._doc, list(self._paths),
-                           list(self._symbols), self.report, {"segments": len(self._segments)})
+        write_index_tables(
+            target,
+            byte_offsets,
+            list_start,
+            n_groups,
+            self._leaves,
+            self._doc,
+            list(self._paths),
+            list(self._symbols),
+            self.report,
+            {"segments": len(self._segments)},
+        )
 
     def finish_part(self) -> IndexPart:
         """A worker's share of a parallel build (parallel.py): what is buffered flushed as a last segment, its
@@ -242,8 +266,18 @@ class IndexPart:
     table_file: Path
 
 
-def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int, leaves: np.ndarray,
-                       doc: np.ndarray, paths: list[str], symbols: list[str], report: BuildReport, extra: dict) -> None:
+def write_index_tables(
+    target: Path,
+    byte_offsets: np.ndarray,
+    list_start: np.ndarray,
+    n_groups: int,
+    leaves: np.ndarray,
+    doc: np.ndarray,
+    paths: list[str],
+    symbols: list[str],
+    report: BuildReport,
+    extra: dict,
+) -> None:
     """Everything of the index folder but postings.bin (written first): list and formula tables, dictionaries, meta."""
     np.savez(target / "lists.npz", byte_offsets=byte_offsets, list_start=list_start, n_groups=np.int64(n_groups))
     BlockTable.scan(target / "postings.bin", byte_offsets, list_start, n_groups).write(target)
@@ -266,13 +300,26 @@ def write_index_tables(target: Path, byte_offsets: np.ndarray, list_start: np.nd
     (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
-def build_path_index(formulas: Iterable[tuple[int, int, str]], n_formulas: int, target: Path, progress: bool = True,
-                     segment_bytes: int | None = None) -> BuildReport:
+def build_path_index(
+    formulas: Iterable[tuple[int, int, str]],
+    n_formulas: int,
+    target: Path,
+    progress: bool = True,
+    segment_bytes: int | None = None,
+) -> BuildReport:
     """Index (formula ordinal, document ordinal, LaTeX) triples into `target`; ordinals are < n_formulas.
     Entries are flushed as a segment whenever they pass `segment_bytes` and the segments merged at the end."""
     started = time.perf_counter()
     writer = PathIndexWriter(n_formulas, Path(target), segment_bytes, progress)
-    for fid, doc, latex in tqdm(formulas, total=n_formulas, desc="path index", unit=" formulas", file=sys.stderr, mininterval=2.0, disable=not progress):
+    for fid, doc, latex in tqdm(
+        formulas,
+        total=n_formulas,
+        desc="path index",
+        unit=" formulas",
+        file=sys.stderr,
+        mininterval=2.0,
+        disable=not progress,
+    ):
         writer.add(fid, doc, latex)
     writer.write(Path(target))
     writer.report.seconds = time.perf_counter() - started
@@ -301,7 +348,16 @@ class PathIndex:
     """A path index opened for search: hashed path dictionary, symbols, memory-mapped postings decoded per list on
     demand (lists.py), path weights, formula table (memory-mapped)."""
 
-    def __init__(self, folder: Path, meta: dict, paths: PathDictionary, symbols: dict[str, int], lists: PostingLists, leaves: np.ndarray, doc: np.ndarray):
+    def __init__(
+        self,
+        folder: Path,
+        meta: dict,
+        paths: PathDictionary,
+        symbols: dict[str, int],
+        lists: PostingLists,
+        leaves: np.ndarray,
+        doc: np.ndarray,
+    ):
         self.folder = folder
         self.meta = meta
         self.paths = paths
@@ -334,39 +390,60 @@ class PathIndex:
         try:
             yield
         except DamagedList as exc:
-            raise DamagedIndexError(f"the structure index at {self.folder} is damaged ({exc} in postings.bin); rebuild it with "
-                                    f"'mathscout index --index {self.folder.parent} --components structure'") from None
+            raise DamagedIndexError(
+                f"the structure index at {self.folder} is damaged ({exc} in postings.bin); rebuild it with "
+                f"'mathscout index --index {self.folder.parent} --components structure'"
+            ) from None
 
     @classmethod
     def open(cls, folder: Path | str) -> PathIndex:
         folder = Path(folder)
         missing = [name for name in _FILES if not (folder / name).is_file()]
         if missing:
-            raise IndexMissingError(f"the structure index at {folder} is incomplete (missing {', '.join(missing)}); rebuild it")
+            raise IndexMissingError(
+                f"the structure index at {folder} is incomplete (missing {', '.join(missing)}); rebuild it"
+            )
         try:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
             if meta.get("version") != FORMAT_VERSION:
-                raise MathScoutError(f"the structure index at {folder} has format {meta.get('version')}, expected {FORMAT_VERSION}: rebuild it")
+                raise MathScoutError(
+                    f"the structure index at {folder} has format {meta.get('version')}, expected {FORMAT_VERSION}: rebuild it"
+                )
             paths = PathDictionary.open(folder, lambda: load_json_gz(folder / "paths.json.gz"))
             symbols = {s: i for i, s in enumerate(json.loads((folder / "symbols.json").read_text(encoding="utf-8")))}
             lists = np.load(folder / "lists.npz", allow_pickle=False)
             byte_offsets, list_start = lists["byte_offsets"], lists["list_start"]
-            leaves, doc = load_npz_member(folder / "formulas.npz", "leaves"), load_npz_member(folder / "formulas.npz", "doc")
+            leaves, doc = (
+                load_npz_member(folder / "formulas.npz", "leaves"),
+                load_npz_member(folder / "formulas.npz", "doc"),
+            )
             size = (folder / "postings.bin").stat().st_size
             buf = np.memmap(folder / "postings.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
-            byte_offsets = np.ascontiguousarray(byte_offsets, dtype=np.int64) if np.issubdtype(byte_offsets.dtype, np.integer) else byte_offsets
-            list_start = np.ascontiguousarray(list_start, dtype=np.int64) if np.issubdtype(list_start.dtype, np.integer) else list_start
+            byte_offsets = (
+                np.ascontiguousarray(byte_offsets, dtype=np.int64)
+                if np.issubdtype(byte_offsets.dtype, np.integer)
+                else byte_offsets
+            )
+            list_start = (
+                np.ascontiguousarray(list_start, dtype=np.int64)
+                if np.issubdtype(list_start.dtype, np.integer)
+                else list_start
+            )
             n_groups = int(lists["n_groups"])
             check_layout(buf, byte_offsets, list_start, n_groups)
             blocks = BlockTable.open(folder, byte_offsets, list_start, n_groups)
-            postings = PostingLists(buf, byte_offsets, list_start, blocks, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES)
+            postings = PostingLists(
+                buf, byte_offsets, list_start, blocks, len(leaves), len(symbols), MAX_NODE_ID, MAX_FORMULA_LEAVES
+            )
             _check_tables(postings, paths, leaves, doc)
             return cls(folder, meta, paths, symbols, postings, leaves, doc)
         except MathScoutError:
             raise
         except Exception as exc:  # any damage the checks above found, or a reader's own error (zip, gzip, JSON)
-            raise DamagedIndexError(f"the structure index at {folder} is damaged or unreadable ({exc}); rebuild it with "
-                                    f"'mathscout index --index {folder.parent} --components structure'") from exc
+            raise DamagedIndexError(
+                f"the structure index at {folder} is damaged or unreadable ({exc}); rebuild it with "
+                f"'mathscout index --index {folder.parent} --components structure'"
+            ) from exc
 
     def path_idf(self, token_path: str) -> float:
         """idf of a token path (0 for a path the index has never seen: it cannot match)."""

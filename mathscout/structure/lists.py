@@ -69,7 +69,12 @@ class PathDictionary:
         if all((folder / name).is_file() for name in PATH_FILES):
             hashes = np.load(folder / "path_hash.npy", mmap_mode="r", allow_pickle=False)
             tids = np.load(folder / "path_tid.npy", mmap_mode="r", allow_pickle=False)
-            if hashes.ndim != 1 or tids.shape != hashes.shape or hashes.dtype != np.uint64 or not np.issubdtype(tids.dtype, np.integer):
+            if (
+                hashes.ndim != 1
+                or tids.shape != hashes.shape
+                or hashes.dtype != np.uint64
+                or not np.issubdtype(tids.dtype, np.integer)
+            ):
                 raise ValueError("the path dictionary tables are malformed")
             return cls(hashes, tids)
         return cls(None, None, {p: i for i, p in enumerate(read_json())})
@@ -137,7 +142,9 @@ def load_npz_member(path: Path, name: str) -> np.ndarray:
                 return np.lib.format.read_array(f, allow_pickle=False)
         with archive.open(info) as f:  # the member's .npy header tells shape, dtype and where the data starts
             version = np.lib.format.read_magic(f)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = read_header(f)
             header = f.tell()
     with open(path, "rb") as raw:
@@ -251,8 +258,9 @@ class BlockTable:
     group: np.ndarray
 
     @classmethod
-    def scan(cls, postings: Path, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int,
-             piece: int = SCAN_BYTES) -> BlockTable:
+    def scan(
+        cls, postings: Path, byte_offsets: np.ndarray, list_start: np.ndarray, n_groups: int, piece: int = SCAN_BYTES
+    ) -> BlockTable:
         """The table of a postings file, by one pass over it, read `piece` bytes of whole lists at a time (a list longer
         than that alone): memory stays bounded, no page of the file stays mapped. DamagedList when a list does not
         decode within its bytes."""
@@ -270,8 +278,13 @@ class BlockTable:
                 f.seek(lo)
                 chunk = np.fromfile(f, dtype=np.uint8, count=hi - lo)
                 b0, b1 = int(first[t]), int(first[u])
-                ok, c_byte, c_base, c_last, c_group = _scan_blocks(chunk, byte_offsets[t:u + 1] - lo, list_start[t:u + 1] - list_start[t],
-                                                                  np.int64(b1 - b0), BLOCK_SHIFT)
+                ok, c_byte, c_base, c_last, c_group = _scan_blocks(
+                    chunk,
+                    byte_offsets[t : u + 1] - lo,
+                    list_start[t : u + 1] - list_start[t],
+                    np.int64(b1 - b0),
+                    BLOCK_SHIFT,
+                )
                 if not ok or len(chunk) != hi - lo:
                     raise DamagedList("a posting list does not decode within its bytes")
                 byte[b0:b1], base[b0:b1], last[b0:b1] = c_byte[:-1] + lo, c_base, c_last
@@ -309,7 +322,12 @@ class BlockTable:
             return None  # another block size: scanned again
         table = cls(first, *(load_npz_member(path, name) for name in ("byte", "base", "last", "group")))
         n = int(first[-1])
-        if table.byte.shape != (n + 1,) or table.group.shape != (n + 1,) or table.base.shape != (n,) or table.last.shape != (n,):
+        if (
+            table.byte.shape != (n + 1,)
+            or table.group.shape != (n + 1,)
+            or table.base.shape != (n,)
+            or table.last.shape != (n,)
+        ):
             raise ValueError("the block table does not fit the posting lists")
         return table
 
@@ -320,8 +338,10 @@ class BlockTable:
         if table is not None:
             return table
         started = time.perf_counter()
-        notice(f"structure index {folder}: indexing the blocks of its posting lists (once; an index built before "
-               "block skipping)")
+        notice(
+            f"structure index {folder}: indexing the blocks of its posting lists (once; an index built before "
+            "block skipping)"
+        )
         table = cls.scan(folder / "postings.bin", byte_offsets, list_start, n_groups)
         try:
             table.write(folder)
@@ -349,8 +369,9 @@ def decode_block(ix, ab):
     n_symbols, max_node, max_leaves = limits[1], limits[2], limits[3]
     e = ab << BLOCK_SHIFT
     for i in range(n):
-        delta, node[e + i], width[e + i], groups, at = _entry_head(buf, at, end, last - previous, max_node, max_leaves,
-                                                                  min(max_leaves, g_end - g))
+        delta, node[e + i], width[e + i], groups, at = _entry_head(
+            buf, at, end, last - previous, max_node, max_leaves, min(max_leaves, g_end - g)
+        )
         previous += delta
         fid[e + i] = previous
         sym_start[e + i] = g
@@ -452,8 +473,17 @@ def mark_formulas(ix, start, end, mask):
 class PostingLists:
     """Lists of a memory-mapped postings.bin, read a block at a time by the kernels (see the module's docstring)."""
 
-    def __init__(self, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray, blocks: BlockTable, n_formulas: int,
-                 n_symbols: int, max_node: int, max_leaves: int):
+    def __init__(
+        self,
+        buf: np.ndarray,
+        byte_offsets: np.ndarray,
+        list_start: np.ndarray,
+        blocks: BlockTable,
+        n_formulas: int,
+        n_symbols: int,
+        max_node: int,
+        max_leaves: int,
+    ):
         self.buf, self.byte_offsets, self.list_start, self.blocks = buf, byte_offsets, list_start, blocks
         self.n_formulas, self.n_symbols, self.max_node, self.max_leaves = n_formulas, n_symbols, max_node, max_leaves
         self.limits = np.array([n_formulas, n_symbols, max_node, max_leaves], dtype=np.int64)
@@ -492,9 +522,19 @@ class PostingLists:
         capacity = n << BLOCK_SHIFT
         sym, fp, count = (np.empty(int(g_at[-1]), dtype=np.int32) for _ in range(3))
         postings = BlockedPostings(
-            np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.int32),
-            np.empty(capacity + 1, dtype=np.int64), sym, fp, count,
-            self.buf, blocks, np.zeros(n, dtype=np.uint8), self.limits, self.symbol_map)
+            np.empty(capacity, dtype=np.int32),
+            np.empty(capacity, dtype=np.int32),
+            np.empty(capacity, dtype=np.int32),
+            np.empty(capacity + 1, dtype=np.int64),
+            sym,
+            fp,
+            count,
+            self.buf,
+            blocks,
+            np.zeros(n, dtype=np.uint8),
+            self.limits,
+            self.symbol_map,
+        )
         start = at[:-1] << BLOCK_SHIFT
         return postings, start[inverse], (start + df)[inverse]
 
@@ -503,13 +543,17 @@ class PostingLists:
         first, later = at[:-1][df > 0], np.ones(len(blocks), dtype=bool)
         later[first] = False
         size = blocks[:, B_END] - blocks[:, B_BYTE]
-        ok = (np.all(blocks[first, B_BYTE] == self.byte_offsets[tids[df > 0]])
-              and np.all(blocks[at[1:][df > 0] - 1, B_END] == self.byte_offsets[tids[df > 0] + 1])
-              and np.all(blocks[first, B_BASE] == 0)
-              and np.all(blocks[1:, B_BASE][later[1:]] == blocks[:-1, B_LAST][later[1:]])
-              and np.all(blocks[:, B_LAST] >= blocks[:, B_BASE]) and np.all(blocks[:, B_LAST] < self.n_formulas)
-              and np.all(blocks[:, B_ENTRIES] >= 1) and np.all(size >= 4 * blocks[:, B_ENTRIES])
-              and np.all(blocks[:, B_GROUP_END] >= blocks[:, B_GROUP])
-              and np.all(3 * (blocks[:, B_GROUP_END] - blocks[:, B_GROUP]) <= size))
+        ok = (
+            np.all(blocks[first, B_BYTE] == self.byte_offsets[tids[df > 0]])
+            and np.all(blocks[at[1:][df > 0] - 1, B_END] == self.byte_offsets[tids[df > 0] + 1])
+            and np.all(blocks[first, B_BASE] == 0)
+            and np.all(blocks[1:, B_BASE][later[1:]] == blocks[:-1, B_LAST][later[1:]])
+            and np.all(blocks[:, B_LAST] >= blocks[:, B_BASE])
+            and np.all(blocks[:, B_LAST] < self.n_formulas)
+            and np.all(blocks[:, B_ENTRIES] >= 1)
+            and np.all(size >= 4 * blocks[:, B_ENTRIES])
+            and np.all(blocks[:, B_GROUP_END] >= blocks[:, B_GROUP])
+            and np.all(3 * (blocks[:, B_GROUP_END] - blocks[:, B_GROUP]) <= size)
+        )
         if not ok:
             raise DamagedList("the block table does not describe the posting lists")

@@ -70,8 +70,11 @@ class ParallelReport(BuildReport):
 
     def as_stats(self, target: Path) -> dict:
         """BuildReport's stats with each worker's figures and the sum of their peaks (what the component records)."""
-        return {**super().as_stats(target), "workers": self.workers,
-                "workers_peak_mib_sum": round(sum(w["peak_mib"] for w in self.workers), 1)}
+        return {
+            **super().as_stats(target),
+            "workers": self.workers,
+            "workers_peak_mib_sum": round(sum(w["peak_mib"] for w in self.workers), 1),
+        }
 
 
 def _worker(number: int, store_path: str, first: int, end: int, folder: str, segment_bytes: int, done, results) -> None:
@@ -93,10 +96,29 @@ def _worker(number: int, store_path: str, first: int, end: int, folder: str, seg
         done.value = writer.report.formulas
         usage = process_usage()
         report = writer.report
-        results.put(("ok", asdict(WorkerResult(
-            number, first, end, [(str(s.postings), str(s.table), s.groups) for s in part.segments], str(part.paths_file),
-            str(part.symbols_file), str(part.table_file), report.formulas, report.indexed, report.entries,
-            dict(report.skipped), time.perf_counter() - started, usage.cpu_seconds, usage.peak_mib))))
+        results.put(
+            (
+                "ok",
+                asdict(
+                    WorkerResult(
+                        number,
+                        first,
+                        end,
+                        [(str(s.postings), str(s.table), s.groups) for s in part.segments],
+                        str(part.paths_file),
+                        str(part.symbols_file),
+                        str(part.table_file),
+                        report.formulas,
+                        report.indexed,
+                        report.entries,
+                        dict(report.skipped),
+                        time.perf_counter() - started,
+                        usage.cpu_seconds,
+                        usage.peak_mib,
+                    )
+                ),
+            )
+        )
     except BaseException as exc:  # noqa: BLE001 — the parent re-raises it (an OSError with its errno: a full disk stays recognisable)
         results.put(("error", number, type(exc).__name__, getattr(exc, "errno", None), str(exc)))
 
@@ -106,8 +128,9 @@ def _ranges(n_formulas: int, workers: int) -> list[tuple[int, int]]:
     return [(bounds[w], bounds[w + 1]) for w in range(workers)]
 
 
-def _run_workers(store_path: Path, n_formulas: int, work: Path, workers: int, segment_bytes: int,
-                 progress: bool) -> list[WorkerResult]:
+def _run_workers(
+    store_path: Path, n_formulas: int, work: Path, workers: int, segment_bytes: int, progress: bool
+) -> list[WorkerResult]:
     """Start one spawned process per range, show their summed progress, collect their results (in range order)."""
     context = multiprocessing.get_context("spawn")  # never fork: a JVM or threads may live in this process
     results = context.Queue()
@@ -117,11 +140,22 @@ def _run_workers(store_path: Path, n_formulas: int, work: Path, workers: int, se
     for number, (first, end) in enumerate(ranges):
         folder = work / f"worker-{number}"
         folder.mkdir(parents=True)
-        processes.append(context.Process(target=_worker, name=f"path-index-worker-{number}", daemon=True,
-                                         args=(number, str(store_path), first, end, str(folder), segment_bytes,
-                                               counters[number], results)))
-    bar = tqdm(total=n_formulas, desc=f"path index ({workers} workers)", unit=" formulas", file=sys.stderr,
-               mininterval=2.0, disable=not progress)
+        processes.append(
+            context.Process(
+                target=_worker,
+                name=f"path-index-worker-{number}",
+                daemon=True,
+                args=(number, str(store_path), first, end, str(folder), segment_bytes, counters[number], results),
+            )
+        )
+    bar = tqdm(
+        total=n_formulas,
+        desc=f"path index ({workers} workers)",
+        unit=" formulas",
+        file=sys.stderr,
+        mininterval=2.0,
+        disable=not progress,
+    )
     collected: dict[int, WorkerResult] = {}
     try:
         for p in processes:
@@ -132,8 +166,10 @@ def _run_workers(store_path: Path, n_formulas: int, work: Path, workers: int, se
             except queue.Empty:
                 dead = [p for p in processes if not p.is_alive() and p.exitcode not in (0, None)]
                 if dead:
-                    raise MathScoutError(f"the structure build's {', '.join(p.name for p in dead)} stopped (exit code "
-                                         f"{dead[0].exitcode}) before it finished") from None
+                    raise MathScoutError(
+                        f"the structure build's {', '.join(p.name for p in dead)} stopped (exit code "
+                        f"{dead[0].exitcode}) before it finished"
+                    ) from None
             else:
                 if message[0] == "error":
                     _, number, kind, errno, text = message
@@ -170,18 +206,28 @@ def _global_ids(results: list[WorkerResult]) -> tuple[list[str], list[str], list
     return list(paths), list(symbols), maps
 
 
-def _global_segments(results: list[WorkerResult], maps: list[tuple[np.ndarray, np.ndarray]], progress: bool) -> list[Segment]:
+def _global_segments(
+    results: list[WorkerResult], maps: list[tuple[np.ndarray, np.ndarray]], progress: bool
+) -> list[Segment]:
     """Every worker's segments in global ids, in formula order (worker 0's need no renumbering)."""
     segments: list[Segment] = []
     later = [(r, maps[i]) for i, r in enumerate(results) if i > 0]
-    bar = tqdm(total=sum(len(r.segments) for r, _ in later), desc="path index renumber (segments)", unit=" segments",
-               file=sys.stderr, mininterval=2.0, disable=not progress or not later)
+    bar = tqdm(
+        total=sum(len(r.segments) for r, _ in later),
+        desc="path index renumber (segments)",
+        unit=" segments",
+        file=sys.stderr,
+        mininterval=2.0,
+        disable=not progress or not later,
+    )
     with bar:
         for i, r in enumerate(results):
             for postings, table, groups in r.segments:
                 segment = Segment(Path(postings), Path(table), groups)
                 if i > 0:
-                    target = Segment(segment.postings.with_suffix(".global.bin"), segment.table.with_suffix(".global.rows"), groups)
+                    target = Segment(
+                        segment.postings.with_suffix(".global.bin"), segment.table.with_suffix(".global.rows"), groups
+                    )
                     local, segment = segment, renumber_segment(segment, maps[i][0], maps[i][1], target)
                     remove_segments([local])
                     bar.update(1)
@@ -189,8 +235,14 @@ def _global_segments(results: list[WorkerResult], maps: list[tuple[np.ndarray, n
     return segments
 
 
-def build_path_index_parallel(store_path: Path, n_formulas: int, target: Path, workers: int, progress: bool = True,
-                              segment_bytes: int | None = None) -> ParallelReport:
+def build_path_index_parallel(
+    store_path: Path,
+    n_formulas: int,
+    target: Path,
+    workers: int,
+    progress: bool = True,
+    segment_bytes: int | None = None,
+) -> ParallelReport:
     """Index every formula of the store at `store_path` into `target` with `workers` processes (same files as
     index.build_path_index over store.iter_formula_latex())."""
     started = time.perf_counter()
@@ -198,8 +250,9 @@ def build_path_index_parallel(store_path: Path, n_formulas: int, target: Path, w
     target.mkdir(parents=True, exist_ok=True)
     work = target / ".segments"
     try:
-        results = _run_workers(Path(store_path), n_formulas, work, workers, segment_bytes or default_segment_bytes(),
-                               progress)
+        results = _run_workers(
+            Path(store_path), n_formulas, work, workers, segment_bytes or default_segment_bytes(), progress
+        )
         paths, symbols, maps = _global_ids(results)
         segments = _global_segments(results, maps, progress)
         del maps
@@ -209,15 +262,37 @@ def build_path_index_parallel(store_path: Path, n_formulas: int, target: Path, w
         doc = np.full(n_formulas, -1, dtype=np.int32)
         for r in results:
             with np.load(r.table_file, allow_pickle=False) as table:
-                leaves[r.first:r.end], doc[r.first:r.end] = table["leaves"], table["doc"]
-        report = ParallelReport(formulas=sum(r.formulas for r in results), indexed=sum(r.indexed for r in results),
-                                entries=sum(r.entries for r in results),
-                                skipped=sum((Counter(r.skipped) for r in results), Counter()))
-        report.workers = [{"first": r.first, "end": r.end, "formulas": r.formulas, "segments": len(r.segments),
-                           "seconds": round(r.seconds, 2), "cpu_seconds": round(r.cpu_seconds, 2),
-                           "peak_mib": round(r.peak_mib, 1)} for r in results]
-        write_index_tables(target, byte_offsets, list_start, n_groups, leaves, doc, paths, symbols, report,
-                           {"segments": len(segments), "workers": len(results)})
+                leaves[r.first : r.end], doc[r.first : r.end] = table["leaves"], table["doc"]
+        report = ParallelReport(
+            formulas=sum(r.formulas for r in results),
+            indexed=sum(r.indexed for r in results),
+            entries=sum(r.entries for r in results),
+            skipped=sum((Counter(r.skipped) for r in results), Counter()),
+        )
+        report.workers = [
+            {
+                "first": r.first,
+                "end": r.end,
+                "formulas": r.formulas,
+                "segments": len(r.segments),
+                "seconds": round(r.seconds, 2),
+                "cpu_seconds": round(r.cpu_seconds, 2),
+                "peak_mib": round(r.peak_mib, 1),
+            }
+            for r in results
+        ]
+        write_index_tables(
+            target,
+            byte_offsets,
+            list_start,
+            n_groups,
+            leaves,
+            doc,
+            paths,
+            symbols,
+            report,
+            {"segments": len(segments), "workers": len(results)},
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report.seconds = time.perf_counter() - started

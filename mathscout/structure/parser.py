@@ -85,8 +85,23 @@ _QVAR_IN_TEXT = re.compile(r"\\qvar\s*\{([^{}]*)\}")
 _CLASS: dict[str, str | None] = {}
 for _v in (*_OPS, *PREFIX_OPS, *INFIX_FRACTIONS, *ALL_CLOSERS, "\\right", "\\not"):
     _CLASS[_v] = None
-for _v in (*OPENERS, "{", "\\left", "^", "_", "'", "\\pmod", *GREEK, *CONSTANTS, DOTS, *TWO_ARG_OPERATORS,
-           "\\sqrt", *ACCENTS, *TRANSPARENT, *SCRIPTED_BASES):
+for _v in (
+    *OPENERS,
+    "{",
+    "\\left",
+    "^",
+    "_",
+    "'",
+    "\\pmod",
+    *GREEK,
+    *CONSTANTS,
+    DOTS,
+    *TWO_ARG_OPERATORS,
+    "\\sqrt",
+    *ACCENTS,
+    *TRANSPARENT,
+    *SCRIPTED_BASES,
+):
     _CLASS[_v] = "atom"
 for _v in SYMBOLS:
     _CLASS[_v] = "opsym" if _v in _OPS else "atom"
@@ -112,7 +127,9 @@ def parse_latex(latex: str, lexer: int = LEXER) -> ParseResult:
         result = _Parser(latex, lexer).parse()
     except RecursionError:  # a safety net: MAX_DEPTH keeps recursion well below the interpreter limit
         return ParseResult(None, False, "nesting too deep")
-    if result.tree is not None and _flatten_deep(result.tree):  # chains built in loops (`x^x^x…`) nest without recursing
+    if result.tree is not None and _flatten_deep(
+        result.tree
+    ):  # chains built in loops (`x^x^x…`) nest without recursing
         flattened = f"formula tree deeper than {MAX_TREE_DEPTH} levels flattened"
         return ParseResult(result.tree, False, "; ".join(filter(None, [result.error, flattened])))
     return result
@@ -483,8 +500,12 @@ class _Parser:
                 return Node(token, symbol, [operand]) if token else operand
             if v in _OPS and v not in _NOT_SYMBOL_OPS:  # an operator where an operand belongs: `f(\cdot)`, `x^{*}`
                 nxt = self.toks[self.pos + 1] if self.pos + 1 < self.n else _END
-                if (nxt is _END or nxt[1] == "," or self._is_closer(nxt)
-                        or (_OPS[v].level >= ADDITIVE and nxt[0] == "c" and nxt[1] in _OPS)):
+                if (
+                    nxt is _END
+                    or nxt[1] == ","
+                    or self._is_closer(nxt)
+                    or (_OPS[v].level >= ADDITIVE and nxt[0] == "c" and nxt[1] in _OPS)
+                ):
                     self.pos += 1
                     return self._leaf("SYM", v, tok)
         return self._implicit(False)
@@ -522,7 +543,7 @@ class _Parser:
     def _differential(self) -> bool:
         """At `dx` (a `d` then a letter): a function's argument ends there (`\\ln x\\,dx`)."""
         tok = self.toks[self.pos]
-        return (tok[1] == "d" and tok[0] == "l" and self.pos + 1 < self.n and self.toks[self.pos + 1][0] == "l")
+        return tok[1] == "d" and tok[0] == "l" and self.pos + 1 < self.n and self.toks[self.pos + 1][0] == "l"
 
     def _atom_class(self, tok: Token, have_operand: bool) -> str | None:
         """What `tok` starts: 'atom', 'func' (function name), 'bigop', or None (not an operand)."""

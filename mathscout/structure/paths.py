@@ -70,7 +70,9 @@ def fnv1a16(parts: list[str]) -> int:
     return (h >> 16) ^ (h & 0xFFFF)
 
 
-def path_prefixes(tree: Node, max_operators: int = MAX_PATH_OPERATORS, wildcard_paths: bool = False) -> list[PathPrefix]:
+def path_prefixes(
+    tree: Node, max_operators: int = MAX_PATH_OPERATORS, wildcard_paths: bool = False
+) -> list[PathPrefix]:
     """All prefixes of all leaf-root paths of `tree`; a query's wildcard leaves give `*` paths.
 
     `wildcard_paths` (documents): also the `*` paths of every non-root, non-abstract node (Zhong 2023 thesis §4.4.1).
@@ -117,8 +119,15 @@ def _leaves_below(tree: Node) -> dict[int, int]:
     return below
 
 
-def _leaf_prefixes(token: str, symbol: str, position: int, leaves: int, chain: list[tuple[Node, int]], max_operators: int,
-                   out: list[PathPrefix]) -> None:
+def _leaf_prefixes(
+    token: str,
+    symbol: str,
+    position: int,
+    leaves: int,
+    chain: list[tuple[Node, int]],
+    max_operators: int,
+    out: list[PathPrefix],
+) -> None:
     tokens = [token]
     fingerprint_symbols: list[str] = []
     operators = 0

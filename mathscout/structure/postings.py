@@ -138,7 +138,12 @@ def check_layout(buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarr
         raise DamagedPostings("list tables of different lengths")
     if not (np.issubdtype(byte_offsets.dtype, np.integer) and np.issubdtype(list_start.dtype, np.integer)):
         raise DamagedPostings("list tables are not integers")
-    if list_start[0] != 0 or byte_offsets[0] != 0 or np.any(np.diff(list_start) < 0) or np.any(np.diff(byte_offsets) < 0):
+    if (
+        list_start[0] != 0
+        or byte_offsets[0] != 0
+        or np.any(np.diff(list_start) < 0)
+        or np.any(np.diff(byte_offsets) < 0)
+    ):
         raise DamagedPostings("list tables are not increasing")
     if byte_offsets[-1] > len(buf) or n_groups < 0 or list_start[-1] > len(buf) or n_groups > len(buf):
         raise DamagedPostings("list tables point past the posting file")

@@ -57,7 +57,9 @@ def floored_path_idf(total_paths: int, path_frequency):
     return np.log(np.maximum(total_paths / np.asarray(path_frequency, dtype=np.float64), 1.0 + 1e-9))
 
 
-def node_pair_width(query: Mapping[str, int], doc: Mapping[str, int], idf: Callable[[str], float] | None = None) -> float:
+def node_pair_width(
+    query: Mapping[str, int], doc: Mapping[str, int], idf: Callable[[str], float] | None = None
+) -> float:
     """ν(G^(m,n)) = Σ_t min(|Q_t^(m)|, |D_t^(n)|) (Zhong 2023 thesis, Eq. 4.9), each path weighted by idf_t when given (Eq. 3.5)."""
     total = 0.0
     for t, q_count in query.items():
@@ -95,14 +97,18 @@ def widest_match(query: NodePaths, doc: NodePaths, idf: Callable[[str], float] |
     return best
 
 
-def mark_delta(q_symbol: str, q_fingerprint: int, d_symbol: str, d_fingerprint: int, b1: float = B1, b2: float = B2) -> float:
+def mark_delta(
+    q_symbol: str, q_fingerprint: int, d_symbol: str, d_fingerprint: int, b1: float = B1, b2: float = B2
+) -> float:
     """Zhong 2023 thesis, Alg. 2 line 4: δ = 1 for a complete match (symbol and fingerprint), b1 if only the operands match, else b2."""
     if q_symbol == d_symbol:
         return 1.0 if q_fingerprint == d_fingerprint else b1
     return b2
 
 
-def mark(partitions: Iterable[tuple[Sequence[PathPrefix], Sequence[PathPrefix]]], b1: float = B1, b2: float = B2) -> dict[str, dict[str, float]]:
+def mark(
+    partitions: Iterable[tuple[Sequence[PathPrefix], Sequence[PathPrefix]]], b1: float = B1, b2: float = B2
+) -> dict[str, dict[str, float]]:
     """MARK of Zhong 2023 thesis Alg. 2 over the structurally matched paths, one (query paths, document paths) pair per token path.
 
     Within a token-path partition every query path may pair with every document path (the partition is a
@@ -119,7 +125,9 @@ def mark(partitions: Iterable[tuple[Sequence[PathPrefix], Sequence[PathPrefix]]]
     return bound_scores
 
 
-def cross(bound_scores: Mapping[str, Mapping[str, float]], query_sizes: Mapping[str, int], symbol_key: SymbolKey = str) -> float:
+def cross(
+    bound_scores: Mapping[str, Mapping[str, float]], query_sizes: Mapping[str, int], symbol_key: SymbolKey = str
+) -> float:
     """CROSS of Zhong 2023 thesis Alg. 2: query bound variables in decreasing size greedily take their best uncrossed document symbol."""
     score = 0.0
     crossed: set[str] = set()
@@ -134,7 +142,13 @@ def cross(bound_scores: Mapping[str, Mapping[str, float]], query_sizes: Mapping[
     return score
 
 
-def mark_and_cross(query: Mapping[str, Sequence[PathPrefix]], doc: Mapping[str, Sequence[PathPrefix]], b1: float = B1, b2: float = B2, symbol_key: SymbolKey = str) -> float:
+def mark_and_cross(
+    query: Mapping[str, Sequence[PathPrefix]],
+    doc: Mapping[str, Sequence[PathPrefix]],
+    b1: float = B1,
+    b2: float = B2,
+    symbol_key: SymbolKey = str,
+) -> float:
     """Zhong 2023 thesis, Alg. 2 for a matched node pair: unnormalised symbol similarity of query paths under m and document paths under n."""
     partitions = [(q_paths, doc[t]) for t, q_paths in query.items() if t in doc]
     sizes = Counter(p.symbol for q_paths in query.values() for p in q_paths)
@@ -176,8 +190,12 @@ def math_text_score(math_score: float, text_score: float, lambda_m: float = LAMB
     return lambda_m * math_score + text_score
 
 
-def fuse_math_text(formula_lists: Iterable[Iterable[tuple[Any, float]]], text: Mapping[Any, float], lambda_m: float,
-                   structure_alone: Iterable[Any] = ()) -> tuple[dict[Any, float], dict[Any, float]]:
+def fuse_math_text(
+    formula_lists: Iterable[Iterable[tuple[Any, float]]],
+    text: Mapping[Any, float],
+    lambda_m: float,
+    structure_alone: Iterable[Any] = (),
+) -> tuple[dict[Any, float], dict[Any, float]]:
     """Zhong 2023 thesis, Eq. 3.18 over the union of ranked lists: each formula's (document, score) list and the text part's scores,
     a list counting 0 for a document outside it. Documents in `structure_alone` score Σ_formulas alone (Zhong 2023 thesis, Eq. 3.16;
     KindSetting.text "parts"). Returns (Σ_formulas score of each listed document, the positive fused scores); the
@@ -225,7 +243,9 @@ def formula_similarity(
     sym = symbol_factor(normalised)
     penalty = length_penalty(doc_length, eta)
     matched = frozenset(leaf for t, ps in d_paths.items() if t in q_paths for p in ps for leaf in p.covered)
-    return FormulaMatch(overall_score(best.width, sym, penalty), best.width, sym, penalty, best.query_node, best.doc_node, matched)
+    return FormulaMatch(
+        overall_score(best.width, sym, penalty), best.width, sym, penalty, best.query_node, best.doc_node, matched
+    )
 
 
 # ---- multi-tree matching (Zhong 2023 thesis §3.1.4, Alg. 1) ----
@@ -251,7 +271,9 @@ class _PairMatch:
     doc_matched: frozenset[int]
 
 
-def _maximum_matching(q_paths: Mapping[str, list[PathPrefix]], d_paths: Mapping[str, list[PathPrefix]]) -> tuple[set[int], set[int]]:
+def _maximum_matching(
+    q_paths: Mapping[str, list[PathPrefix]], d_paths: Mapping[str, list[PathPrefix]]
+) -> tuple[set[int], set[int]]:
     """A maximum matching of two path sets, partition by partition; equal symbols are paired first."""
     q_leaves: set[int] = set()
     d_leaves: set[int] = set()
@@ -280,8 +302,12 @@ def multi_tree_match(query: Sequence[PathPrefix], doc: Sequence[PathPrefix], max
     Root ends are never abstract nodes (`paths.is_abstract`), so every operator counted is visible.
     """
     q_nodes, d_nodes = group_by_root(query), group_by_root(doc)
-    q_subtree = {m: frozenset(leaf for ps in by_t.values() for p in ps for leaf in p.covered) for m, by_t in q_nodes.items()}
-    d_subtree = {n: frozenset(leaf for ps in by_t.values() for p in ps for leaf in p.covered) for n, by_t in d_nodes.items()}
+    q_subtree = {
+        m: frozenset(leaf for ps in by_t.values() for p in ps for leaf in p.covered) for m, by_t in q_nodes.items()
+    }
+    d_subtree = {
+        n: frozenset(leaf for ps in by_t.values() for p in ps for leaf in p.covered) for n, by_t in d_nodes.items()
+    }
     pairs: list[_PairMatch] = []
     for m in sorted(q_nodes):
         for n in sorted(d_nodes):

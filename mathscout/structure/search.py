@@ -86,7 +86,9 @@ class PreparedQuery:
     latex: str
     tree: Node
     prefixes: list[PathPrefix]
-    symbol_keys: dict[str, int]  # the query's symbols → Zhong 2023 thesis Alg. 2 tie-breaking order (index ids, unseen symbols after them)
+    symbol_keys: dict[
+        str, int
+    ]  # the query's symbols → Zhong 2023 thesis Alg. 2 tie-breaking order (index ids, unseen symbols after them)
     index_symbols: dict[str, int]
     node_ids: np.ndarray  # query node (root-end id) of each kernel node, by decreasing upper bound
     arrays: tuple
@@ -135,8 +137,10 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
         raise QueryError(f"could not read the formula '{latex[:80]}' ({result.error or 'no math content'})")
     prefixes = path_prefixes(result.tree)
     if not index.wildcard_paths and has_wildcard(prefixes):
-        raise QueryError("this structure index has no wildcard paths, so \\qvar wildcards cannot match: rebuild it "
-                         "(mathscout index --index DIR --components structure)")
+        raise QueryError(
+            "this structure index has no wildcard paths, so \\qvar wildcards cannot match: rebuild it "
+            "(mathscout index --index DIR --components structure)"
+        )
     n_symbols = len(index.symbols)
     unseen = sorted({p.symbol for p in prefixes if p.symbol not in index.symbols})
     keys = {s: index.symbols.get(s, -1) for s in {p.symbol for p in prefixes}}
@@ -160,7 +164,9 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
             if t in index.paths:
                 upper += len(ps) * weight(index.paths[t])
             elif index.outside_weight is not None and (outside := index.outside_weight(t)) is not None:
-                upper += len(ps) * (outside if path_weights else 1.0)  # a shard: a path only other shards hold (retrievers/shards)
+                upper += len(ps) * (
+                    outside if path_weights else 1.0
+                )  # a shard: a path only other shards hold (retrievers/shards)
         widest = max(widest, upper)  # a node only other shards hold still bounds the query's width
         if slots:
             nodes.append((-upper, m, by_t, slots, upper))
@@ -188,7 +194,9 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
         node_rows.append(len(rows))
 
     tids = np.array(list(list_ids), dtype=np.int64)
-    postings, list_start, list_end = index.view(tids)  # the query's lists, decoded a block at a time by the kernels (lists.py)
+    postings, list_start, list_end = index.view(
+        tids
+    )  # the query's lists, decoded a block at a time by the kernels (lists.py)
     list_weight = np.array([weight(t) for t in tids], dtype=np.float64)
     n_nodes, n_lists = len(nodes), len(tids)
     w_matrix = np.zeros((n_nodes, n_lists), dtype=np.float64)  # W of Zhong 2023 thesis §4.1.4: w_{m,t} · idf_t
@@ -213,15 +221,39 @@ def prepare_query(index: PathIndex, latex: str, path_weights: bool = True, lexer
         w_matrix,
     )
     node_ids = np.array([n[1] for n in nodes], dtype=np.int64)
-    return PreparedQuery(latex, result.tree, prefixes, keys, index.symbols, node_ids, arrays, tids, _kernel_index(index, postings),
-                         widest, index)
+    return PreparedQuery(
+        latex,
+        result.tree,
+        prefixes,
+        keys,
+        index.symbols,
+        node_ids,
+        arrays,
+        tids,
+        _kernel_index(index, postings),
+        widest,
+        index,
+    )
 
 
 def _kernel_index(index: PathIndex, postings) -> tuple:
     """The kernels' index arrays: the query's lists, the formula table, then what the lists' blocks decode from."""
-    return (postings.fid, postings.node, postings.width, postings.sym_start, postings.sym, postings.fp, postings.count,
-            np.asarray(index.leaves), np.asarray(index.doc), postings.buf, postings.blocks, postings.decoded, postings.limits,
-            postings.symbol_map)
+    return (
+        postings.fid,
+        postings.node,
+        postings.width,
+        postings.sym_start,
+        postings.sym,
+        postings.fp,
+        postings.count,
+        np.asarray(index.leaves),
+        np.asarray(index.doc),
+        postings.buf,
+        postings.blocks,
+        postings.decoded,
+        postings.limits,
+        postings.symbol_map,
+    )
 
 
 def bind(index: PathIndex, queries: list[PreparedQuery]) -> tuple[tuple, list[tuple]]:
@@ -247,21 +279,37 @@ class StructureSearcher:
     parsed with, the one that parsed the index's formulas (`lexer.recorded_lexer` of its manifest entry).
     """
 
-    def __init__(self, index: PathIndex, eta: float = ETA_ARQMATH, b1: float = B1, b2: float = B2, path_weights: bool = True,
-                 lexer: int = LEXER):
+    def __init__(
+        self,
+        index: PathIndex,
+        eta: float = ETA_ARQMATH,
+        b1: float = B1,
+        b2: float = B2,
+        path_weights: bool = True,
+        lexer: int = LEXER,
+    ):
         self.index = index
         self.eta, self.b1, self.b2, self.path_weights, self.lexer = eta, b1, b2, path_weights, lexer
         max_node = index.lists.max_node + 1  # every decoded node id is checked to be ≤ this (lists.py)
         self.scratch = (
             np.zeros(max_node, dtype=np.float64),  # accumulated width per document node
             np.zeros(max_node, dtype=np.int64),  # touched document nodes
-            np.full(len(index.symbols) + 1, -1, dtype=np.int64),  # document symbol → column of Zhong 2023 thesis Alg. 2's table
+            np.full(
+                len(index.symbols) + 1, -1, dtype=np.int64
+            ),  # document symbol → column of Zhong 2023 thesis Alg. 2's table
         )
 
     def prepare(self, latex: str) -> PreparedQuery:
         return prepare_query(self.index, latex, self.path_weights, self.lexer)
 
-    def search(self, query: str | PreparedQuery, k: int = 100, strategy: str = "gbp-len", per_document: bool = False, initial_threshold_factor: float = 0.0) -> list[FormulaHit]:
+    def search(
+        self,
+        query: str | PreparedQuery,
+        k: int = 100,
+        strategy: str = "gbp-len",
+        per_document: bool = False,
+        initial_threshold_factor: float = 0.0,
+    ) -> list[FormulaHit]:
         """Top-k formulas (or documents, by their best formula) for a query formula, best first.
 
         strategy: "exhaustive" (score every formula sharing a path with the query) or a pruning strategy
@@ -274,7 +322,19 @@ class StructureSearcher:
             return []
         theta0 = initial_threshold(initial_threshold_factor, prepared.width, self.eta)
         with self.index.reading():
-            out = _search(prepared.ix, prepared.arrays, self.scratch, np.zeros(0, np.int64), k, STRATEGIES[strategy], per_document, self.eta, self.b1, self.b2, theta0)
+            out = _search(
+                prepared.ix,
+                prepared.arrays,
+                self.scratch,
+                np.zeros(0, np.int64),
+                k,
+                STRATEGIES[strategy],
+                per_document,
+                self.eta,
+                self.b1,
+                self.b2,
+                theta0,
+            )
         return self._hits(prepared, out)
 
     def score_formulas(self, query: str | PreparedQuery, formulas: np.ndarray) -> list[FormulaHit]:
@@ -284,7 +344,19 @@ class StructureSearcher:
         if not prepared.searchable or len(candidates) == 0:
             return []
         with self.index.reading():
-            out = _search(prepared.ix, prepared.arrays, self.scratch, candidates, len(candidates), _GIVEN, False, self.eta, self.b1, self.b2, 0.0)
+            out = _search(
+                prepared.ix,
+                prepared.arrays,
+                self.scratch,
+                candidates,
+                len(candidates),
+                _GIVEN,
+                False,
+                self.eta,
+                self.b1,
+                self.b2,
+                0.0,
+            )
         return self._hits(prepared, out)
 
     def _hits(self, prepared: PreparedQuery, out) -> list[FormulaHit]:
@@ -292,8 +364,15 @@ class StructureSearcher:
         order = np.lexsort((fids, -scores))
         leaves = self.index.leaves
         return [
-            FormulaHit(int(fids[i]), float(scores[i]), int(docs[i]), int(prepared.node_ids[ms[i]]), int(ns[i]), float(ws[i]),
-                       match_tier(prepared.width, float(ws[i]), float(scores[i]), int(leaves[fids[i]]), self.eta))
+            FormulaHit(
+                int(fids[i]),
+                float(scores[i]),
+                int(docs[i]),
+                int(prepared.node_ids[ms[i]]),
+                int(ns[i]),
+                float(ws[i]),
+                match_tier(prepared.width, float(ws[i]), float(scores[i]), int(leaves[fids[i]]), self.eta),
+            )
             for i in order
             if scores[i] > 0
         ]
@@ -312,7 +391,23 @@ def _penalty(leaves, eta):
 def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, crossed, b1, b2):
     """Zhong 2023 thesis, Alg. 2 (MARK then CROSS) for query node m against document node n_doc; returns S'_sym (normalised)."""
     e_fid, e_node, e_sym_start, s_sym, s_fp, s_cnt, decoded = ix[0], ix[1], ix[3], ix[4], ix[5], ix[6], ix[11]
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    (
+        l_start,
+        l_end,
+        l_weight,
+        n_slot_start,
+        s_list,
+        s_w,
+        s_group_start,
+        g_row,
+        g_sym,
+        g_fp,
+        g_cnt,
+        n_upper,
+        n_leaves,
+        n_rows,
+        w_matrix,
+    ) = q
     rows = n_rows[m]
     cols = 0
     for slot in range(n_slot_start[m], n_slot_start[m + 1]):
@@ -365,7 +460,23 @@ def _symbol_similarity(m, n_doc, cand, ix, q, pos, sym2col, table, col_sym, cros
 def score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed):
     """Zhong 2023 thesis, Eq. 3.16 for one candidate: widest node pair (QRYNODEMATCH of Alg. 4) times symbol factor and penalty."""
     e_fid, e_node, e_width, f_leaves, blocks, decoded = ix[0], ix[1], ix[2], ix[7], ix[10], ix[11]
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    (
+        l_start,
+        l_end,
+        l_weight,
+        n_slot_start,
+        s_list,
+        s_w,
+        s_group_start,
+        g_row,
+        g_sym,
+        g_fp,
+        g_cnt,
+        n_upper,
+        n_leaves,
+        n_rows,
+        w_matrix,
+    ) = q
     if f_leaves[cand] == 0:  # not indexed (only reachable when candidates are given)
         return 0.0, -1, -1, 0.0
     penalty = _penalty(f_leaves[cand], eta)
@@ -431,7 +542,23 @@ def score_candidate(cand, ix, q, pos, alive, prune, theta, eta, b1, b2, acc, tou
 @numba.njit(cache=True)
 def _plan(theta_s, strategy, q, alive, active, required):
     """Drop query nodes with upper bound ≤ θ_s, then split live lists into requirement/skip sets; False if no list is required."""
-    (l_start, l_end, l_weight, n_slot_start, s_list, s_w, s_group_start, g_row, g_sym, g_fp, g_cnt, n_upper, n_leaves, n_rows, w_matrix) = q
+    (
+        l_start,
+        l_end,
+        l_weight,
+        n_slot_start,
+        s_list,
+        s_w,
+        s_group_start,
+        g_row,
+        g_sym,
+        g_fp,
+        g_cnt,
+        n_upper,
+        n_leaves,
+        n_rows,
+        w_matrix,
+    ) = q
     n_nodes, n_lists = w_matrix.shape
     for m in range(n_nodes):
         alive[m] = n_upper[m] > theta_s
@@ -536,12 +663,16 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
     if strategy == 4:
         for i in range(candidates.shape[0]):
             cand = candidates[i]
-            score, m, n, w = score_candidate(cand, ix, q, pos, alive, False, 0.0, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+            score, m, n, w = score_candidate(
+                cand, ix, q, pos, alive, False, 0.0, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed
+            )
             h_score[i], h_fid[i], h_doc[i], h_m[i], h_n[i], h_w[i] = score, cand, f_doc[cand], m, n, w
         return h_fid, h_score, h_doc, h_m, h_n, h_w
 
     prune = strategy != 0
-    top_penalty = 1.0 - eta + eta / math.log(2.0)  # P(D; η) at its largest (one-leaf formula): Zhong 2023 thesis Eq. 4.15's relaxation
+    top_penalty = (
+        1.0 - eta + eta / math.log(2.0)
+    )  # P(D; η) at its largest (one-leaf formula): Zhong 2023 thesis Eq. 4.15's relaxation
     theta = theta0
     planned = theta0  # θ of the current plan: a plan made for a lower θ stays safe, it just prunes less
     if prune and theta > 0.0 and not _plan(theta / top_penalty * _SAFETY, strategy, q, alive, active, required):
@@ -556,7 +687,9 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
         cand = -1
         for lst in range(n_lists):
             if required[lst] and pos[lst] < l_end[lst]:
-                if decoded[pos[lst] >> BLOCK_SHIFT] == 0:  # a list that just joined the requirement set may be at its start
+                if (
+                    decoded[pos[lst] >> BLOCK_SHIFT] == 0
+                ):  # a list that just joined the requirement set may be at its start
                     decode_block(ix, pos[lst] >> BLOCK_SHIFT)
                 f = e_fid[pos[lst]]
                 if cand < 0 or f < cand:
@@ -565,7 +698,9 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
             if doc_fid >= 0 and doc_score > theta:  # flush the finished document (θ = θ0 until the heap is full)
                 size, row = push(h_score, h_fid, h_row, size, doc_score, doc_fid)
                 h_doc[row], h_m[row], h_n[row], h_w[row] = doc_now, doc_m, doc_n, doc_w
-                theta, planned, live = _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required)
+                theta, planned, live = _raise_threshold(
+                    h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required
+                )
                 if not live:
                     break
             doc_fid = -1
@@ -575,7 +710,9 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
         if cand < 0:
             break
         bar = max(theta, doc_score) if per_document else theta  # per document, only a better formula matters
-        score, m, n, w = score_candidate(cand, ix, q, pos, alive, prune, bar, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed)
+        score, m, n, w = score_candidate(
+            cand, ix, q, pos, alive, prune, bar, eta, b1, b2, acc, touched, sym2col, table, col_sym, crossed
+        )
         if score > 0.0:
             if per_document:
                 if score > doc_score:
@@ -583,7 +720,9 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
             elif score > theta:
                 size, row = push(h_score, h_fid, h_row, size, score, cand)
                 h_doc[row], h_m[row], h_n[row], h_w[row] = f_doc[cand], m, n, w
-                theta, planned, live = _raise_threshold(h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required)
+                theta, planned, live = _raise_threshold(
+                    h_score, size, theta, planned, prune, top_penalty, strategy, q, alive, active, required
+                )
                 if not live:
                     break
         for lst in range(n_lists):  # advance the requirement lists past the candidate (lists that just joined catch up)
@@ -599,4 +738,3 @@ def _search(ix, q, scratch, candidates, k, strategy, per_document, eta, b1, b2, 
                         pos[lst] = skip_in_block(e_fid, blocks, p, ab, cand + 1)
     rows = h_row[:size]
     return h_fid[:size], h_score[:size], h_doc[rows], h_m[rows], h_n[rows], h_w[rows]
-

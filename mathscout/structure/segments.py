@@ -23,7 +23,9 @@ from tqdm import tqdm
 
 from mathscout.structure.postings import encode_varbyte, get_varbyte, put_varbyte
 
-ROW = np.dtype([("tid", "<i4"), ("entries", "<i4"), ("first", "<i8"), ("last", "<i8"), ("nbytes", "<i8"), ("src", "<i8")])
+ROW = np.dtype(
+    [("tid", "<i4"), ("entries", "<i4"), ("first", "<i8"), ("last", "<i8"), ("nbytes", "<i8"), ("src", "<i8")]
+)
 MERGE_ROWS = 1 << 20  # table rows buffered over all segments during a merge (each reads its share at a time)
 OUT_BUFFER = 64 * 2**20  # merged bytes assembled in memory before one write
 COPY_PIECE = 16 * 2**20  # a list larger than OUT_BUFFER is copied in pieces of this size
@@ -38,8 +40,16 @@ class Segment:
     groups: int
 
 
-def write_segment(folder: Path, number: int, buf: np.ndarray, byte_offsets: np.ndarray, list_start: np.ndarray,
-                  first_fid: np.ndarray, last_fid: np.ndarray, groups: int) -> Segment:
+def write_segment(
+    folder: Path,
+    number: int,
+    buf: np.ndarray,
+    byte_offsets: np.ndarray,
+    list_start: np.ndarray,
+    first_fid: np.ndarray,
+    last_fid: np.ndarray,
+    groups: int,
+) -> Segment:
     """Write an encoded segment (`encode_lists` output over all lists known so far) and its non-empty rows."""
     entries = np.diff(list_start)
     tids = np.flatnonzero(entries)
@@ -74,7 +84,7 @@ def _scatter(out, src, src_at, nbytes, old_len, new_first, out_at):
         at = put_varbyte(out, out_at[r], new_first[r])
         start = src_at[r] + old_len[r]
         end = src_at[r] + nbytes[r]
-        out[at:at + end - start] = src[start:end]
+        out[at : at + end - start] = src[start:end]
 
 
 class _TableReader:
@@ -106,7 +116,9 @@ class _TableReader:
         return taken
 
 
-def merge_segments(segments: list[Segment], n_lists: int, target: Path, progress: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
+def merge_segments(
+    segments: list[Segment], n_lists: int, target: Path, progress: bool = True
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Merge segments (in formula order) into `target` (postings.bin); returns (byte offsets, list starts, groups).
     A progress bar counts the segments' bytes merged (with its ETA)."""
     per_read = max(1024, MERGE_ROWS // max(len(segments), 1))  # the merge's buffers do not grow with the segment count
@@ -115,13 +127,23 @@ def merge_segments(segments: list[Segment], n_lists: int, target: Path, progress
     out_bytes = np.zeros(n_lists, dtype=np.int64)
     out_entries = np.zeros(n_lists, dtype=np.int64)
     total = sum(s.postings.stat().st_size for s in segments)
-    bar = tqdm(total=total, desc=f"path index merge ({len(segments)} segments)",
-               unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr, mininterval=2.0, disable=not progress)
+    bar = tqdm(
+        total=total,
+        desc=f"path index merge ({len(segments)} segments)",
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        file=sys.stderr,
+        mininterval=2.0,
+        disable=not progress,
+    )
     try:
         with bar, open(target, "wb") as out:
             while not all(r.exhausted for r in readers):
                 # every row with tid < tid_end is in the readers' buffers: each buffer reaches past it or holds the rest
-                tid_end = min(int(r.rows["tid"][-1]) + 1 if r.read < r.total else n_lists for r in readers if not r.exhausted)
+                tid_end = min(
+                    int(r.rows["tid"][-1]) + 1 if r.read < r.total else n_lists for r in readers if not r.exhausted
+                )
                 parts = []
                 for number, reader in enumerate(readers):
                     rows = reader.take_below(tid_end)
@@ -140,7 +162,9 @@ def merge_segments(segments: list[Segment], n_lists: int, target: Path, progress
     return byte_offsets, list_start, sum(s.groups for s in segments)
 
 
-def _merge_chunk(parts: list[tuple[int, np.ndarray]], sources, out, out_bytes: np.ndarray, out_entries: np.ndarray) -> None:
+def _merge_chunk(
+    parts: list[tuple[int, np.ndarray]], sources, out, out_bytes: np.ndarray, out_entries: np.ndarray
+) -> None:
     """Write every list of the chunk (all its rows, from every segment) in (list, segment) order."""
     if not parts:
         return
@@ -171,8 +195,15 @@ def _merge_chunk(parts: list[tuple[int, np.ndarray]], sources, out, out_bytes: n
                 base = int(rows["src"][mine[0]])
                 length = int(rows["src"][mine[-1]] + rows["nbytes"][mine[-1]]) - base
                 src = _read(sources[s], base, length)
-                _scatter(buf, src, rows["src"][mine] - base, rows["nbytes"][mine], old_len[mine], new_first[mine],
-                         out_at[mine] - out_at[start])
+                _scatter(
+                    buf,
+                    src,
+                    rows["src"][mine] - base,
+                    rows["nbytes"][mine],
+                    old_len[mine],
+                    new_first[mine],
+                    out_at[mine] - out_at[start],
+                )
             out.write(buf.tobytes())
         else:
             for r in range(start, end):
@@ -245,8 +276,9 @@ def renumber_segment(segment: Segment, tid_map: np.ndarray, sym_map: np.ndarray,
     rows["tid"] = tid_map[rows["tid"]]
     rows = rows[np.argsort(rows["tid"], kind="stable")]
     out = np.empty(len(src) + 4 * segment.groups, dtype=np.uint8)  # a symbol id grows by at most 4 bytes
-    size, nbytes = _recode_symbols(src, rows["src"].astype(np.int64), rows["entries"].astype(np.int64),
-                                   sym_map.astype(np.int64), out)
+    size, nbytes = _recode_symbols(
+        src, rows["src"].astype(np.int64), rows["entries"].astype(np.int64), sym_map.astype(np.int64), out
+    )
     del src
     rows["nbytes"] = nbytes
     rows["src"] = np.concatenate(([0], np.cumsum(nbytes)[:-1])) if len(rows) else nbytes

@@ -52,7 +52,9 @@ def encode_length(length: int) -> int:
 
 def decode_length(byte: int) -> int:
     """Lucene SmallFloat.byte4ToInt: the length BM25 scores with."""
-    return byte if byte < _NUM_FREE_VALUES else min(_NUM_FREE_VALUES + _int4_to_long(byte - _NUM_FREE_VALUES), 2**31 - 1)
+    return (
+        byte if byte < _NUM_FREE_VALUES else min(_NUM_FREE_VALUES + _int4_to_long(byte - _NUM_FREE_VALUES), 2**31 - 1)
+    )
 
 
 _LENGTH_TABLE = np.array([decode_length(i) for i in range(256)], dtype=np.float32)
@@ -75,7 +77,9 @@ def _check_lists(n_terms: int, term_start: np.ndarray, docs: np.ndarray, tf: np.
 class TextLists:
     """Per-term postings (document ordinal, tf) and document lengths, with Lucene-exact BM25 partial scores."""
 
-    def __init__(self, terms: dict[str, int], term_start: np.ndarray, docs: np.ndarray, tf: np.ndarray, doc_len: np.ndarray):
+    def __init__(
+        self, terms: dict[str, int], term_start: np.ndarray, docs: np.ndarray, tf: np.ndarray, doc_len: np.ndarray
+    ):
         self.terms = terms
         self.term_start = term_start
         self.docs = docs
@@ -114,14 +118,18 @@ class TextLists:
         except MathScoutError:
             raise
         except Exception as exc:  # any damage the checks above found, or a reader's own error (zip, gzip, JSON)
-            raise DamagedIndexError(f"the text lists in {folder} are damaged or unreadable ({exc}); rebuild them with "
-                                    f"'mathscout index --index {folder.parent} --components structure'") from exc
+            raise DamagedIndexError(
+                f"the text lists in {folder} are damaged or unreadable ({exc}); rebuild them with "
+                f"'mathscout index --index {folder.parent} --components structure'"
+            ) from exc
 
     def df(self, term: str) -> int:
         t = self.terms.get(term)
         return 0 if t is None else int(self.term_start[t + 1] - self.term_start[t])
 
-    def term_scores(self, term: str, boost: float = 1.0, k1: float = 1.2, b: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
+    def term_scores(
+        self, term: str, boost: float = 1.0, k1: float = 1.2, b: float = 0.75
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(document ordinals, BM25 partial scores) of one query term, as Lucene 9's BM25Similarity computes them:
         idf = ln(1 + (N − df + 0.5)/(df + 0.5)), score = w − w / (1 + tf · 1/(k1 · (1 − b + b · len/avgdl))), w = boost · idf."""
         t = self.terms.get(term)
@@ -145,8 +153,9 @@ def build_text_lists(store, folder: Path, segment_postings: int | None = None, v
     the merge of the segments, each with its ETA."""
     from mathscout.latex.tokens import document_terms
 
-    documents = tqdm(store.iter_documents(), total=store.count(), desc="text lists", unit=" docs", file=sys.stderr,
-                     mininterval=2.0)  # closes itself when the documents run out, before the merge's bar
+    documents = tqdm(
+        store.iter_documents(), total=store.count(), desc="text lists", unit=" docs", file=sys.stderr, mininterval=2.0
+    )  # closes itself when the documents run out, before the merge's bar
     return TextLists.build((document_terms(doc, vocabulary) for doc in documents), segment_postings, Path(folder))
 
 
@@ -171,7 +180,9 @@ class _TextListsBuilder:
         self.segment_postings, self.folder = segment_postings, folder
         self.vocabulary: dict[str, int] = {}
         self.lengths = array("i")
-        self.segments: list[tuple[Path, np.ndarray]] = []  # (file of (doc, tf) int32 pairs in term order, counts per term)
+        self.segments: list[
+            tuple[Path, np.ndarray]
+        ] = []  # (file of (doc, tf) int32 pairs in term order, counts per term)
         self._reset()
 
     def _reset(self) -> None:
@@ -218,7 +229,7 @@ class _TextListsBuilder:
         n_terms = len(self.vocabulary)
         counts = np.zeros((len(self.segments), n_terms), dtype=np.int32)
         for s, (_, c) in enumerate(self.segments):
-            counts[s, :len(c)] = c
+            counts[s, : len(c)] = c
         term_start = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(counts.sum(axis=0), out=term_start[1:])
         _write_merged(folder / "text.npz", self.segments, counts, term_start, doc_len)
@@ -229,7 +240,9 @@ class _TextListsBuilder:
         return TextLists(self.vocabulary, term_start, load_npz_member(npz, "docs"), load_npz_member(npz, "tf"), doc_len)
 
 
-def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: np.ndarray, term_start: np.ndarray, doc_len: np.ndarray) -> None:
+def _write_merged(
+    path: Path, segments: list[tuple[Path, np.ndarray]], counts: np.ndarray, term_start: np.ndarray, doc_len: np.ndarray
+) -> None:
     """text.npz with `docs` and `tf` merged from the segments a chunk of terms at a time (np.savez's layout: one
     uncompressed .npy member per array), so neither array is ever whole in memory. Each segment is read once: a
     chunk's `docs` go to their member, its `tf` to a spool file copied into the `tf` member after it."""
@@ -245,8 +258,14 @@ def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: n
         t = end
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int32)), "fortran_order": False, "shape": (total,)}
     spool = path.parent / ".text-tf-merge"
-    bar = tqdm(total=2 * total, desc=f"text lists merge ({len(segments)} segments)", unit=" values", unit_scale=True,
-               file=sys.stderr, mininterval=2.0)
+    bar = tqdm(
+        total=2 * total,
+        desc=f"text lists merge ({len(segments)} segments)",
+        unit=" values",
+        unit_scale=True,
+        file=sys.stderr,
+        mininterval=2.0,
+    )
     try:
         with bar, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
             for name, array_ in (("term_start", term_start), ("doc_len", doc_len)):
@@ -268,8 +287,14 @@ def _write_merged(path: Path, segments: list[tuple[Path, np.ndarray]], counts: n
         spool.unlink(missing_ok=True)
 
 
-def _merged_chunk(segments: list[tuple[Path, np.ndarray]], counts: np.ndarray, seg_start: np.ndarray,
-                  term_start: np.ndarray, a: int, b: int) -> np.ndarray:
+def _merged_chunk(
+    segments: list[tuple[Path, np.ndarray]],
+    counts: np.ndarray,
+    seg_start: np.ndarray,
+    term_start: np.ndarray,
+    a: int,
+    b: int,
+) -> np.ndarray:
     """The (doc, tf) postings of terms [a, b) in term order, each term's list in segment (= document) order."""
     out = np.empty((int(term_start[b] - term_start[a]), 2), dtype=np.int32)
     base = term_start[a]

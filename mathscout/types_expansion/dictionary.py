@@ -275,9 +275,11 @@ def build(planetmath_types: Path, output: Path, corpus: Path | None = None) -> i
         normalised = len(terms)
         terms, corpus_dropped = filter_by_corpus(terms, corpus)
         print(f"{len(terms):,} terms kept by the corpus filter; dropped: {dict(corpus_dropped)}", file=sys.stderr)
-        provenance = (f"{normalised:,} normalised PlanetMath terms, {len(terms):,} kept by C-Value >= {MIN_C_VALUE} "
-                      f"(multi-word) / document frequency >= {MIN_DOC_FREQ} and not a modifier (single words) "
-                      f"over {corpus.parent.name}/{corpus.name}")
+        provenance = (
+            f"{normalised:,} normalised PlanetMath terms, {len(terms):,} kept by C-Value >= {MIN_C_VALUE} "
+            f"(multi-word) / document frequency >= {MIN_DOC_FREQ} and not a modifier (single words) "
+            f"over {corpus.parent.name}/{corpus.name}"
+        )
     count = write_terms(terms, output, provenance)
     print(f"wrote {count:,} terms to {output} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return count
@@ -286,10 +288,18 @@ def build(planetmath_types: Path, output: Path, corpus: Path | None = None) -> i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the type dictionary (mathscout/data/types_terms.tsv).")
     parser.add_argument("--build", action="store_true", help="derive the dictionary and write it")
-    parser.add_argument("--planetmath", type=Path, default=SHARED_PLANETMATH / "types.tsv",
-                        help="PlanetMath types.tsv (term, source, pmtype, entry id)")
-    parser.add_argument("--corpus", type=Path, default=SHARED_DOCS if SHARED_DOCS.is_file() else None,
-                        help="a JSONL collection for the C-Value / frequency filter (default: the shared collection)")
+    parser.add_argument(
+        "--planetmath",
+        type=Path,
+        default=SHARED_PLANETMATH / "types.tsv",
+        help="PlanetMath types.tsv (term, source, pmtype, entry id)",
+    )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=SHARED_DOCS if SHARED_DOCS.is_file() else None,
+        help="a JSONL collection for the C-Value / frequency filter (default: the shared collection)",
+    )
     parser.add_argument("--no-corpus", action="store_true", help="skip the C-Value filter (PlanetMath terms only)")
     parser.add_argument("--output", type=Path, default=TERMS_FILE)
     args = parser.parse_args(argv)

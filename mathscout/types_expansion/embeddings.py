@@ -37,8 +37,9 @@ class SentenceStats:
     seconds: float = 0.0
 
 
-def write_sentences(texts: Iterable[str], detector: TypeDetector, path: Path,
-                    on_types: Callable[[int, list[str]], None] | None = None) -> SentenceStats:
+def write_sentences(
+    texts: Iterable[str], detector: TypeDetector, path: Path, on_types: Callable[[int, list[str]], None] | None = None
+) -> SentenceStats:
     """Detect types in `texts` and write one training sentence per line (gensim's LineSentence format);
     `on_types(n, tokens)` receives the type tokens of the n-th text (0-based), in order."""
     stats = SentenceStats()
@@ -60,23 +61,41 @@ def write_sentences(texts: Iterable[str], detector: TypeDetector, path: Path,
     return stats
 
 
-def train_word2vec(sentences_file: Path, min_count: int = MIN_COUNT, vector_size: int = VECTOR_SIZE,
-                   epochs: int = EPOCHS, workers: int = WORKERS):
+def train_word2vec(
+    sentences_file: Path,
+    min_count: int = MIN_COUNT,
+    vector_size: int = VECTOR_SIZE,
+    epochs: int = EPOCHS,
+    workers: int = WORKERS,
+):
     """Skip-gram word2vec with negative sampling over a sentences file; returns the gensim model
     (input vectors in `.wv`, output vectors in `.syn1neg`)."""
     from gensim.models import Word2Vec
 
     try:
         return Word2Vec(
-            corpus_file=str(sentences_file), sg=SKIP_GRAM, negative=NEGATIVE, hs=0, window=WINDOW,
-            vector_size=vector_size, min_count=min_count, epochs=epochs, workers=workers, seed=SEED,
+            corpus_file=str(sentences_file),
+            sg=SKIP_GRAM,
+            negative=NEGATIVE,
+            hs=0,
+            window=WINDOW,
+            vector_size=vector_size,
+            min_count=min_count,
+            epochs=epochs,
+            workers=workers,
+            seed=SEED,
         )
     except RuntimeError as exc:  # gensim: an empty vocabulary (every word below min_count)
         raise MathScoutError(f"too little text to train word embeddings (min_count {min_count}): {exc}") from exc
 
 
-def train_vectors(sentences_file: Path, min_count: int = MIN_COUNT, vector_size: int = VECTOR_SIZE,
-                  epochs: int = EPOCHS, workers: int = WORKERS):
+def train_vectors(
+    sentences_file: Path,
+    min_count: int = MIN_COUNT,
+    vector_size: int = VECTOR_SIZE,
+    epochs: int = EPOCHS,
+    workers: int = WORKERS,
+):
     """The type embeddings: train_word2vec's input vectors (gensim KeyedVectors)."""
     return train_word2vec(sentences_file, min_count, vector_size, epochs, workers).wv
 
@@ -122,13 +141,20 @@ class TypeEmbeddings:
         try:
             vectors = KeyedVectors.load(str(folder / VECTORS), mmap="r")
         except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, KeyError) as exc:
-            raise MathScoutError(f"the type embeddings in {folder} are unreadable ({exc}): rebuild them with "
-                                 f"'mathscout index --index {folder.parent} --components types'") from exc
+            raise MathScoutError(
+                f"the type embeddings in {folder} are unreadable ({exc}): rebuild them with "
+                f"'mathscout index --index {folder.parent} --components types'"
+            ) from exc
         return cls(vectors, TypeDetector(read_terms(folder / TERMS)))
 
 
-def train_type_embeddings(texts: Iterable[str], detector: TypeDetector, workdir: Path,
-                          on_types: Callable[[int, list[str]], None] | None = None, **options):
+def train_type_embeddings(
+    texts: Iterable[str],
+    detector: TypeDetector,
+    workdir: Path,
+    on_types: Callable[[int, list[str]], None] | None = None,
+    **options,
+):
     """Train type embeddings over `texts` (sentences written to `workdir`, removed afterwards);
     returns the embeddings, the sentence stats and the training seconds."""
     sentences_file = workdir / "sentences.txt"

@@ -56,15 +56,22 @@ def copy_store_range(source: Path, target: Path, first: int, end: int) -> tuple[
     db = sqlite3.connect(str(target))
     try:
         db.execute("ATTACH DATABASE ? AS src", (str(source),))
-        db.execute("INSERT INTO documents SELECT ordinal - ?, id, title, text, metadata FROM src.documents "
-                   "WHERE ordinal >= ? AND ordinal < ? ORDER BY ordinal", (first, first, end))
-        low, high, count = db.execute("SELECT MIN(f.ordinal), MAX(f.ordinal), COUNT(*) FROM src.formulas f "
-                                      "JOIN documents d ON d.id = f.doc_id").fetchone()
+        db.execute(
+            "INSERT INTO documents SELECT ordinal - ?, id, title, text, metadata FROM src.documents "
+            "WHERE ordinal >= ? AND ordinal < ? ORDER BY ordinal",
+            (first, first, end),
+        )
+        low, high, count = db.execute(
+            "SELECT MIN(f.ordinal), MAX(f.ordinal), COUNT(*) FROM src.formulas f JOIN documents d ON d.id = f.doc_id"
+        ).fetchone()
         if count and high - low + 1 != count:
             raise MathScoutError(f"the formulas of documents {first}–{end - 1} are not contiguous in {source}")
         low = low or 0
-        db.execute("INSERT INTO formulas SELECT f.ordinal - ?, f.id, f.doc_id, f.latex, f.start, f.end, f.display "
-                   "FROM src.formulas f WHERE f.ordinal >= ? AND f.ordinal < ? ORDER BY f.ordinal", (low, low, low + count))
+        db.execute(
+            "INSERT INTO formulas SELECT f.ordinal - ?, f.id, f.doc_id, f.latex, f.start, f.end, f.display "
+            "FROM src.formulas f WHERE f.ordinal >= ? AND f.ordinal < ? ORDER BY f.ordinal",
+            (low, low, low + count),
+        )
         db.commit()
         db.execute("DETACH DATABASE src")
     finally:
@@ -77,8 +84,10 @@ def build_cpus() -> float:
     hold part of the cluster (a task asking for more than is free would wait for ever)."""
     free = float(ray_module().available_resources().get("CPU", 0.0))
     if free < 0.1:
-        raise MathScoutError("Ray has no free CPU for the shard builds (open sharded indexes' actors hold them): build "
-                             "in a new process or give Ray more CPUs")
+        raise MathScoutError(
+            "Ray has no free CPU for the shard builds (open sharded indexes' actors hold them): build "
+            "in a new process or give Ray more CPUs"
+        )
     return min(settings().shard_build_cpus, free)
 
 
@@ -91,8 +100,12 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
     folder_path = Path(folder)
     folder_path.mkdir(parents=True)
     first_formula, formulas = copy_store_range(Path(source), folder_path / STORE, first, end)
-    manifest = Manifest(documents=end - first, formulas=formulas, sources=[f"{source} [{first}, {end})"],
-                        components={"store": {"files": {STORE: record_file(folder_path / STORE).to_json()}}})
+    manifest = Manifest(
+        documents=end - first,
+        formulas=formulas,
+        sources=[f"{source} [{first}, {end})"],
+        components={"store": {"files": {STORE: record_file(folder_path / STORE).to_json()}}},
+    )
     store = DocumentStore.open(folder_path / STORE)
     for name in components:
         manifest.components[name] = build_component(name, store, folder_path / name, options)
@@ -102,16 +115,23 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
         manifest.components["text"] = {"files": record_folder(folder_path / "text"), "vocabulary": VOCABULARY}
     store.close()
     manifest.write(folder_path / MANIFEST)
-    return {"first_formula": first_formula, "formulas": formulas, "seconds": round(time.perf_counter() - started, 2),
-            "components": {n: manifest.components[n].get("seconds") for n in components}, **task_usage()}
+    return {
+        "first_formula": first_formula,
+        "formulas": formulas,
+        "seconds": round(time.perf_counter() - started, 2),
+        "components": {n: manifest.components[n].get("seconds") for n in components},
+        **task_usage(),
+    }
 
 
 def task_usage() -> dict:
     """CPU seconds and peak RSS of this process (with its finished children): one shard's build, as each build task
     runs in a fresh Ray worker (max_calls=1)."""
     own, children = process_usage(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"cpu_seconds": round(own.cpu_seconds + children.ru_utime + children.ru_stime, 1),
-            "peak_rss_mib": round(max(own.peak_mib, children.ru_maxrss / 1024), 1)}
+    return {
+        "cpu_seconds": round(own.cpu_seconds + children.ru_utime + children.ru_stime, 1),
+        "peak_rss_mib": round(max(own.peak_mib, children.ru_maxrss / 1024), 1),
+    }
 
 
 def tuned_files(index_path: Path) -> list[Path]:
@@ -122,9 +142,15 @@ def tuned_files(index_path: Path) -> list[Path]:
     return [p for p in kept_files(index_path) if p.name not in (SHARDS_FOLDER, SHARDS_FILE)]
 
 
-def build_sharded_index(inputs: Sequence[Path | str], index_path: Path | str, shards: int,
-                        components: Sequence[str] | None = None, ray_address: str | None = None,
-                        fresh: bool = False, options: BuildOptions = BuildOptions()) -> Manifest:
+def build_sharded_index(
+    inputs: Sequence[Path | str],
+    index_path: Path | str,
+    shards: int,
+    components: Sequence[str] | None = None,
+    ray_address: str | None = None,
+    fresh: bool = False,
+    options: BuildOptions = BuildOptions(),
+) -> Manifest:
     """Ingest `inputs`, split them into `shards` shards built as Ray tasks, write the global statistics into each;
     an existing index's tuned files are kept unless `fresh`. A shard task holds one Ray CPU: its path index is built
     in its own process unless `options` or MATHSCOUT_BUILD_WORKERS ask for more workers (parallel.py)."""
@@ -172,13 +198,22 @@ def _gather(ray, refs: list, folders: list[Path]) -> list[dict]:
             if isinstance(cause, (MathScoutError, OSError)):
                 raise cause from None
             first = (str(cause).strip().splitlines() or [""])[0]
-            raise MathScoutError(f"building {folder.name} failed: {type(cause).__name__}: {first} "
-                                 "(set MATHSCOUT_DEBUG=1 for the details)") from exc
+            raise MathScoutError(
+                f"building {folder.name} failed: {type(cause).__name__}: {first} "
+                "(set MATHSCOUT_DEBUG=1 for the details)"
+            ) from exc
     return built
 
 
-def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], address: str,
-           kept: list[Path], options: BuildOptions) -> Manifest:
+def _build(
+    inputs: list[Path],
+    index_path: Path,
+    shards: int,
+    names: list[str],
+    address: str,
+    kept: list[Path],
+    options: BuildOptions,
+) -> Manifest:
     ray = ray_module()
     building = new_build_folder(index_path)
     try:
@@ -194,8 +229,10 @@ def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], 
         folders = [building / SHARDS_FOLDER / f"shard-{i:03d}" for i in range(shards)]
         task = ray.remote(num_cpus=build_cpus(), max_retries=1, max_calls=1, runtime_env=worker_env())(build_shard)
         log(f"building {shards} shards as Ray tasks ({address}) …")
-        refs = [task.remote(str(building / STORE), str(folder), lo, hi, names, options)
-                for folder, (lo, hi) in zip(folders, ranges)]
+        refs = [
+            task.remote(str(building / STORE), str(folder), lo, hi, names, options)
+            for folder, (lo, hi) in zip(folders, ranges)
+        ]
         built = _gather(ray, refs, folders)
         shards_done = time.perf_counter()
         stats = write_global_statistics(folders)
@@ -204,24 +241,47 @@ def _build(inputs: list[Path], index_path: Path, shards: int, names: list[str], 
             manifest.components[GLOBAL] = {"files": record_folder(folder / GLOBAL)}
             manifest.write(folder / MANIFEST)
         finished = time.perf_counter()
-        infos = [ShardInfo(f"{SHARDS_FOLDER}/{folder.name}", lo, hi - lo, b["first_formula"], b["formulas"])
-                 for folder, (lo, hi), b in zip(folders, ranges, built)]
-        timings = {"ingest": round(ingested - started, 2), "shards": round(shards_done - ingested, 2),
-                   "statistics": round(finished - shards_done, 2), "total": round(finished - started, 2),
-                   "per_shard": [b["seconds"] for b in built], "per_shard_cpu_seconds": [b["cpu_seconds"] for b in built],
-                   "per_shard_peak_rss_mib": [b["peak_rss_mib"] for b in built], "ray": address}
-        ShardSet(infos, names, {"documents": stats.documents, "length_sum": stats.length_sum,
-                                "path_entries": stats.path_entries}, timings).write(building)
-        manifest = Manifest(documents=documents, formulas=formulas, sources=[str(p.resolve()) for p in inputs],
-                            components={"store": {"seconds": round(report.seconds, 2), "skipped": report.skipped,
-                                                  "files": {STORE: record_file(building / STORE).to_json()}},
-                                        **{n: {"sharded": shards} for n in names}})
+        infos = [
+            ShardInfo(f"{SHARDS_FOLDER}/{folder.name}", lo, hi - lo, b["first_formula"], b["formulas"])
+            for folder, (lo, hi), b in zip(folders, ranges, built)
+        ]
+        timings = {
+            "ingest": round(ingested - started, 2),
+            "shards": round(shards_done - ingested, 2),
+            "statistics": round(finished - shards_done, 2),
+            "total": round(finished - started, 2),
+            "per_shard": [b["seconds"] for b in built],
+            "per_shard_cpu_seconds": [b["cpu_seconds"] for b in built],
+            "per_shard_peak_rss_mib": [b["peak_rss_mib"] for b in built],
+            "ray": address,
+        }
+        ShardSet(
+            infos,
+            names,
+            {"documents": stats.documents, "length_sum": stats.length_sum, "path_entries": stats.path_entries},
+            timings,
+        ).write(building)
+        manifest = Manifest(
+            documents=documents,
+            formulas=formulas,
+            sources=[str(p.resolve()) for p in inputs],
+            components={
+                "store": {
+                    "seconds": round(report.seconds, 2),
+                    "skipped": report.skipped,
+                    "files": {STORE: record_file(building / STORE).to_json()},
+                },
+                **{n: {"sharded": shards} for n in names},
+            },
+        )
         for path in kept:  # the index's fitted setting and models (the coordinator sends structure.json to the shards)
             (shutil.copytree if path.is_dir() else shutil.copy2)(path, building / path.name)
         manifest.write(building / MANIFEST)
         swap_in(building, index_path)
-        log(f"sharded index {index_path}: {shards} shards in {timings['total']:.1f} s (ingest {timings['ingest']:.1f} s, "
-            f"shards {timings['shards']:.1f} s, global statistics {timings['statistics']:.1f} s)")
+        log(
+            f"sharded index {index_path}: {shards} shards in {timings['total']:.1f} s (ingest {timings['ingest']:.1f} s, "
+            f"shards {timings['shards']:.1f} s, global statistics {timings['statistics']:.1f} s)"
+        )
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise

@@ -17,8 +17,15 @@ from mathscout.settings import settings
 
 MAX_RESTARTS = 3
 MAX_TASK_RETRIES = 2
-_FORWARDED = ("PYTHONPATH", "MATHSCOUT_HOME", "MATHSCOUT_DENSE_MODEL", "MATHSCOUT_DENSE_FT_MODEL", "MATHSCOUT_SPLADE_MODEL",
-              "MATHSCOUT_DEBUG", "JAVA_HOME")
+_FORWARDED = (
+    "PYTHONPATH",
+    "MATHSCOUT_HOME",
+    "MATHSCOUT_DENSE_MODEL",
+    "MATHSCOUT_DENSE_FT_MODEL",
+    "MATHSCOUT_SPLADE_MODEL",
+    "MATHSCOUT_DEBUG",
+    "JAVA_HOME",
+)
 
 
 def ray_module():
@@ -51,8 +58,10 @@ def connect(address: str | None = None) -> str:
             else:
                 ray.init(address=address, **{k: v for k, v in common.items() if k != "include_dashboard"})
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise MathScoutError(f"cannot reach Ray at {address!r} ({str(exc).splitlines()[0]}): start it with "
-                             "'ray start --head' or use --ray local") from None
+        raise MathScoutError(
+            f"cannot reach Ray at {address!r} ({str(exc).splitlines()[0]}): start it with "
+            "'ray start --head' or use --ray local"
+        ) from None
     return address
 
 

@@ -51,17 +51,30 @@ class ShardSet:
     def read(cls, index: Path) -> ShardSet:
         """The shards manifest of `index`, checked whole before any shard is asked (`check`)."""
         index = Path(index)
-        file = StoredFile(index / SHARDS_FILE, "the shards manifest",
-                          f"rebuild the index with 'mathscout index --input PATH --index {index} --shards N'")
+        file = StoredFile(
+            index / SHARDS_FILE,
+            "the shards manifest",
+            f"rebuild the index with 'mathscout index --input PATH --index {index} --shards N'",
+        )
         data = file.load()
         listed = [file.mapping(s, "a shard") for s in file.items(data.get("shards"), "shards")]
-        shards = [ShardInfo(file.text(s.get("path"), f"shard {n}'s folder"),
-                            *(file.whole(s.get(key), f"shard {n}'s {key}") for key in _RANGE))
-                  for n, s in enumerate(listed, start=1)]
-        components = [file.name(c, "a component", available_components())
-                      for c in file.items(data.get("components"), "components")]
-        found = cls(shards, components, file.mapping(data.get("statistics", {}), "statistics"),
-                    file.mapping(data.get("build", {}), "build"))
+        shards = [
+            ShardInfo(
+                file.text(s.get("path"), f"shard {n}'s folder"),
+                *(file.whole(s.get(key), f"shard {n}'s {key}") for key in _RANGE),
+            )
+            for n, s in enumerate(listed, start=1)
+        ]
+        components = [
+            file.name(c, "a component", available_components())
+            for c in file.items(data.get("components"), "components")
+        ]
+        found = cls(
+            shards,
+            components,
+            file.mapping(data.get("statistics", {}), "statistics"),
+            file.mapping(data.get("build", {}), "build"),
+        )
         found.check(index, file)
         return found
 
@@ -71,17 +84,23 @@ class ShardSet:
         file.require(self.shards, "it lists no shard")
         documents = formulas = 0
         for n, shard in enumerate(self.shards):
-            file.require((shard.first_document, shard.first_formula) == (documents, formulas) and shard.documents,
-                         f"shard {n + 1} starts at document {shard.first_document:,}, formula {shard.first_formula:,} "
-                         f"with {shard.documents:,} documents; the shards before it end at {documents:,}, {formulas:,}")
+            file.require(
+                (shard.first_document, shard.first_formula) == (documents, formulas) and shard.documents,
+                f"shard {n + 1} starts at document {shard.first_document:,}, formula {shard.first_formula:,} "
+                f"with {shard.documents:,} documents; the shards before it end at {documents:,}, {formulas:,}",
+            )
             folder = self.folder(index, n)
             own = Manifest.read(folder / MANIFEST) if is_index(folder) else None
-            file.require(own and (own.documents, own.formulas) == (shard.documents, shard.formulas),
-                         f"shard {n + 1}'s folder {folder} is missing or holds other documents")
+            file.require(
+                own and (own.documents, own.formulas) == (shard.documents, shard.formulas),
+                f"shard {n + 1}'s folder {folder} is missing or holds other documents",
+            )
             documents, formulas = documents + shard.documents, formulas + shard.formulas
-        file.require((documents, formulas) == (store.documents, store.formulas),
-                     f"the shards hold {documents:,} documents and {formulas:,} formulas, the store "
-                     f"{store.documents:,} and {store.formulas:,}")
+        file.require(
+            (documents, formulas) == (store.documents, store.formulas),
+            f"the shards hold {documents:,} documents and {formulas:,} formulas, the store "
+            f"{store.documents:,} and {store.formulas:,}",
+        )
         unbuilt = [c for c in self.components if c not in store.components]
         file.require(not unbuilt, f"the index has no {', '.join(unbuilt)} component")
 

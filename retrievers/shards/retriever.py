@@ -72,16 +72,25 @@ class ShardPool:
     def actor(self, shard: int):
         ray = ray_module()
         info = self.shards.shards[shard]
-        return ray.remote(ShardWorker).options(
-            name=self.name(shard), get_if_exists=True, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES,
-            num_cpus=settings().shard_cpus, runtime_env=worker_env(),
-        ).remote(str(self.shards.folder(self.index, shard)), info.first_document, info.first_formula)
+        return (
+            ray.remote(ShardWorker)
+            .options(
+                name=self.name(shard),
+                get_if_exists=True,
+                max_restarts=MAX_RESTARTS,
+                max_task_retries=MAX_TASK_RETRIES,
+                num_cpus=settings().shard_cpus,
+                runtime_env=worker_env(),
+            )
+            .remote(str(self.shards.folder(self.index, shard)), info.first_document, info.first_formula)
+        )
 
     def describe(self, shard: int) -> str:
         return f"shard {shard + 1} of {len(self.actors)} ({self.shards.folder(self.index, shard)})"
 
-    def rank(self, mode: str, queries: list[Query], k: int, options: dict,
-             vectors: list | None = None) -> tuple[list[list[ShardHits] | None], list[int]]:
+    def rank(
+        self, mode: str, queries: list[Query], k: int, options: dict, vectors: list | None = None
+    ) -> tuple[list[list[ShardHits] | None], list[int]]:
         """Every shard's answers (None for a shard that stayed unreachable) and the unreachable shards."""
         refs = [actor.rank.remote(mode, queries, k, options, vectors) for actor in self.actors]
         answers: list[list[ShardHits] | None] = []
@@ -95,7 +104,9 @@ class ShardPool:
             try:  # once more, on the actor Ray restarted or on a new one
                 answers.append(self._retry(shard, lambda actor: actor.rank.remote(mode, queries, k, options, vectors)))
             except _unreachable() as again:
-                notice(f"notice: {self.describe(shard)} is unreachable ({_first_line(again or reason)}): partial results")
+                notice(
+                    f"notice: {self.describe(shard)} is unreachable ({_first_line(again or reason)}): partial results"
+                )
                 answers.append(None)
                 missing.append(shard)
         return answers, missing
@@ -135,8 +146,9 @@ class ShardPool:
 
     def each(self, method: str, *args) -> list:
         """Every shard's answer of `method`, in shard order (a shard that does not answer raises)."""
-        return ray_module().get([getattr(actor, method).remote(*args) for actor in self.actors],
-                                timeout=settings().shard_timeout)
+        return ray_module().get(
+            [getattr(actor, method).remote(*args) for actor in self.actors], timeout=settings().shard_timeout
+        )
 
     def ping(self) -> list[int]:
         return self.each("ping")
@@ -144,8 +156,17 @@ class ShardPool:
 
 def _unreachable() -> tuple[type[BaseException], ...]:
     exceptions = ray_module().exceptions
-    return tuple(getattr(exceptions, name) for name in ("RayActorError", "GetTimeoutError", "ActorUnavailableError",
-                                                       "ActorDiedError", "WorkerCrashedError") if hasattr(exceptions, name))
+    return tuple(
+        getattr(exceptions, name)
+        for name in (
+            "RayActorError",
+            "GetTimeoutError",
+            "ActorUnavailableError",
+            "ActorDiedError",
+            "WorkerCrashedError",
+        )
+        if hasattr(exceptions, name)
+    )
 
 
 def _first_line(exc: BaseException | None) -> str:
@@ -166,7 +187,9 @@ class ShardedRetriever(BaseRetriever):
 
         found, missing = self._rank([query], k)
         hits = found[0][0]
-        explain_hits(hits[:EXPLAINED_HITS], self.store, query.text)  # snippets and matched formulas, from the index's store
+        explain_hits(
+            hits[:EXPLAINED_HITS], self.store, query.text
+        )  # snippets and matched formulas, from the index's store
         return ShardedHits(hits, missing)
 
     def rank(self, query: Query, k: int) -> RankResult:
@@ -180,7 +203,7 @@ class ShardedRetriever(BaseRetriever):
         queries = [prepare_query(q) for q in queries]
         missing: set[str] = set()
         for start in range(0, len(queries), BATCH):
-            chunk = queries[start:start + BATCH]
+            chunk = queries[start : start + BATCH]
             found, gone = self._rank(chunk, k, per_query_errors=True)
             missing.update(gone)
             for query, (hits, _) in zip(chunk, found):
@@ -189,11 +212,15 @@ class ShardedRetriever(BaseRetriever):
             notice(f"notice: partial run: {', '.join(sorted(missing))} did not answer some queries")
         return runs
 
-    def _rank(self, queries: list[Query], k: int, per_query_errors: bool = False) -> tuple[list[tuple[list[Hit], dict]], list[str]]:
+    def _rank(
+        self, queries: list[Query], k: int, per_query_errors: bool = False
+    ) -> tuple[list[tuple[list[Hit], dict]], list[str]]:
         """Each query's merged hits and formula hits (structure), and the shards that did not answer."""
         answers, missing = self.pool.rank(self.name, queries, k, self.options, self.query_vectors(queries))
         if len(missing) == len(answers):
-            raise MathScoutError(f"no shard of {self.index.path} answered: is Ray running? ({len(missing)} unreachable)")
+            raise MathScoutError(
+                f"no shard of {self.index.path} answered: is Ray running? ({len(missing)} unreachable)"
+            )
         out: list[tuple[list[Hit], dict]] = []
         for q, query in enumerate(queries):
             per_shard = [a[q] for a in answers if a is not None]
@@ -212,7 +239,6 @@ class ShardedRetriever(BaseRetriever):
             else:
                 out.append((merge_hits(answered, k), {}))
         return out, [self.pool.describe(s) for s in missing]
-
 
     def query_vectors(self, queries: list[Query]) -> list | None:
         """What the shards search instead of the queries' text (None: the text; ShardedDense: vectors)."""
@@ -291,8 +317,10 @@ class ShardedStructure(ShardedRetriever):
 
     @property
     def paths(self):
-        raise MathScoutError("per-document length normalisation (normalise=document) needs a single index's structure "
-                             "lists; use normalise=query on a sharded index")
+        raise MathScoutError(
+            "per-document length normalisation (normalise=document) needs a single index's structure "
+            "lists; use normalise=query on a sharded index"
+        )
 
 
 class _RemoteSearcher:
@@ -337,14 +365,18 @@ def _bm25_top(entries, k: int) -> list[tuple[tuple, float]]:
 def merge_hits(answers: list[ShardHits], k: int) -> list[Hit]:
     """The global top k of the shards' top-k lists (scores as the shards gave them, ties by global ordinal)."""
     entries = _order(h for a in answers for h in a.hits)[:k]
-    return [Hit(doc_id=doc_id, score=score, rank=n, components=components)
-            for n, (_, doc_id, score, components) in enumerate(entries, start=1)]
+    return [
+        Hit(doc_id=doc_id, score=score, rank=n, components=components)
+        for n, (_, doc_id, score, components) in enumerate(entries, start=1)
+    ]
 
 
 def merge_bm25(answers: list[ShardHits], k: int) -> list[Hit]:
     """The global BM25 top k of the shards' lists (`_bm25_top`)."""
-    return [Hit(doc_id=doc_id, score=score, rank=n, components={"bm25": score})
-            for n, ((_, doc_id, _, _), score) in enumerate(_bm25_top((h for a in answers for h in a.hits), k), start=1)]
+    return [
+        Hit(doc_id=doc_id, score=score, rank=n, components={"bm25": score})
+        for n, ((_, doc_id, _, _), score) in enumerate(_bm25_top((h for a in answers for h in a.hits), k), start=1)
+    ]
 
 
 def merge_structure(answers: list[ShardHits], k: int) -> tuple[list[Hit], dict[int, FormulaHit]]:
@@ -362,22 +394,27 @@ def merge_structure(answers: list[ShardHits], k: int) -> tuple[list[Hit], dict[i
     merged: list[list[FormulaHit]] = []
     for n in range(len(latex)):
         entries = _order(e for found in lists for e in found["formulas"][n][1])[:depth]
-        merged.append([FormulaHit(formula, score, ordinal, 0, 0, 0.0, tier) for ordinal, _, score, tier, formula in entries])
+        merged.append(
+            [FormulaHit(formula, score, ordinal, 0, 0, 0.0, tier) for ordinal, _, score, tier, formula in entries]
+        )
         ids.update((e[0], e[1]) for e in entries)
     if first["plan"] == "top":
         best = {h.doc: h for h in merged[0][:k]} if merged else {}
         fused = [FusedHit(d, h.score, {"structure": h.score}) for d, h in best.items()]
     elif first["plan"] == "tier":
         best = {h.doc: h for h in merged[0]}
-        fused = rank_by_tier({d: h.score for d, h in best.items()}, {d: {"structure": h.score} for d, h in best.items()}, best, k)
+        fused = rank_by_tier(
+            {d: h.score for d, h in best.items()}, {d: {"structure": h.score} for d, h in best.items()}, best, k
+        )
     else:
         bm25 = {}
         for (ordinal, doc_id, _), score in _bm25_top((e for found in lists for e in found["bm25"]), depth):
             bm25[ordinal] = score
             ids[ordinal] = doc_id
         fused, best = fuse_formula_lists(merged, bm25, k, first["lambda_m"], first["by_tier"], first["parts"])
-    return [Hit(doc_id=ids[h.doc], score=h.score, rank=n, components=h.components)
-            for n, h in enumerate(fused, start=1)], best
+    return [
+        Hit(doc_id=ids[h.doc], score=h.score, rank=n, components=h.components) for n, h in enumerate(fused, start=1)
+    ], best
 
 
 def open_sharded(index: IndexDir, mode: str, **options):
@@ -390,9 +427,11 @@ def open_sharded(index: IndexDir, mode: str, **options):
     spec = available_modes()[mode]
     missing = [name for name in spec.requires if name not in shards.components]
     if missing:
-        raise MathScoutError(f"the sharded index {index.path} has no '{missing[0]}' component: rebuild it with "
-                             f"'mathscout index --input PATH --index {index.path} --shards {len(shards.shards)} "
-                             f"--components {','.join(shards.components + missing)}'")
+        raise MathScoutError(
+            f"the sharded index {index.path} has no '{missing[0]}' component: rebuild it with "
+            f"'mathscout index --input PATH --index {index.path} --shards {len(shards.shards)} "
+            f"--components {','.join(shards.components + missing)}'"
+        )
     if mode in combining_modes():
         return spec.open(index, **options)
     if mode == "structure":

@@ -66,8 +66,10 @@ class GlobalBM25(BM25Retriever):
         """Nothing to hand over: `top` reads self.k1, self.b (checked by `BM25Retriever.set_bm25`) at each query."""
 
     def set_rm3(self, *args, **kwargs) -> None:
-        raise MathScoutError("RM3 is not available on a sharded index (its feedback model would need every shard's "
-                             "documents); search a single index for rm3")
+        raise MathScoutError(
+            "RM3 is not available on a sharded index (its feedback model would need every shard's "
+            "documents); search a single index for rm3"
+        )
 
     def idf(self, term: str) -> float:
         t = self.lists.terms.get(term)
@@ -103,8 +105,10 @@ class GlobalBM25(BM25Retriever):
         if not weights:
             raise QueryError(f"the query {query.text[:60]!r} has no searchable words or math tokens")
         docs, scores = self.top(weights, k)  # raw scores: the coordinator rounds them as Anserini does (adjust_ties)
-        return [Hit(doc_id=self.doc_ids()[d], score=float(s), rank=n, components={self.name: float(s)})
-                for n, (d, s) in enumerate(zip(docs.tolist(), scores.tolist()), start=1)]
+        return [
+            Hit(doc_id=self.doc_ids()[d], score=float(s), rank=n, components={self.name: float(s)})
+            for n, (d, s) in enumerate(zip(docs.tolist(), scores.tolist()), start=1)
+        ]
 
 
 def adjust_ties(scores: list[float]) -> list[float]:

@@ -46,7 +46,9 @@ class GlobalStatistics:
 
     @property
     def avgdl(self) -> np.float32:
-        return np.float32(float(self.length_sum) / max(self.documents, 1))  # Lucene: (float) (sumTTF / (double) docCount)
+        return np.float32(
+            float(self.length_sum) / max(self.documents, 1)
+        )  # Lucene: (float) (sumTTF / (double) docCount)
 
 
 def text_lists_folder(shard: Path) -> Path:
@@ -70,19 +72,26 @@ def _symbols(folder: Path) -> list[str]:
 def _read_global(shard: Path, what: str, *names: str) -> list:
     """The shard's global files `names` (.npy arrays, .json values); one clear error when any is missing or damaged."""
     try:
-        return [json.loads((shard / GLOBAL / name).read_text(encoding="utf-8")) if name.endswith(".json")
-                else np.load(shard / GLOBAL / name, allow_pickle=False) for name in names]
+        return [
+            json.loads((shard / GLOBAL / name).read_text(encoding="utf-8"))
+            if name.endswith(".json")
+            else np.load(shard / GLOBAL / name, allow_pickle=False)
+            for name in names
+        ]
     except (OSError, ValueError) as exc:
-        raise DamagedIndexError(f"the {what} of the shard {shard} is missing or damaged ({exc}); "
-                                "rebuild the sharded index") from None
+        raise DamagedIndexError(
+            f"the {what} of the shard {shard} is missing or damaged ({exc}); rebuild the sharded index"
+        ) from None
 
 
 def read_global_symbols(shard: Path, local: int) -> tuple[dict[str, int], np.ndarray]:
     """The collection's symbol ids (symbol → id) and the map of the shard's symbol ids into them."""
     names, mapping = _read_global(shard, "global symbol table", "symbols.json", "symbol_map.npy")
     if mapping.shape != (local,) or (local and (mapping.min() < 0 or mapping.max() >= len(names))):
-        raise DamagedIndexError(f"the global symbol table of the shard {shard} does not match its structure index; "
-                                "rebuild the sharded index")
+        raise DamagedIndexError(
+            f"the global symbol table of the shard {shard} does not match its structure index; "
+            "rebuild the sharded index"
+        )
     return {name: n for n, name in enumerate(names)}, mapping
 
 
@@ -131,8 +140,9 @@ def read_global_statistics(shard: Path) -> GlobalStatistics:
     try:
         return GlobalStatistics(**json.loads((shard / GLOBAL / "stats.json").read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError) as exc:
-        raise DamagedIndexError(f"the global statistics of the shard {shard} are missing or unreadable ({exc}); "
-                                "rebuild the sharded index") from None
+        raise DamagedIndexError(
+            f"the global statistics of the shard {shard} are missing or unreadable ({exc}); rebuild the sharded index"
+        ) from None
 
 
 def load_global_df(shard: Path, name: str, length: int) -> np.ndarray:
@@ -140,9 +150,13 @@ def load_global_df(shard: Path, name: str, length: int) -> np.ndarray:
     try:
         df = np.load(shard / GLOBAL / f"{name}.npy", allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise DamagedIndexError(f"{shard / GLOBAL / (name + '.npy')} is missing or damaged ({exc}); rebuild the sharded index") from None
+        raise DamagedIndexError(
+            f"{shard / GLOBAL / (name + '.npy')} is missing or damaged ({exc}); rebuild the sharded index"
+        ) from None
     if df.shape != (length,):
-        raise DamagedIndexError(f"{shard / GLOBAL / (name + '.npy')} does not match the shard's lists; rebuild the sharded index")
+        raise DamagedIndexError(
+            f"{shard / GLOBAL / (name + '.npy')} does not match the shard's lists; rebuild the sharded index"
+        )
     return df
 
 

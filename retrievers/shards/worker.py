@@ -57,8 +57,9 @@ class ShardWorker:
                 self.retrievers[key] = open_retriever(self.index, mode, **options)
         return self.retrievers[key]
 
-    def rank(self, mode: str, queries: list[Query], k: int, options: dict | None = None,
-             vectors: list | None = None) -> list[ShardHits]:
+    def rank(
+        self, mode: str, queries: list[Query], k: int, options: dict | None = None, vectors: list | None = None
+    ) -> list[ShardHits]:
         """Each query's ranked list on this shard (global ordinals). `vectors`: the dense modes' query vectors, encoded
         once by the coordinator (None for a query this shard should encode itself)."""
         from mathscout.retrievers.base import prepare_query
@@ -87,20 +88,35 @@ class ShardWorker:
                 retriever.rank(query, k)  # raises the clear error of a query without terms
             docs, scores = retriever.top(weights, k)
             ids = retriever.doc_ids()  # the retriever's own copy (it names its hits by them)
-            return ShardHits([(self.offset + d, ids[d], s, {"bm25": s}) for d, s in zip(docs.tolist(), scores.tolist())])
+            return ShardHits(
+                [(self.offset + d, ids[d], s, {"bm25": s}) for d, s in zip(docs.tolist(), scores.tolist())]
+            )
         if mode == "structure":
             found = retriever.lists(query, k)
             ordinals = retriever.doc_ordinals()
             if isinstance(found, list):
                 return ShardHits([(self.offset + ordinals[h.doc_id], h.doc_id, h.score, h.components) for h in found])
             ids = self.doc_ids
-            return ShardHits(lists={
-                "plan": found.plan, "lambda_m": found.lambda_m, "depth": found.depth, "by_tier": found.by_tier,
-                "parts": found.parts,
-                "formulas": [(latex, [(self.offset + h.doc, ids[h.doc], h.score, h.tier, self.formula_offset + h.formula)
-                                      for h in hits]) for latex, hits in found.formulas],
-                "bm25": [(self.offset + d, ids[d], s) for d, s in found.bm25.items()],
-            })
+            return ShardHits(
+                lists={
+                    "plan": found.plan,
+                    "lambda_m": found.lambda_m,
+                    "depth": found.depth,
+                    "by_tier": found.by_tier,
+                    "parts": found.parts,
+                    "formulas": [
+                        (
+                            latex,
+                            [
+                                (self.offset + h.doc, ids[h.doc], h.score, h.tier, self.formula_offset + h.formula)
+                                for h in hits
+                            ],
+                        )
+                        for latex, hits in found.formulas
+                    ],
+                    "bm25": [(self.offset + d, ids[d], s) for d, s in found.bm25.items()],
+                }
+            )
         return self._hits(retriever.batch_search([query], k)[query.id])
 
     def structure_facts(self, options: dict, queries: Sequence[Query] = (), formulas: Sequence[str] = ()) -> dict:
@@ -117,9 +133,12 @@ class ShardWorker:
                 widths.append(None if prepared.empty else prepared.width)
             except QueryError:
                 widths.append(None)
-        return {"kinds": {kind: asdict(setting) for kind, setting in retriever.kind_settings.items()},
-                "perfect": [retriever.perfect_score(q) for q in queries], "widths": widths,
-                "lexer": retriever.searcher.lexer}
+        return {
+            "kinds": {kind: asdict(setting) for kind, setting in retriever.kind_settings.items()},
+            "perfect": [retriever.perfect_score(q) for q in queries],
+            "widths": widths,
+            "lexer": retriever.searcher.lexer,
+        }
 
     def formula_documents(self, options: dict, latex: str, k: int, exhaustive: bool = False) -> list[tuple[int, float]]:
         """A formula's top k documents on this shard as the structure mode searches them (its pruning strategy, Zhong 2023 thesis Alg. 4
@@ -132,8 +151,13 @@ class ShardWorker:
             return []
         if prepared.empty or not prepared.searchable:  # nothing on this shard can match it
             return []
-        hits = retriever.searcher.search(prepared, k, "exhaustive" if exhaustive else retriever.strategy, per_document=True,
-                                         initial_threshold_factor=0.0 if exhaustive else retriever.initial_threshold_factor)
+        hits = retriever.searcher.search(
+            prepared,
+            k,
+            "exhaustive" if exhaustive else retriever.strategy,
+            per_document=True,
+            initial_threshold_factor=0.0 if exhaustive else retriever.initial_threshold_factor,
+        )
         return [(self.offset + h.doc, h.score) for h in hits]
 
     def usage(self) -> dict:
@@ -141,8 +165,12 @@ class ShardWorker:
         from mathscout.usage import process_usage
 
         usage = process_usage()
-        return {"pid": os.getpid(), "peak_rss_mib": round(usage.peak_mib, 1), "rss_mib": round(usage.rss_mib, 1),
-                "cpu_seconds": round(usage.cpu_seconds, 1)}
+        return {
+            "pid": os.getpid(),
+            "peak_rss_mib": round(usage.peak_mib, 1),
+            "rss_mib": round(usage.rss_mib, 1),
+            "cpu_seconds": round(usage.cpu_seconds, 1),
+        }
 
     @cached_property
     def doc_ids(self) -> list[str]:

@@ -38,7 +38,9 @@ def demo_dense(tmp_path_factory):
     from mathscout.retrievers.indexing import build_index
 
     path = tmp_path_factory.mktemp("demo-dense") / "index"
-    build_index([DEMO_CORPUS / "number-theory.jsonl", DEMO_CORPUS / "geometry.jsonl"], path, ["bm25", "structure", "dense"])
+    build_index(
+        [DEMO_CORPUS / "number-theory.jsonl", DEMO_CORPUS / "geometry.jsonl"], path, ["bm25", "structure", "dense"]
+    )
     return Assistant(path, use_llm=False)
 
 
@@ -69,8 +71,10 @@ def test_the_answer_echoes_the_question_with_its_formula(demo):
 
 
 def test_a_long_echo_is_cut_outside_its_formulas(demo):
-    words = ("Given a right triangle whose legs and hypotenuse are all positive whole numbers, and given that the three "
-             "lengths satisfy the known relation ")
+    words = (
+        "Given a right triangle whose legs and hypotenuse are all positive whole numbers, and given that the three "
+        "lengths satisfy the known relation "
+    )
     formula = "$\\frac{a^2+b^2}{c^2} = 1$"
     assert len(words) < 160 < len(words) + len(formula)  # the echo's 160 characters end inside the formula
     question = words + formula + ", how do I list them?"
@@ -100,11 +104,14 @@ def test_sentences_are_scored_with_their_formulas(demo):
     """The lexical scorer reads the formulas: the sentence that holds the question's equation scores 1 on formulas,
     one with only other formulas less, one without a formula 0; the question itself scores 1 on both (the scale)."""
     question = read_question(PYTHAGORAS)
-    rows = sentence_scorer(demo.toolbox).signals(question, [
-        "Contrast $n = 2$, where $x^2+y^2=z^2$ has infinitely many solutions.",
-        "Primitive triples are exactly $$x = m^2 - n^2,\\quad y = 2mn,\\quad z = m^2 + n^2.$$",
-        "All other solutions are multiples of these.",
-    ])
+    rows = sentence_scorer(demo.toolbox).signals(
+        question,
+        [
+            "Contrast $n = 2$, where $x^2+y^2=z^2$ has infinitely many solutions.",
+            "Primitive triples are exactly $$x = m^2 - n^2,\\quad y = 2mn,\\quad z = m^2 + n^2.$$",
+            "All other solutions are multiples of these.",
+        ],
+    )
     assert rows[0]["formulas"] == pytest.approx(1.0) and 0 < rows[1]["formulas"] < 1 and rows[2]["formulas"] == 0
     assert all(0 < row["words"] < 1 for row in rows) and rows[0]["words"] > rows[2]["words"]  # "solutions", its formula
     assert sentence_scorer(demo.toolbox).signals(question, [PYTHAGORAS]) == [{"words": 1.0, "formulas": 1.0}]
@@ -123,8 +130,9 @@ def test_a_failing_scorer_leaves_the_hits_order_and_says_why(demo):
     line = summary_line(answer.hits, documents, read_question(PYTHAGORAS), Broken(), notices)
     cited = [ids[0] for _, _, ids in find_citations(line)]
     assert cited == [h.doc_id for h in answer.hits[:2]]  # the best hits' first sentences
-    assert notices == ["The summary's broken sentence scores failed (model file damaged): the best hits' first "
-                       "sentences are quoted."]
+    assert notices == [
+        "The summary's broken sentence scores failed (model file damaged): the best hits' first sentences are quoted."
+    ]
 
 
 def test_candidates_are_the_whole_sentences_of_the_top_hits(demo):

@@ -32,19 +32,25 @@ def unnamed_citations(path: Path) -> list[tuple[int, str]]:
 
 
 def test_every_citation_names_its_paper():
-    unnamed = [f"{path.relative_to(PACKAGE.parent)}:{n}: {line}"
-               for _, path in package_modules() for n, line in unnamed_citations(path)]
+    unnamed = [
+        f"{path.relative_to(PACKAGE.parent)}:{n}: {line}"
+        for _, path in package_modules()
+        for n, line in unnamed_citations(path)
+    ]
     assert not unnamed, f"{len(unnamed)} citations name no paper:\n" + "\n".join(unnamed)
 
 
 def test_the_check_tells_a_named_citation_from_a_bare_one(tmp_path):
     source = tmp_path / "cites.py"
-    source.write_text('"""Eq. 3.14 alone."""\n'
-                      "x = 1  # Zhong 2023 thesis, Eq. 3.14\n"
-                      "y = 2  # thesis §4.1.3\n"
-                      "z = 3  # Zhong et al. 2022, Eq. 3\n"
-                      "w = 4  # Alg. 2 line 4\n"
-                      "v = 5  # Stathopoulos & Teufel 2016 §4.1\n"
-                      "u = 6  # an equation nobody cites\n"
-                      "t = 7  # thesis ch. 6, Table 5.6\n", encoding="utf-8")
+    source.write_text(
+        '"""Eq. 3.14 alone."""\n'
+        "x = 1  # Zhong 2023 thesis, Eq. 3.14\n"
+        "y = 2  # thesis §4.1.3\n"
+        "z = 3  # Zhong et al. 2022, Eq. 3\n"
+        "w = 4  # Alg. 2 line 4\n"
+        "v = 5  # Stathopoulos & Teufel 2016 §4.1\n"
+        "u = 6  # an equation nobody cites\n"
+        "t = 7  # thesis ch. 6, Table 5.6\n",
+        encoding="utf-8",
+    )
     assert [n for n, _ in unnamed_citations(source)] == [1, 3, 5, 8]

@@ -35,12 +35,42 @@ LAYERS = {
     "mathscout.scale": ENGINES,
     "mathscout.question": ENGINES,  # the planner's question kinds: it parses formulas (mathscout.structure)
     # the core: corpus, store, index directory, LaTeX, config, typed records, errors, limits, rendering, process usage and isolation
-    **{f"mathscout.{name}": CORE for name in (
-        "config", "corpus", "errors", "events", "extras", "index", "isolated", "java", "latex", "limits", "markup", "notices",
-        "jvm_archive", "options", "render", "schema", "settings", "stemmer", "store", "types", "usage")},
+    **{
+        f"mathscout.{name}": CORE
+        for name in (
+            "config",
+            "corpus",
+            "errors",
+            "events",
+            "extras",
+            "index",
+            "isolated",
+            "java",
+            "latex",
+            "limits",
+            "markup",
+            "notices",
+            "jvm_archive",
+            "options",
+            "render",
+            "schema",
+            "settings",
+            "stemmer",
+            "store",
+            "types",
+            "usage",
+        )
+    },
 }
-NAMES = {CORE: "core", ENGINES: "engines", RETRIEVERS: "retrievers", TOOLS: "tools", AGENT: "agent",
-         TRAINING: "training/evaluation", ENTRY: "entry points"}
+NAMES = {
+    CORE: "core",
+    ENGINES: "engines",
+    RETRIEVERS: "retrievers",
+    TOOLS: "tools",
+    AGENT: "agent",
+    TRAINING: "training/evaluation",
+    ENTRY: "entry points",
+}
 
 
 def layer(module: str) -> int:
@@ -58,8 +88,10 @@ def imported_modules(path: Path, known: set[str]) -> list[tuple[str, int]]:
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             # `from mathscout import events` imports the module mathscout.events
-            found += [(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module, node.lineno)
-                      for a in node.names]
+            found += [
+                (f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module, node.lineno)
+                for a in node.names
+            ]
     return [(name, line) for name, line in found if name == "mathscout" or name.startswith("mathscout.")]
 
 
@@ -70,14 +102,23 @@ def named_targets(path: Path) -> list[tuple[str, int]]:
     """(module, line) of every `"module:attribute"` string target in `path`, a module-level prefix constant joined
     on (`R + "bm25:open_bm25"` with `R = "mathscout.retrievers."`)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    prefixes = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
-                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-                for target in node.targets if isinstance(target, ast.Name)}
+    prefixes = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
     found = []
     for node in ast.walk(tree):
         text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Name) \
-                and isinstance(node.right, ast.Constant) and isinstance(node.right.value, str):
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.left, ast.Name)
+            and isinstance(node.right, ast.Constant)
+            and isinstance(node.right.value, str)
+        ):
             text = prefixes.get(node.left.id, "") + node.right.value
         match = TARGET.fullmatch(text or "")
         if match:
@@ -97,8 +138,10 @@ def test_no_lower_layer_imports_a_higher_one():
     for name, path in modules:
         for target, line in imported_modules(path, known):
             if layer(target) > layer(name):
-                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name} ({NAMES[layer(name)]}) imports "
-                              f"{target} ({NAMES[layer(target)]})")
+                upward.append(
+                    f"{path.relative_to(PACKAGE.parent)}:{line}: {name} ({NAMES[layer(name)]}) imports "
+                    f"{target} ({NAMES[layer(target)]})"
+                )
     assert not upward, "imports pointing up a layer:\n" + "\n".join(upward)
 
 
@@ -110,16 +153,20 @@ def test_no_string_target_names_a_higher_layer():
         for target, line in named_targets(path):
             seen.add(target)
             if layer(target) > layer(name):
-                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name} ({NAMES[layer(name)]}) names "
-                              f"{target} ({NAMES[layer(target)]})")
+                upward.append(
+                    f"{path.relative_to(PACKAGE.parent)}:{line}: {name} ({NAMES[layer(name)]}) names "
+                    f"{target} ({NAMES[layer(target)]})"
+                )
     assert not upward, "string targets pointing up a layer:\n" + "\n".join(upward)
     assert {"mathscout.retrievers.bm25", "mathscout.evaluation.tuning"} <= seen  # the registry's and a trainer
 
 
 def test_the_check_sees_an_upward_string_target(tmp_path):
     source = tmp_path / "registry.py"
-    source.write_text('A = "mathscout.agent."\nopen = A + "planned:open_mode"\ntrain = "mathscout.evaluation.tuning:main"\n',
-                      encoding="utf-8")
+    source.write_text(
+        'A = "mathscout.agent."\nopen = A + "planned:open_mode"\ntrain = "mathscout.evaluation.tuning:main"\n',
+        encoding="utf-8",
+    )
     assert named_targets(source) == [("mathscout.agent.planned", 2), ("mathscout.evaluation.tuning", 3)]
 
 

@@ -13,8 +13,7 @@ from mathscout.corpus import IngestReport, read_corpus
 from mathscout.corpus.math_spans import find_math
 
 EXAMPLES = DEMO_CORPUS.parent / "demo_examples.json"
-MAIN_AREAS = ("algebra", "calculus", "number-theory", "linear-algebra", "probability", "combinatorics",
-              "real-analysis")
+MAIN_AREAS = ("algebra", "calculus", "number-theory", "linear-algebra", "probability", "combinatorics", "real-analysis")
 MINOR_AREAS = ("geometry", "trigonometry", "complex-numbers", "differential-equations")
 MATH_MARKER = re.compile(r"\$|\\\(|\\\[|\\begin\{")
 ID_PATTERN = re.compile(r"demo:(?P<area>[a-z-]+)-\d{3}")
@@ -93,8 +92,19 @@ def test_currency_amounts_are_not_taken_for_math(records):
 
 def test_notation_is_varied(records):
     texts = [r["text"] for r in records]
-    for marker in ("$$", "\\(", "\\[", "\\begin{align}", "\\dfrac", "\\leq", "\\binom", "\\choose",
-                   "\\begin{pmatrix}", "\\mathbb{R}", "\\left("):
+    for marker in (
+        "$$",
+        "\\(",
+        "\\[",
+        "\\begin{align}",
+        "\\dfrac",
+        "\\leq",
+        "\\binom",
+        "\\choose",
+        "\\begin{pmatrix}",
+        "\\mathbb{R}",
+        "\\left(",
+    ):
         assert sum(marker in t for t in texts) >= 1, marker
 
 

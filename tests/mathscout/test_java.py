@@ -47,8 +47,9 @@ def test_searching_and_building_jvms_have_bounded_heaps_that_the_user_can_change
     env = {k: v for k, v in os.environ.items() if k != "MATHSCOUT_JAVA_HEAP"}
 
     def max_heap_mib(kind: str, **extra: str) -> int:
-        out = subprocess.run([sys.executable, "-c", HEAP, kind], capture_output=True, text=True, env={**env, **extra},
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", HEAP, kind], capture_output=True, text=True, env={**env, **extra}, timeout=120
+        )
         assert out.returncode == 0, out.stderr
         return int(out.stdout.strip().splitlines()[-1])
 
@@ -68,8 +69,9 @@ print(json.dumps({"vm_info": java.vm_info(), "hits": [h.docid for h in hits]}))
 """
 
 
-def test_the_first_jvm_makes_a_class_archive_that_later_jvms_map_and_a_damaged_one_is_passed_over(small_index,
-                                                                                                  tmp_path):
+def test_the_first_jvm_makes_a_class_archive_that_later_jvms_map_and_a_damaged_one_is_passed_over(
+    small_index, tmp_path
+):
     import json
     import time
 
@@ -77,8 +79,13 @@ def test_the_first_jvm_makes_a_class_archive_that_later_jvms_map_and_a_damaged_o
     archives = tmp_path / "home" / "jvm"
 
     def search() -> dict:
-        out = subprocess.run([sys.executable, "-c", SHARING, str(small_index / "bm25")], capture_output=True, text=True,
-                             env=env, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", SHARING, str(small_index / "bm25")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         assert len(out.stdout.strip().splitlines()) == 1, out.stdout  # the JVM's CDS messages stay off stdout
         return json.loads(out.stdout)

@@ -29,16 +29,23 @@ def test_the_command_line_takes_the_tables_defaults(command):
 def test_the_run_command_uses_the_same_mode_and_reranking_defaults():
     defaults = {a.dest: a.default for a in _subparser("run")._actions}
     assert (defaults["mode"], defaults["rerank"], defaults["rerank_depth"]) == (
-        options.MODE.default, options.RERANK.default, options.RERANK_DEPTH.default)
+        options.MODE.default,
+        options.RERANK.default,
+        options.RERANK_DEPTH.default,
+    )
 
 
 def test_the_python_api_takes_the_tables_defaults():
     from mathscout.agent.api import MathScout
     from mathscout.agent.assistant import Assistant
 
-    for function, table in ((MathScout.search, options.SEARCH_OPTIONS), (MathScout.ask, options.ASK_OPTIONS),
-                            (MathScout.stream, options.ASK_OPTIONS), (Assistant.search, options.SEARCH_OPTIONS),
-                            (Assistant.stream, options.ASK_OPTIONS)):
+    for function, table in (
+        (MathScout.search, options.SEARCH_OPTIONS),
+        (MathScout.ask, options.ASK_OPTIONS),
+        (MathScout.stream, options.ASK_OPTIONS),
+        (Assistant.search, options.SEARCH_OPTIONS),
+        (Assistant.stream, options.ASK_OPTIONS),
+    ):
         parameters = inspect.signature(function).parameters
         for option in table:
             if option is options.INDEX:  # the Python API is bound to one index

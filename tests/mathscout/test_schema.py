@@ -28,10 +28,15 @@ def _keys(record: dict) -> set[str]:
 def test_a_hit_has_one_shape_everywhere(server, tiny_index, tmp_path):
     from mathscout import MathScout
 
-    cli = json.loads(run_cli(["search", "--local", "--index", str(tiny_index), "--mode", "structure", "--k", "3",
-                              "--json", QUERY], tmp_path).stdout)
-    status, _, body = server.request("GET", "/api/search?" + urllib.parse.urlencode({"q": QUERY, "mode": "structure",
-                                                                                     "k": 3}))
+    cli = json.loads(
+        run_cli(
+            ["search", "--local", "--index", str(tiny_index), "--mode", "structure", "--k", "3", "--json", QUERY],
+            tmp_path,
+        ).stdout
+    )
+    status, _, body = server.request(
+        "GET", "/api/search?" + urllib.parse.urlencode({"q": QUERY, "mode": "structure", "k": 3})
+    )
     http = json.loads(body)
     python = [h.to_dict() for h in MathScout(tiny_index, use_llm=False).search(QUERY, mode="structure", k=3)]
     assert status == 200
@@ -48,8 +53,11 @@ def test_an_answer_and_a_document_have_one_shape_everywhere(server, tiny_index, 
     from mathscout import MathScout
 
     question = "Why is $a^2+b^2=c^2$?"
-    cli = json.loads(run_cli(["ask", "--local", "--index", str(tiny_index), "--no-llm", "--k", "3", "--json", question],
-                             tmp_path).stdout)
+    cli = json.loads(
+        run_cli(
+            ["ask", "--local", "--index", str(tiny_index), "--no-llm", "--k", "3", "--json", question], tmp_path
+        ).stdout
+    )
     _, _, body = server.request("POST", "/api/ask", {"question": question, "k": 3, "use_llm": False})
     http = json.loads(body)
     scout = MathScout(tiny_index, use_llm=False)
@@ -77,5 +85,6 @@ def test_errors_and_the_openapi_document_use_the_schema(server):
     assert answers["/api/search"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("SearchRecord")
     assert answers["/api/ask"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("AnswerRecord")
     assert answers["/api/documents/{doc_id}"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
-        "DocumentRecord")
+        "DocumentRecord"
+    )
     assert set(schemas["SearchRecord"]["properties"]) >= {"missing_shards", "formulas", "notices"}

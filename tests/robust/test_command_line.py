@@ -25,8 +25,11 @@ from tests.support.cli import one_line_error, run_cli
 def files(tiny_index, tmp_path_factory, shared_data) -> dict[str, Path]:
     """Bad and good input files for the table."""
     folder = tmp_path_factory.mktemp("bad-inputs")
-    made = {"index": tiny_index, "dev": shared_data / "collection" / "topics.dev.jsonl",
-            "qrels": shared_data / "collection" / "qrels.dev.txt"}
+    made = {
+        "index": tiny_index,
+        "dev": shared_data / "collection" / "topics.dev.jsonl",
+        "qrels": shared_data / "collection" / "qrels.dev.txt",
+    }
     writes = {
         "run-nan": "1 Q0 a 1 nan run\n1 Q0 b 2 0.5 run\n",
         "run-inf": "1 Q0 a 1 inf run\n",
@@ -51,8 +54,10 @@ BAD = {  # name: (argv with {placeholders}, text the one line must contain)
     "k not a number": ("search --index {index} --k abc x", "got 'abc'"),
     "k fractional": ("search --index {index} --k 2.5 x", "got '2.5'"),
     "run k zero": ("run --index {index} --topics {dev} --output {out} --k 0", "k must be"),
-    "rerank depth": ("run --index {index} --topics {dev} --output {out} --rerank embedding --rerank-depth 5000",
-                     "rerank depth must be a whole number from 1 to 1,000"),
+    "rerank depth": (
+        "run --index {index} --topics {dev} --output {out} --rerank embedding --rerank-depth 5000",
+        "rerank depth must be a whole number from 1 to 1,000",
+    ),
     "ask k zero": ("ask --index {index} --no-llm --k 0 hi", "k must be"),
     "port too big": ("serve --port 99999", "port must be a whole number from 1 to 65,535"),
     "port zero": ("serve --port 0", "port must be"),
@@ -108,6 +113,7 @@ def test_the_same_limits_hold_in_the_api_and_the_tools(tiny_index):
 
 # --- the page: --public warning, slowed logins -------------------------------------------------------------
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -116,10 +122,26 @@ def _free_port() -> int:
 
 def test_public_without_auth_warns_at_start(tiny_index, tmp_path):
     port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "mathscout.cli", "serve", "--index", str(tiny_index), "--public",
-                                "--host", "127.0.0.1", "--port", str(port), "--no-llm"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "MATHSCOUT_HOME": str(tmp_path)})
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mathscout.cli",
+            "serve",
+            "--index",
+            str(tiny_index),
+            "--public",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-llm",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MATHSCOUT_HOME": str(tmp_path)},
+    )
     try:
         line = process.stderr.readline()
         while line and "warning" not in line:

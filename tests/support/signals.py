@@ -16,7 +16,12 @@ def fault_handler_library(signal_number: int) -> str:
     handler = ctypes.c_void_p.from_buffer(buffer).value
 
     class DlInfo(ctypes.Structure):
-        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+        _fields_ = [
+            ("fname", ctypes.c_char_p),
+            ("fbase", ctypes.c_void_p),
+            ("sname", ctypes.c_char_p),
+            ("saddr", ctypes.c_void_p),
+        ]
 
     info = DlInfo()
     libc.dladdr(ctypes.c_void_p(handler), ctypes.byref(info))

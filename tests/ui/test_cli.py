@@ -27,16 +27,43 @@ def test_json_is_pure_on_first_use_with_a_fresh_home(tmp_path):
 @pytest.mark.model
 def test_the_same_options_on_every_command(tmp_path, small_index):
     home = tmp_path / "home"
-    auto = run_cli(["search", "--index", str(small_index), "--mode", "auto", "--k", "2", "--json", "$a^2+b^2=c^2$"], home)
+    auto = run_cli(
+        ["search", "--index", str(small_index), "--mode", "auto", "--k", "2", "--json", "$a^2+b^2=c^2$"], home
+    )
     assert auto.returncode == 0, auto.stderr[-2000:]
     assert json.loads(auto.stdout)["mode"] == "auto" and len(json.loads(auto.stdout)["hits"]) == 2
-    reranked = run_cli(["search", "--index", str(small_index), "--rerank", "embedding", "--k", "3", "--json",
-                        "integral of sin x over x"], home)
+    reranked = run_cli(
+        [
+            "search",
+            "--index",
+            str(small_index),
+            "--rerank",
+            "embedding",
+            "--k",
+            "3",
+            "--json",
+            "integral of sin x over x",
+        ],
+        home,
+    )
     assert reranked.returncode == 0, reranked.stderr[-2000:]
     data = json.loads(reranked.stdout)
     assert data["rerank"] == "embedding" and "rerank" in data["hits"][0]["components"]
-    capped = run_cli(["ask", "--index", str(small_index), "--no-llm", "--k", "100", "--rerank", "embedding", "--json",
-                      "harmonic series diverges"], home)
+    capped = run_cli(
+        [
+            "ask",
+            "--index",
+            str(small_index),
+            "--no-llm",
+            "--k",
+            "100",
+            "--rerank",
+            "embedding",
+            "--json",
+            "harmonic series diverges",
+        ],
+        home,
+    )
     assert capped.returncode == 0, capped.stderr[-2000:]
     answer = json.loads(capped.stdout)
     assert any("100" in n and "50" in n for n in answer["notices"])  # the k cap is reported
@@ -60,8 +87,15 @@ def test_version_and_quiet(tmp_path, small_index):
 
 def test_the_search_prompt_understands_its_own_commands(tmp_path, small_index):
     lines = ":help\n:mode structure\n:k 2\n$a^2+b^2=c^2$\n:mode nonsense\n:frobnicate\n:k 0\n:quit\nnever searched\n"
-    result = subprocess.run(MATHSCOUT + ["search", "--index", str(small_index)], input=lines, capture_output=True,
-                            text=True, env=env(tmp_path), cwd=REPO, timeout=300)
+    result = subprocess.run(
+        MATHSCOUT + ["search", "--index", str(small_index)],
+        input=lines,
+        capture_output=True,
+        text=True,
+        env=env(tmp_path),
+        cwd=REPO,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
     assert ":mode NAME" in out and "mode structure" in out and "k 2" in out
@@ -73,21 +107,27 @@ def test_the_search_prompt_understands_its_own_commands(tmp_path, small_index):
 
 
 def test_ask_lists_the_tool_calls_once(tmp_path, small_index):
-    result = run_cli(["ask", "--index", str(small_index), "--no-llm", "--k", "3", "$\\sum_{n=1}^\\infty 1/n$"], tmp_path)
+    result = run_cli(
+        ["ask", "--index", str(small_index), "--no-llm", "--k", "3", "$\\sum_{n=1}^\\infty 1/n$"], tmp_path
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "--- trace: planner offline" in result.stdout
     assert result.stdout.count("structure_search") == 0 and result.stderr.count("structure_search") >= 1
-    quiet = run_cli(["ask", "-q", "--index", str(small_index), "--no-llm", "--k", "3", "$\\sum_{n=1}^\\infty 1/n$"],
-                    tmp_path)
+    quiet = run_cli(
+        ["ask", "-q", "--index", str(small_index), "--no-llm", "--k", "3", "$\\sum_{n=1}^\\infty 1/n$"], tmp_path
+    )
     assert quiet.stderr.strip() == "" and "structure_search" in quiet.stdout  # quiet: the list is in the trace
 
 
 def test_a_missing_optional_part_is_named_in_one_line(tmp_path):
     """As on a core installation without the [ui] extra: gradio cannot be imported."""
-    code = ("import sys; sys.modules['gradio'] = None; from mathscout.cli import main; "
-            "sys.exit(main(['serve', '--port', '7']))")
-    result = subprocess.run([MATHSCOUT[0], "-c", code], capture_output=True, text=True, env=env(tmp_path), cwd=REPO,
-                            timeout=300)
+    code = (
+        "import sys; sys.modules['gradio'] = None; from mathscout.cli import main; "
+        "sys.exit(main(['serve', '--port', '7']))"
+    )
+    result = subprocess.run(
+        [MATHSCOUT[0], "-c", code], capture_output=True, text=True, env=env(tmp_path), cwd=REPO, timeout=300
+    )
     line = one_line_error(result)
     assert "pip install 'mathscout[ui]'" in line
 
@@ -107,15 +147,28 @@ def test_kernel_compilation_is_announced_once_per_installation(tmp_path, small_i
 
 def test_a_search_imports_only_what_its_mode_needs(tmp_path, small_index):
     """No encoders, UI, agent framework, SymPy or full NLTK for a bm25 or structure search (they cost seconds)."""
-    heavy = ["torch", "transformers", "pyserini.encode", "nltk", "gradio", "langchain_core", "sympy",
-             "sentence_transformers", "faiss", "gensim"]
+    heavy = [
+        "torch",
+        "transformers",
+        "pyserini.encode",
+        "nltk",
+        "gradio",
+        "langchain_core",
+        "sympy",
+        "sentence_transformers",
+        "faiss",
+        "gensim",
+    ]
     for mode, absent in (("bm25", heavy + ["numba"]), ("structure", heavy)):
-        code = ("import contextlib, io, json, sys; from mathscout.cli import main\n"
-                "with contextlib.redirect_stdout(io.StringIO()):\n"
-                f"    code = main(['search', '--index', {str(small_index)!r}, '--mode', {mode!r}, '--k', '3', "
-                "'prove $a^2+b^2=c^2$'])\n"
-                f"print(json.dumps([code, [m for m in {absent!r} if m in sys.modules]]))")
-        result = subprocess.run([MATHSCOUT[0], "-c", code], capture_output=True, text=True, env=env(tmp_path),
-                                cwd=REPO, timeout=300)
+        code = (
+            "import contextlib, io, json, sys; from mathscout.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    code = main(['search', '--index', {str(small_index)!r}, '--mode', {mode!r}, '--k', '3', "
+            "'prove $a^2+b^2=c^2$'])\n"
+            f"print(json.dumps([code, [m for m in {absent!r} if m in sys.modules]]))"
+        )
+        result = subprocess.run(
+            [MATHSCOUT[0], "-c", code], capture_output=True, text=True, env=env(tmp_path), cwd=REPO, timeout=300
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         assert json.loads(result.stdout.splitlines()[-1]) == [0, []], mode

@@ -49,8 +49,19 @@ def server(small_index, tmp_path_factory):
     env = {**os.environ, "MATHSCOUT_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     for name in ("MATHSCOUT_INDEX", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MATHSCOUT_AUTH"):
         env.pop(name, None)
-    command = [sys.executable, "-m", "mathscout.cli", "serve", "--port", str(port), "--no-llm", "--auth", LOGIN,
-               "--index", str(small_index)]
+    command = [
+        sys.executable,
+        "-m",
+        "mathscout.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--no-llm",
+        "--auth",
+        LOGIN,
+        "--index",
+        str(small_index),
+    ]
     with open(log, "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -86,10 +97,13 @@ def test_health_lists_the_indexes_and_needs_the_login(server):
 def test_search_answers_like_the_command_line(server, small_index, tmp_path):
     url, _ = server
     query = "prove $a^2+b^2=c^2$"
-    status, body = _request(url + "/api/search?" + urllib.parse.urlencode({"q": query, "mode": "structure", "k": 5,
-                                                                           "index": "small"}))
+    status, body = _request(
+        url + "/api/search?" + urllib.parse.urlencode({"q": query, "mode": "structure", "k": 5, "index": "small"})
+    )
     assert status == 200, body
-    local = run_cli(["search", "--index", str(small_index), "--mode", "structure", "--k", "5", "--json", query], tmp_path)
+    local = run_cli(
+        ["search", "--index", str(small_index), "--mode", "structure", "--k", "5", "--json", query], tmp_path
+    )
     assert local.returncode == 0, local.stderr[-2000:]
     expected = json.loads(local.stdout)
     assert [(h["doc_id"], h["score"]) for h in body["hits"]] == [(h["doc_id"], h["score"]) for h in expected["hits"]]
@@ -139,7 +153,9 @@ def test_openapi_docs_are_served_behind_the_login_without_a_cdn(server):
     assert _request(url + "/openapi.json", login=None)[0] == 401
     status, spec = _request(url + "/openapi.json")
     assert status == 200 and {"/api/search", "/api/ask", "/api/documents/{doc_id}", "/api/health"} <= set(spec["paths"])
-    request = urllib.request.Request(url + "/docs", headers={"Authorization": "Basic " + base64.b64encode(LOGIN.encode()).decode()})
+    request = urllib.request.Request(
+        url + "/docs", headers={"Authorization": "Basic " + base64.b64encode(LOGIN.encode()).decode()}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         page = response.read().decode()
     assert response.status == 200 and "/docs/swagger-ui-bundle.js" in page and "cdn" not in page
@@ -149,12 +165,16 @@ def test_the_command_line_uses_the_server(server, tmp_path):
     url, _ = server
     env_home = tmp_path / "client-home"  # never built: the client needs no index of its own
     started = time.perf_counter()
-    result = run_cli(["search", "--server", url, "--auth", LOGIN, "--json", "--k", "3", "--mode", "structure",
-                      "$x^2+y^2=z^2$"], env_home)
+    result = run_cli(
+        ["search", "--server", url, "--auth", LOGIN, "--json", "--k", "3", "--mode", "structure", "$x^2+y^2=z^2$"],
+        env_home,
+    )
     seconds = time.perf_counter() - started
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(json.loads(result.stdout)["hits"]) == 3
-    assert seconds < 30, seconds  # a guard only: measured ≈ 0.5 s on a quiet machine (README); loose here for a busy one
+    assert seconds < 30, (
+        seconds
+    )  # a guard only: measured ≈ 0.5 s on a quiet machine (README); loose here for a busy one
     assert not (env_home / "indexes").exists()
     text = run_cli(["search", "--server", url, "--auth", LOGIN, "--k", "2", "pythagorean theorem"], env_home)
     assert text.returncode == 0 and text.stdout.lstrip().startswith("1. ")
@@ -162,6 +182,8 @@ def test_the_command_line_uses_the_server(server, tmp_path):
     assert ask.returncode == 0 and ask.stdout.startswith("**Computed by SymPy:**") and "--- trace:" in ask.stdout
     assert "wants a login" in one_line_error(run_cli(["search", "--server", url, "x"], env_home))
     assert "server: unknown search mode" in one_line_error(
-        run_cli(["search", "--server", url, "--auth", LOGIN, "--mode", "nope", "x"], env_home))
+        run_cli(["search", "--server", url, "--auth", LOGIN, "--mode", "nope", "x"], env_home)
+    )
     assert "cannot reach the MathScout server" in one_line_error(
-        run_cli(["search", "--server", f"http://127.0.0.1:{_free_port()}", "x"], env_home))
+        run_cli(["search", "--server", f"http://127.0.0.1:{_free_port()}", "x"], env_home)
+    )

@@ -41,16 +41,22 @@ def code(tmp_path_factory) -> Path:
 
 
 def _env(home: Path, code: Path) -> dict:
-    environment = {**os.environ, "MATHSCOUT_HOME": str(home), "PYTHONPATH": str(code), "PYTHONUNBUFFERED": "1",
-                   "MATHSCOUT_DEBUG": "1"}  # the debug line says which way a search went
+    environment = {
+        **os.environ,
+        "MATHSCOUT_HOME": str(home),
+        "PYTHONPATH": str(code),
+        "PYTHONUNBUFFERED": "1",
+        "MATHSCOUT_DEBUG": "1",
+    }  # the debug line says which way a search went
     for name in ("MATHSCOUT_INDEX", "MATHSCOUT_AUTH", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         environment.pop(name, None)
     return environment
 
 
 def _cli(args: list[str], home: Path, code: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(MATHSCOUT + args, check=False, capture_output=True, text=True, env=_env(home, code), timeout=timeout,
-                          cwd=code)
+    return subprocess.run(
+        MATHSCOUT + args, check=False, capture_output=True, text=True, env=_env(home, code), timeout=timeout, cwd=code
+    )
 
 
 def _records(home: Path) -> list[Path]:

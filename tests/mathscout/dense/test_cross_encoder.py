@@ -14,8 +14,22 @@ pytestmark = pytest.mark.model  # trained from the MiniLM weights (the missing-m
 
 TRAIN_TOPICS = 8
 HELD_OUT = 4
-TINY = ["--train-topics", str(TRAIN_TOPICS), "--held-out", str(HELD_OUT), "--negatives", "2", "--depth", "5",
-        "--max-length", "64", "--batch", "4", "--eval-every", "1"]
+TINY = [
+    "--train-topics",
+    str(TRAIN_TOPICS),
+    "--held-out",
+    str(HELD_OUT),
+    "--negatives",
+    "2",
+    "--depth",
+    "5",
+    "--max-length",
+    "64",
+    "--batch",
+    "4",
+    "--eval-every",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +47,9 @@ def train_files(shared_data, small_index, tmp_path_factory):
     with open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8") as f:
         lines = [line for line in f if json.loads(line)["id"] in set(wanted)]
     (folder / "topics.train.jsonl").write_text("".join(lines), encoding="utf-8")
-    (folder / "qrels.train.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q in wanted for d, g in qrels[q].items()),
-                                            encoding="utf-8")
+    (folder / "qrels.train.txt").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q in wanted for d, g in qrels[q].items()), encoding="utf-8"
+    )
     return folder / "topics.train.jsonl", folder / "qrels.train.txt"
 
 
@@ -121,15 +136,40 @@ def test_rerank_cross_reorders_hits_on_every_entry_point(trained, capsys):
 
     scout = MathScout(trained, use_llm=False)
     first = [h.doc_id for h in scout.search(QUESTION, mode="bm25", k=20)]
-    python = _reranked([{"doc_id": h.doc_id, "components": h.components}
-                        for h in scout.search(QUESTION, mode="bm25", k=20, rerank="cross", rerank_depth=DEPTH)], first)
+    python = _reranked(
+        [
+            {"doc_id": h.doc_id, "components": h.components}
+            for h in scout.search(QUESTION, mode="bm25", k=20, rerank="cross", rerank_depth=DEPTH)
+        ],
+        first,
+    )
     assert python[DEPTH:] == first[DEPTH:]
-    assert main(["search", "--local", "--index", str(trained), "--mode", "bm25", "--k", "20", "--rerank", "cross",
-                 "--rerank-depth", str(DEPTH), "--json", QUESTION]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--local",
+                "--index",
+                str(trained),
+                "--mode",
+                "bm25",
+                "--k",
+                "20",
+                "--rerank",
+                "cross",
+                "--rerank-depth",
+                str(DEPTH),
+                "--json",
+                QUESTION,
+            ]
+        )
+        == 0
+    )
     assert _reranked(json.loads(capsys.readouterr().out)["hits"], first) == python
     client = TestClient(create_api(AssistantPool(discover_indexes([trained]))))
-    response = client.get("/api/search", params={"q": QUESTION, "mode": "bm25", "k": 20, "rerank": "cross",
-                                                  "rerank_depth": DEPTH})
+    response = client.get(
+        "/api/search", params={"q": QUESTION, "mode": "bm25", "k": 20, "rerank": "cross", "rerank_depth": DEPTH}
+    )
     assert response.status_code == 200, response.text
     assert _reranked(response.json()["hits"], first) == python
 
@@ -155,7 +195,9 @@ def test_the_cross_encoder_has_an_opinion_and_its_weight_fuses_it(trained):
         assert [h.doc_id for h in kept.rerank(question, hits)] == [h.doc_id for h in hits]
         orders.append([h.doc_id for h in alone.rerank(question, hits)] != [h.doc_id for h in hits])
     assert any(orders)
-    assert interpolate([3.0, 1.0, 2.0], [0.0, 0.0, 0.0], 0.5).tolist() == pytest.approx([0.5 * 1.5 ** 0.5, -0.5 * 1.5 ** 0.5, 0.0])
+    assert interpolate([3.0, 1.0, 2.0], [0.0, 0.0, 0.0], 0.5).tolist() == pytest.approx(
+        [0.5 * 1.5**0.5, -0.5 * 1.5**0.5, 0.0]
+    )
 
 
 def test_run_reranks_with_the_cross_encoder(trained, dev_subset, tmp_path):
@@ -180,5 +222,6 @@ def test_rerank_cross_without_a_model_is_one_line(small_index, capsys):
 
     assert main(["search", "--local", "--index", str(small_index), "--mode", "bm25", "--rerank", "cross", "x^2"]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-    assert len(errors) == 1 and errors[0].endswith(f"no trained cross-encoder: run mathscout train cross-encoder "
-                                                   f"--index {small_index}"), errors
+    assert len(errors) == 1 and errors[0].endswith(
+        f"no trained cross-encoder: run mathscout train cross-encoder --index {small_index}"
+    ), errors

@@ -20,9 +20,17 @@ READ_AS_MATH = [
     ("Let $x$ be real and x^2 = 4. Find x.", ["x^2 = 4"]),
     ("is 2 + 2 = 4?", ["2 + 2 = 4"]),
 ]
-WORDS_ONLY = ["a proof by induction", "Is there a proof of the x-axis symmetry in 2017?", "e-mail and C++ code",
-              "is x = a number?", "(start with n = 1)", "see https://math.stackexchange.com/q/1_2", "snake_case names",
-              "Let G be a group and H a subgroup", "$x^2$ already delimited"]
+WORDS_ONLY = [
+    "a proof by induction",
+    "Is there a proof of the x-axis symmetry in 2017?",
+    "e-mail and C++ code",
+    "is x = a number?",
+    "(start with n = 1)",
+    "see https://math.stackexchange.com/q/1_2",
+    "snake_case names",
+    "Let G be a group and H a subgroup",
+    "$x^2$ already delimited",
+]
 
 
 @pytest.mark.parametrize("text, formulas", READ_AS_MATH)
@@ -66,22 +74,26 @@ def test_a_library_call_writes_nothing_and_the_command_line_shows_the_notices(tm
 
     from tests.support.cli import REPO, env, run_cli
 
-    script = ("from mathscout import MathScout\n"
-              "from mathscout.notices import collecting\n"
-              "from mathscout.retrievers import open_retriever\n"
-              "from mathscout.retrievers.compose import FormulaRewrite\n"
-              "scout = MathScout(use_llm=False)\n"
-              "scout.search('x^2+y^2=z^2', mode='structure', k=3)\n"
-              "scout.ask('How do I simplify \\\\frac{t+1}{t}?')\n"
-              "with collecting() as said:\n"
-              "    (FormulaRewrite() >> open_retriever(scout.index, 'structure')).search('$\\\\frac{t+1}{t}$', k=3)\n"
-              "assert any('also searched' in n for n in said), said\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env(tmp_path), cwd=REPO,
-                          timeout=600)
+    script = (
+        "from mathscout import MathScout\n"
+        "from mathscout.notices import collecting\n"
+        "from mathscout.retrievers import open_retriever\n"
+        "from mathscout.retrievers.compose import FormulaRewrite\n"
+        "scout = MathScout(use_llm=False)\n"
+        "scout.search('x^2+y^2=z^2', mode='structure', k=3)\n"
+        "scout.ask('How do I simplify \\\\frac{t+1}{t}?')\n"
+        "with collecting() as said:\n"
+        "    (FormulaRewrite() >> open_retriever(scout.index, 'structure')).search('$\\\\frac{t+1}{t}$', k=3)\n"
+        "assert any('also searched' in n for n in said), said\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env(tmp_path), cwd=REPO, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     # the demo index is built on first use (its build log is the builder's notices): build it first, then compare
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env(tmp_path), cwd=REPO,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env(tmp_path), cwd=REPO, timeout=600
+    )
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     shown = run_cli(["search", "--mode", "structure-rewrite", "--k", "2", "\\frac{t+1}{t}"], tmp_path)
     assert "note: read as math (typed without $…$): `\\frac{t+1}{t}`" in shown.stderr

@@ -35,7 +35,19 @@ def test_equivalent_latex_gives_the_same_tokens(a, b):
 
 def test_tokens_are_meaningful_symbols():
     assert math_tokens(r"\dfrac{1}{2}") == ["frac", "1", "2"]
-    assert math_tokens(r"\sin^2 x + \cos^2 x = 1") == ["sin", "sup", "2", "x", "plus", "cos", "sup", "2", "x", "eq", "1"]
+    assert math_tokens(r"\sin^2 x + \cos^2 x = 1") == [
+        "sin",
+        "sup",
+        "2",
+        "x",
+        "plus",
+        "cos",
+        "sup",
+        "2",
+        "x",
+        "eq",
+        "1",
+    ]
     assert math_tokens(r"\text{for all } x \label{eq:1}") == ["x"]
     assert math_tokens(r"\operatorname{rank}(A)") == ["rank", "A"]
     assert math_tokens(r"\begin{pmatrix} a & b \\ c & d \end{pmatrix}") == ["matrix", "a", "b", "c", "d"]
@@ -77,7 +89,9 @@ def test_plain_word_queries_stay_words():
     assert query_terms("a group of prime order is cyclic") == ["group", "prime", "order", "cyclic"]
 
 
-@pytest.mark.parametrize("junk", ["{", "}", r"\frac{", r"\text{unclosed", r"\begin{", "\\", "^_^", r"\left(", "", "$$", "\x00"])
+@pytest.mark.parametrize(
+    "junk", ["{", "}", r"\frac{", r"\text{unclosed", r"\begin{", "\\", "^_^", r"\left(", "", "$$", "\x00"]
+)
 def test_malformed_latex_never_raises(junk):
     assert isinstance(lex(junk), list)
     assert isinstance(query_terms(junk), list)

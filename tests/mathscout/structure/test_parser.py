@@ -59,10 +59,17 @@ def sexpr(node: Node) -> str:
 # --- structure (§3.1, Figures 3.1 and 3.2) --------------------------------------------------------
 def test_figure_3_1_leaf_root_paths():
     # Fig. 3.1's formula ab + c/d + e^2_1 (the figure's "VAR/SUB" path is for the subscript 1, a NUM)
-    assert leaf_root_paths(tree_of(r"ab+\frac{c}{d}+e_1^2")) == sorted([
-        "VAR/MUL/ADD", "VAR/MUL/ADD", "VAR/rank1/FRAC/ADD", "VAR/rank2/FRAC/ADD",
-        "VAR/BASE/SUBSUP/ADD", "NUM/SUB/SUBSUP/ADD", "NUM/SUP/SUBSUP/ADD",
-    ])
+    assert leaf_root_paths(tree_of(r"ab+\frac{c}{d}+e_1^2")) == sorted(
+        [
+            "VAR/MUL/ADD",
+            "VAR/MUL/ADD",
+            "VAR/rank1/FRAC/ADD",
+            "VAR/rank2/FRAC/ADD",
+            "VAR/BASE/SUBSUP/ADD",
+            "NUM/SUB/SUBSUP/ADD",
+            "NUM/SUP/SUBSUP/ADD",
+        ]
+    )
 
 
 def test_commutative_operands_are_unordered_and_chains_flattened():
@@ -129,8 +136,10 @@ def test_equivalent_spellings_give_the_same_tree(a, b):
         (r"\int_0^1 f(x)\,dx", "INT(MUL(APPLY(f x) d x) SUB(0) SUP(1))"),
         (r"\lim_{x\to 0} \frac{\sin x}{x}", r"LIM(FRAC(APPLY(\sin x) x) SUB(RIGHTARROW(x 0)))"),
         (r"\log_2 n", r"APPLY(SUBSUP(BASE(\log) SUB(2)) n)"),
-        (r"\sin^2 x + \cos^2 x = 1",
-         r"EQ(ADD(APPLY(SUBSUP(BASE(\sin) SUP(2)) x) APPLY(SUBSUP(BASE(\cos) SUP(2)) x)) 1)"),
+        (
+            r"\sin^2 x + \cos^2 x = 1",
+            r"EQ(ADD(APPLY(SUBSUP(BASE(\sin) SUP(2)) x) APPLY(SUBSUP(BASE(\cos) SUP(2)) x)) 1)",
+        ),
         ("f(x, y)", "APPLY(f x y)"),
         ("a(b+c)", "MUL(a ADD(b c))"),
         (r"\operatorname{rank}(A) \le n", r"LE(APPLY(\rank A) n)"),
@@ -153,12 +162,16 @@ def test_equivalent_spellings_give_the_same_tree(a, b):
         (r"p \implies q", "IMPLIES(p q)"),
         (r"\hat{x} + \mathbb{R}", r"ADD(\hat{x} \mathbb{R})"),
         (r"\begin{pmatrix} a & b \\ c & d \end{pmatrix}", "MATRIX(ROW(a b) ROW(c d))"),
-        (r"|x| = \begin{cases} x & \text{if } x \ge 0 \\ -x & \text{otherwise} \end{cases}",
-         "EQ(ABS(x) CASES(ROW(x GE(x 0)) ROW(NEG(x) otherwise)))"),
+        (
+            r"|x| = \begin{cases} x & \text{if } x \ge 0 \\ -x & \text{otherwise} \end{cases}",
+            "EQ(ABS(x) CASES(ROW(x GE(x 0)) ROW(NEG(x) otherwise)))",
+        ),
         (r"\begin{align} a &= b \\ &= c \end{align}", "EQ(a b c)"),
         (r"\text{Var}(X) = E[X^2]", r"EQ(APPLY(\Var X) MUL(E SUBSUP(BASE(X) SUP(2))))"),
-        (r"a_1, a_2, \ldots, a_n",
-         r"COMMA(SUBSUP(BASE(a) SUB(1)) SUBSUP(BASE(a) SUB(2)) \dots SUBSUP(BASE(a) SUB(n)))"),
+        (
+            r"a_1, a_2, \ldots, a_n",
+            r"COMMA(SUBSUP(BASE(a) SUB(1)) SUBSUP(BASE(a) SUB(2)) \dots SUBSUP(BASE(a) SUB(n)))",
+        ),
         (r"x \stackrel{?}{=} y", "EQ(x y)"),
         (r"\foo{x}", r"APPLY(\foo x)"),
     ],
@@ -170,8 +183,14 @@ def test_representative_formulas(latex, expected):
 def test_leaf_types_keep_unified_symbols():
     leaves = list(tree_of(r"2\pi r + \alpha x + \sin \theta + \text{area}").leaves())
     assert [(leaf.token, leaf.symbol) for leaf in leaves] == [
-        ("NUM", "2"), ("CONST", "\\pi"), ("VAR", "r"), ("VAR", "\\alpha"), ("VAR", "x"),
-        ("FUNC", "\\sin"), ("VAR", "\\theta"), ("TEXT", "area"),
+        ("NUM", "2"),
+        ("CONST", "\\pi"),
+        ("VAR", "r"),
+        ("VAR", "\\alpha"),
+        ("VAR", "x"),
+        ("FUNC", "\\sin"),
+        ("VAR", "\\theta"),
+        ("TEXT", "area"),
     ]
     assert [leaf.symbol for leaf in tree_of(r"\varepsilon + \varphi").leaves()] == ["\\epsilon", "\\phi"]
 
@@ -261,7 +280,11 @@ def test_unknown_macros_and_text_do_not_break_parsing():
 def test_leaves_know_their_characters():
     latex = r"\hat{x} + \mathbb{R}^{n} + \frac{12}{y}"
     assert [latex[leaf.start : leaf.end] for leaf in tree_of(latex).leaves()] == [
-        r"\hat{x}", r"\mathbb{R}", "n", "12", "y",
+        r"\hat{x}",
+        r"\mathbb{R}",
+        "n",
+        "12",
+        "y",
     ]
 
 
@@ -285,7 +308,9 @@ def test_real_collection_formulas_parse_completely(shared_data):
 
 
 def _whitespace_leaves(tree: Node | None) -> list[str]:
-    return [leaf.symbol for leaf in (tree.leaves() if tree is not None else []) if leaf.symbol and not leaf.symbol.strip()]
+    return [
+        leaf.symbol for leaf in (tree.leaves() if tree is not None else []) if leaf.symbol and not leaf.symbol.strip()
+    ]
 
 
 def test_document_formulas_written_with_spaces_get_no_whitespace_leaf(shared_data):

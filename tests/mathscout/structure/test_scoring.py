@@ -52,8 +52,12 @@ def test_paths_ignore_operand_order_under_commutative_operators():
 
 def test_table_3_1_mark_and_cross_is_3_4():
     # x + y + y^2 against -y + x + x^2 with the caption's path sets; -y differs from y only by its fingerprint
-    query = by_token_path([("VAR/ADD", "x", 1), ("VAR/ADD", "y", 1), ("VAR/BASE/SUBSUP/ADD", "y", 2), ("NUM/SUP/SUBSUP/ADD", "2", 3)])
-    doc = by_token_path([("VAR/ADD", "y", 9), ("VAR/ADD", "x", 1), ("VAR/BASE/SUBSUP/ADD", "x", 2), ("NUM/SUP/SUBSUP/ADD", "2", 3)])
+    query = by_token_path(
+        [("VAR/ADD", "x", 1), ("VAR/ADD", "y", 1), ("VAR/BASE/SUBSUP/ADD", "y", 2), ("NUM/SUP/SUBSUP/ADD", "2", 3)]
+    )
+    doc = by_token_path(
+        [("VAR/ADD", "y", 9), ("VAR/ADD", "x", 1), ("VAR/BASE/SUBSUP/ADD", "x", 2), ("NUM/SUP/SUBSUP/ADD", "2", 3)]
+    )
     marks = scoring.mark(((query[t], doc[t]) for t in query), b1=0.9, b2=0.8)
     assert marks["y"]["x"] == pytest.approx(0.8 + 0.8)  # y and y^2 against x and x^2: symbols differ (b2)
     assert marks["y"]["y"] == pytest.approx(0.9)  # y against -y: operand matches, fingerprint does not (b1)
@@ -63,8 +67,12 @@ def test_table_3_1_mark_and_cross_is_3_4():
 
 def test_mark_and_cross_rewards_consistent_renaming():
     # rule 3 (bound variable greediness): x + x vs y + y beats x + x vs x + z
-    same_pattern = scoring.mark_and_cross(by_token_path([("VAR/ADD", "x", 1)] * 2), by_token_path([("VAR/ADD", "y", 1)] * 2))
-    one_exact = scoring.mark_and_cross(by_token_path([("VAR/ADD", "x", 1)] * 2), by_token_path([("VAR/ADD", "x", 1), ("VAR/ADD", "z", 1)]))
+    same_pattern = scoring.mark_and_cross(
+        by_token_path([("VAR/ADD", "x", 1)] * 2), by_token_path([("VAR/ADD", "y", 1)] * 2)
+    )
+    one_exact = scoring.mark_and_cross(
+        by_token_path([("VAR/ADD", "x", 1)] * 2), by_token_path([("VAR/ADD", "x", 1), ("VAR/ADD", "z", 1)])
+    )
     assert same_pattern > one_exact
     identical = prefixes("x+y+y^2")
     q = scoring.group_by_root(identical)[0]
