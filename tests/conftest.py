@@ -78,7 +78,9 @@ def dev_subset(shared_data, dev_topic_ids, tmp_path_factory):
         lines = [line for line in f if json.loads(line)["id"] in wanted]
     (folder / "topics.jsonl").write_text("".join(lines), encoding="utf-8")
     qrels = (shared_data / "collection" / "qrels.dev.txt").read_text(encoding="utf-8").splitlines()
-    (folder / "qrels.txt").write_text("".join(l + "\n" for l in qrels if l.split()[0] in wanted), encoding="utf-8")
+    (folder / "qrels.txt").write_text(
+        "".join(line + "\n" for line in qrels if line.split()[0] in wanted), encoding="utf-8"
+    )
     return folder / "topics.jsonl", folder / "qrels.txt"
 
 
@@ -122,6 +124,7 @@ def tiny_index(tiny_corpus, tmp_path_factory) -> Path:
 
 # --- a small index with dense vectors (real MiniLM weights; ~200 documents encode in seconds) ----------------
 
+
 @pytest.fixture(scope="session")
 def dense_topics(shared_data) -> list[dict]:
     topics = []
@@ -155,7 +158,10 @@ def dense_index(shared_data, dense_qrels, tmp_path_factory) -> Path:
     judged = {d for docs in dense_qrels.values() for d in docs}
     folder = tmp_path_factory.mktemp("dense")
     corpus = folder / "docs.jsonl"
-    with open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f, open(corpus, "w", encoding="utf-8") as out:
+    with (
+        open(shared_data / "collection" / "docs.jsonl", encoding="utf-8") as f,
+        open(corpus, "w", encoding="utf-8") as out,
+    ):
         for n, line in enumerate(f):
             if n < DENSE_DISTRACTORS or json.loads(line)["id"] in judged:
                 out.write(line)

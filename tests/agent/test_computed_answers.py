@@ -18,31 +18,37 @@ def assistant(tiny_index):
     return Assistant(tiny_index, use_llm=False)
 
 
-@pytest.mark.parametrize("question, operation", [
-    ("What is $\\int_0^1 x^2 dx$", "evaluate"),
-    ("simplify $\\frac{x^2-1}{x-1}$", "simplify"),
-    ("solve $x^2-5x+6=0$", "solve"),
-    ("derivative of $\\sin x^2$", "differentiate"),
-    ("Integrate $x e^x$ dx.", "integrate"),
-    ("Evaluate $\\sum_{n=1}^\\infty \\frac{1}{n^2}$.", "evaluate"),
-    # questions, not orders: nothing is computed
-    ("why is the integral of $x^2$ equal to 1/3", None),
-    ("Why is $\\int_0^1 x^2 dx = \\frac13$?", None),
-    ("How do I simplify $\\frac{t+1}{t}$?", None),
-    ("What is the meaning of $\\nabla f$?", None),
-    ("what is $a^2+b^2=c^2$", None),
-    ("simplify $x+1$ and $x-1$", None),
-])
+@pytest.mark.parametrize(
+    "question, operation",
+    [
+        ("What is $\\int_0^1 x^2 dx$", "evaluate"),
+        ("simplify $\\frac{x^2-1}{x-1}$", "simplify"),
+        ("solve $x^2-5x+6=0$", "solve"),
+        ("derivative of $\\sin x^2$", "differentiate"),
+        ("Integrate $x e^x$ dx.", "integrate"),
+        ("Evaluate $\\sum_{n=1}^\\infty \\frac{1}{n^2}$.", "evaluate"),
+        # questions, not orders: nothing is computed
+        ("why is the integral of $x^2$ equal to 1/3", None),
+        ("Why is $\\int_0^1 x^2 dx = \\frac13$?", None),
+        ("How do I simplify $\\frac{t+1}{t}$?", None),
+        ("What is the meaning of $\\nabla f$?", None),
+        ("what is $a^2+b^2=c^2$", None),
+        ("simplify $x+1$ and $x-1$", None),
+    ],
+)
 def test_only_orders_to_compute_are_computed(question, operation):
     assert read_question(question).compute == operation
 
 
-@pytest.mark.parametrize("question, result", [
-    ("What is $\\int_0^1 x^2 dx$", "\\int_0^1 x^2 dx = \\frac{1}{3}"),
-    ("simplify $\\frac{x^2-1}{x-1}$", "\\frac{x^2-1}{x-1} = x + 1"),
-    ("solve $x^2-5x+6=0$", "x \\in \\left\\{2, 3\\right\\}"),
-    ("derivative of $\\sin x^2$", "= 2 x \\cos{\\left(x^{2} \\right)}"),
-])
+@pytest.mark.parametrize(
+    "question, result",
+    [
+        ("What is $\\int_0^1 x^2 dx$", "\\int_0^1 x^2 dx = \\frac{1}{3}"),
+        ("simplify $\\frac{x^2-1}{x-1}$", "\\frac{x^2-1}{x-1} = x + 1"),
+        ("solve $x^2-5x+6=0$", "x \\in \\left\\{2, 3\\right\\}"),
+        ("derivative of $\\sin x^2$", "= 2 x \\cos{\\left(x^{2} \\right)}"),
+    ],
+)
 def test_the_answer_states_the_computed_result_first_then_cited_passages(assistant, question, result):
     answer = assistant.ask(question, k=5)
     first, summary, *rest = answer.text.split("\n\n")
@@ -91,13 +97,15 @@ def test_each_hit_of_the_answer_says_what_its_score_is(assistant):
 
 
 def test_search_scores_say_what_they_are(tiny_index):
-    from mathscout.retrievers.scores import explain_score
     from mathscout.retrievers import open_retriever
+    from mathscout.retrievers.scores import explain_score
 
     bm25 = open_retriever(tiny_index, "bm25").search("integral of $x^2$", k=1)[0]
     assert explain_score(bm25) == f"bm25 {bm25.score:.3g} = Okapi BM25, words + math tokens"
     structure = open_retriever(tiny_index, "structure").search("$\\int_0^1 x^2 dx$", k=1)[0]
-    assert explain_score(structure).startswith(f"ranked by match tier, then score {structure.score:.3g} (tier 2: holds the formula as written")
+    assert explain_score(structure).startswith(
+        f"ranked by match tier, then score {structure.score:.3g} (tier 2: holds the formula as written"
+    )
 
 
 def test_a_formula_asking_for_a_giant_number_is_refused_before_sympy_evaluates_it():
@@ -130,10 +138,13 @@ def test_the_summary_never_cuts_a_formula_open():
 
     record = _demo_document("demo:geometry-001")  # the demo corpus's Pythagorean proof, display math in \[ … \]
     snippet = record["text"].replace("\\[ a^2+b^2=c^2. \\]", "**\\[ a^2+b^2=c^2. \\]**")  # marked as a search marks it
-    summary = summary_line([Hit(record["id"], 1.0, 1, snippet=snippet)], {}, read_question("why is $a^2+b^2=c^2$?"),
-                           HoldsTheFormula())
+    summary = summary_line(
+        [Hit(record["id"], 1.0, 1, snippet=snippet)], {}, read_question("why is $a^2+b^2=c^2$?"), HoldsTheFormula()
+    )
     assert "&#91;" not in summary and "\\\\" not in summary
     assert "\\[ a^2+b^2=c^2. \\]" in summary
-    long = "Hence " + "x " * 100 + "and \\[ a^2+b^2=c^2 \\] Conversely it holds."  # 220 characters end inside the formula
+    long = (
+        "Hence " + "x " * 100 + "and \\[ a^2+b^2=c^2 \\] Conversely it holds."
+    )  # 220 characters end inside the formula
     cut = summary_line([Hit("d", 1.0, 1, snippet=long)], {})
     assert "\\[" not in cut and cut.endswith("and … [d]")  # the formula dropped whole, not cut open

@@ -11,7 +11,7 @@ import pytest
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.config import LLMConfig
 from tests.support.corpora import DIRICHLET, INJECTION, INJECTION_ID, SQRT_PRODUCT, SUM_OF_SQUARES, SUM_OF_SQUARES_DOC
-from tests.support.fake_openai import ChatRequest, Fault, FakeOpenAI, RawToolCalls, Slow, Text, ToolCalls
+from tests.support.fake_openai import ChatRequest, FakeOpenAI, Fault, RawToolCalls, Slow, Text, ToolCalls
 
 MODEL = "fake-gpt"
 
@@ -40,14 +40,20 @@ def test_a_multi_step_tool_conversation_is_answered_with_checked_citations(index
     def model(request: ChatRequest):
         results = request.tool_results
         if not results:  # step 1: search the formula and the words
-            return ToolCalls([("structure_search", {"formula": SUM_OF_SQUARES, "k": 5}),
-                              ("hybrid_search", {"query": "sum of the first n squares", "k": 5})])
+            return ToolCalls(
+                [
+                    ("structure_search", {"formula": SUM_OF_SQUARES, "k": 5}),
+                    ("hybrid_search", {"query": "sum of the first n squares", "k": 5}),
+                ]
+            )
         if len(results) == 2:  # step 2: read the best structure hit
             return ToolCalls([("get_document", {"id": _hits_of(results[0])[0]["id"]})])
         read = json.loads(results[2])["documents"]["text"]
         assert "n(n+1)(2n+1)" in read
-        return Text(f"The sum is $\\frac{{n(n+1)(2n+1)}}{{6}}$ [{SUM_OF_SQUARES_DOC}] for $n$ in [0, 1] "
-                    "and beyond; see also [424242-999].")
+        return Text(
+            f"The sum is $\\frac{{n(n+1)(2n+1)}}{{6}}$ [{SUM_OF_SQUARES_DOC}] for $n$ in [0, 1] "
+            "and beyond; see also [424242-999]."
+        )
 
     with FakeOpenAI(model) as server:
         events, answer = _events(_assistant(index, server), f"Why is ${SUM_OF_SQUARES}$?", k=5)
@@ -70,17 +76,21 @@ def test_a_multi_step_tool_conversation_is_answered_with_checked_citations(index
 def _fallback(index, reply, timeout: float = 10.0):
     with FakeOpenAI([reply]) as server:
         started = time.perf_counter()
-        events, answer = _events(_assistant(index, server, timeout), f"why does the improper integral ${DIRICHLET}$ converge",
-                                 k=3)
+        events, answer = _events(
+            _assistant(index, server, timeout), f"why does the improper integral ${DIRICHLET}$ converge", k=3
+        )
         return answer, [e.text for e in events if e.kind == "notice"], time.perf_counter() - started
 
 
-@pytest.mark.parametrize(("reply", "reason"), [
-    (RawToolCalls([("structure_search", "formula: x^2 {")]), "malformed tool call to structure_search"),
-    (Fault(500, "the model crashed"), "HTTP 500"),
-    (Fault(429, "slow down"), "rate limited (HTTP 429)"),
-    (Text(""), "the model returned no answer"),
-])
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (RawToolCalls([("structure_search", "formula: x^2 {")]), "malformed tool call to structure_search"),
+        (Fault(500, "the model crashed"), "HTTP 500"),
+        (Fault(429, "slow down"), "rate limited (HTTP 429)"),
+        (Text(""), "the model returned no answer"),
+    ],
+)
 def test_llm_failures_fall_back_to_the_offline_planner_with_a_notice(index, reply, reason):
     answer, notices, _ = _fallback(index, reply)
     expected = [n for n in notices if n.startswith("LLM unavailable (") and n.endswith("): offline planner used")]
@@ -124,7 +134,7 @@ def test_a_model_obeying_a_document_is_stopped_by_the_tool_budget(index):
 
     with FakeOpenAI(obedient) as server:
         answer = _assistant(index, server).ask(f"${SQRT_PRODUCT}$", k=3)
-    reads = [c for c in server.requests]
+    reads = list(server.requests)
     assert len(reads) <= 11  # the agent's step limit
     assert answer.planner == "offline" and any("did not finish" in n for n in answer.notices)
 
@@ -155,7 +165,9 @@ def test_llm_settings_come_from_the_environment_and_the_config_file(tmp_path, mo
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MATHSCOUT_CONFIG", str(tmp_path / "config.toml"))
     assert not LLMConfig.from_env().configured
-    (tmp_path / "config.toml").write_text('[llm]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "local-model"\ntimeout = 5\n')
+    (tmp_path / "config.toml").write_text(
+        '[llm]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "local-model"\ntimeout = 5\n'
+    )
     config = LLMConfig.from_env()
     assert config.configured and config.model == "local-model" and config.timeout == 5.0
     monkeypatch.setenv("MATHSCOUT_LLM_MODEL", "gpt-4o-mini")

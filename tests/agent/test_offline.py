@@ -11,6 +11,7 @@ import pytest
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.compose import check_citations
 from mathscout.question import read_question
+from mathscout.tools import ToolSession, langchain_tools
 from tests.support.corpora import (
     DIRICHLET,
     DIRICHLET_DOCS,
@@ -21,7 +22,6 @@ from tests.support.corpora import (
     SUM_OF_SQUARES,
     SUM_OF_SQUARES_DOC,
 )
-from mathscout.tools import ToolSession, langchain_tools
 
 
 @pytest.fixture(scope="module")
@@ -176,13 +176,21 @@ def test_missing_and_broken_components_degrade_with_a_message(tiny_corpus, index
 def test_a_ranker_this_version_refuses_is_passed_over_and_the_user_told_why(index, tmp_path_factory):
     stale = tmp_path_factory.mktemp("stale-ranker") / "index"
     shutil.copytree(index, stale)
-    (stale / "ranker.json").write_text(json.dumps({  # a ranker trained on another feature list
-        "retrievers": ["bm25"], "used": ["bm25"], "depth": 100, "features": ["bm25.score"], "vocabulary": {}}))
+    (stale / "ranker.json").write_text(
+        json.dumps(
+            {  # a ranker trained on another feature list
+                "retrievers": ["bm25"],
+                "used": ["bm25"],
+                "depth": 100,
+                "features": ["bm25.score"],
+                "vocabulary": {},
+            }
+        )
+    )
     answer = Assistant(stale, use_llm=False).ask("does the harmonic series diverge", k=5)
     assert _tools(answer) == ["search"] and answer.trace[0].arguments["mode"] == "bm25"
     assert answer.hits[0].doc_id == "6820"  # the same answer as without the ranker file
-    assert any("learned ranker is not used, bm25 searches instead" in n and "feature list" in n
-               for n in answer.notices)
+    assert any("learned ranker is not used, bm25 searches instead" in n and "feature list" in n for n in answer.notices)
 
 
 def test_a_tool_start_is_streamed_while_its_search_is_still_running(index):
@@ -246,7 +254,9 @@ def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
     assert reranked.to_dict()["rerank"] == "auto" and reranked.to_dict()["rerank_depth"] == 10
     assert all("rerank" in h.components for h in reranked.hits)
     scores = [h.components["rerank"] for h in reranked.hits]
-    assert scores == sorted(scores, reverse=True) and {h.doc_id for h in reranked.hits} <= set(call.arguments["hit_ids"])
+    assert scores == sorted(scores, reverse=True) and {h.doc_id for h in reranked.hits} <= set(
+        call.arguments["hit_ids"]
+    )
     assert [h.doc_id for h in plain.hits] != [h.doc_id for h in reranked.hits]  # the user sees another order
 
 

@@ -15,7 +15,7 @@ from mathscout.types import Query
 def test_unknown_benchmark_lists_the_available_ones():
     from mathscout.benchmarks import run_benchmark
 
-    with pytest.raises(MathScoutError, match="unknown benchmark 'nope'.*bm25"):
+    with pytest.raises(MathScoutError, match=r"unknown benchmark 'nope'.*bm25"):
         run_benchmark("nope", [])
 
 
@@ -29,11 +29,17 @@ def test_scale_bench_dense_stage_derives_vectors_and_measures_recall_against_fla
     assert derived["passages"] == 3 * source.faiss.ntotal and derived["copies"] == 3
     rows = np.fromfile(vectors, dtype=np.float32).reshape(-1, derived["dimension"])
     assert np.array_equal(rows[: source.faiss.ntotal], source.faiss.reconstruct_n(0, source.faiss.ntotal))  # copy 0
-    assert 0.9 < float(np.mean(np.sum(rows[source.faiss.ntotal : 2 * source.faiss.ntotal] * rows[: source.faiss.ntotal], axis=1))) < 0.99
+    assert (
+        0.9
+        < float(
+            np.mean(np.sum(rows[source.faiss.ntotal : 2 * source.faiss.ntotal] * rows[: source.faiss.ntotal], axis=1))
+        )
+        < 0.99
+    )
     built = scale_dense.build(vectors, derived["dimension"], tmp_path / "ivfpq.faiss")
     assert built["ann"] == "ivfpq" and built["bytes"] > 0
     queries = tmp_path / "queries.npy"
     np.save(queries, source.encode([Query(id="q", text="prime numbers"), Query(id="r", text=r"$\int_0^1 x^2 dx$")]))
-    measured = scale_dense.query(vectors, derived["dimension"], tmp_path / "ivfpq.faiss", queries, lambda: {})
+    measured = scale_dense.query(vectors, derived["dimension"], tmp_path / "ivfpq.faiss", queries, dict)
     assert measured["recall"]["recall@10"] >= 0.9 and measured["max_score_difference_vs_flat"] < 1e-5
     assert set(measured["latency"]) == {"dense-ann@100", "dense-ann@1000", "dense-flat@1000"}

@@ -36,8 +36,10 @@ def section_blocks(text: str, heading: str = HEADING) -> list[str]:
 
 
 def test_the_section_is_found_with_its_blocks():
-    text = ("# A\n```python\nw = 0\n```\n## Composing things\nwords\n```python\n# a comment\nx = 1\n```\n```text\n"
-            "out\n```\n### Deeper\n```python\ny = 2\n```\n## Next\n```python\nz = 3\n```\n")
+    text = (
+        "# A\n```python\nw = 0\n```\n## Composing things\nwords\n```python\n# a comment\nx = 1\n```\n```text\n"
+        "out\n```\n### Deeper\n```python\ny = 2\n```\n## Next\n```python\nz = 3\n```\n"
+    )
     assert section_blocks(text) == ["# a comment\nx = 1\n", "y = 2\n"]
     assert section_blocks("# A\n```python\nx = 1\n```\n") == []
 
@@ -47,9 +49,12 @@ def test_readme_composition_examples_run(small_index):
     assert len(blocks) >= MIN_BLOCKS, f"README.md needs a section headed '…{HEADING}…' with {MIN_BLOCKS}+ python blocks"
     namespace = {"INDEX": small_index}
     for number, block in enumerate(blocks, start=1):
-        exec(compile(block, f"README.md composition block {number}", "exec"), namespace)  # noqa: S102 (the README's own code)
-    rankings = {name: value for name, value in namespace.items()
-                if isinstance(value, list) and value and all(isinstance(h, Hit) for h in value)}
+        exec(compile(block, f"README.md composition block {number}", "exec"), namespace)  # the README's own code
+    rankings = {
+        name: value
+        for name, value in namespace.items()
+        if isinstance(value, list) and value and all(isinstance(h, Hit) for h in value)
+    }
     assert len(rankings) >= MIN_BLOCKS
     for name, hits in rankings.items():
         assert [h.rank for h in hits] == list(range(1, len(hits) + 1)), name

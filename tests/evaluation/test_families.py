@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from mathscout.evaluation.families import ALL, families_json, family_scores, format_families
+from mathscout.evaluation.families import ALL, family_scores, format_families
 from mathscout.evaluation.measures import evaluate_run, read_qrels
 from mathscout.evaluation.runs import write_run
 from mathscout.types import Hit
@@ -21,10 +21,14 @@ def runs(shared_data, tmp_path_factory):
     qrels_path = shared_data / "collection" / "qrels.dev.txt"
     qrels = read_qrels(qrels_path)
     folder = tmp_path_factory.mktemp("families")
-    perfect = {q: [Hit(doc_id=d, score=10.0 - n) for n, d in enumerate(sorted(docs, key=lambda d: -docs[d]))]
-               for q, docs in qrels.items()}
-    half = {q: hits if q.startswith("mse:") else [Hit(doc_id=f"nothing:{n}", score=1.0 - n / 10) for n in range(3)]
-            for q, hits in perfect.items()}
+    perfect = {
+        q: [Hit(doc_id=d, score=10.0 - n) for n, d in enumerate(sorted(docs, key=lambda d: -docs[d]))]
+        for q, docs in qrels.items()
+    }
+    half = {
+        q: hits if q.startswith("mse:") else [Hit(doc_id=f"nothing:{n}", score=1.0 - n / 10) for n in range(3)]
+        for q, hits in perfect.items()
+    }
     write_run(perfect, folder / "perfect.trec", tag="perfect")
     write_run(half, folder / "half.trec", tag="half")
     return qrels_path, folder / "perfect.trec", folder / "half.trec"

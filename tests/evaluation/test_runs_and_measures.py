@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import compare_runs, evaluate_run, read_qrels
 from mathscout.evaluation.report import format_comparison, format_evaluation
 from mathscout.evaluation.runs import read_run, write_run
 from mathscout.evaluation.topics import load_topics
-from mathscout.errors import MathScoutError
-from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever
+from mathscout.types import Hit, Query
 
 
 @pytest.fixture(scope="session")
@@ -26,11 +26,15 @@ def arqmath(shared_data) -> Path:
 
 # --- topics -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, count, first, last", [
-    ("topics.arqmath-2020-task1-origin.xml", 98, "A.1", "A.100"),
-    ("topics.arqmath-2021-task1-origin.xml", 100, "A.201", "A.300"),
-    ("topics.arqmath-2022-task1-or-task3-origin.xml", 100, "A.301", "A.400"),
-])
+
+@pytest.mark.parametrize(
+    "name, count, first, last",
+    [
+        ("topics.arqmath-2020-task1-origin.xml", 98, "A.1", "A.100"),
+        ("topics.arqmath-2021-task1-origin.xml", 100, "A.201", "A.300"),
+        ("topics.arqmath-2022-task1-or-task3-origin.xml", 100, "A.301", "A.400"),
+    ],
+)
 def test_arqmath_task1_topics_become_plain_text_with_dollar_math(arqmath, name, count, first, last):
     topics = load_topics(arqmath / name)
     assert len(topics) == count
@@ -84,11 +88,18 @@ def test_dev_jsonl_topics_are_title_plus_body_with_tags(shared_data):
 
 def test_jsonl_formula_queries(tmp_path):
     path = tmp_path / "formulas.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [
-        {"id": "f1", "query": r"x^2 + y^2 = z^2"},
-        {"id": "f2", "query": r"$\int_0^1 f(x)\,dx$"},
-        {"id": "f3", "query": r"bound $\sum a_n$ by $\int f$"},
-    ]) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": "f1", "query": r"x^2 + y^2 = z^2"},
+                {"id": "f2", "query": r"$\int_0^1 f(x)\,dx$"},
+                {"id": "f3", "query": r"bound $\sum a_n$ by $\int f$"},
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     f1, f2, f3 = load_topics(path)
     assert (f1.formula, f1.text) == (r"x^2 + y^2 = z^2", r"$x^2 + y^2 = z^2$")
     assert (f2.formula, f2.text) == (r"\int_0^1 f(x)\,dx", r"$\int_0^1 f(x)\,dx$")
@@ -104,17 +115,20 @@ def test_ntcir12_formula_topics_keep_wildcards(shared_data):
     assert by_id["NTCIR12-MathWiki-21"].text == r"$-0.\qvar{*1*}\ldots$"
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "cannot read"),
-    (b"", "empty"),
-    (b"\xff\xfe\x00garbage", "cannot read"),
-    (b"<Topics><Topic number='A.1'><Title>unclosed", "not well-formed XML"),
-    (b'{"id": "q1", "title": "ok"}\n{"id": broken\n', ":2: not valid JSON"),
-    (b'{"title": "no id"}\n', "expected an object"),
-    (b"just some words on a line\n", "unrecognised topic line"),
-    (b"<Topics></Topics>", "no topics found"),
-    (b'{"id": "q1", "title": "a"}\n{"id": "q1", "title": "b"}\n', "appears twice"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "cannot read"),
+        (b"", "empty"),
+        (b"\xff\xfe\x00garbage", "cannot read"),
+        (b"<Topics><Topic number='A.1'><Title>unclosed", "not well-formed XML"),
+        (b'{"id": "q1", "title": "ok"}\n{"id": broken\n', ":2: not valid JSON"),
+        (b'{"title": "no id"}\n', "expected an object"),
+        (b"just some words on a line\n", "unrecognised topic line"),
+        (b"<Topics></Topics>", "no topics found"),
+        (b'{"id": "q1", "title": "a"}\n{"id": "q1", "title": "b"}\n', "appears twice"),
+    ],
+)
 def test_unusable_topic_files_give_clear_errors(tmp_path, content, message):
     path = tmp_path / "topics.txt"
     if content is not None:
@@ -125,9 +139,9 @@ def test_unusable_topic_files_give_clear_errors(tmp_path, content, message):
 
 # --- run files ----------------------------------------------------------------------------------------
 
+
 def test_trec_run_roundtrip_sorts_by_score_and_breaks_ties_stably(tmp_path):
-    results = {"q2": [Hit("b", 1.0), Hit("a", 3.5), Hit("c", 1.0), Hit("d", 0.123456789012345)],
-               "q1": [Hit("x", -2.0)]}
+    results = {"q2": [Hit("b", 1.0), Hit("a", 3.5), Hit("c", 1.0), Hit("d", 0.123456789012345)], "q1": [Hit("x", -2.0)]}
     path = tmp_path / "out" / "run.trec"
     assert write_run(results, path, tag="mytag") == 5
     lines = path.read_text().splitlines()
@@ -163,7 +177,7 @@ def test_run_files_reject_bad_input(tmp_path):
         write_run({"q1": [Hit("d", 1.0)]}, tmp_path / "r", tag="t", fmt="csv")
     bad = tmp_path / "bad.run"
     bad.write_text("q1 Q0 d1 one 1.0 t\n")
-    with pytest.raises(MathScoutError, match="bad.run:1: rank must be an integer"):
+    with pytest.raises(MathScoutError, match=r"bad.run:1: rank must be an integer"):
         read_run(bad)
     bad.write_text("q1 d1 1.0\n")
     with pytest.raises(MathScoutError, match="got 3 columns"):
@@ -254,8 +268,11 @@ def test_prime_scores_ignore_interleaved_unjudged_documents(tmp_path, arqmath):
 def test_qrels_as_run_is_perfect(tmp_path, arqmath):
     qrels = arqmath / "qrels.arqmath-2020-task1-available.txt"
     judged = read_qrels(qrels)
-    write_run({q: [Hit(d, float(g)) for d, g in docs.items()] for q, docs in judged.items()},
-              tmp_path / "perfect.run", tag="qrels")
+    write_run(
+        {q: [Hit(d, float(g)) for d, g in docs.items()] for q, docs in judged.items()},
+        tmp_path / "perfect.run",
+        tag="qrels",
+    )
     result = evaluate_run(tmp_path / "perfect.run", qrels, prime=True)
     assert result.topics == 76  # every assessed 2020 topic, as the official ARQMath evaluation averages
     assert len(result.unanswerable_topics) == 76 - 47  # no available High or Medium answer: 0 on MAP′, P′@10, bpref
@@ -327,26 +344,40 @@ def test_cli_eval_prints_json(tmp_path, arqmath):
     qrels = arqmath / "qrels.arqmath-2020-task1-available.txt"
     good, bad = _runs_of_differing_quality(tmp_path, qrels)
     mathscout = [sys.executable, "-m", "mathscout.cli"]
-    out = subprocess.run(mathscout + ["eval", "--run", str(good), "--qrels", str(qrels), "--prime", "--json"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        mathscout + ["eval", "--run", str(good), "--qrels", str(qrels), "--prime", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     data = json.loads(out)
     assert data["summary"]["nDCG'"] == pytest.approx(61 / 76)  # every assessed topic; 15 hold only grade-0 answers
     assert data["topics"] == 76 and len(data["per_topic"]) == 76
-    out = subprocess.run(mathscout + ["eval", "--run", str(good), "--qrels", str(qrels), "--prime", "--json",
-                                      "--topics-with-relevant"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        mathscout + ["eval", "--run", str(good), "--qrels", str(qrels), "--prime", "--json", "--topics-with-relevant"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     data = json.loads(out)
     assert data["summary"]["nDCG'"] == pytest.approx(1.0) and data["topics"] == 47
-    out = subprocess.run(mathscout + ["eval", "--run", str(good), str(bad), "--qrels", str(qrels), "--prime", "--json"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        mathscout + ["eval", "--run", str(good), str(bad), "--qrels", str(qrels), "--prime", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     runs = json.loads(out)["runs"]
     assert runs[1]["significant"]["MAP'"] is True
-    failed = subprocess.run(mathscout + ["eval", "--run", str(tmp_path / "nope.run"), "--qrels", str(qrels)],
-                            capture_output=True, text=True)
+    failed = subprocess.run(
+        mathscout + ["eval", "--run", str(tmp_path / "nope.run"), "--qrels", str(qrels)], capture_output=True, text=True
+    )
     assert failed.returncode == 2 and "cannot read the run file" in failed.stderr
     assert "Traceback" not in failed.stderr
 
 
 # --- runner -------------------------------------------------------------------------------------------
+
 
 class _FakeRetriever(BaseRetriever):
     """Ranks two fixed documents; refuses empty queries like every real retriever."""
@@ -363,8 +394,9 @@ def test_run_topics_skips_failing_topics_and_summarises(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "open_retriever", lambda index, mode: _FakeRetriever())
     topics = tmp_path / "topics.jsonl"
-    topics.write_text('{"id": "t1", "title": "integral of $x^2$"}\n{"id": "t2", "title": "  "}\n'
-                      '{"id": "t3", "query": "a^2+b^2"}\n')
+    topics.write_text(
+        '{"id": "t1", "title": "integral of $x^2$"}\n{"id": "t2", "title": "  "}\n{"id": "t3", "query": "a^2+b^2"}\n'
+    )
     with collecting() as said:
         summary = runner.run_topics(None, topics, "fake", 10, tmp_path / "run.tsv", fmt="arqmath")
     assert "2 topics, 1 skipped (t2)" in summary and "mean latency" in summary and "tag mathscout-fake" in summary
@@ -382,9 +414,25 @@ def test_mathscout_run_then_eval_on_the_small_index(request, shared_data, dev_to
         topics.write_text("".join(line for line in f if json.loads(line)["id"] in wanted))
     run = tmp_path / "bm25.run"
     mathscout = [sys.executable, "-m", "mathscout.cli"]
-    done = subprocess.run(mathscout + ["run", "--index", str(small_index), "--topics", str(topics),
-                                       "--mode", "bm25", "--k", "100", "--output", str(run)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        mathscout
+        + [
+            "run",
+            "--index",
+            str(small_index),
+            "--topics",
+            str(topics),
+            "--mode",
+            "bm25",
+            "--k",
+            "100",
+            "--output",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "10 topics" in done.stdout
     result = evaluate_run(run, shared_data / "collection" / "qrels.dev.txt")
     assert set(read_run(run).topics) == wanted

@@ -10,8 +10,8 @@ import pytest
 
 from mathscout.cli import main as cli
 from mathscout.errors import MathScoutError
-from mathscout.types import Query
 from mathscout.retrievers import open_retriever
+from mathscout.types import Query
 
 
 @pytest.fixture()
@@ -23,22 +23,30 @@ def tunable_index(small_index, tmp_path):
 @pytest.fixture()
 def train_subset(shared_data, small_collection, tmp_path):
     """Train topics (with formulas) whose judged answers are all in the small index, and their qrels."""
-    in_index = {json.loads(line)["id"] for line in open(small_collection, encoding="utf-8")}
+    with open(small_collection, encoding="utf-8") as collection:
+        in_index = {json.loads(line)["id"] for line in collection}
     judged: dict[str, set[str]] = {}
-    for line in open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8"):
-        qid, _, doc, _ = line.split()
-        judged.setdefault(qid, set()).add(doc)
+    with open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8") as train_qrels:
+        for line in train_qrels:
+            qid, _, doc, _ = line.split()
+            judged.setdefault(qid, set()).add(doc)
     topics = []
-    for line in open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8"):
-        topic = json.loads(line)
-        if topic["id"] in judged and judged[topic["id"]] <= in_index and "$" in topic.get("body", "") + topic.get("title", ""):
-            topics.append(line)
-        if len(topics) == 25:
-            break
+    with open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8") as train_topics:
+        for line in train_topics:
+            topic = json.loads(line)
+            if (
+                topic["id"] in judged
+                and judged[topic["id"]] <= in_index
+                and "$" in topic.get("body", "") + topic.get("title", "")
+            ):
+                topics.append(line)
+            if len(topics) == 25:
+                break
     assert len(topics) >= 10
     (tmp_path / "topics.train-subset.jsonl").write_text("".join(topics), encoding="utf-8")
     wanted = {json.loads(t)["id"] for t in topics}
-    qrels = [line for line in open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8") if line.split()[0] in wanted]
+    with open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8") as train_qrels:
+        qrels = [line for line in train_qrels if line.split()[0] in wanted]
     (tmp_path / "qrels.train-subset.txt").write_text("".join(qrels), encoding="utf-8")
     return tmp_path / "topics.train-subset.jsonl", tmp_path / "qrels.train-subset.txt"
 
@@ -46,8 +54,28 @@ def train_subset(shared_data, small_collection, tmp_path):
 def test_tuned_settings_are_stored_with_the_index_and_used_by_the_structure_mode(tunable_index, train_subset, capsys):
     topics, qrels = train_subset
     assert open_retriever(tunable_index, "structure").settings_source == "thesis defaults"
-    code = cli(["train", "structure", "--index", str(tunable_index), "--topics", str(topics), "--qrels", str(qrels),
-                "--sample", "0", "--lambdas", "0.2,2.5", "--max-formulas", "0,1", "--text", "words,full", "--formula-sample", "8"])
+    code = cli(
+        [
+            "train",
+            "structure",
+            "--index",
+            str(tunable_index),
+            "--topics",
+            str(topics),
+            "--qrels",
+            str(qrels),
+            "--sample",
+            "0",
+            "--lambdas",
+            "0.2,2.5",
+            "--max-formulas",
+            "0,1",
+            "--text",
+            "words,full",
+            "--formula-sample",
+            "8",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "stored in" in out and "formula queries from the fitting half dumped" in out
@@ -64,7 +92,11 @@ def test_tuned_settings_are_stored_with_the_index_and_used_by_the_structure_mode
     setting = open_retriever(tunable_index, "structure").setting_for(Query(id="q", text="$x^2+y^2=z^2$"))
     assert (setting.lambda_m, setting.text) == (formula["lambda_m"], formula["text"])
     retriever = open_retriever(tunable_index, "structure")
-    assert (retriever.lambda_m, retriever.max_formulas, retriever.text_part) == (saved["lambda_m"], saved["max_formulas"], saved["text"])
+    assert (retriever.lambda_m, retriever.max_formulas, retriever.text_part) == (
+        saved["lambda_m"],
+        saved["max_formulas"],
+        saved["text"],
+    )
     assert "structure.json" in retriever.settings_source
     assert open_retriever(tunable_index, "structure", lambda_m=1.5).lambda_m == 1.5  # an explicit option wins
 
@@ -74,7 +106,16 @@ def test_dev_topics_are_refused_and_a_broken_settings_file_is_a_clear_error(tuna
     with pytest.raises(MathScoutError, match="dev topics are for evaluation"):
         from mathscout.evaluation.structure_tuning import main
 
-        main(["--index", str(tunable_index), "--topics", str(dev / "topics.dev.jsonl"), "--qrels", str(dev / "qrels.dev.txt")])
+        main(
+            [
+                "--index",
+                str(tunable_index),
+                "--topics",
+                str(dev / "topics.dev.jsonl"),
+                "--qrels",
+                str(dev / "qrels.dev.txt"),
+            ]
+        )
     (tunable_index / "structure.json").write_text('{"lambda_m": "much"}', encoding="utf-8")
-    with pytest.raises(MathScoutError, match="structure.json is unusable"):
+    with pytest.raises(MathScoutError, match=r"structure.json is unusable"):
         open_retriever(tunable_index, "structure")

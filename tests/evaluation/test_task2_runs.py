@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import evaluate_run
 from mathscout.evaluation.runner import run_task2
 from mathscout.evaluation.runs import read_run
 from mathscout.evaluation.topics import load_topics
-from mathscout.errors import MathScoutError
 from mathscout.index.layout import IndexDir
 from tests.support.cli import run_cli
 
@@ -40,9 +40,26 @@ def test_task2_topics_are_read_as_their_query_formulas(shared_data, year):
 @pytest.mark.slow
 def test_a_task2_run_over_the_small_index_is_in_the_official_format(shared_data, small_index, tmp_path):
     out = tmp_path / "task2.tsv"
-    result = run_cli(["run", "--task", "2", "--format", "arqmath", "--mode", "structure", "--k", "20",
-                      "--index", str(small_index), "--topics", str(_topics(shared_data, "2021")), "--output", str(out)],
-                     tmp_path / "home")
+    result = run_cli(
+        [
+            "run",
+            "--task",
+            "2",
+            "--format",
+            "arqmath",
+            "--mode",
+            "structure",
+            "--k",
+            "20",
+            "--index",
+            str(small_index),
+            "--topics",
+            str(_topics(shared_data, "2021")),
+            "--output",
+            str(out),
+        ],
+        tmp_path / "home",
+    )
     assert result.returncode == 0, result.stderr
     assert "Task 2" in result.stdout
     store = IndexDir(small_index).store
@@ -59,7 +76,9 @@ def test_a_task2_run_over_the_small_index_is_in_the_official_format(shared_data,
         assert {r[5] for r in entries} == {"mathscout-task2-structure"}
     for formula_id, post_id in {(r[1], r[2]) for r in rows[:50]}:
         formula = store.formula(formula_id)  # the formula id names a stored formula of the post beside it
-        assert formula is not None and formula.doc_id == post_id and formula_id == f"{post_id}#{formula_id.split('#')[1]}"
+        assert (
+            formula is not None and formula.doc_id == post_id and formula_id == f"{post_id}#{formula_id.split('#')[1]}"
+        )
     run = read_run(out)  # read back as formula ids, the ids Task 2 qrels judge
     assert run.format == "arqmath-task2" and run.topics[rows[0][0]][0].doc_id == rows[0][1]
 
@@ -68,7 +87,9 @@ def test_task2_needs_formula_retrieval(shared_data, small_index, tmp_path):
     with pytest.raises(MathScoutError, match="--mode structure"):
         run_task2(IndexDir(small_index), _topics(shared_data, "2020"), "bm25", 10, tmp_path / "r")
     with pytest.raises(MathScoutError, match="no formula topics"):
-        run_task2(IndexDir(small_index), shared_data / "collection" / "topics.dev.jsonl", "structure", 10, tmp_path / "r")
+        run_task2(
+            IndexDir(small_index), shared_data / "collection" / "topics.dev.jsonl", "structure", 10, tmp_path / "r"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +106,9 @@ def posts_index(shared_data, tmp_path_factory) -> tuple[Path, list]:
         rows.append(f'<row Id="{n}" PostTypeId="2" ParentId="1" Score="1" Body="{html.escape(body, quote=True)}" />')
     folder = tmp_path_factory.mktemp("posts")
     posts = folder / "Posts.xml"
-    posts.write_text('<?xml version="1.0" encoding="utf-8"?>\n<posts>\n' + "\n".join(rows) + "\n</posts>\n", encoding="utf-8")
+    posts.write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<posts>\n' + "\n".join(rows) + "\n</posts>\n", encoding="utf-8"
+    )
     index = folder / "index"
     build_index([posts], index, ["structure"])
     return index, list(root.iter("Topic"))

@@ -16,7 +16,6 @@ import pytest
 
 from mathscout.errors import MathScoutError
 from mathscout.isolated import run_isolated
-
 from tests.support.cli import REPO, env
 
 
@@ -81,7 +80,11 @@ def test_a_step_dies_with_its_caller(tmp_path):
     caller = subprocess.Popen([sys.executable, "-c", CALLER], env=env(tmp_path), cwd=REPO)
     try:
         deadline = time.time() + 60
-        while not (steps := [p for p in _children(caller.pid) if b"mathscout.isolated" in Path(f"/proc/{p}/cmdline").read_bytes()]):
+        while not (
+            steps := [
+                p for p in _children(caller.pid) if b"mathscout.isolated" in Path(f"/proc/{p}/cmdline").read_bytes()
+            ]
+        ):
             assert time.time() < deadline and caller.poll() is None, "the step never started"
             time.sleep(0.05)
         caller.send_signal(signal.SIGKILL)
@@ -111,8 +114,14 @@ print(json.dumps({"jvm_here": "libjvm" in maps, "peak_mib": process_usage().peak
 def test_a_build_holds_no_jvm_itself_and_each_component_reports_its_process_peak(tiny_corpus, tmp_path):
     script = tmp_path / "build.py"  # a user's script, without an `if __name__ == "__main__"` guard
     script.write_text(BUILD, encoding="utf-8")
-    done = subprocess.run([sys.executable, str(script), str(tiny_corpus), str(tmp_path / "idx")], capture_output=True,
-                          text=True, env=env(tmp_path), cwd=REPO, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tiny_corpus), str(tmp_path / "idx")],
+        capture_output=True,
+        text=True,
+        env=env(tmp_path),
+        cwd=REPO,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.splitlines()[-1])
     assert not figures["jvm_here"]  # bm25's JVM lived and died in its own process

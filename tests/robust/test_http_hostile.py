@@ -36,6 +36,7 @@ CHROMIUM = "/usr/bin/chromium"
 
 # ---- the servers ----------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def index(tiny_index, tmp_path_factory) -> Path:
     """A copy of the tiny index in a folder that also holds a secret file and an 'examples cache'."""
@@ -50,13 +51,22 @@ def index(tiny_index, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def file_targets(index) -> dict[str, bytes]:
     """Files no request may read, with bytes that show one was read."""
-    return {"/etc/passwd": b"root:x:0:0:", str(index / "store.sqlite"): b"SQLite format 3",
-            str(index.parent / "secret.txt"): SECRET.encode(), str(index.parent / "examples" / "cached.txt"): CACHED.encode()}
+    return {
+        "/etc/passwd": b"root:x:0:0:",
+        str(index / "store.sqlite"): b"SQLite format 3",
+        str(index.parent / "secret.txt"): SECRET.encode(),
+        str(index.parent / "examples" / "cached.txt"): CACHED.encode(),
+    }
 
 
 def _serve(home: Path, index: Path, cache: Path, auth: str | None):
-    server = Server(home, "--index", str(index), auth=auth,
-                    extra_env={"GRADIO_TEMP_DIR": str(cache), "GRADIO_EXAMPLES_CACHE": str(index.parent / "examples")})
+    server = Server(
+        home,
+        "--index",
+        str(index),
+        auth=auth,
+        extra_env={"GRADIO_TEMP_DIR": str(cache), "GRADIO_EXAMPLES_CACHE": str(index.parent / "examples")},
+    )
     server.cache = cache  # Gradio's file cache is made inside it: no target may ever be copied there
     return server
 
@@ -90,8 +100,12 @@ def _page_login(server, user: str, password: str, address: str) -> tuple[int, fl
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
     started = time.perf_counter()
     try:
-        connection.request("POST", "/login", urllib.parse.urlencode({"username": user, "password": password}),
-                           {"Content-Type": "application/x-www-form-urlencoded", FORWARDED: address})
+        connection.request(
+            "POST",
+            "/login",
+            urllib.parse.urlencode({"username": user, "password": password}),
+            {"Content-Type": "application/x-www-form-urlencoded", FORWARDED: address},
+        )
         response = connection.getresponse()
         body = response.read()
         cookies = [c.split(";", 1)[0] for c in response.headers.get_all("set-cookie") or []]
@@ -110,8 +124,9 @@ def _attacker(server) -> dict[str, str]:
     return headers
 
 
-def fetch(server, method: str, path: str, body=None, headers=None, seconds: float = 1.5,
-          until: bytes | None = None) -> tuple[int, bytes]:
+def fetch(
+    server, method: str, path: str, body=None, headers=None, seconds: float = 1.5, until: bytes | None = None
+) -> tuple[int, bytes]:
     """One request whose answer is read for at most `seconds` (event streams never end) or until `until`."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=seconds)
     data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
@@ -133,14 +148,17 @@ def fetch(server, method: str, path: str, body=None, headers=None, seconds: floa
 
 # ---- item 1: no route reads a file the server did not make ------------------------------------------------
 
+
 def _file_item(path: str) -> dict:
     return {"path": path, "meta": {"_type": "gradio.FileData"}}
 
 
 def _payloads(targets) -> list:
     """File items as the page's API takes them: a list of FileData, and chat history items holding files."""
-    return [[_file_item(t) for t in targets],
-            [{"role": "user", "content": [{"type": "file", "file": _file_item(t)}]} for t in targets]]
+    return [
+        [_file_item(t) for t in targets],
+        [{"role": "user", "content": [{"type": "file", "file": _file_item(t)}]} for t in targets],
+    ]
 
 
 def _walk(routes, prefix: str = ""):
@@ -180,20 +198,35 @@ def _filled(template: str, target: str) -> list[str]:
     """The template with each parameter set to the target as an absolute path, encoded, climbing up with ../,
     and as a file: URL; a query naming it too."""
     climb = "../" * 12 + target.lstrip("/")
-    values = [target, urllib.parse.quote(target, safe=""), climb, urllib.parse.quote(climb, safe=""), "file://" + target]
-    query = "?" + urllib.parse.urlencode({"path": target, "file": target, "url": target, "session_hash": "fuzz",
-                                          "fn_index": 0, "index": str(Path(target).parent)})
+    values = [
+        target,
+        urllib.parse.quote(target, safe=""),
+        climb,
+        urllib.parse.quote(climb, safe=""),
+        "file://" + target,
+    ]
+    query = "?" + urllib.parse.urlencode(
+        {
+            "path": target,
+            "file": target,
+            "url": target,
+            "session_hash": "fuzz",
+            "fn_index": 0,
+            "index": str(Path(target).parent),
+        }
+    )
     if "{" not in template:
         return [template + query]
-    return [re.sub(r"\{[^}]+\}", lambda _: value, template) + query for value in values]
+    return [re.sub(r"\{[^}]+\}", lambda _, value=value: value, template) + query for value in values]
 
 
 def _leaks(server, seen: bytes, headers, targets: dict[str, bytes]) -> list[str]:
     """Targets whose bytes are in the answers, in a file an answer links to, or copied into Gradio's cache."""
     found = [f"{path} in an answer" for path, mark in targets.items() if mark in seen]
     for url in sorted(set(re.findall(rb"/gradio_api/file=[^\"'\\\s<>]+", seen)))[:200]:
-        _, body = fetch(server, "GET", urllib.parse.quote(url.decode(errors="replace"), safe="/=:%?&+"), headers=headers,
-                        seconds=10)
+        _, body = fetch(
+            server, "GET", urllib.parse.quote(url.decode(errors="replace"), safe="/=:%?&+"), headers=headers, seconds=10
+        )
         found += [f"{path} at {url.decode()}" for path, mark in targets.items() if mark in body]
     for copy in server.cache.rglob("*"):
         if copy.is_file() and not copy.is_symlink():
@@ -208,12 +241,26 @@ def test_no_route_serves_a_file_beside_the_index_or_anywhere(server_name, reques
     by ../ and as file:), as a logged-in user when the server has a login."""
     server = request.getfixturevalue(server_name)
     headers = _attacker(server)
-    body = {"data": _payloads(file_targets)[0] * 2, "fn_index": 0, "session_hash": "fuzz", "path": "/etc/passwd",
-            "files": _payloads(file_targets)[0], "component_id": 1, "fn_name": "preprocess"}
-    requests = [(method, path) for method, template in site_routes if method != "HEAD" and "/logout" not in template
-                for target in file_targets for path in _filled(template, target)]
+    body = {
+        "data": _payloads(file_targets)[0] * 2,
+        "fn_index": 0,
+        "session_hash": "fuzz",
+        "path": "/etc/passwd",
+        "files": _payloads(file_targets)[0],
+        "component_id": 1,
+        "fn_name": "preprocess",
+    }
+    requests = [
+        (method, path)
+        for method, template in site_routes
+        if method != "HEAD" and "/logout" not in template
+        for target in file_targets
+        for path in _filled(template, target)
+    ]
     with ThreadPoolExecutor(6) as pool:
-        answers = list(pool.map(lambda r: fetch(server, r[0], r[1], body if r[0] != "GET" else None, headers), requests))
+        answers = list(
+            pool.map(lambda r: fetch(server, r[0], r[1], body if r[0] != "GET" else None, headers), requests)
+        )
     assert server.alive()
     assert all(status != 200 or not any(m in got for m in file_targets.values()) for status, got in answers)
     assert _leaks(server, b"\n".join(got for _, got in answers), headers, file_targets) == []
@@ -224,8 +271,12 @@ def _event_routes(fn_index: int, api_name: str | None):
     yield "queue", "/gradio_api/queue/join"
     yield "run", "/gradio_api/run/predict"
     if api_name:
-        yield from (("run", f"/gradio_api/run/{api_name}"), ("run", f"/gradio_api/api/{api_name}"),
-                    ("call", f"/gradio_api/call/{api_name}"), ("call", f"/gradio_api/call/v2/{api_name}"))
+        yield from (
+            ("run", f"/gradio_api/run/{api_name}"),
+            ("run", f"/gradio_api/api/{api_name}"),
+            ("call", f"/gradio_api/call/{api_name}"),
+            ("call", f"/gradio_api/call/v2/{api_name}"),
+        )
 
 
 def _submit(server, headers, kind: str, route: str, fn_index: int, data: list) -> bytes:
@@ -236,8 +287,17 @@ def _submit(server, headers, kind: str, route: str, fn_index: int, data: list) -
     if status != 200 or kind == "run":
         return got
     if kind == "queue":
-        return got + fetch(server, "GET", f"/gradio_api/queue/data?session_hash={session}", headers=headers,
-                           seconds=60, until=b"process_completed")[1]
+        return (
+            got
+            + fetch(
+                server,
+                "GET",
+                f"/gradio_api/queue/data?session_hash={session}",
+                headers=headers,
+                seconds=60,
+                until=b"process_completed",
+            )[1]
+        )
     event = json.loads(got)["event_id"]
     return got + fetch(server, "GET", f"{route}/{event}", headers=headers, seconds=60, until=b"event: complete")[1]
 
@@ -259,7 +319,7 @@ def test_no_page_event_takes_a_file_item(server_name, request, file_targets):
         page_values = [values.get(i) for i in event["inputs"]]
         for position in range(len(page_values)):
             for payload in _payloads(file_targets):
-                data = page_values[:position] + [payload] + page_values[position + 1:]
+                data = page_values[:position] + [payload] + page_values[position + 1 :]
                 for kind, route in _event_routes(event["id"], event.get("api_name")):
                     seen += _submit(server, headers, kind, route, event["id"], data)
     assert server.alive()
@@ -270,13 +330,16 @@ def test_no_page_event_takes_a_file_item(server_name, request, file_targets):
 def test_uploads_are_refused_and_nothing_is_written(server_name, request):
     server = request.getfixturevalue(server_name)
     headers = {**_attacker(server), "Content-Type": "multipart/form-data; boundary=b"}
-    form = b'--b\r\nContent-Disposition: form-data; name="files"; filename="x.html"\r\n\r\n<script>1</script>\r\n--b--\r\n'
+    form = (
+        b'--b\r\nContent-Disposition: form-data; name="files"; filename="x.html"\r\n\r\n<script>1</script>\r\n--b--\r\n'
+    )
     status, body = fetch(server, "POST", "/gradio_api/upload", form, headers, seconds=10)
     assert_http_error(status, body, 404)
     assert [p for p in server.cache.rglob("*") if p.is_file()] == []
 
 
 # ---- item 2: failed logins slow the failing client and name, never the right login ------------------------
+
 
 def test_failed_logins_of_one_name_never_delay_the_right_login(auth_server):
     """The issue's case: wrong passwords as 'mallory' used to make every login of everyone wait."""
@@ -316,6 +379,7 @@ def test_guessing_one_name_from_many_addresses_is_slowed_too(auth_server):
 
 # ---- item 3: the API docs behind the login, served without a CDN ------------------------------------------
 
+
 def test_docs_and_schema_need_the_login(auth_server):
     for path in ("/docs", "/openapi.json", "/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css"):
         for login in (None, "u:wrong-docs"):
@@ -354,7 +418,8 @@ def test_docs_render_the_operations_offline_in_a_browser(auth_server):
         finally:
             browser.close()
     assert {"/api/health", "/api/search", "/api/ask", "/api/documents/{doc_id}"} <= {
-        p.replace("\u200b", "").strip() for p in paths}
+        p.replace("\u200b", "").strip() for p in paths
+    }
     assert outside == []
 
 
@@ -403,8 +468,13 @@ def test_a_body_streamed_past_the_limit_is_cut_while_it_is_read(open_server):
     connection = http.client.HTTPConnection("127.0.0.1", open_server.port, timeout=60)
     try:
         chunk = b'{"question": "' + b"x" * (1 << 16)
-        connection.request("POST", "/api/ask", body=iter([chunk] * 40), encode_chunked=True,
-                           headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+        connection.request(
+            "POST",
+            "/api/ask",
+            body=iter([chunk] * 40),
+            encode_chunked=True,
+            headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+        )
         response = connection.getresponse()
         assert_http_error(response.status, response.read(), 413)
     finally:

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from mathscout.index import IndexDir
-from mathscout.retrievers.indexing import build_index
 from mathscout.retrievers import open_retriever
-
+from mathscout.retrievers.indexing import build_index
 from tests.support.cli import MATHSCOUT, REPO, env, one_line_error, run_cli
 from tests.support.corpora import TINY_DOCS
 
@@ -28,6 +27,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 # --- never replace what is not an index -------------------------------------------------------------------
+
 
 def test_a_folder_of_the_users_is_refused_and_untouched(tiny_corpus, tmp_path):
     folder = tmp_path / "my-notes"
@@ -57,6 +57,7 @@ def test_an_empty_folder_becomes_an_index(tiny_corpus, tmp_path):
 
 # --- rebuilding keeps what the index had ------------------------------------------------------------------
 
+
 def test_rebuild_keeps_components_and_tuned_files_unless_asked(tiny_index, tiny_corpus, tmp_path):
     index = tmp_path / "idx"
     shutil.copytree(tiny_index, index)
@@ -66,7 +67,9 @@ def test_rebuild_keeps_components_and_tuned_files_unless_asked(tiny_index, tiny_
     (index / "ranker").mkdir()
     (index / "ranker" / "model.txt").write_text("trained", encoding="utf-8")
     smaller = tmp_path / "smaller.jsonl"
-    smaller.write_text("".join(tiny_corpus.read_text(encoding="utf-8").splitlines(keepends=True)[:100]), encoding="utf-8")
+    smaller.write_text(
+        "".join(tiny_corpus.read_text(encoding="utf-8").splitlines(keepends=True)[:100]), encoding="utf-8"
+    )
 
     result = run_cli(["index", "--input", str(smaller), "--index", str(index)], tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -77,7 +80,9 @@ def test_rebuild_keeps_components_and_tuned_files_unless_asked(tiny_index, tiny_
     assert (index / "ranker" / "model.txt").read_text(encoding="utf-8") == "trained"
     assert open_retriever(rebuilt, "structure").search("$a^2+b^2=c^2$", k=3)
 
-    result = run_cli(["index", "--input", str(smaller), "--index", str(index), "--components", "bm25", "--fresh"], tmp_path)
+    result = run_cli(
+        ["index", "--input", str(smaller), "--index", str(index), "--components", "bm25", "--fresh"], tmp_path
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "dropping its structure component" in result.stderr and "--fresh" in result.stderr
     assert IndexDir(index).components == ["store", "bm25"]
@@ -86,13 +91,22 @@ def test_rebuild_keeps_components_and_tuned_files_unless_asked(tiny_index, tiny_
 
 # --- damaged files: a clear error, never a signal ----------------------------------------------------------
 
+
 def _probe(index: Path, work: Path, how: str, *extra: str) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "damage_probe.py"), str(index), str(work), how, *extra],
-                            capture_output=True, text=True, env=env(work / "home"), timeout=900, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "support" / "damage_probe.py"), str(index), str(work), how, *extra],
+        capture_output=True,
+        text=True,
+        env=env(work / "home"),
+        timeout=900,
+        cwd=REPO,
+    )
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     last = lines[-1] if lines else {}
-    assert result.returncode == 0, f"the process died ({result.returncode}) on {last.get('file')}: {result.stderr[-1500:]}"
+    assert result.returncode == 0, (
+        f"the process died ({result.returncode}) on {last.get('file')}: {result.stderr[-1500:]}"
+    )
     return [line for line in lines if line["status"] != "trying"]
 
 
@@ -127,9 +141,16 @@ def test_a_damaged_component_gives_one_line_on_the_command_line(tiny_index, tmp_
 
 # --- interrupted and concurrent builds ----------------------------------------------------------------------
 
+
 def _start_build(corpus: Path, index: Path, home: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(MATHSCOUT + ["index", "--input", str(corpus), "--index", str(index), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(home), cwd=REPO)
+    return subprocess.Popen(
+        MATHSCOUT + ["index", "--input", str(corpus), "--index", str(index), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(home),
+        cwd=REPO,
+    )
 
 
 def _wait_for_leftover(parent: Path, name: str, process: subprocess.Popen, timeout: float = 120) -> None:
@@ -152,7 +173,9 @@ def test_kill_9_during_a_rebuild_keeps_the_old_index_and_the_next_build_cleans_u
     build.send_signal(signal.SIGKILL)
     build.wait()
     assert list(tmp_path.glob(".idx.building-*")), "the kill left no leftover to clean (killed too late?)"
-    assert [h.doc_id for h in open_retriever(IndexDir(index), "bm25").search("triangle", k=5)] == [h.doc_id for h in before]
+    assert [h.doc_id for h in open_retriever(IndexDir(index), "bm25").search("triangle", k=5)] == [
+        h.doc_id for h in before
+    ]
 
     result = run_cli(["index", "--input", str(tiny_corpus), "--index", str(index)], tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -166,7 +189,9 @@ def test_kill_9_during_a_first_build_leaves_nothing_behind_the_next_build(tiny_c
     build.send_signal(signal.SIGKILL)
     build.wait()
     assert not (tmp_path / "new").exists()
-    result = run_cli(["index", "--input", str(tiny_corpus), "--index", str(tmp_path / "new"), "--components", "bm25"], tmp_path)
+    result = run_cli(
+        ["index", "--input", str(tiny_corpus), "--index", str(tmp_path / "new"), "--components", "bm25"], tmp_path
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert IndexDir(tmp_path / "new").manifest.documents == TINY_DOCS
     assert not list(tmp_path.glob(".new.*"))
@@ -186,6 +211,7 @@ def test_two_concurrent_builds_one_refuses_clearly(tiny_corpus, tmp_path):
 
 # --- paths and read-only indexes --------------------------------------------------------------------------
 
+
 def test_any_legal_path_works(tiny_corpus, tmp_path):
     odd = tmp_path / "my index? #1 ünïcode"
     build_index([tiny_corpus], odd, ["bm25"])
@@ -193,8 +219,10 @@ def test_any_legal_path_works(tiny_corpus, tmp_path):
 
 
 def _can_mount() -> bool:
-    return shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "-m", "true"], capture_output=True).returncode == 0
+    return (
+        shutil.which("unshare") is not None
+        and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+    )
 
 
 @pytest.mark.skipif(not _can_mount(), reason="needs unshare -m (a private mount namespace) to make a read-only mount")
@@ -202,18 +230,22 @@ def test_a_read_only_index_searches(tiny_index, tmp_path):
     """The index on a read-only bind mount (root ignores file modes, so a real read-only mount is used)."""
     index = tmp_path / "ro"
     shutil.copytree(tiny_index, index)
-    script = (f"mount --bind '{index}' '{index}' && mount -o remount,ro,bind '{index}' && "
-              f"touch '{index}/probe' 2>/dev/null && echo WRITABLE; "
-              f"{sys.executable} -m mathscout.cli search --index '{index}' --mode structure --json '$a^2+b^2=c^2$' && "
-              f"{sys.executable} -m mathscout.cli search --index '{index}' --mode bm25 --json triangle")
-    result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
-                            env=env(tmp_path), cwd=REPO, timeout=300)
+    script = (
+        f"mount --bind '{index}' '{index}' && mount -o remount,ro,bind '{index}' && "
+        f"touch '{index}/probe' 2>/dev/null && echo WRITABLE; "
+        f"{sys.executable} -m mathscout.cli search --index '{index}' --mode structure --json '$a^2+b^2=c^2$' && "
+        f"{sys.executable} -m mathscout.cli search --index '{index}' --mode bm25 --json triangle"
+    )
+    result = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env(tmp_path), cwd=REPO, timeout=300
+    )
     assert "WRITABLE" not in result.stdout
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(p.name for p in index.iterdir()) == sorted(p.name for p in tiny_index.iterdir())
 
 
 # --- invalid Unicode --------------------------------------------------------------------------------------
+
 
 def test_invalid_unicode_is_replaced_and_reported_per_record(tiny_corpus, tmp_path):
     corpus = tmp_path / "mixed.jsonl"
@@ -222,7 +254,9 @@ def test_invalid_unicode_is_replaced_and_reported_per_record(tiny_corpus, tmp_pa
     raw += b"\n" + b'{"id": "surrogate", "text": "lone \\ud800 surrogate and $x^2$"}'
     raw += b"\n" + b'{"id": "bytes", "text": "bad \xff\xfe bytes $y$"}\n'
     corpus.write_bytes(raw)
-    result = run_cli(["index", "--input", str(corpus), "--index", str(tmp_path / "idx"), "--components", "bm25"], tmp_path)
+    result = run_cli(
+        ["index", "--input", str(corpus), "--index", str(tmp_path / "idx"), "--components", "bm25"], tmp_path
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "replaced invalid Unicode in 2 records" in result.stderr
     assert "document surrogate" in result.stderr and "mixed.jsonl:22" in result.stderr

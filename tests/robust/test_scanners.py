@@ -13,16 +13,57 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mathscout.corpus import find_math, html_to_text, make_document
-from mathscout.latex.tokens import lex, query_terms
+from mathscout.latex.tokens import document_terms, lex, query_terms
 from mathscout.structure.parser import parse_latex
-from mathscout.latex.tokens import document_terms
 
 # Pieces that real and hostile math text is made of: every delimiter, open and closed, and the commands
 # whose arguments the tokenizer scans.
-PIECES = ["$", "$$", "\\$", "\\(", "\\)", "\\[", "\\]", "\\begin{equation}", "\\end{equation}", "\\begin{align*}",
-          "\\end{align*}", "[imath]", "[/imath]", "{", "}", "\\mathbb{", "\\text{", "\\frac", "\\left(", "\\right)",
-          "^", "_", "x", "2", " ", "\n", "\n\n", "\\", "\\\\", "é", "\ud7ff", "<", ">", "&amp;", "<span class=\"math-container\">",
-          "</span>", "<p>", "<a href='", "<!--", "-->", "\\qvar{a}", "\\sqrt{", "\\not", "="]
+PIECES = [
+    "$",
+    "$$",
+    "\\$",
+    "\\(",
+    "\\)",
+    "\\[",
+    "\\]",
+    "\\begin{equation}",
+    "\\end{equation}",
+    "\\begin{align*}",
+    "\\end{align*}",
+    "[imath]",
+    "[/imath]",
+    "{",
+    "}",
+    "\\mathbb{",
+    "\\text{",
+    "\\frac",
+    "\\left(",
+    "\\right)",
+    "^",
+    "_",
+    "x",
+    "2",
+    " ",
+    "\n",
+    "\n\n",
+    "\\",
+    "\\\\",
+    "é",
+    "\ud7ff",
+    "<",
+    ">",
+    "&amp;",
+    '<span class="math-container">',
+    "</span>",
+    "<p>",
+    "<a href='",
+    "<!--",
+    "-->",
+    "\\qvar{a}",
+    "\\sqrt{",
+    "\\not",
+    "=",
+]
 hostile_text = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=5)), max_size=60).map("".join)
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -34,7 +75,7 @@ def test_math_spans_lie_in_the_text_in_order_without_overlap(text):
     previous_end = 0
     for span in spans:
         assert previous_end <= span.start < span.end <= len(text)
-        assert span.latex and span.latex in text[span.start:span.end]
+        assert span.latex and span.latex in text[span.start : span.end]
         previous_end = span.end
     assert find_math(text) == spans  # deterministic
 
@@ -72,8 +113,10 @@ def test_parser_gives_a_tree_or_a_reason(latex):
 
 
 def test_html_reader_keeps_math_and_drops_tags():
-    markup = ('<p>Let <span class="math-container" id="q_1">$0<x<2^k$</span> and <a href="http://h/x">see</a>.</p>'
-              "<p>Next<br/>line &amp; more</p>")
+    markup = (
+        '<p>Let <span class="math-container" id="q_1">$0<x<2^k$</span> and <a href="http://h/x">see</a>.</p>'
+        "<p>Next<br/>line &amp; more</p>"
+    )
     assert html_to_text(markup) == "Let $0<x<2^k$ and see.\n\nNext\n\nline & more"
 
 

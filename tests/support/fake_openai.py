@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Union
+from typing import Any
 
 EMBEDDING_DIM = 64
 
@@ -68,8 +68,8 @@ class Slow:
     reply: Reply
 
 
-Reply = Union[Text, ToolCalls, RawToolCalls, Fault, Slow]
-Responder = Union[Callable[["ChatRequest"], Reply], Sequence[Reply]]
+Reply = Text | ToolCalls | RawToolCalls | Fault | Slow
+Responder = Callable[["ChatRequest"], Reply] | Sequence[Reply]
 
 
 @dataclass
@@ -107,7 +107,9 @@ class ChatRequest:
 
     @property
     def system(self) -> str:
-        return "\n".join(_content_text(m.get("content")) for m in self.messages if m.get("role") in ("system", "developer"))
+        return "\n".join(
+            _content_text(m.get("content")) for m in self.messages if m.get("role") in ("system", "developer")
+        )
 
 
 def _content_text(content: Any) -> str:
@@ -231,10 +233,17 @@ class _Handler(BaseHTTPRequestHandler):
         message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
         if calls:
             message["tool_calls"] = calls
-        self._json(200, {"id": completion_id, "object": "chat.completion", "created": int(time.time()),
-                         "model": request.model or "fake-gpt",
-                         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                         "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}})
+        self._json(
+            200,
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request.model or "fake-gpt",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+            },
+        )
 
     def _stream(self, request: ChatRequest, completion_id: str, content: str, calls: list[dict], finish: str) -> None:
         self.send_response(200)
@@ -242,12 +251,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
-        base = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": request.model or "fake-gpt"}
+        base = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": request.model or "fake-gpt",
+        }
 
         def send(delta: dict, finish_reason: str | None = None) -> None:
             chunk = dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": finish_reason}])
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode("utf-8"))
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
 
         send({"role": "assistant", "content": ""})
@@ -256,13 +269,23 @@ class _Handler(BaseHTTPRequestHandler):
         for index, call in enumerate(calls):
             arguments = call["function"]["arguments"]
             half = len(arguments) // 2
-            send({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                  "function": {"name": call["function"]["name"], "arguments": arguments[:half]}}]})
+            send(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": arguments[:half]},
+                        }
+                    ]
+                }
+            )
             send({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
         send({}, finish)
         if (request.body.get("stream_options") or {}).get("include_usage"):
             usage = dict(base, choices=[], usage={"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20})
-            self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode("utf-8"))
+            self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True
@@ -284,8 +307,15 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 encoded = vector
             data.append({"object": "embedding", "index": n, "embedding": encoded})
-        self._json(200, {"object": "list", "data": data, "model": body.get("model", "fake-embedding"),
-                         "usage": {"prompt_tokens": len(data), "total_tokens": len(data)}})
+        self._json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "fake-embedding"),
+                "usage": {"prompt_tokens": len(data), "total_tokens": len(data)},
+            },
+        )
 
     def _json(self, status: int, payload: dict[str, Any]) -> None:
         raw = json.dumps(payload).encode("utf-8")
@@ -301,9 +331,13 @@ def _message_parts(reply: Reply, owner: FakeOpenAI) -> tuple[str, list[dict[str,
     if isinstance(reply, Text):
         return reply.content, []
     if isinstance(reply, ToolCalls):
-        return reply.content, [{"id": owner._new_id("call"), "type": "function",
-                                "function": {"name": name, "arguments": json.dumps(args)}} for name, args in reply.calls]
+        return reply.content, [
+            {"id": owner._new_id("call"), "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for name, args in reply.calls
+        ]
     if isinstance(reply, RawToolCalls):
-        return "", [{"id": owner._new_id("call"), "type": "function",
-                     "function": {"name": name, "arguments": arguments}} for name, arguments in reply.calls]
+        return "", [
+            {"id": owner._new_id("call"), "type": "function", "function": {"name": name, "arguments": arguments}}
+            for name, arguments in reply.calls
+        ]
     raise TypeError(f"not a reply: {reply!r}")

@@ -14,6 +14,7 @@ A case is one function call:
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -44,25 +45,31 @@ class Outcome:
     seconds: float
 
 
-def run_measured(args: list[str], home: Path, timeout: float = 600, extra_env: dict | None = None,
-                 stdin: str | None = None) -> Outcome:
+def run_measured(
+    args: list[str], home: Path, timeout: float = 600, extra_env: dict | None = None, stdin: str | None = None
+) -> Outcome:
     """Run `mathscout ARGS` in a fresh process with MATHSCOUT_HOME=home, sampling its process tree's RSS every
     50 ms (the tree: builds run each component in a child process)."""
     from mathscout.usage import tree_rss_mib
 
     started = time.perf_counter()
-    process = subprocess.Popen(MATHSCOUT + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, text=True,
-                               env={**env(home), **(extra_env or {})}, cwd=REPO, start_new_session=True)
+    process = subprocess.Popen(
+        MATHSCOUT + args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        text=True,
+        env={**env(home), **(extra_env or {})},
+        cwd=REPO,
+        start_new_session=True,
+    )
     peak = [0.0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            try:
+            with contextlib.suppress(OSError):
                 peak[0] = max(peak[0], tree_rss_mib(process.pid))
-            except OSError:
-                pass
             done.wait(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -99,7 +106,10 @@ def snapshot(folder: Path) -> dict[str, tuple[int, str]]:
     files = {}
     for path in sorted(Path(folder).rglob("*")):
         if path.is_file() and not path.is_symlink():
-            files[path.relative_to(folder).as_posix()] = (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+            files[path.relative_to(folder).as_posix()] = (
+                path.stat().st_size,
+                hashlib.sha256(path.read_bytes()).hexdigest(),
+            )
     return files
 
 
@@ -124,8 +134,9 @@ def assert_http_error(status: int, body: bytes, expected: int | None = None) -> 
 class Server:
     """A real `mathscout serve` subprocess on 127.0.0.1 (a free port), for as long as the `with` block lasts."""
 
-    def __init__(self, home: Path, *args: str, auth: str | None = None, timeout: float = 300,
-                 extra_env: dict | None = None):
+    def __init__(
+        self, home: Path, *args: str, auth: str | None = None, timeout: float = 300, extra_env: dict | None = None
+    ):
         self.home, self.auth, self.timeout = Path(home), auth, timeout
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -141,8 +152,9 @@ class Server:
             if name not in self.extra_env:
                 environment.pop(name, None)
         with open(self.log, "w") as out:
-            self.process = subprocess.Popen(MATHSCOUT + self.args, env=environment, stdout=out,
-                                            stderr=subprocess.STDOUT, cwd=REPO)
+            self.process = subprocess.Popen(
+                MATHSCOUT + self.args, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=REPO
+            )
         deadline = time.monotonic() + self.timeout
         while True:
             assert self.process.poll() is None, f"serve exited:\n{self.log_text()[-3000:]}"
@@ -164,11 +176,23 @@ class Server:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def request(self, method: str, path: str, body: dict | bytes | str | None = None, login: str | None = None,
-                headers: dict | None = None, timeout: float = 120) -> tuple[int, dict, bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict | bytes | str | None = None,
+        login: str | None = None,
+        headers: dict | None = None,
+        timeout: float = 120,
+    ) -> tuple[int, dict, bytes]:
         """One HTTP request; (status, lower-cased headers, body bytes), whatever the status."""
-        data = body.encode() if isinstance(body, str) else body if isinstance(body, bytes) else (
-            json.dumps(body).encode() if body is not None else None)
+        data = (
+            body.encode()
+            if isinstance(body, str)
+            else body
+            if isinstance(body, bytes)
+            else (json.dumps(body).encode() if body is not None else None)
+        )
         sent = {"Content-Type": "application/json"} if data is not None else {}
         if login:
             sent["Authorization"] = "Basic " + base64.b64encode(login.encode()).decode()
@@ -185,5 +209,15 @@ def python() -> str:
     return sys.executable
 
 
-__all__ = ["MEMORY_BOUND_MIB", "Outcome", "Server", "assert_clean_refusal", "assert_http_error", "assert_no_crash",
-           "free_port", "run_measured", "snapshot", "os"]
+__all__ = [
+    "MEMORY_BOUND_MIB",
+    "Outcome",
+    "Server",
+    "assert_clean_refusal",
+    "assert_http_error",
+    "assert_no_crash",
+    "free_port",
+    "os",
+    "run_measured",
+    "snapshot",
+]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tests.support.fake_openai import Fault, FakeOpenAI, RawToolCalls, Slow, Text, ToolCalls, hashed_embedding
+from tests.support.fake_openai import FakeOpenAI, Fault, RawToolCalls, Slow, Text, ToolCalls, hashed_embedding
 
 
 def _client(server: FakeOpenAI, **options) -> openai.OpenAI:
@@ -13,19 +13,28 @@ def _client(server: FakeOpenAI, **options) -> openai.OpenAI:
 
 
 def test_chat_text_tool_calls_and_streaming_reach_the_real_client():
-    script = [Text("The answer is [42]."), ToolCalls([("structure_search", {"formula": "x^2", "k": 5})]),
-              Text("Streamed words arrive in order.")]
+    script = [
+        Text("The answer is [42]."),
+        ToolCalls([("structure_search", {"formula": "x^2", "k": 5})]),
+        Text("Streamed words arrive in order."),
+    ]
     with FakeOpenAI(script) as server:
         client = _client(server)
         reply = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}])
         assert reply.choices[0].message.content == "The answer is [42]."
-        reply = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "search"}],
-                                               tools=[{"type": "function", "function": {"name": "structure_search",
-                                                                                          "parameters": {"type": "object"}}}])
+        reply = client.chat.completions.create(
+            model="fake-gpt",
+            messages=[{"role": "user", "content": "search"}],
+            tools=[{"type": "function", "function": {"name": "structure_search", "parameters": {"type": "object"}}}],
+        )
         call = reply.choices[0].message.tool_calls[0]
         assert (call.function.name, call.function.arguments) == ("structure_search", '{"formula": "x^2", "k": 5}')
-        chunks = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "s"}], stream=True)
-        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Streamed words arrive in order."
+        chunks = client.chat.completions.create(
+            model="fake-gpt", messages=[{"role": "user", "content": "s"}], stream=True
+        )
+        assert (
+            "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Streamed words arrive in order."
+        )
     assert [r.last_user for r in server.requests] == ["hi", "search", "s"]
     assert server.requests[1].tools == ["structure_search"]
 
@@ -42,7 +51,9 @@ def test_langchain_sees_malformed_tool_arguments_streamed_and_not():
         for chunk in chunks[1:]:
             merged = merged + chunk
         assert merged.tool_call_chunks[0]["args"] == "{not json"
-        assert merged.tool_calls == [{"name": "get_document", "args": {}, "id": merged.tool_calls[0]["id"], "type": "tool_call"}]
+        assert merged.tool_calls == [
+            {"name": "get_document", "args": {}, "id": merged.tool_calls[0]["id"], "type": "tool_call"}
+        ]
         invoked = model.invoke("again")
         assert not invoked.tool_calls and invoked.invalid_tool_calls[0]["args"] == "{not json"
 

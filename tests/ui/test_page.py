@@ -23,13 +23,19 @@ import pytest
 
 from mathscout.types import Document, Hit, MatchedFormula
 from tests.support.cli import stop
-from tests.support.paths import ARTIFACTS
 from tests.support.corpora import EVIL, HOSTILE_ID
 from tests.support.fake_openai import FakeOpenAI, Text, ToolCalls
+from tests.support.paths import ARTIFACTS
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ANSWER_TIMEOUT_MS = 90_000
 SIMPLIFY = "How do I simplify $\\frac{t+1}{t}$?"
 TRIG = "Why is $\\cos^2\\alpha + \\sin^2\\alpha = 1$?"
@@ -39,6 +45,7 @@ LLM_MARK = "(written by the LLM agent)"
 
 
 # ---- the page's logic, without a browser ----------------------------------------------------------
+
 
 def test_citations_link_to_their_cards_and_unknown_ids_stay_text():
     from mathscout.ui.cards import link_citations
@@ -58,7 +65,10 @@ def test_links_to_original_posts():
         return Document(doc_id, "text", metadata={"thread_id": thread})
 
     assert original_url(doc("692", "mse:math.stackexchange.com:154")) == "https://math.stackexchange.com/a/692"
-    assert original_url(doc("phys:1", "phys:physics.stackexchange.com:248850")) == "https://physics.stackexchange.com/q/248850"
+    assert (
+        original_url(doc("phys:1", "phys:physics.stackexchange.com:248850"))
+        == "https://physics.stackexchange.com/q/248850"
+    )
     assert original_url(doc("pm:00:AdHoc", None)) is None
 
 
@@ -73,7 +83,7 @@ def test_matched_formula_parts_are_coloured_without_breaking_the_latex():
     long = MatchedFormula("d#0", "x+" * 300 + "y", highlight=[(0, 1)])
     assert "<mark>x</mark>" in formula_html(long)  # too long to render: source with the match marked
     broken = formula_html(MatchedFormula("d#1", "\\frac{a}{b <script>", highlight=[(0, 5)]))
-    assert broken.startswith("<div class=\"ms-formula ms-formula-source\"><code")  # unbalanced: escaped code
+    assert broken.startswith('<div class="ms-formula ms-formula-source"><code')  # unbalanced: escaped code
     assert "&lt;script&gt;" in broken and "$$" not in broken
 
 
@@ -81,8 +91,10 @@ def test_align_bodies_in_answers_are_made_renderable():
     from mathscout.ui.cards import renderable_math
 
     text = "matched formula $\\alpha + \\beta &= 0,\\\\ 2\\alpha &= 1$ and $x \\& y$, costs $3 [demo:a]"
-    assert renderable_math(text) == ("matched formula $\\begin{aligned}\\alpha + \\beta &= 0,\\\\ 2\\alpha &= 1"
-                                     "\\end{aligned}$ and $x \\& y$, costs $3 [demo:a]")
+    assert renderable_math(text) == (
+        "matched formula $\\begin{aligned}\\alpha + \\beta &= 0,\\\\ 2\\alpha &= 1"
+        "\\end{aligned}$ and $x \\& y$, costs $3 [demo:a]"
+    )
 
 
 def test_bad_messages_are_explained():
@@ -104,7 +116,9 @@ def test_example_labels_fit_and_never_cut_a_formula():
     for question in questions:
         label = example_label(question)
         assert len(label) <= EXAMPLE_LABEL_CHARS and label.count("$") % 2 == 0, label
-    assert example_label("Why do the sides of a right triangle satisfy $u^2 + v^2 = w^2$?").endswith("$u^2 + v^2 = w^2$?")
+    assert example_label("Why do the sides of a right triangle satisfy $u^2 + v^2 = w^2$?").endswith(
+        "$u^2 + v^2 = w^2$?"
+    )
 
 
 def test_serve_refuses_to_expose_the_page_without_an_explicit_flag(capsys):
@@ -118,6 +132,7 @@ def test_serve_refuses_to_expose_the_page_without_an_explicit_flag(capsys):
 
 
 # ---- shared fixtures: indexes and the page's server -----------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def ui_indexes(tmp_path_factory, tiny_index):
@@ -143,7 +158,9 @@ def _llm_responder(request):
         return ToolCalls([("structure_search", {"formula": formula.group(1) if formula else "x", "k": 5})])
     ids = re.findall(r'"id":\s*"([^"]+)"', request.tool_results[-1])
     cited = f" [{ids[0]}]" if ids else ""
-    return Text(f"Divide each term by $t$: $\\frac{{t+1}}{{t}} = 1 + \\frac{{1}}{{t}}$ for $t \\ne 0${cited}. {LLM_MARK}")
+    return Text(
+        f"Divide each term by $t$: $\\frac{{t+1}}{{t}} = 1 + \\frac{{1}}{{t}}$ for $t \\ne 0${cited}. {LLM_MARK}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -177,12 +194,30 @@ def server(ui_indexes, fake_llm):
     """The page's URL: `mathscout serve` (the real assistant) over the three indexes, LLM = the fake server."""
     port = _free_port()
     log = ui_indexes["home"] / "serve.log"
-    env = {**os.environ, "MATHSCOUT_HOME": str(ui_indexes["home"]), "PYTHONUNBUFFERED": "1",
-           "OPENAI_BASE_URL": fake_llm.base_url, "MATHSCOUT_LLM_MODEL": LLM_MODEL, "MATHSCOUT_LLM_TIMEOUT": "30"}
+    env = {
+        **os.environ,
+        "MATHSCOUT_HOME": str(ui_indexes["home"]),
+        "PYTHONUNBUFFERED": "1",
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        "MATHSCOUT_LLM_MODEL": LLM_MODEL,
+        "MATHSCOUT_LLM_TIMEOUT": "30",
+    }
     for name in ("MATHSCOUT_INDEX", "OPENAI_API_KEY", "MATHSCOUT_CONFIG"):
         env.pop(name, None)
-    command = [sys.executable, "-m", "mathscout.cli", "serve", "--port", str(port),
-               "--index", str(ui_indexes["demo"]), "--index", str(ui_indexes["broken"]), "--index", str(ui_indexes["mse"])]
+    command = [
+        sys.executable,
+        "-m",
+        "mathscout.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--index",
+        str(ui_indexes["demo"]),
+        "--index",
+        str(ui_indexes["broken"]),
+        "--index",
+        str(ui_indexes["mse"]),
+    ]
     with open(log, "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -222,6 +257,7 @@ def page(browser, server):
 
 # ---- helpers ----------------------------------------------------------------------------------------
 
+
 def _shot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
@@ -233,8 +269,10 @@ def _ask(page, question: str | None = None) -> None:
     page.click("#ms-send")
 
 
-_FINISHED = ("[...document.querySelectorAll('#ms-chat .thought-group .title')]"
-             ".filter(e => e.innerText.trim().startsWith('Searched:')).length")
+_FINISHED = (
+    "[...document.querySelectorAll('#ms-chat .thought-group .title')]"
+    ".filter(e => e.innerText.trim().startsWith('Searched:')).length"
+)
 
 
 def _wait_for_answer(page, count: int = 1) -> None:
@@ -244,8 +282,10 @@ def _wait_for_answer(page, count: int = 1) -> None:
 
 def _wait_for_turns(page, count: int) -> None:
     """Wait until `count` turns are over, answered or stopped with a note."""
-    over = ("[...document.querySelectorAll('#ms-chat .thought-group .title')]"
-            ".filter(e => !e.innerText.includes('Working')).length")
+    over = (
+        "[...document.querySelectorAll('#ms-chat .thought-group .title')]"
+        ".filter(e => !e.innerText.includes('Working')).length"
+    )
     page.wait_for_function(f"n => {over} >= n", arg=count, timeout=ANSWER_TIMEOUT_MS)
 
 
@@ -281,6 +321,7 @@ expect = None
 
 
 # ---- the page in a browser ------------------------------------------------------------------------
+
 
 @pytest.mark.browser
 def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
@@ -498,12 +539,14 @@ def test_formula_editor_previews_and_inserts_latex(page):
     page.fill("#ms-formula textarea, #ms-formula input", "\\binom{n}{k}")
     page.fill("#ms-question textarea", "What is")
     page.click("#ms-insert")
-    page.wait_for_function("() => document.querySelector('#ms-question textarea').value === 'What is $\\\\binom{n}{k}$'",
-                           timeout=10_000)
+    page.wait_for_function(
+        "() => document.querySelector('#ms-question textarea').value === 'What is $\\\\binom{n}{k}$'", timeout=10_000
+    )
     _shot(page, "7-formula-editor")
 
 
 # ---- the page's wiring over the real assistant, without a browser -----------------------------------
+
 
 def test_llm_switch_is_greyed_out_with_a_reason_without_an_endpoint(ui_indexes, monkeypatch, tmp_path):
     from mathscout.ui.app import build_app
@@ -527,8 +570,9 @@ def test_a_damaged_document_store_becomes_a_note_and_a_finished_turn(ui_indexes,
     shutil.copytree(ui_indexes["demo"], damaged)
     (damaged / "store.sqlite").write_bytes(b"this is not a database" * 100)
     pool = AssistantPool([IndexChoice("damaged", "damaged", damaged)], use_llm=False)
-    updates = list(run_turn(pool, TRIG, [], SessionState(), index_key="damaged", mode="auto", k=5, rerank=False,
-                            use_llm=False))
+    updates = list(
+        run_turn(pool, TRIG, [], SessionState(), index_key="damaged", mode="auto", k=5, rerank=False, use_llm=False)
+    )
     final = updates[-1]
     text = " ".join(str(m["content"]) for m in final.chat)
     assert "**Note:**" in text and final.chat[-1]["content"].startswith("**Note:**"), text

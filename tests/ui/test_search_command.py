@@ -48,8 +48,8 @@ def test_search_errors_are_one_line(small_index, tmp_path):
 def test_the_demo_index_is_built_on_first_use_and_upgraded_for_wildcards(mathscout_home):
     import json
 
-    from mathscout.retrievers.indexing import ensure_demo_index
     from mathscout.retrievers import open_retriever
+    from mathscout.retrievers.indexing import ensure_demo_index
 
     path = ensure_demo_index()
     assert path == mathscout_home / "indexes" / "demo"

@@ -11,9 +11,14 @@ from tests.support.harness import free_port
 
 def test_ready_means_listening_and_warmed(tiny_index, tmp_path):
     port = free_port()
-    process = subprocess.Popen(MATHSCOUT + ["serve", "--port", str(port), "--no-llm", "--index", str(tiny_index)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                               env={**env(tmp_path), "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        MATHSCOUT + ["serve", "--port", str(port), "--no-llm", "--index", str(tiny_index)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env={**env(tmp_path), "PYTHONUNBUFFERED": "1"},
+    )
     try:
         lines = []
         deadline = time.monotonic() + 300
@@ -30,6 +35,6 @@ def test_ready_means_listening_and_warmed(tiny_index, tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as response:  # at once: no retry
             health = json.loads(response.read())
         assert health["default_index"] == "idx" and set(health["indexes"][0]["modes"]) >= {"auto", "bm25", "structure"}
-        assert not [l for l in lines if "warm" in l and "failed" in l], lines
+        assert not [line for line in lines if "warm" in line and "failed" in line], lines
     finally:
         stop(process)

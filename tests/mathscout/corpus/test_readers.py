@@ -2,7 +2,6 @@
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
@@ -38,13 +37,15 @@ def test_formula_ids_and_offsets_point_into_the_text():
     text = "Let $x$ be real. Then $$x^2 \\ge 0.$$"
     doc = make_document("d7", text)
     assert [f.id for f in doc.formulas] == ["d7#0", "d7#1"]
-    assert [text[f.start:f.end] for f in doc.formulas] == ["$x$", "$$x^2 \\ge 0.$$"]
+    assert [text[f.start : f.end] for f in doc.formulas] == ["$x$", "$$x^2 \\ge 0.$$"]
     assert [f.display for f in doc.formulas] == [False, True]
 
 
 def test_html_bodies_keep_math_container_spans():
-    html = ('<p>Solve <span class="math-container" id="1">$x^2 &lt; 4$</span> for &amp; all</p>'
-            '<p><span class="math-container">$$\\sum_n a_n$$</span></p>')
+    html = (
+        '<p>Solve <span class="math-container" id="1">$x^2 &lt; 4$</span> for &amp; all</p>'
+        '<p><span class="math-container">$$\\sum_n a_n$$</span></p>'
+    )
     text = html_to_text(html)
     assert text == "Solve $x^2 < 4$ for & all\n\n$$\\sum_n a_n$$"
     assert latexes(text) == ["x^2 < 4", "\\sum_n a_n"]
@@ -139,14 +140,17 @@ def test_real_collection_formulas(shared_data):
     assert sum(len(d.formulas) for d in docs) > 10_000
     for doc in docs[:200]:
         for f in doc.formulas:
-            assert f.latex in doc.text[f.start:f.end]
+            assert f.latex in doc.text[f.start : f.end]
 
 
-@pytest.mark.parametrize("text", [
-    "Why is  $ x^2 + 1 $ positive\n for every real   $x$ ?",
-    "Show that $$ \\sum_{n=1}^\\infty \\frac1{n^2} = \\frac{\\pi^2}{6} $$",
-    "Is $$ empty $ ? and \\( a \\le b \\) here",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Why is  $ x^2 + 1 $ positive\n for every real   $x$ ?",
+        "Show that $$ \\sum_{n=1}^\\infty \\frac1{n^2} = \\frac{\\pi^2}{6} $$",
+        "Is $$ empty $ ? and \\( a \\le b \\) here",
+    ],
+)
 def test_structure_search_and_the_question_reader_split_a_query_alike(text):
     from mathscout.question import read_question
     from mathscout.retrievers.base import prepare_query
@@ -168,7 +172,9 @@ def test_an_over_long_text_is_cut_before_the_formula_holding_the_bound():
     doc = make_document("long", text, "t" * 5000, report=report, where="c.jsonl:3")
     assert len(doc.text) <= MAX_DOCUMENT_CHARS and "$" not in doc.text and doc.text.endswith("word")
     assert doc.formulas == [] and len(doc.title) == 1000
-    assert report.truncated == 2 and report.truncations[0].startswith("c.jsonl:3: text longer than 1,048,576 characters")
+    assert report.truncated == 2 and report.truncations[0].startswith(
+        "c.jsonl:3: text longer than 1,048,576 characters"
+    )
 
 
 def test_over_long_lines_are_skipped_without_reading_them_whole(tmp_path):

@@ -17,9 +17,10 @@ import pytest
 from mathscout.dense.model import load_sentence_model, model_input_text, render_formula
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.types import Query
 from mathscout.retrievers.registry import open_retriever
-from tests.support.corpora import DENSE_TOPICS as TOPICS, FORMULA_ONLY
+from mathscout.types import Query
+from tests.support.corpora import DENSE_TOPICS as TOPICS
+from tests.support.corpora import FORMULA_ONLY
 
 
 def _query(topic: dict) -> Query:
@@ -33,8 +34,9 @@ def _query(topic: dict) -> Query:
 def test_latex_variants_read_alike():
     assert render_formula(r"\dfrac12 \leqslant \left( x^2 \right)") == r"\frac{1}{2} \le ( x^2 )"
     tokenizer = load_sentence_model().tokenizer  # what the model reads: spacing next to punctuation is no token
-    assert tokenizer.tokenize(model_input_text(r"is $\tfrac{1}{2}\leq x$ true")) == \
-        tokenizer.tokenize(model_input_text(r"is \(\frac12 \le x\) true"))
+    assert tokenizer.tokenize(model_input_text(r"is $\tfrac{1}{2}\leq x$ true")) == tokenizer.tokenize(
+        model_input_text(r"is \(\frac12 \le x\) true")
+    )
     assert model_input_text(r"in $\Bbb R$ or ℝ") == r"in $\mathbb{R}$ or ℝ"
     assert model_input_text("") == ""
 
@@ -103,7 +105,9 @@ def test_hnsw_is_built_in_blocks_under_a_progress_bar(dense_index, monkeypatch, 
     vectors = flat.reconstruct_n(0, flat.ntotal)
     monkeypatch.setattr(ann, "HNSW_BLOCK_ROWS", 40)
     hnsw = ann.build_hnsw(vectors, 32, 40, label="test")
-    final = [p for p in capsys.readouterr().err.replace("\r", "\n").splitlines() if p.startswith("test HNSW (M = 32)")][-1]
+    final = [p for p in capsys.readouterr().err.replace("\r", "\n").splitlines() if p.startswith("test HNSW (M = 32)")][
+        -1
+    ]
     assert "100%" in final and f"{len(vectors)}/{len(vectors)}" in final and "<00:00" in final
     assert hnsw.ntotal == len(vectors) and len(vectors) > 3 * 40  # several blocks
     hnsw.hnsw.efSearch = 64
@@ -137,7 +141,7 @@ def test_corrupted_faiss_file(dense_index, tmp_path):
     copy = tmp_path / "index"
     shutil.copytree(dense_index, copy)
     (copy / "dense" / "flat.faiss").write_bytes(b"not a faiss index")
-    with pytest.raises(MathScoutError, match="flat.faiss is damaged .*rebuild it with 'mathscout index"):
+    with pytest.raises(MathScoutError, match=r"flat.faiss is damaged .*rebuild it with 'mathscout index"):
         open_retriever(IndexDir(copy), "dense")
     manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
     del manifest["components"]["dense"]["files"]  # an index built before checksums: faiss's own check holds
@@ -187,7 +191,9 @@ def test_large_component_streams_vectors_and_builds_ivfpq_from_them(ivfpq_index,
     # whatever it was encoded with (under "length" batching: mean cosine 0.99+, min 0.956 here)
     assert meta["batching"] == "passage"
     assert np.array_equal(vectors, exact.faiss.reconstruct_n(0, exact.faiss.ntotal))
-    assert np.array_equal(np.load(folder / "tokens" / "offsets.npy"), np.load(dense_index / "dense" / "tokens" / "offsets.npy"))
+    assert np.array_equal(
+        np.load(folder / "tokens" / "offsets.npy"), np.load(dense_index / "dense" / "tokens" / "offsets.npy")
+    )
 
 
 @pytest.mark.model
@@ -227,11 +233,17 @@ def test_parallel_builds_quantise_the_model_once(dense_index, tmp_path):
     fresh = tmp_path / "home" / "onnx" / exported.parent.name
     fresh.mkdir(parents=True)
     shutil.copy2(exported, fresh / exported.name)
-    script = ("import sys; from pathlib import Path; from mathscout.dense.encoder import onnx_file; "
-              f"print(onnx_file(Path({str(model)!r}), quantized=True))")
+    script = (
+        "import sys; from pathlib import Path; from mathscout.dense.encoder import onnx_file; "
+        f"print(onnx_file(Path({str(model)!r}), quantized=True))"
+    )
     env = {**os.environ, "MATHSCOUT_HOME": str(tmp_path / "home")}
-    runs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True) for _ in range(3)]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
     results = [(run.wait(timeout=300), *run.communicate()) for run in runs]
     assert [code for code, _, _ in results] == [0, 0, 0], [err[-500:] for _, _, err in results]
     assert {out.strip() for _, out, _ in results} == {str(fresh / "model.int8.onnx")}
@@ -270,7 +282,9 @@ def test_a_query_ranks_the_same_alone_or_in_a_batch(dense_index, shared_data):
     finally:
         faiss.omp_set_num_threads(threads)
     for topic in topics:
-        assert [(h.doc_id, h.score) for h in alone[topic.id]] == [(h.doc_id, h.score) for h in batched[topic.id]], topic.id
+        assert [(h.doc_id, h.score) for h in alone[topic.id]] == [(h.doc_id, h.score) for h in batched[topic.id]], (
+            topic.id
+        )
 
 
 @pytest.mark.model
@@ -306,7 +320,7 @@ def test_ivfpq_search_rescores_exactly(ivfpq_index, dense_topics, dense_qrels):
             assert hit.score == pytest.approx(truth[dense.doc_ids.index(hit.doc_id)], abs=1e-5)
         found += hits[0].doc_id in dense_qrels[topic["id"]]
     assert found >= TOPICS - 2
-    with pytest.raises(MathScoutError, match="has no 'flat' search .*it has ivfpq"):
+    with pytest.raises(MathScoutError, match=r"has no 'flat' search .*it has ivfpq"):
         open_retriever(IndexDir(ivfpq_index), "dense", search="flat")
 
 
@@ -316,7 +330,7 @@ def test_truncated_vector_file_is_one_clear_error(ivfpq_index, tmp_path):
     shutil.copytree(ivfpq_index, copy)
     path = copy / "dense" / "passage_vectors.f32"
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(MathScoutError, match="passage_vectors.f32"):
+    with pytest.raises(MathScoutError, match=r"passage_vectors.f32"):
         open_retriever(IndexDir(copy), "dense")
 
 
@@ -344,7 +358,7 @@ def test_colbert_needs_the_dense_tokens_it_was_built_from(dense_index, tmp_path)
     meta = json.loads((copy / "colbert" / "meta.json").read_text())
     meta["dense_build_id"] = "older"
     (copy / "colbert" / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(MathScoutError, match="meta.json is damaged"):  # the file differs from what the build wrote
+    with pytest.raises(MathScoutError, match=r"meta.json is damaged"):  # the file differs from what the build wrote
         open_retriever(IndexDir(copy), "colbert")
     manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
     del manifest["components"]["colbert"]["files"]  # as an index built before checksums were recorded
@@ -368,8 +382,9 @@ def test_hard_negatives_share_a_tag_from_another_thread(shared_data):
     from mathscout.evaluation.training.dense import load_triplets
 
     collection = shared_data / "collection"
-    triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
-                             collection / "docs.jsonl", 40)
+    triplets = load_triplets(
+        collection / "topics.train.jsonl", collection / "qrels.train.txt", collection / "docs.jsonl", 40
+    )
     assert len(triplets) >= 35
     threads, tags = {}, {}
     with open(collection / "docs.jsonl", encoding="utf-8") as f:
@@ -393,8 +408,9 @@ def test_training_is_resumable(shared_data, tmp_path):
     from mathscout.evaluation.training.dense import load_triplets, train
 
     collection = shared_data / "collection"
-    triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
-                             collection / "docs.jsonl", 12)[:8]
+    triplets = load_triplets(
+        collection / "topics.train.jsonl", collection / "qrels.train.txt", collection / "docs.jsonl", 12
+    )[:8]
     output = tmp_path / "ft"
     stopped = train(triplets, default_model_path(), output, 4, 2e-5, 0.1, 16, 16, 10, max_minutes=0)
     assert stopped.name == "ft.checkpoint" and (stopped / "state.pt").is_file() and not output.exists()
@@ -411,9 +427,12 @@ def test_training_without_hard_negatives_is_recorded(shared_data, tmp_path):
     from mathscout.evaluation.training.dense import load_triplets, train
 
     collection = shared_data / "collection"
-    triplets = load_triplets(collection / "topics.train.jsonl", collection / "qrels.train.txt",
-                             collection / "docs.jsonl", 12)[:4]
-    output = train(triplets, default_model_path(), tmp_path / "ft", 4, 2e-5, 0.1, 16, 16, 10, None, hard_negatives=False)
+    triplets = load_triplets(
+        collection / "topics.train.jsonl", collection / "qrels.train.txt", collection / "docs.jsonl", 12
+    )[:4]
+    output = train(
+        triplets, default_model_path(), tmp_path / "ft", 4, 2e-5, 0.1, 16, 16, 10, None, hard_negatives=False
+    )
     record = json.loads((output / "training.json").read_text())
     assert record["hard_negatives"] is False and record["steps"] == 1
 
@@ -429,18 +448,23 @@ def query_side_model(shared_data, dense_index, tmp_path_factory) -> Path:
     in_index = set(IndexDir(dense_index).store.doc_ids())
     folder = tmp_path_factory.mktemp("query-side")
     wanted = set()
-    with open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8") as f, \
-            open(folder / "qrels.train.txt", "w", encoding="utf-8") as out:
+    with (
+        open(shared_data / "collection" / "qrels.train.txt", encoding="utf-8") as f,
+        open(folder / "qrels.train.txt", "w", encoding="utf-8") as out,
+    ):
         for line in f:
             if line.split()[2] in in_index:
                 wanted.add(line.split()[0])
                 out.write(line)
-    with open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8") as f, \
-            open(folder / "topics.train.jsonl", "w", encoding="utf-8") as out:
+    with (
+        open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8") as f,
+        open(folder / "topics.train.jsonl", "w", encoding="utf-8") as out,
+    ):
         out.writelines(line for line in f if json.loads(line)["id"] in wanted)
     settings = QuerySideSettings(epochs=4, batch=16, lr=1e-2, held_out=0)  # too few questions to hold some out
-    return train_query_side(dense_index, folder / "topics.train.jsonl", folder / "qrels.train.txt",
-                            folder / "model", settings)
+    return train_query_side(
+        dense_index, folder / "topics.train.jsonl", folder / "qrels.train.txt", folder / "model", settings
+    )
 
 
 @pytest.mark.model
@@ -490,12 +514,17 @@ def test_query_side_refuses_dev_and_broken_adapters(shared_data, dense_index, qu
 
     collection = shared_data / "collection"
     with pytest.raises(MathScoutError, match="train topics only"):
-        train_query_side(dense_index, collection / "topics.dev.jsonl", collection / "qrels.dev.txt", tmp_path / "m",
-                         QuerySideSettings())
+        train_query_side(
+            dense_index,
+            collection / "topics.dev.jsonl",
+            collection / "qrels.dev.txt",
+            tmp_path / "m",
+            QuerySideSettings(),
+        )
     broken = tmp_path / "broken"
     shutil.copytree(query_side_model, broken)
     (broken / "query_adapter.npz").write_bytes(b"not numpy")
-    with pytest.raises(MathScoutError, match="query adapter .* is unreadable"):
+    with pytest.raises(MathScoutError, match=r"query adapter .* is unreadable"):
         Encoder(broken)
 
 

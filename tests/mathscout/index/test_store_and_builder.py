@@ -46,8 +46,13 @@ register_component(ComponentSpec("counting", _Counting, "counts documents (tests
 
 def test_store_round_trip(tmp_path):
     store = DocumentStore.create(tmp_path / "s.sqlite")
-    doc = Document(id="x", text="see $y=x$", title="T", metadata={"k": 1},
-                   formulas=[Formula(id="x#0", doc_id="x", latex="y=x", start=4, end=9)])
+    doc = Document(
+        id="x",
+        text="see $y=x$",
+        title="T",
+        metadata={"k": 1},
+        formulas=[Formula(id="x#0", doc_id="x", latex="y=x", start=4, end=9)],
+    )
     assert store.add([doc, doc]) == (1, 1)  # a repeated id is stored once
     again = DocumentStore.open(tmp_path / "s.sqlite").get("x")
     assert again == doc
@@ -75,8 +80,9 @@ def test_a_repeated_id_keeps_its_first_document_and_is_reported(tmp_path):
 
     repeated = {"id": "d1", "text": "A second d1 with $x^3$ and $y^3$: dropped."}
     with collecting() as said:
-        manifest = build_index([_write_jsonl(tmp_path / "c.jsonl", DOCS[:2] + [repeated] + DOCS[2:])],
-                               tmp_path / "idx", ["counting"])
+        manifest = build_index(
+            [_write_jsonl(tmp_path / "c.jsonl", DOCS[:2] + [repeated] + DOCS[2:])], tmp_path / "idx", ["counting"]
+        )
     assert (manifest.documents, manifest.formulas) == (3, 2)  # the dropped document's formulas are not counted
     assert IndexDir(tmp_path / "idx").store.get("d1").text == DOCS[0]["text"]
     assert any("ignored 1 documents whose id was already seen" in n for n in said)
@@ -119,5 +125,5 @@ def test_unknown_component_and_empty_input_are_clear_errors(tmp_path):
 def test_corrupt_store_is_a_clear_error(tmp_path):
     build_index([_write_jsonl(tmp_path / "c.jsonl", DOCS)], tmp_path / "idx", ["counting"])
     (tmp_path / "idx" / "store.sqlite").write_bytes(b"not a database" * 100)
-    with pytest.raises(MathScoutError, match="damaged|unreadable"):
+    with pytest.raises(MathScoutError, match=r"damaged|unreadable"):
         IndexDir(tmp_path / "idx").store.count()

@@ -26,7 +26,7 @@ def test_a_file_written_before_versions_still_loads_and_is_written_with_one(tmp_
 
 def test_a_newer_version_is_refused_in_one_line_naming_the_file(tmp_path):
     (tmp_path / "structure.json").write_text(json.dumps({**OLD_STRUCTURE, "version": 2}), encoding="utf-8")
-    with pytest.raises(DamagedIndexError, match="structure.json is unusable .version 2, written by a newer") as error:
+    with pytest.raises(DamagedIndexError, match=r"structure.json is unusable .version 2, written by a newer") as error:
         StructureSettings.read(tmp_path)
     assert "\n" not in str(error.value) and "mathscout train structure" in str(error.value)
 
@@ -34,7 +34,9 @@ def test_a_newer_version_is_refused_in_one_line_naming_the_file(tmp_path):
 def test_absent_files_are_none_and_copies_elsewhere_read_and_write(tmp_path):
     index = tmp_path / "index"
     index.mkdir()
-    assert StructureSettings.read(index) is None and FusionConfig.read(index) is None and RankerConfig.read(index) is None
+    assert (
+        StructureSettings.read(index) is None and FusionConfig.read(index) is None and RankerConfig.read(index) is None
+    )
     with pytest.raises(IndexMissingError, match="has no learned ranker"):
         Ranker.load(index)
     saved = FusionConfig({"bm25": 0.6, "structure": 0.4}, tuning={"topics": 3}).write_file(tmp_path / "kept.json")

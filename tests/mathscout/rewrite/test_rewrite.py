@@ -22,7 +22,10 @@ def pool():
 
 
 def forms(pool, latex, **options):
-    return {f.latex: f.rule for f in equivalent_forms(latex, pool=pool, seconds=options.pop("seconds", 10.0), **options).forms}
+    return {
+        f.latex: f.rule
+        for f in equivalent_forms(latex, pool=pool, seconds=options.pop("seconds", 10.0), **options).forms
+    }
 
 
 def same_tree(a: str, b: str) -> bool:
@@ -119,8 +122,8 @@ def rewrite_retriever(small_index):
 def test_structure_rewrite_finds_a_document_written_in_another_form(rewrite_retriever, small_index):
     """Answer 48131 writes $(x-a)^{2}$; queried expanded, it is found through the factored form."""
     from mathscout.index.layout import IndexDir
-    from mathscout.types import Query
     from mathscout.retrievers.structure import StructureRetriever
+    from mathscout.types import Query
 
     target = "48131"
     query = Query(id="q", text="", formula="x^2 - 2ax + a^2")
@@ -139,9 +142,28 @@ def test_structure_rewrite_runs_in_batch_from_the_cli(small_index, tmp_path):
     from mathscout.cli import main
 
     topics = tmp_path / "topics.jsonl"
-    topics.write_text(json.dumps({"id": "t1", "query": r"1 + \frac{1}{n}"}) + "\n" + json.dumps({"id": "t2", "title": "only words here"}) + "\n")
+    topics.write_text(
+        json.dumps({"id": "t1", "query": r"1 + \frac{1}{n}"})
+        + "\n"
+        + json.dumps({"id": "t2", "title": "only words here"})
+        + "\n"
+    )
     run = tmp_path / "run.trec"
-    main(["run", "--index", str(small_index), "--topics", str(topics), "--mode", "structure-rewrite", "--k", "20", "--output", str(run)])
+    main(
+        [
+            "run",
+            "--index",
+            str(small_index),
+            "--topics",
+            str(topics),
+            "--mode",
+            "structure-rewrite",
+            "--k",
+            "20",
+            "--output",
+            str(run),
+        ]
+    )
     lines = run.read_text().splitlines()
     assert lines and all(line.split()[0] == "t1" for line in lines)
     assert len(lines) <= 20

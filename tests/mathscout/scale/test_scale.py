@@ -9,22 +9,22 @@ import json
 import os
 import shutil
 import subprocess
-import zlib
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mathscout.evaluation.topics import load_topics
 from mathscout.corpus import IngestReport, estimate_documents, make_document, read_corpus
 from mathscout.errors import DamagedIndexError
+from mathscout.evaluation.topics import load_topics
 from mathscout.scale.corpus import rename_variables, write_scale_corpus
+from mathscout.store import DocumentStore
 from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.parser import parse_latex
 from mathscout.structure.paths import path_prefixes
 from mathscout.structure.search import StructureSearcher
-from mathscout.store import DocumentStore
 from mathscout.structure.text_lists import TextLists, build_text_lists
 from tests.support.corpora import first_records, formula_triples
 
@@ -61,7 +61,7 @@ def test_same_ranked_ids_and_scores_and_pruning_stays_rank_safe(two_builds, shar
     for latex in queries:
         try:
             a = [(h.formula, h.score) for h in one.search(latex, k=50, per_document=True)]
-        except Exception:
+        except Exception:  # noqa: BLE001 — a topic formula structure search cannot read is left out
             continue
         b = [(h.formula, h.score) for h in many.search(latex, k=50, per_document=True)]
         exact = [(h.formula, h.score) for h in many.search(latex, k=50, strategy="exhaustive", per_document=True)]
@@ -80,7 +80,7 @@ def test_a_query_decodes_only_the_blocks_its_candidates_lie_in(two_builds, share
     for latex in queries:
         try:
             prepared = searcher.prepare(latex)
-        except Exception:
+        except Exception:  # noqa: BLE001 — a topic formula structure search cannot read is left out
             continue
         assert not prepared.ix[11].any()  # laid out, nothing decoded yet
         pruned = [(h.formula, h.score) for h in searcher.search(prepared, k=10, per_document=True)]
@@ -113,9 +113,14 @@ def test_an_index_built_before_block_tables_gets_one_when_it_opens(two_builds, t
     from mathscout.structure.lists import BlockTable
 
     lists = np.load(copy / "lists.npz")  # read a few KiB at a time (many pieces, lists cut nowhere): the same table
-    pieces = BlockTable.scan(copy / "postings.bin", lists["byte_offsets"], lists["list_start"], int(lists["n_groups"]), piece=4096)
+    pieces = BlockTable.scan(
+        copy / "postings.bin", lists["byte_offsets"], lists["list_start"], int(lists["n_groups"]), piece=4096
+    )
     assert all(np.array_equal(getattr(pieces, name), built[name]) for name in ("byte", "base", "last", "group"))
-    hits = lambda ix: [(h.formula, h.score) for h in StructureSearcher(ix).search("a^2+b^2=c^2", k=20)]
+
+    def hits(ix):
+        return [(h.formula, h.score) for h in StructureSearcher(ix).search("a^2+b^2=c^2", k=20)]
+
     assert hits(old) == hits(PathIndex.open(two_builds[0])) and hits(old)
     with collecting() as again:
         PathIndex.open(copy)
@@ -132,10 +137,10 @@ def test_open_decodes_nothing_and_a_damaged_list_is_a_clear_error_when_read(two_
     shutil.copytree(two_builds[0], copy)
     at = (int(index.lists.byte_offsets[tid]) + int(index.lists.byte_offsets[tid + 1])) // 2
     data = bytearray((copy / "postings.bin").read_bytes())
-    data[at:at + 64] = b"\xff" * 64  # garble the middle of that list
+    data[at : at + 64] = b"\xff" * 64  # garble the middle of that list
     (copy / "postings.bin").write_bytes(bytes(data))
     searcher = StructureSearcher(PathIndex.open(copy))  # opens: nothing is decoded yet
-    with pytest.raises(DamagedIndexError, match="postings.bin.*mathscout index --index"):
+    with pytest.raises(DamagedIndexError, match=r"postings.bin.*mathscout index --index"):
         searcher.search(query, k=10, strategy="exhaustive")  # reads every block of the list
 
 
@@ -160,7 +165,10 @@ def test_an_index_without_the_hashed_dictionary_still_opens_the_same(two_builds,
     (copy / "meta.json").write_text(json.dumps(meta))
     new, old = PathIndex.open(two_builds[0]), PathIndex.open(copy)
     assert old.total_entries == new.total_entries
-    hits = lambda ix: [(h.formula, h.score) for h in StructureSearcher(ix).search("a^2+b^2=c^2", k=20)]
+
+    def hits(ix):
+        return [(h.formula, h.score) for h in StructureSearcher(ix).search("a^2+b^2=c^2", k=20)]
+
     assert hits(old) == hits(new) and hits(new)
 
 
@@ -226,7 +234,9 @@ def test_a_build_by_worker_processes_writes_the_one_process_files(subset_store, 
     assert meta_many.pop("workers") == workers and meta_many.pop("segments") > 2 * workers
     meta_one.pop("segments")
     assert meta_one == meta_many
-    assert [w["formulas"] for w in report.workers] == [n * (w + 1) // workers - n * w // workers for w in range(workers)]
+    assert [w["formulas"] for w in report.workers] == [
+        n * (w + 1) // workers - n * w // workers for w in range(workers)
+    ]
     assert all(0 < w["peak_mib"] < 1024 for w in report.workers)
     err = capsys.readouterr().err  # one bar for the workers together, to 100 % with its ETA, then the merge
     final = _last_rendering(err, f"path index ({workers} workers):")
@@ -261,10 +271,13 @@ def test_scale_corpus_is_deterministic_new_ids_and_reads_back_from_xml(shared_da
     source.write_text("".join(json.dumps(r) + "\n" for r in first_records(shared_data, 300)), encoding="utf-8")
     first = write_scale_corpus(source, 3, tmp_path / "a", xml=True)
     second = write_scale_corpus(source, 3, tmp_path / "b")
-    assert gzip.open(first.jsonl).read() == gzip.open(second.jsonl).read()
-    records = [json.loads(line) for line in gzip.open(first.jsonl, "rt", encoding="utf-8")]
+    with gzip.open(first.jsonl) as a, gzip.open(second.jsonl) as b:
+        assert a.read() == b.read()
+    with gzip.open(first.jsonl, "rt", encoding="utf-8") as copies:
+        records = [json.loads(line) for line in copies]
     assert len(records) == 900 and len({r["id"] for r in records}) == 900
-    originals = [json.loads(line) for line in open(source, encoding="utf-8")]
+    with open(source, encoding="utf-8") as collection:
+        originals = [json.loads(line) for line in collection]
     assert records[:300] == originals  # copy 0 is the real collection
     changed = sum(r["text"] != o["text"] for r, o in zip(records[300:600], originals))
     assert changed > 250  # variants, not duplicates
@@ -275,7 +288,9 @@ def test_scale_corpus_is_deterministic_new_ids_and_reads_back_from_xml(shared_da
     assert report.skipped == 0 and len(from_xml) == 900
     assert sum(len(d.formulas) for d in from_xml) == sum(len(d.formulas) for d in from_jsonl)
     # ingest's progress bar knows its total (hence an ETA) before it starts: counted, not parsed
-    assert estimate_documents([first.jsonl]) == estimate_documents([first.xml]) == estimate_documents([source]) * 3 == 900
+    assert (
+        estimate_documents([first.jsonl]) == estimate_documents([first.xml]) == estimate_documents([source]) * 3 == 900
+    )
 
 
 def _mount_tmpfs(folder: Path, size: str) -> bool:
@@ -291,19 +306,31 @@ def test_a_full_disk_gives_a_clear_error_and_keeps_the_previous_index(small_coll
         pytest.skip("cannot mount a tmpfs here")
     try:
         few = tmp_path / "few.jsonl"
-        lines = open(small_collection, encoding="utf-8").readlines()
+        with open(small_collection, encoding="utf-8") as collection:
+            lines = collection.readlines()
         few.write_text("".join(lines[:50]), encoding="utf-8")
         more = tmp_path / "more.jsonl"
         more.write_text("".join(lines[:1500]), encoding="utf-8")
         env = dict(os.environ, MATHSCOUT_SEGMENT_MB="0.25")
-        run = lambda *args: subprocess.run([sys.executable, "-m", "mathscout.cli", *args], capture_output=True, text=True, env=env)
+
+        def run(*args):
+            return subprocess.run(
+                [sys.executable, "-m", "mathscout.cli", *args], capture_output=True, text=True, env=env
+            )
+
         index = disk / "idx"
         assert run("index", "--input", str(few), "--index", str(index), "--components", "structure").returncode == 0
-        before = json.loads(run("search", "--index", str(index), "--mode", "structure", "--json", "$a^2+b^2=c^2$").stdout)["hits"]
+        before = json.loads(
+            run("search", "--index", str(index), "--mode", "structure", "--json", "$a^2+b^2=c^2$").stdout
+        )["hits"]
         failed = run("index", "--input", str(more), "--index", str(index), "--components", "structure")
-        assert failed.returncode == 2 and "is full: free some space" in failed.stderr and "Traceback" not in failed.stderr
+        assert (
+            failed.returncode == 2 and "is full: free some space" in failed.stderr and "Traceback" not in failed.stderr
+        )
         assert sorted(p.name for p in disk.iterdir() if not p.name.endswith(".lock")) == ["idx"]  # no half index
-        after = json.loads(run("search", "--index", str(index), "--mode", "structure", "--json", "$a^2+b^2=c^2$").stdout)["hits"]
+        after = json.loads(
+            run("search", "--index", str(index), "--mode", "structure", "--json", "$a^2+b^2=c^2$").stdout
+        )["hits"]
         assert after == before  # the same hits, ids and scores (the JSON also holds the search's time)
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
@@ -329,5 +356,5 @@ def test_open_checks_large_files_at_their_ends_and_old_records_as_they_were_made
         integrity.verify_file(big, whole, "rebuild")
     data[-1] ^= 1
     big.write_bytes(bytes(data))
-    with pytest.raises(DamagedIndexError, match="checksum differs.*rebuild"):
+    with pytest.raises(DamagedIndexError, match=r"checksum differs.*rebuild"):
         integrity.verify_file(big, sampled, "rebuild")

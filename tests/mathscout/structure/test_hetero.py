@@ -9,14 +9,14 @@ import math
 import numpy as np
 import pytest
 
-from mathscout.evaluation.topics import load_topics
 from mathscout.errors import QueryError
+from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
+from mathscout.retrievers.base import prepare_query
 from mathscout.structure import scoring
 from mathscout.structure.hetero import TEXT, KeywordList, exhaustive_scores, heterogeneous_search, math_keyword
 from mathscout.structure.text_lists import TextLists, decode_length, encode_length
 from mathscout.types import Query
-from mathscout.retrievers.base import prepare_query
 
 N_TOPICS = 12
 
@@ -112,4 +112,6 @@ def test_equation_4_15_relaxed_upper_bound():
     assert scoring.score_upper_bound(3.0, 0.3, 3.0) == pytest.approx(3 * (0.7 + 0.3 / math.log(4)))
     # no formula of ≥ w* leaves can score above it (S_sym ≤ 1, P decreasing in L_D)
     for leaves in (3, 4, 10, 100):
-        assert scoring.overall_score(3.0, 1.0, scoring.length_penalty(leaves, 0.3)) <= scoring.score_upper_bound(3.0, 0.3, 3.0)
+        assert scoring.overall_score(3.0, 1.0, scoring.length_penalty(leaves, 0.3)) <= scoring.score_upper_bound(
+            3.0, 0.3, 3.0
+        )

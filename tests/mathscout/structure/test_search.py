@@ -3,13 +3,14 @@ reference scoring, on ARQMath Task 2 query formulas over the formulas of the fir
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
 import pytest
 
-from mathscout.evaluation.topics import load_topics
 from mathscout.errors import IndexMissingError, QueryError
+from mathscout.evaluation.topics import load_topics
 from mathscout.structure import scoring
 from mathscout.structure.index import PathIndex, build_path_index
 from mathscout.structure.parser import parse_latex
@@ -59,7 +60,10 @@ def test_pruned_top_k_equals_exhaustive_top_k(searcher, task2_formulas, per_docu
         query = searcher.prepare(latex)
         exhaustive = ranking(searcher.search(query, k=100, strategy="exhaustive", per_document=per_document))
         for strategy in PRUNED:
-            assert ranking(searcher.search(query, k=100, strategy=strategy, per_document=per_document)) == exhaustive, (strategy, latex)
+            assert ranking(searcher.search(query, k=100, strategy=strategy, per_document=per_document)) == exhaustive, (
+                strategy,
+                latex,
+            )
         compared += bool(exhaustive)
     assert compared > 250  # nearly every query finds something to rank
 
@@ -77,7 +81,11 @@ def test_kernel_scores_equal_the_reference_formulas(searcher, path_index, collec
         for hit in searcher.search(query, k=5, strategy="gbp-len"):
             tree = parse_latex(collection_formulas[hit.formula][2]).tree
             reference = scoring.formula_similarity(
-                query.prefixes, path_prefixes(tree), leaf_count(tree), idf=path_index.path_idf, symbol_key=query.symbol_key
+                query.prefixes,
+                path_prefixes(tree),
+                leaf_count(tree),
+                idf=path_index.path_idf,
+                symbol_key=query.symbol_key,
             )
             assert reference.score == pytest.approx(hit.score, rel=1e-9)
             assert (reference.query_node, reference.doc_node) == (hit.query_node, hit.doc_node)
@@ -88,7 +96,7 @@ def test_an_indexed_formula_finds_itself_first(searcher, collection_formulas):
     hits = searcher.search(latex, k=10)
     itself = [h for h in hits if collection_formulas[h.formula][2] == latex]
     assert itself and itself[0].score == hits[0].score  # ties: (x+1)^n = Σ… is the same tree up to commutation
-    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
 
 
 def test_documents_are_ranked_by_their_best_formula(searcher, collection_formulas):
@@ -145,7 +153,9 @@ def test_structure_mode_ranks_documents_by_their_best_formula(small_index):
     assert best.highlight and all(0 <= a < b <= len(best.latex) for a, b in best.highlight)
     mixed = retriever.search("Pythagorean triples $x^2+y^2=z^2$", k=5)
     assert mixed and set(mixed[0].components) == {"structure", "bm25"}
-    assert mixed[0].score == pytest.approx(2.5 * mixed[0].components["structure"] + mixed[0].components["bm25"])  # Eq. 3.18
+    assert mixed[0].score == pytest.approx(
+        2.5 * mixed[0].components["structure"] + mixed[0].components["bm25"]
+    )  # Eq. 3.18
     words_only = retriever.search("words without any formula", k=5)  # Eq. 3.18 with no math: BM25 over the words
     assert all(set(h.components) == {"structure", "bm25"} and h.components["structure"] == 0 for h in words_only)
     with pytest.raises(QueryError):
@@ -154,11 +164,17 @@ def test_structure_mode_ranks_documents_by_their_best_formula(small_index):
 
 @pytest.fixture(scope="session")
 def wildcard_formulas(shared_data) -> list[str]:
-    lines = (shared_data / "ntcir12" / "topics.ntcir12-math-browsing-wildcards.txt").read_text(encoding="utf-8").splitlines()
+    lines = (
+        (shared_data / "ntcir12" / "topics.ntcir12-math-browsing-wildcards.txt")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
     return [line.split("\t", 1)[1] for line in lines if "\t" in line]
 
 
-def test_wildcard_queries_are_rank_safe_and_match_the_reference(searcher, path_index, collection_formulas, wildcard_formulas):
+def test_wildcard_queries_are_rank_safe_and_match_the_reference(
+    searcher, path_index, collection_formulas, wildcard_formulas
+):
     assert len(wildcard_formulas) == 20
     matched = 0
     for latex in wildcard_formulas:
@@ -168,8 +184,13 @@ def test_wildcard_queries_are_rank_safe_and_match_the_reference(searcher, path_i
         matched += bool(exhaustive)
         for hit in searcher.search(query, k=3, strategy="gbp-len"):
             tree = parse_latex(collection_formulas[hit.formula][2]).tree
-            reference = scoring.formula_similarity(query.prefixes, path_prefixes(tree, wildcard_paths=True), leaf_count(tree),
-                                                   idf=path_index.path_idf, symbol_key=query.symbol_key)
+            reference = scoring.formula_similarity(
+                query.prefixes,
+                path_prefixes(tree, wildcard_paths=True),
+                leaf_count(tree),
+                idf=path_index.path_idf,
+                symbol_key=query.symbol_key,
+            )
             assert reference.score == pytest.approx(hit.score, rel=1e-9), latex
     assert matched >= 18
 
@@ -182,8 +203,11 @@ def test_a_wildcard_matches_a_whole_subexpression(tmp_path):
     # both squares match whatever their bases are: four paths (two wildcards, two exponents), perfect symbols
     assert sorted(h.formula for h in hits if h.score == pytest.approx(4.0)) == [0, 3]
     assert hits[0].formula in (0, 3) and all(h.formula != 2 for h in hits[:2])
-    match = scoring.formula_similarity(plain.prepare(r"\qvar{a}^2+\qvar{b}^2").prefixes,
-                                       path_prefixes(parse_latex(formulas[0]).tree, wildcard_paths=True), 3)
+    match = scoring.formula_similarity(
+        plain.prepare(r"\qvar{a}^2+\qvar{b}^2").prefixes,
+        path_prefixes(parse_latex(formulas[0]).tree, wildcard_paths=True),
+        3,
+    )
     assert {0, 1, 2, 3} <= match.doc_leaves  # the wildcard covers all of x + 1: every operand is highlighted
 
 

@@ -14,32 +14,39 @@ from mathscout.types_expansion.embeddings import train_type_embeddings
 from mathscout.types_expansion.expand import expand_query, load_type_model, type_expansion
 from tests.support.corpora import TINY_DOCS
 
-
 # ---- dictionary --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ("Abelian group", "abelian group"),
-    ("k\\\"ochel number", "kochel number"),  # LaTeX accents folded
-    ("erd\\H{o}s number", "erdos number"),
-    ("{\\O}ystein ore", "oystein ore"),
-    ("random graph (infinite)", "random graph"),  # parenthetical gloss dropped
-    ("Stokes' theorem", "stokes theorem"),
-    ("well-defined", "well defined"),  # hyphen → space
-    ("$\\kappa$-categorical", None),  # mostly LaTeX
-    ("c^\\infty n-plane distribution", None),
-    ("of", None),  # a single stopword
-    ("lemma", None),  # a discourse word, not a type
-    ("every $\\epsilon$-automaton is equivalent to an automaton", None),  # a clause
-    ("pythagorean hypotenuses are contraharmonic means", None),
-])
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Abelian group", "abelian group"),
+        ('k\\"ochel number', "kochel number"),  # LaTeX accents folded
+        ("erd\\H{o}s number", "erdos number"),
+        ("{\\O}ystein ore", "oystein ore"),
+        ("random graph (infinite)", "random graph"),  # parenthetical gloss dropped
+        ("Stokes' theorem", "stokes theorem"),
+        ("well-defined", "well defined"),  # hyphen → space
+        ("$\\kappa$-categorical", None),  # mostly LaTeX
+        ("c^\\infty n-plane distribution", None),
+        ("of", None),  # a single stopword
+        ("lemma", None),  # a discourse word, not a type
+        ("every $\\epsilon$-automaton is equivalent to an automaton", None),  # a clause
+        ("pythagorean hypotenuses are contraharmonic means", None),
+    ],
+)
 def test_dictionary_entries_are_normalised_or_dropped(raw, expected):
     assert normalize_entry(raw) == expected
 
 
 def test_plural_spellings_of_one_type_collapse_to_the_title():
-    terms, dropped = normalized_terms([
-        Entry("abelian group", "title"), Entry("abelian groups", "synonym"), Entry("Abelian-Group", "defines"),
-    ])
+    terms, dropped = normalized_terms(
+        [
+            Entry("abelian group", "title"),
+            Entry("abelian groups", "synonym"),
+            Entry("Abelian-Group", "defines"),
+        ]
+    )
     assert terms == ["abelian group"]
     assert dropped["duplicate after normalisation"] == 2
 
@@ -54,16 +61,28 @@ def test_shipped_dictionary_attributes_planetmath_and_holds_types():
 
 # ---- detection ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def detector() -> TypeDetector:
-    return TypeDetector(["group", "abelian group", "free abelian group", "matrix", "well defined function",
-                         "stokes theorem", "vector space"])
+    return TypeDetector(
+        [
+            "group",
+            "abelian group",
+            "free abelian group",
+            "matrix",
+            "well defined function",
+            "stokes theorem",
+            "vector space",
+        ]
+    )
 
 
 def test_longest_match_wins(detector):
     text = "Every free abelian group is an abelian group, and a group."
-    assert [(m.term, text[m.start:m.end]) for m in detector.detect(text)] == [
-        ("free abelian group", "free abelian group"), ("abelian group", "abelian group"), ("group", "group"),
+    assert [(m.term, text[m.start : m.end]) for m in detector.detect(text)] == [
+        ("free abelian group", "free abelian group"),
+        ("abelian group", "abelian group"),
+        ("group", "group"),
     ]
 
 
@@ -71,7 +90,7 @@ def test_plurals_case_hyphens_and_possessives_match(detector):
     text = "Abelian Groups, invertible matrices, a well-defined function and Stokes's theorem"
     found = detector.detect(text)
     assert [m.term for m in found] == ["abelian group", "matrix", "well defined function", "stokes theorem"]
-    assert text[found[0].start:found[0].end] == "Abelian Groups"
+    assert text[found[0].start : found[0].end] == "Abelian Groups"
     assert singular("properties") == "property" and singular("vertices") == "vertex"
     assert singular("series") == "series" and singular("classes") == "class"
 
@@ -80,7 +99,8 @@ def test_formulas_and_punctuation_break_matches(detector):
     assert [m.term for m in detector.detect("an abelian $G$ group")] == ["group"]
     assert [m.term for m in detector.detect("vector. Space")] == []
     assert detector.sentences("Let $V$ be a vector space. Then $\\dim V = 3$.") == [
-        ["let", "@@@", "be", "a", "vector_space"], ["then", "@@@"],
+        ["let", "@@@", "be", "a", "vector_space"],
+        ["then", "@@@"],
     ]
 
 
@@ -90,6 +110,7 @@ def test_shipped_dictionary_detects_types_in_real_text():
 
 
 # ---- embeddings and expansion --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def shared_texts(shared_data) -> list[str]:
@@ -101,8 +122,15 @@ def shared_texts(shared_data) -> list[str]:
 def tiny_model(shared_texts, tmp_path_factory):
     from mathscout.types_expansion.detect import default_detector
 
-    model, stats, _ = train_type_embeddings(shared_texts, default_detector(), tmp_path_factory.mktemp("w2v"),
-                                            min_count=2, vector_size=32, epochs=3, workers=1)
+    model, stats, _ = train_type_embeddings(
+        shared_texts,
+        default_detector(),
+        tmp_path_factory.mktemp("w2v"),
+        min_count=2,
+        vector_size=32,
+        epochs=3,
+        workers=1,
+    )
     assert stats.type_mentions > 1000
     return model
 
@@ -130,6 +158,7 @@ def test_type_free_query_is_not_expanded(tiny_model):
 
 
 # ---- the `types` component and the types / types2x / rm3 modes ----------------------------------------
+
 
 def test_missing_type_model_names_the_build_command(tiny_index):
     from mathscout.retrievers import open_retriever
@@ -188,7 +217,9 @@ def test_type_free_query_ranks_like_bm25(typed_index):
     query = "$x^2+1$"
     types = open_retriever(typed_index, "types")
     assert types.expansion(query).is_noop
-    assert [h.doc_id for h in types.search(query, k=5)] == [h.doc_id for h in open_retriever(typed_index, "bm25").search(query, k=5)]
+    assert [h.doc_id for h in types.search(query, k=5)] == [
+        h.doc_id for h in open_retriever(typed_index, "bm25").search(query, k=5)
+    ]
 
 
 def test_rm3_mode_reranks_with_feedback(typed_index):
@@ -203,6 +234,7 @@ def test_rm3_mode_reranks_with_feedback(typed_index):
 
 # ---- the `type_expansion` tool and bad input ---------------------------------------------------------------
 
+
 def test_type_expansion_tool_reports_types_and_related_types_with_cosines(typed_index):
     from mathscout.events import Expansion
 
@@ -216,13 +248,16 @@ def test_type_expansion_tool_reports_types_and_related_types_with_cosines(typed_
     assert result.summary.startswith("query types: abelian group")
 
 
-@pytest.mark.parametrize("text", [
-    "what is $\\int_0^1 x^2\\,dx$?",  # formulas only
-    "zxqv flumbert grobnitz",  # unknown tokens
-    "∀ε>0 ∃δ>0: |x−a|<δ ⇒ |f(x)−f(a)|<ε",  # Unicode math, no words that name types
-    "Wie zeigt man, dass diese Folge beschränkt ist?",  # German
-    "如何证明这个不等式？",  # Chinese
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what is $\\int_0^1 x^2\\,dx$?",  # formulas only
+        "zxqv flumbert grobnitz",  # unknown tokens
+        "∀ε>0 ∃δ>0: |x−a|<δ ⇒ |f(x)−f(a)|<ε",  # Unicode math, no words that name types
+        "Wie zeigt man, dass diese Folge beschränkt ist?",  # German
+        "如何证明这个不等式？",  # Chinese
+    ],
+)
 def test_texts_without_types_are_a_reported_noop(typed_index, text):
     result = type_expansion(text, typed_index)
     assert result.is_noop and list(result) == [] and len(result) == 0
@@ -230,8 +265,9 @@ def test_texts_without_types_are_a_reported_noop(typed_index, text):
 
 
 def test_types_are_found_around_unicode_math_and_in_accented_text(typed_index):
-    result = type_expansion("Soit G un abelian group d’ordre n², et ∀g∈G: g·g = e; is G a vector space over 𝔽₂?",
-                            typed_index)
+    result = type_expansion(
+        "Soit G un abelian group d’ordre n², et ∀g∈G: g·g = e; is G a vector space over 𝔽₂?", typed_index
+    )
     assert {"abelian group", "vector space"} <= {e.type for e in result}
 
 
@@ -265,7 +301,7 @@ def test_broken_type_model_is_a_clear_error(tmp_path):
 
     (tmp_path / "vectors.kv").write_bytes(b"not a gensim model")
     (tmp_path / "terms.tsv").write_text("abelian group\n", encoding="utf-8")
-    with pytest.raises(MathScoutError, match="type embeddings .* unreadable"):
+    with pytest.raises(MathScoutError, match=r"type embeddings .* unreadable"):
         TypeEmbeddings.load(tmp_path)
 
 

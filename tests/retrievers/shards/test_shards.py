@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from dataclasses import replace
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +70,11 @@ def test_manifest_lists_the_shards_and_every_shard_holds_the_global_statistics(s
     shards = ShardSet.read(sharded_small)
     single = IndexDir(small_index).manifest
     assert len(shards.shards) == 3 and sum(s.documents for s in shards.shards) == single.documents
-    assert [s.first_document for s in shards.shards] == [0, shards.shards[0].documents, shards.shards[0].documents + shards.shards[1].documents]
+    assert [s.first_document for s in shards.shards] == [
+        0,
+        shards.shards[0].documents,
+        shards.shards[0].documents + shards.shards[1].documents,
+    ]
     for n in range(3):
         stats = read_global_statistics(shards.folder(sharded_small, n))
         assert stats.documents == single.documents and stats.shards == 3
@@ -122,8 +126,13 @@ def tuned_pair(small_collection, small_index, ray_local, tmp_path_factory) -> tu
     folder = tmp_path_factory.mktemp("tuned")
     single, sharded = folder / "single", folder / "sharded"
     shutil.copytree(small_index, single)
-    setting = {"lambda_m": 0.3, "max_formulas": 1, "text": "full", "tuned_on": "a test setting",
-               "kinds": {"formula": {"lambda_m": 0.1, "text": "full", "tuned_on": "a test setting"}}}
+    setting = {
+        "lambda_m": 0.3,
+        "max_formulas": 1,
+        "text": "full",
+        "tuned_on": "a test setting",
+        "kinds": {"formula": {"lambda_m": 0.1, "text": "full", "tuned_on": "a test setting"}},
+    }
     (single / "structure.json").write_text(json.dumps(setting), encoding="utf-8")
     shutil.copytree(single, sharded)
     build_sharded_index([small_collection], sharded, 3, ["bm25", "structure"])
@@ -152,8 +161,9 @@ def test_structure_rewrite_on_shards_equals_the_single_index(sharded_small, smal
 
     from mathscout.rewrite import equivalent_forms
 
-    rewriter = lru_cache(maxsize=None)(lambda latex, max_forms=8, seconds=2.0: equivalent_forms(latex, max_forms=max_forms,
-                                                                                                  seconds=30.0))
+    rewriter = lru_cache(maxsize=None)(
+        lambda latex, max_forms=8, seconds=2.0: equivalent_forms(latex, max_forms=max_forms, seconds=30.0)
+    )
     queries = task2_queries[:8]
     single = open_retriever(small_index, "structure-rewrite", rewriter=rewriter).batch_search(queries, K)
     sharded = open_retriever(sharded_small, "structure-rewrite", rewriter=rewriter).batch_search(queries, K)
@@ -170,17 +180,44 @@ def ranker_pair(tuned_pair, small_collection, shared_data) -> tuple[Path, Path]:
     folder = single.parent
     held = {json.loads(line)["id"] for line in small_collection.read_text(encoding="utf-8").splitlines()}
     collection = shared_data / "collection"
-    qrels = [line for line in (collection / "qrels.train.txt").read_text(encoding="utf-8").splitlines()
-             if line.split()[2] in held and int(line.split()[3]) > 0]
+    qrels = [
+        line
+        for line in (collection / "qrels.train.txt").read_text(encoding="utf-8").splitlines()
+        if line.split()[2] in held and int(line.split()[3]) > 0
+    ]
     wanted = set(sorted({line.split()[0] for line in qrels})[:40])
     train = folder / "topics.train.jsonl"
-    train.write_text("".join(line + "\n" for line in (collection / "topics.train.jsonl").read_text(encoding="utf-8")
-                             .splitlines() if json.loads(line)["id"] in wanted), encoding="utf-8")
-    (folder / "qrels.train.txt").write_text("".join(line + "\n" for line in qrels if line.split()[0] in wanted),
-                                            encoding="utf-8")
-    result = run_cli(["train", "ranker", "--index", str(single), "--topics", str(train), "--qrels",
-                      str(folder / "qrels.train.txt"), "--sample", "0", "--folds", "2", "--rounds", "30"],
-                     folder / "home", timeout=900)
+    train.write_text(
+        "".join(
+            line + "\n"
+            for line in (collection / "topics.train.jsonl").read_text(encoding="utf-8").splitlines()
+            if json.loads(line)["id"] in wanted
+        ),
+        encoding="utf-8",
+    )
+    (folder / "qrels.train.txt").write_text(
+        "".join(line + "\n" for line in qrels if line.split()[0] in wanted), encoding="utf-8"
+    )
+    result = run_cli(
+        [
+            "train",
+            "ranker",
+            "--index",
+            str(single),
+            "--topics",
+            str(train),
+            "--qrels",
+            str(folder / "qrels.train.txt"),
+            "--sample",
+            "0",
+            "--folds",
+            "2",
+            "--rounds",
+            "30",
+        ],
+        folder / "home",
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for name in ("ranker.json", "ranker.lgb.txt"):
         shutil.copy(single / name, sharded / name)
@@ -189,8 +226,10 @@ def ranker_pair(tuned_pair, small_collection, shared_data) -> tuple[Path, Path]:
 
 def test_ranked_on_shards_equals_the_single_index(ranker_pair, topics):
     single, sharded = ranker_pair
-    assert_same_runs(open_retriever(single, "ranked").batch_search(topics, K),
-                     open_retriever(sharded, "ranked").batch_search(topics, K))
+    assert_same_runs(
+        open_retriever(single, "ranked").batch_search(topics, K),
+        open_retriever(sharded, "ranked").batch_search(topics, K),
+    )
     hits = open_retriever(sharded, "ranked").search(topics[0].text, k=5)
     assert hits and hits[0].snippet
 
@@ -236,7 +275,9 @@ def test_auto_rewrites_formulas_on_shards_as_on_the_single_index(two_shards, sma
     from mathscout.agent.planned import open_mode
 
     sympy_forms = rewrite.equivalent_forms
-    forms = lru_cache(maxsize=None)(lambda latex, max_forms=8, seconds=2.0: sympy_forms(latex, max_forms=max_forms, seconds=30.0))
+    forms = lru_cache(maxsize=None)(
+        lambda latex, max_forms=8, seconds=2.0: sympy_forms(latex, max_forms=max_forms, seconds=30.0)
+    )
     monkeypatch.setattr(rewrite, "equivalent_forms", forms)  # what the assistant's rewrite_formula tool calls
     queries = [t for t in topics if "$" in t.text][:6]
     single, sharded = open_mode(small_index, "auto"), open_mode(two_shards, "auto")
@@ -263,8 +304,20 @@ def test_search_and_python_api_on_a_sharded_index(sharded_small, small_index):
 
 
 def test_cli_search_json_on_a_sharded_index(sharded_small, small_index, tmp_path):
-    result = run_cli(["search", "--index", str(sharded_small), "--mode", "bm25", "--k", "5", "--json",
-                      "integral of a continuous function"], tmp_path / "home")
+    result = run_cli(
+        [
+            "search",
+            "--index",
+            str(sharded_small),
+            "--mode",
+            "bm25",
+            "--k",
+            "5",
+            "--json",
+            "integral of a continuous function",
+        ],
+        tmp_path / "home",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads(result.stdout)
     expected = open_retriever(small_index, "bm25").search("integral of a continuous function", k=5)
@@ -272,8 +325,9 @@ def test_cli_search_json_on_a_sharded_index(sharded_small, small_index, tmp_path
     assert data["missing_shards"] == []
 
 
-def test_run_equality_says_a_sharded_run_is_the_single_run_and_refuses_a_broken_file(sharded_small, small_index,
-                                                                                        topics, tmp_path, capsys):
+def test_run_equality_says_a_sharded_run_is_the_single_run_and_refuses_a_broken_file(
+    sharded_small, small_index, topics, tmp_path, capsys
+):
     """`python -m mathscout.evaluation.run_equality SINGLE SHARDED`: the check the README's equality figures come from."""
     from mathscout.evaluation.run_equality import main
     from mathscout.evaluation.runs import write_run
@@ -295,11 +349,32 @@ def test_bench_shards_reports_latency_memory_and_rank_safety(sharded_small, dev_
     actor's peak RSS, and the per-shard pruning checked against exhaustive search at the global k."""
     from mathscout.benchmarks.shards import main
 
-    main(["--index", str(sharded_small), "--queries", str(dev_subset[0]), "--limit", "4", "--k", "50",
-          "--formulas", str(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml"), "--formula-limit", "12",
-          "--safety", "4", "--safety-k", "50,200", "--out-dir", str(tmp_path)])
+    main(
+        [
+            "--index",
+            str(sharded_small),
+            "--queries",
+            str(dev_subset[0]),
+            "--limit",
+            "4",
+            "--k",
+            "50",
+            "--formulas",
+            str(shared_data / "arqmath" / "topics.arqmath-2021-task2-origin.xml"),
+            "--formula-limit",
+            "12",
+            "--safety",
+            "4",
+            "--safety-k",
+            "50,200",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
     result = json.loads((tmp_path / "shards-bench.json").read_text(encoding="utf-8"))
-    assert result["sharded"] and result["shards"] == 3 and result["open_seconds"] >= 0  # 0.0 when earlier tests started the actors
+    assert (
+        result["sharded"] and result["shards"] == 3 and result["open_seconds"] >= 0
+    )  # 0.0 when earlier tests started the actors
     assert set(result["modes"]) == {"bm25", "structure", "formula", "hybrid"}
     for mode, figures in result["modes"].items():
         assert figures["queries_per_second"] > 0 and 0 < figures["p50_ms"] <= figures["p95_ms"], mode
@@ -353,7 +428,7 @@ def test_a_shard_that_stays_unreachable_gives_flagged_partial_results(sharded_sm
         ordinals = {d: n for n, d in enumerate(IndexDir(sharded_small).store.doc_ids())}
         assert all(ordinals[h.doc_id] < first for h in hits)
         expected = [h.doc_id for h in complete if ordinals[h.doc_id] < first]  # the other shards' part of the answer
-        assert [h.doc_id for h in hits][:len(expected)] == expected
+        assert [h.doc_id for h in hits][: len(expected)] == expected
         result = run_search(SearchRequest(query, "bm25", 10).checked(), ToolBox(sharded_small)).to_dict()
         assert result["missing_shards"] and any("partial results" in n for n in result["notices"])
         tool = ToolBox(sharded_small).search(query, "bm25", k=10)  # what the agent's tools (and an LLM) see
@@ -383,20 +458,27 @@ def test_a_process_searching_lucene_then_joining_ray_keeps_the_jvm_fault_handler
     import ray
 
     address = ray.get_runtime_context().gcs_address
-    done = subprocess.run([sys.executable, "-c", _JVM_THEN_RAY, str(small_index), address], capture_output=True, text=True,
-                          timeout=300, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", _JVM_THEN_RAY, str(small_index), address],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "libjvm.so"
 
 
 def test_sharding_refuses_bad_requests_in_one_line(small_collection, tmp_path):
-    result = run_cli(["index", "--input", str(small_collection), "--index", str(tmp_path / "x"), "--shards", "0"],
-                     tmp_path / "home")
+    result = run_cli(
+        ["index", "--input", str(small_collection), "--index", str(tmp_path / "x"), "--shards", "0"], tmp_path / "home"
+    )
     assert result.returncode == 2 and "--shards must be 1–64" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_shard_build_that_fails_is_one_clear_error_and_leaves_no_index(small_collection, ray_local, tmp_path,
-                                                                          monkeypatch):
+def test_a_shard_build_that_fails_is_one_clear_error_and_leaves_no_index(
+    small_collection, ray_local, tmp_path, monkeypatch
+):
     """A shard's Ray task fails (here its dense model is missing: the workers inherit MATHSCOUT_*): the build stops
     with the task's own error, not Ray's wrapper, and leaves neither an index nor a half-built folder."""
     from mathscout.retrievers.shards.build import build_sharded_index
@@ -429,8 +511,10 @@ def dense_pair(dense_index, dense_topics, ray_local, tmp_path_factory) -> tuple[
 @pytest.mark.model
 def test_dense_and_hybrid_on_shards_equal_the_single_index(dense_pair, mode):
     single_index, sharded_index, queries = dense_pair
-    assert_same_runs(open_retriever(single_index, mode).batch_search(queries, 50),
-                     open_retriever(sharded_index, mode).batch_search(queries, 50))
+    assert_same_runs(
+        open_retriever(single_index, mode).batch_search(queries, 50),
+        open_retriever(sharded_index, mode).batch_search(queries, 50),
+    )
     shard = Path(sharded_index) / "shards" / "shard-000" / "dense" / "meta.json"
     assert json.loads(shard.read_text(encoding="utf-8"))["batching"] == "passage"  # the policy is recorded
 
@@ -469,4 +553,6 @@ def test_a_sharded_dense_query_is_encoded_once_at_the_coordinator(dense_pair):
     with pytest.raises(QueryError, match="nothing to encode"):
         sharded.search(empty, k=5)
     run = sharded.batch_search([empty, queries[0]], 5)
-    assert run["empty"] == [] and [h.doc_id for h in run[queries[0].id]] == [h.doc_id for h in single.search(queries[0], k=5)]
+    assert run["empty"] == [] and [h.doc_id for h in run[queries[0].id]] == [
+        h.doc_id for h in single.search(queries[0], k=5)
+    ]
