@@ -21,16 +21,17 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from mathscout.options import RERANK_DEPTH as RERANK_DEPTH_OPTION
-from mathscout.notices import notice
 from mathscout.errors import MathScoutError
-from mathscout.types import Hit, Query, renumbered
 from mathscout.limits import RERANK_DEPTH
-from mathscout.settings import settings
+from mathscout.notices import notice
+from mathscout.options import RERANK_DEPTH as RERANK_DEPTH_OPTION
 from mathscout.retrievers.base import BaseRetriever, Composable, Reranker, Retriever, prepare_query
+from mathscout.settings import settings
+from mathscout.types import Hit, Query, renumbered
 
 PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
 MAX_PASSAGE_CHARS = 2000  # text embedded per hit (MiniLM reads 256 word pieces; the rest is ignored anyway)
@@ -205,7 +206,7 @@ class LLMListwiseReranker(_BaseReranker):
         if not reply.strip():
             raise MathScoutError("the model returned an empty reply")
         order = parse_listwise_reply(reply, len(hits))
-        named = len(set(int(n) for n in _PASSAGE_REF.findall(reply) if 1 <= int(n) <= len(hits)))
+        named = len({int(n) for n in _PASSAGE_REF.findall(reply) if 1 <= int(n) <= len(hits)})
         if named < len(hits):
             self.last_notice = f"{self.name}: the model placed {named} of {len(hits)} passages; the rest keep their first-stage order"
         scores = [0.0] * len(hits)
@@ -257,13 +258,19 @@ def open_reranker(kind: str = "auto", store=None, index=None, **options) -> Rera
     raise MathScoutError(f"unknown reranker '{kind}' (choose from auto, embedding, openai-embedding, llm, cross)")
 
 
+class _ReadsPassages(Protocol):
+    """A reranker that reads passages from a store (`lend_store` gives one without a store the first stage's)."""
+
+    store: Any
+
+
 def lend_store(reranker: Reranker, store) -> None:
     """Give a reranker that reads passages but has no store (`store` None) the first stage's; a composed reranker
     (`RerankChain`, `QueryMap >> reranker`) lends it to its `parts`."""
     for part in getattr(reranker, "parts", ()):
         lend_store(part, store)
     if store is not None and getattr(reranker, "store", "absent") is None:
-        reranker.store = store
+        cast(_ReadsPassages, reranker).store = store
 
 
 class Reranked(BaseRetriever):

@@ -40,13 +40,24 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 from mathscout.config import SHARED_COLLECTION
-from mathscout.dense.cross import (BACKENDS, FOLDER, INFO_FILE, MODEL_DIR, ONNX_FILES, CrossEncoderInfo, CrossScorer,
-                                   interpolate, load_cross_model, onnx_graph)
+from mathscout.dense.cross import (
+    BACKENDS,
+    FOLDER,
+    INFO_FILE,
+    MODEL_DIR,
+    ONNX_FILES,
+    CrossEncoderInfo,
+    CrossScorer,
+    interpolate,
+    load_cross_model,
+    onnx_graph,
+)
 from mathscout.dense.encoder import export_onnx
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
@@ -327,7 +338,7 @@ def held_out_report(model_dir: Path, work: Path, topics: dict[str, Query], mined
                     "interpolation": {"weight": weight, "reranked": grid[weight],
                                       "grid": {f"{w:.2f}": grid[w] for w in WEIGHTS}},
                     "agreement_topics": len(compared)}
-    agreement = {}
+    agreement: dict[str, dict[str, Any]] = {}
     for backend in backends:
         taus, tops = [], []
         for qid in sorted(compared & set(scores["torch"])):
@@ -376,7 +387,7 @@ def store_model(index: IndexDir, work: Path, backend: str, settings: Settings, t
 
 
 def train(args: argparse.Namespace) -> Path | None:
-    started, wall = time.time(), {}
+    started = time.time()
     deadline = started + args.max_minutes * 60 if args.max_minutes is not None else None
     require_train_topics(args.topics, args.qrels, what="training a cross-encoder")
     for path in (args.topics, args.qrels):

@@ -94,12 +94,12 @@ class CrossEncoderInfo(TunedFile):
         return info
 
 
-def interpolate(cross: Sequence[float], first: Sequence[float], weight: float) -> np.ndarray:
+def interpolate(cross: Sequence[float] | np.ndarray, first: Sequence[float], weight: float) -> np.ndarray:
     """`weight` · z(cross-encoder) + (1 − `weight`) · z(first stage), each standardised over one query's reranked hits
     (a constant list standardises to 0): the relevance signals fused by linear interpolation, the weight tuned on
     held-out topics (Zhong 2023 thesis §5.2.4, MABOWDOR's fusion). `weight` 1 is the cross-encoder alone."""
 
-    def z(values: Sequence[float]) -> np.ndarray:
+    def z(values: Sequence[float] | np.ndarray) -> np.ndarray:
         array = np.asarray(values, dtype=np.float64)
         spread = array.std() if len(array) else 0.0
         return (array - array.mean()) / spread if spread > 0 else np.zeros_like(array)
@@ -134,7 +134,7 @@ def _load(model_dir: Path, max_length: int):
     transformers.logging.set_verbosity_error()  # "classifier newly initialized" is what training starts from
     try:
         model = CrossEncoder(str(model_dir), num_labels=1, max_length=max_length, device="cpu", local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 — a loading failure is the folder's, said in one line
+    except Exception as exc:  # a loading failure is the folder's, said in one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise MathScoutError(f"cannot load the cross-encoder in {model_dir}: {first}") from exc
     finally:
