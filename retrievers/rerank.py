@@ -62,8 +62,11 @@ class _BaseReranker(Composable):
         texts = []
         for hit in hits:
             document = documents.get(hit.doc_id)
-            texts.append(passage_text(document.title, document.text, limit) if document is not None
-                         else (hit.snippet or hit.doc_id).strip()[:limit])
+            texts.append(
+                passage_text(document.title, document.text, limit)
+                if document is not None
+                else (hit.snippet or hit.doc_id).strip()[:limit]
+            )
         return texts
 
     def rerank(self, query: str | Query, hits: list[Hit], k: int | None = None) -> list[Hit]:
@@ -94,8 +97,9 @@ class EmbeddingReranker(_BaseReranker):
 
     name = "embedding"
 
-    def __init__(self, model_path: str | Path | None = None, store=None, batch_size: int = 32,
-                 backend: str = RERANK_BACKEND):
+    def __init__(
+        self, model_path: str | Path | None = None, store=None, batch_size: int = 32, backend: str = RERANK_BACKEND
+    ):
         super().__init__(store)
         from mathscout.dense.encoder import Encoder
 
@@ -116,7 +120,9 @@ def _client(base_url: str | None, api_key: str | None, timeout: float):
     key = api_key or os.environ.get("OPENAI_API_KEY")
     if not key:
         raise MathScoutError("no API key: set OPENAI_API_KEY (or pass api_key) to use an OpenAI reranker")
-    return OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None, api_key=key, timeout=timeout, max_retries=0)
+    return OpenAI(
+        base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None, api_key=key, timeout=timeout, max_retries=0
+    )
 
 
 def _api_error(exc: Exception) -> MathScoutError:
@@ -129,7 +135,14 @@ class OpenAIEmbeddingReranker(_BaseReranker):
 
     name = "openai-embedding"
 
-    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, base_url: str | None = None, api_key: str | None = None, timeout: float = 30.0, store=None):
+    def __init__(
+        self,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        store=None,
+    ):
         super().__init__(store)
         self.model = model
         self.client = _client(base_url, api_key, timeout)
@@ -188,7 +201,14 @@ class LLMListwiseReranker(_BaseReranker):
 
     name = "llm-listwise"
 
-    def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0, store=None):
+    def __init__(
+        self,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        store=None,
+    ):
         super().__init__(store)
         configured = settings()
         self.model = model or configured.rerank_model or configured.llm_model or DEFAULT_CHAT_MODEL
@@ -198,7 +218,9 @@ class LLMListwiseReranker(_BaseReranker):
     def scores(self, query: str, hits: list[Hit]) -> list[float]:
         prompt = listwise_prompt(query, self.passages(hits, MAX_PROMPT_PASSAGE_CHARS))
         try:
-            response = self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0)
+            response = self.client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": prompt}], temperature=0
+            )
             reply = (response.choices[0].message.content or "") if response.choices else ""
         except Exception as exc:
             raise _api_error(exc) from exc
@@ -208,7 +230,9 @@ class LLMListwiseReranker(_BaseReranker):
         order = parse_listwise_reply(reply, len(hits))
         named = len({int(n) for n in _PASSAGE_REF.findall(reply) if 1 <= int(n) <= len(hits)})
         if named < len(hits):
-            self.last_notice = f"{self.name}: the model placed {named} of {len(hits)} passages; the rest keep their first-stage order"
+            self.last_notice = (
+                f"{self.name}: the model placed {named} of {len(hits)} passages; the rest keep their first-stage order"
+            )
         scores = [0.0] * len(hits)
         for position, i in enumerate(order):
             scores[i] = float(len(hits) - position)
@@ -223,8 +247,9 @@ class CrossEncoderReranker(_BaseReranker):
 
     name = "cross"
 
-    def __init__(self, index, store=None, backend: str | None = None, batch_size: int | None = None,
-                 weight: float | None = None):
+    def __init__(
+        self, index, store=None, backend: str | None = None, batch_size: int | None = None, weight: float | None = None
+    ):
         super().__init__(store)
         from mathscout.dense.cross import BATCH, open_cross_scorer
 

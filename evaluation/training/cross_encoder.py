@@ -71,7 +71,11 @@ from mathscout.retrievers.registry import open_retriever, servable_modes
 from mathscout.retrievers.rerank import passage_text
 from mathscout.types import Query
 
-MINERS = ("bm25", "structure", "dense-ft")  # first stages whose candidates give the hard negatives (those the index has)
+MINERS = (
+    "bm25",
+    "structure",
+    "dense-ft",
+)  # first stages whose candidates give the hard negatives (those the index has)
 WORK = "cross-encoder.work"
 WEIGHTS = tuple(round(0.05 * n, 2) for n in range(21))  # the cross-encoder's share in `interpolate`, tuned held out
 MIN_TAU = 0.9  # a backend keeps the scores' order when its mean Kendall τ against torch fp32 is at least this …
@@ -119,6 +123,7 @@ def index_build(index: IndexDir, components: list[str]) -> str:
 
 # ---- 1. topics ------------------------------------------------------------------------------------------------------
 
+
 def choose(topics_path: Path, qrels_path: Path, index: IndexDir, settings: Settings) -> tuple[list[str], list[str]]:
     """(training topic ids, held-out topic ids): a seeded sample of the topics whose positive is in the index."""
     qrels = read_qrels(qrels_path)
@@ -136,6 +141,7 @@ def choose(topics_path: Path, qrels_path: Path, index: IndexDir, settings: Setti
 
 # ---- 2. hard negatives --------------------------------------------------------------------------------------------
 
+
 def mine(index: IndexDir, topics: list[Query], depth: int, path: Path) -> dict[str, Mined]:
     """Each topic's first-stage hits, appended to `path` topic by topic (a rerun reads them back)."""
     done: dict[str, Mined] = {}
@@ -145,19 +151,29 @@ def mine(index: IndexDir, topics: list[Query], depth: int, path: Path) -> dict[s
                 record = json.loads(line)
             except ValueError:  # the line a kill cut short
                 continue
-            done[record["topic"]] = Mined(record["topic"], {k: [tuple(h) for h in v] for k, v in record["runs"].items()})
+            done[record["topic"]] = Mined(
+                record["topic"], {k: [tuple(h) for h in v] for k, v in record["runs"].items()}
+            )
     todo = [t for t in topics if t.id not in done]
     if not todo:
         return done
     miners = servable_modes(index, MINERS)
     retrievers = {name: open_retriever(index, name) for name in miners}
     with open(path, "a", encoding="utf-8") as out:
-        for topic in tqdm(todo, desc=f"hard negatives ({', '.join(miners)}, top {depth})", unit="topic",
-                          file=sys.stderr, initial=len(done), total=len(topics)):
+        for topic in tqdm(
+            todo,
+            desc=f"hard negatives ({', '.join(miners)}, top {depth})",
+            unit="topic",
+            file=sys.stderr,
+            initial=len(done),
+            total=len(topics),
+        ):
             runs = {}
             for name, retriever in retrievers.items():
                 try:
-                    runs[name] = [(h.doc_id, float(h.score)) for h in retriever.batch_search([topic], k=depth)[topic.id]]
+                    runs[name] = [
+                        (h.doc_id, float(h.score)) for h in retriever.batch_search([topic], k=depth)[topic.id]
+                    ]
                 except MathScoutError:  # a question this retriever cannot search (no words, no formula)
                     runs[name] = []
             done[topic.id] = Mined(topic.id, runs)
@@ -166,14 +182,23 @@ def mine(index: IndexDir, topics: list[Query], depth: int, path: Path) -> dict[s
     return done
 
 
-def training_rows(topics: dict[str, Query], mined: dict[str, Mined], qrels: dict[str, dict[str, int]], index: IndexDir,
-                  settings: Settings) -> list[list[str]]:
+def training_rows(
+    topics: dict[str, Query],
+    mined: dict[str, Mined],
+    qrels: dict[str, dict[str, int]],
+    index: IndexDir,
+    settings: Settings,
+) -> list[list[str]]:
     """(question, positive, negative × n) texts per training topic: its best-graded stored answer and n candidates
     that are neither judged for it nor from its own thread."""
     rng = random.Random(settings.seed)
     store = index.store
-    threads = {doc: s.metadata.get("thread_id") for doc, s in
-               store.summaries({d for m in mined.values() for d in m.docs} | {d for t in topics for d in qrels[t]}).items()}
+    threads = {
+        doc: s.metadata.get("thread_id")
+        for doc, s in store.summaries(
+            {d for m in mined.values() for d in m.docs} | {d for t in topics for d in qrels[t]}
+        ).items()
+    }
     rows = []
     for qid in sorted(topics):
         judged = qrels[qid]
@@ -185,7 +210,10 @@ def training_rows(topics: dict[str, Query], mined: dict[str, Mined], qrels: dict
         if len(pool) < settings.negatives:
             continue
         negatives = rng.sample(pool, settings.negatives)
-        texts = {d.id: model_input_text(passage_text(d.title, d.text)) for d in store.get_many([positive, *negatives]).values()}
+        texts = {
+            d.id: model_input_text(passage_text(d.title, d.text))
+            for d in store.get_many([positive, *negatives]).values()
+        }
         rows.append([model_input_text(topics[qid].text), texts[positive], *(texts[d] for d in negatives)])
     return rows
 
@@ -196,8 +224,9 @@ EVALUATOR = "held-out"
 METRIC = f"eval_{EVALUATOR}_ndcg@10"  # the trainer's name of the evaluator's nDCG@10
 
 
-def validation_samples(topics: dict[str, Query], mined: dict[str, Mined], qrels: dict[str, dict[str, int]],
-                       index: IndexDir, depth: int) -> list[dict]:
+def validation_samples(
+    topics: dict[str, Query], mined: dict[str, Mined], qrels: dict[str, dict[str, int]], index: IndexDir, depth: int
+) -> list[dict]:
     """The held-out topics as the library's reranking evaluator reads them: the first miner's top `depth` passages in
     its order (only the relevant ones it found count: `always_rerank_positives=False`)."""
     samples = []
@@ -209,13 +238,25 @@ def validation_samples(topics: dict[str, Query], mined: dict[str, Mined], qrels:
         relevant = [d for d in documents if qrels.get(qid, {}).get(d, 0) >= RELEVANT]
         if documents:
             text = {d: model_input_text(passage_text(found[d].title, found[d].text)) for d in documents}
-            samples.append({"query": model_input_text(topics[qid].text), "positive": [text[d] for d in relevant],
-                            "documents": [text[d] for d in documents]})
+            samples.append(
+                {
+                    "query": model_input_text(topics[qid].text),
+                    "positive": [text[d] for d in relevant],
+                    "documents": [text[d] for d in documents],
+                }
+            )
     return samples
 
 
-def train_model(rows: list[list[str]], samples: list[dict], base: Path, work: Path, settings: Settings,
-                deadline: float | None, every: int) -> tuple[bool, dict]:
+def train_model(
+    rows: list[list[str]],
+    samples: list[dict],
+    base: Path,
+    work: Path,
+    settings: Settings,
+    deadline: float | None,
+    every: int,
+) -> tuple[bool, dict]:
     """Fine-tune from `base` with the library's trainer, validated on `samples` (held-out nDCG@10 of the first stage's
     reranked top hits) every `every` steps and at the start, the best checkpoint kept; (finished, its history: batch
     losses, held-out curve, best step). Checkpoints go to work/trainer and a rerun resumes from the newest; at
@@ -233,14 +274,31 @@ def train_model(rows: list[list[str]], samples: list[dict], base: Path, work: Pa
     output = work / "trainer"
     last = get_last_checkpoint(str(output)) if output.is_dir() else None
     arguments = CrossEncoderTrainingArguments(
-        output_dir=str(output), num_train_epochs=settings.epochs, per_device_train_batch_size=settings.batch,
-        learning_rate=settings.lr, warmup_steps=settings.warmup, save_strategy="steps", save_steps=every,
-        eval_strategy="steps", eval_steps=every, eval_on_start=last is None, load_best_model_at_end=True,
-        metric_for_best_model=METRIC, greater_is_better=True, save_total_limit=1,
-        logging_steps=max(1, min(10, every)), report_to="none", seed=settings.seed, data_seed=settings.seed,
-        dataloader_pin_memory=False, use_cpu=True, disable_tqdm=False)
-    evaluator = CrossEncoderRerankingEvaluator(samples, always_rerank_positives=False, name=EVALUATOR, batch_size=32,
-                                               write_csv=False)
+        output_dir=str(output),
+        num_train_epochs=settings.epochs,
+        per_device_train_batch_size=settings.batch,
+        learning_rate=settings.lr,
+        warmup_steps=settings.warmup,
+        save_strategy="steps",
+        save_steps=every,
+        eval_strategy="steps",
+        eval_steps=every,
+        eval_on_start=last is None,
+        load_best_model_at_end=True,
+        metric_for_best_model=METRIC,
+        greater_is_better=True,
+        save_total_limit=1,
+        logging_steps=max(1, min(10, every)),
+        report_to="none",
+        seed=settings.seed,
+        data_seed=settings.seed,
+        dataloader_pin_memory=False,
+        use_cpu=True,
+        disable_tqdm=False,
+    )
+    evaluator = CrossEncoderRerankingEvaluator(
+        samples, always_rerank_positives=False, name=EVALUATOR, batch_size=32, write_csv=False
+    )
 
     class Deadline(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -249,15 +307,20 @@ def train_model(rows: list[list[str]], samples: list[dict], base: Path, work: Pa
             return control
 
     loss = losses.MultipleNegativesRankingLoss(model, num_negatives=1)  # Zhong 2023 thesis §5.2.2, Eq. 5.18
-    trainer = CrossEncoderTrainer(model=model, args=arguments, train_dataset=dataset, loss=loss, evaluator=evaluator,
-                                  callbacks=[Deadline()])
+    trainer = CrossEncoderTrainer(
+        model=model, args=arguments, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=[Deadline()]
+    )
     if last:
         print(f"resuming from {last}", file=sys.stderr)
     trainer.train(resume_from_checkpoint=last)
     state = trainer.state
-    history = {"losses": [float(e["loss"]) for e in state.log_history if "loss" in e],
-               "held_out_curve": [[e["step"], round(float(e[METRIC]), 4)] for e in state.log_history if METRIC in e],
-               "steps": state.global_step, "best_step": None, "best": state.best_metric}
+    history = {
+        "losses": [float(e["loss"]) for e in state.log_history if "loss" in e],
+        "held_out_curve": [[e["step"], round(float(e[METRIC]), 4)] for e in state.log_history if METRIC in e],
+        "steps": state.global_step,
+        "best_step": None,
+        "best": state.best_metric,
+    }
     if state.best_model_checkpoint:
         history["best_step"] = int(Path(state.best_model_checkpoint).name.rpartition("-")[2])
     finished = state.global_step >= state.max_steps
@@ -268,6 +331,7 @@ def train_model(rows: list[list[str]], samples: list[dict], base: Path, work: Pa
 
 
 # ---- 4-5. held-out scores and backends ------------------------------------------------------------------------------
+
 
 def _kendall(a: np.ndarray, b: np.ndarray) -> float:
     from scipy.stats import kendalltau
@@ -282,23 +346,37 @@ def _top(scores: np.ndarray, n: int = 10) -> set[int]:
     return set(np.argsort(-scores, kind="stable")[:n].tolist())
 
 
-def held_out_report(model_dir: Path, work: Path, topics: dict[str, Query], mined: dict[str, Mined],
-                    qrels_path: Path, index: IndexDir, settings: Settings, backends: tuple[str, ...],
-                    agreement_topics: int) -> dict:
+def held_out_report(
+    model_dir: Path,
+    work: Path,
+    topics: dict[str, Query],
+    mined: dict[str, Mined],
+    qrels_path: Path,
+    index: IndexDir,
+    settings: Settings,
+    backends: tuple[str, ...],
+    agreement_topics: int,
+) -> dict:
     """nDCG@10 of each first stage's top `depth` and of it reranked by torch fp32 on every held-out topic; each backend's
     Kendall τ, top-10 agreement with fp32, reranked nDCG@10 and ms per pair on the first `agreement_topics` of them."""
     qrels = read_qrels(qrels_path)
     held_qrels = work / "qrels.held-out.txt"
-    held_qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q in sorted(topics) for d, g in qrels.get(q, {}).items()),
-                          encoding="utf-8")
+    held_qrels.write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q in sorted(topics) for d, g in qrels.get(q, {}).items()), encoding="utf-8"
+    )
     scorer = Scorer(held_qrels)
     store = index.store
     if set(backends) & set(ONNX_FILES):
         int8 = work / ONNX_FILES["onnx-int8"]
-        export_onnx(onnx_graph(model_dir, settings.max_length), work / ONNX_FILES["onnx"],
-                    int8 if "onnx-int8" in backends and not int8.is_file() else None)
-    models = {b: CrossScorer(model_dir, settings.max_length, b, work / ONNX_FILES[b] if b in ONNX_FILES else None)
-              for b in backends}
+        export_onnx(
+            onnx_graph(model_dir, settings.max_length),
+            work / ONNX_FILES["onnx"],
+            int8 if "onnx-int8" in backends and not int8.is_file() else None,
+        )
+    models = {
+        b: CrossScorer(model_dir, settings.max_length, b, work / ONNX_FILES[b] if b in ONNX_FILES else None)
+        for b in backends
+    }
     compared = set(sorted(topics)[:agreement_topics])
     scores: dict[str, dict[str, dict[str, float]]] = {b: {} for b in backends}
     seconds, pairs = dict.fromkeys(backends, 0.0), dict.fromkeys(backends, 0)
@@ -318,8 +396,12 @@ def held_out_report(model_dir: Path, work: Path, topics: dict[str, Query], mined
         return round(float(np.mean([v for q, v in scorer.per_topic(results).items() if q in over])), 4)
 
     def reranked(name: str, backend: str) -> dict[str, list[tuple[str, float]]]:
-        return {q: sorted(((d, scores[backend][q].get(d, -1e9)) for d, _ in mined[q].runs.get(name, [])),
-                          key=lambda x: -x[1]) for q in scores[backend]}
+        return {
+            q: sorted(
+                ((d, scores[backend][q].get(d, -1e9)) for d, _ in mined[q].runs.get(name, [])), key=lambda x: -x[1]
+            )
+            for q in scores[backend]
+        }
 
     def interpolated(name: str, weight: float) -> dict[str, list[tuple[str, float]]]:
         out = {}
@@ -332,12 +414,15 @@ def held_out_report(model_dir: Path, work: Path, topics: dict[str, Query], mined
     everyone = set(topics)
     grid = {w: {n: mean(interpolated(n, w), everyone) for n in runs} for w in WEIGHTS}
     weight = max(WEIGHTS, key=lambda w: (round(float(np.mean(list(grid[w].values()))), 4), w))
-    report: dict = {"topics": len(topics), "pairs": pairs["torch"], "measure": scorer.measure,
-                    "first_stage": {n: mean({q: mined[q].runs.get(n, []) for q in topics}, everyone) for n in runs},
-                    "reranked": {n: mean(reranked(n, "torch"), everyone) for n in runs},
-                    "interpolation": {"weight": weight, "reranked": grid[weight],
-                                      "grid": {f"{w:.2f}": grid[w] for w in WEIGHTS}},
-                    "agreement_topics": len(compared)}
+    report: dict = {
+        "topics": len(topics),
+        "pairs": pairs["torch"],
+        "measure": scorer.measure,
+        "first_stage": {n: mean({q: mined[q].runs.get(n, []) for q in topics}, everyone) for n in runs},
+        "reranked": {n: mean(reranked(n, "torch"), everyone) for n in runs},
+        "interpolation": {"weight": weight, "reranked": grid[weight], "grid": {f"{w:.2f}": grid[w] for w in WEIGHTS}},
+        "agreement_topics": len(compared),
+    }
     agreement: dict[str, dict[str, Any]] = {}
     for backend in backends:
         taus, tops = [], []
@@ -348,20 +433,28 @@ def held_out_report(model_dir: Path, work: Path, topics: dict[str, Query], mined
             taus.append(_kendall(a, b))
             n = min(10, len(a))
             tops.append(len(_top(a, n) & _top(b, n)) / n)
-        agreement[backend] = {"kendall_tau": round(float(np.mean(taus)), 4), "top10": round(float(np.mean(tops)), 4),
-                              "min_kendall_tau": round(float(np.min(taus)), 4),
-                              "reranked": {n: mean(reranked(n, backend), compared) for n in runs},
-                              "ms_per_pair": round(1000 * seconds[backend] / max(pairs[backend], 1), 2)}
-    keeps = [b for b in backends if b == "torch" or (agreement[b]["kendall_tau"] >= MIN_TAU
-                                                     and agreement[b]["top10"] >= MIN_TOP10)]
+        agreement[backend] = {
+            "kendall_tau": round(float(np.mean(taus)), 4),
+            "top10": round(float(np.mean(tops)), 4),
+            "min_kendall_tau": round(float(np.min(taus)), 4),
+            "reranked": {n: mean(reranked(n, backend), compared) for n in runs},
+            "ms_per_pair": round(1000 * seconds[backend] / max(pairs[backend], 1), 2),
+        }
+    keeps = [
+        b
+        for b in backends
+        if b == "torch" or (agreement[b]["kendall_tau"] >= MIN_TAU and agreement[b]["top10"] >= MIN_TOP10)
+    ]
     report["backends"] = agreement
-    report["rule"] = (f"fastest of the backends with mean Kendall tau >= {MIN_TAU} and top-10 agreement >= {MIN_TOP10} "
-                      "vs torch fp32")
+    report["rule"] = (
+        f"fastest of the backends with mean Kendall tau >= {MIN_TAU} and top-10 agreement >= {MIN_TOP10} vs torch fp32"
+    )
     report["chosen"] = min(keeps, key=lambda b: agreement[b]["ms_per_pair"])
     return report
 
 
 # ---- 6. storing ---------------------------------------------------------------------------------------------------
+
 
 def store_model(index: IndexDir, work: Path, backend: str, settings: Settings, training: dict) -> Path:
     """DIR/cross-encoder/, written beside and renamed into place (a reader never sees half of it)."""
@@ -373,9 +466,13 @@ def store_model(index: IndexDir, work: Path, backend: str, settings: Settings, t
         shutil.copy2(work / ONNX_FILES[backend], staging / ONNX_FILES[backend])
     if (work / "loss.png").is_file():
         shutil.copy2(work / "loss.png", staging / "loss.png")
-    info = CrossEncoderInfo(backend=backend, max_length=settings.max_length,
-                            weight=training["held_out"]["interpolation"]["weight"], files=record_folder(staging),
-                            training=training)
+    info = CrossEncoderInfo(
+        backend=backend,
+        max_length=settings.max_length,
+        weight=training["held_out"]["interpolation"]["weight"],
+        files=record_folder(staging),
+        training=training,
+    )
     info.write_file(staging / INFO_FILE)
     old = index.path / f".{FOLDER}.old"
     shutil.rmtree(old, ignore_errors=True)
@@ -394,9 +491,17 @@ def train(args: argparse.Namespace) -> Path | None:
         if not path.is_file():
             raise MathScoutError(f"training data not found: {path}")
     index = IndexDir(args.index)
-    settings = Settings(train_topics=args.train_topics, held_out=args.held_out, negatives=args.negatives,
-                        depth=args.depth, max_length=args.max_length, batch=args.batch, epochs=args.epochs,
-                        lr=args.lr, seed=args.seed)
+    settings = Settings(
+        train_topics=args.train_topics,
+        held_out=args.held_out,
+        negatives=args.negatives,
+        depth=args.depth,
+        max_length=args.max_length,
+        batch=args.batch,
+        epochs=args.epochs,
+        lr=args.lr,
+        seed=args.seed,
+    )
     work = index.path / WORK
     work.mkdir(exist_ok=True)
     plan_path = work / "plan.json"
@@ -404,16 +509,20 @@ def train(args: argparse.Namespace) -> Path | None:
     if plan_path.is_file():
         plan = json.loads(plan_path.read_text(encoding="utf-8"))
         if plan["settings"] != asdict(settings) or plan["source"] != source:
-            raise MathScoutError(f"{work} holds a training with other settings ({plan['settings']}, {plan['source']}): "
-                                 f"rerun with them, or delete {work} to start afresh")
+            raise MathScoutError(
+                f"{work} holds a training with other settings ({plan['settings']}, {plan['source']}): "
+                f"rerun with them, or delete {work} to start afresh"
+            )
     else:
         train_ids, held_ids = choose(args.topics, args.qrels, index, settings)
-        plan = {"settings": asdict(settings), "source": source, "train": train_ids, "held_out": held_ids,
-                "seconds": {}}
+        plan = {"settings": asdict(settings), "source": source, "train": train_ids, "held_out": held_ids, "seconds": {}}
         write_json_atomic(plan_path, plan)
-    print(f"cross-encoder: {len(plan['train'])} training and {len(plan['held_out'])} held-out topics, "
-          f"{settings.negatives} hard negatives each from the top {settings.depth}, pairs cut to {settings.max_length} "
-          f"word pieces, batch {settings.batch}, {settings.epochs} epoch(s)", file=sys.stderr)
+    print(
+        f"cross-encoder: {len(plan['train'])} training and {len(plan['held_out'])} held-out topics, "
+        f"{settings.negatives} hard negatives each from the top {settings.depth}, pairs cut to {settings.max_length} "
+        f"word pieces, batch {settings.batch}, {settings.epochs} epoch(s)",
+        file=sys.stderr,
+    )
     topics = {t.id: t for t in load_topics(args.topics) if t.id in set(plan["train"]) | set(plan["held_out"])}
     qrels = read_qrels(args.qrels)
 
@@ -430,33 +539,63 @@ def train(args: argparse.Namespace) -> Path | None:
         rows = training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings)
         samples = validation_samples({q: topics[q] for q in plan["held_out"]}, mined, qrels, index, settings.depth)
         plan["rows"] = len(rows)
-        print(f"{len(rows):,} training questions × (1 positive + {settings.negatives} hard negatives + 1 in-batch); "
-              f"{-(-len(rows) // settings.batch) * settings.epochs} steps; held-out nDCG@10 every {args.eval_every} "
-              f"steps", file=sys.stderr)
+        print(
+            f"{len(rows):,} training questions × (1 positive + {settings.negatives} hard negatives + 1 in-batch); "
+            f"{-(-len(rows) // settings.batch) * settings.epochs} steps; held-out nDCG@10 every {args.eval_every} "
+            f"steps",
+            file=sys.stderr,
+        )
         finished, history = train_model(rows, samples, args.base, work, settings, deadline, args.eval_every)
         plan["history"] = history
         spent("training", t0)
         if not finished:
-            print(f"stopped after {args.max_minutes} min; rerun the same command to resume from {work / 'trainer'}",
-                  file=sys.stderr)
+            print(
+                f"stopped after {args.max_minutes} min; rerun the same command to resume from {work / 'trainer'}",
+                file=sys.stderr,
+            )
             return None
         curve = [score for _, score in history["held_out_curve"]]
-        plot_losses(history["losses"], work / "loss.png", f"cross-encoder: {plan['rows']} questions, "
-                    f"{settings.epochs} epoch(s), best step {history['best_step']}", held_out=curve,
-                    steps_per_epoch=args.eval_every)
+        plot_losses(
+            history["losses"],
+            work / "loss.png",
+            f"cross-encoder: {plan['rows']} questions, {settings.epochs} epoch(s), best step {history['best_step']}",
+            held_out=curve,
+            steps_per_epoch=args.eval_every,
+        )
     t0 = time.time()
-    report = held_out_report(work / MODEL_DIR, work, {q: topics[q] for q in plan["held_out"]}, mined, args.qrels, index,
-                             settings, tuple(args.backends), args.agreement_topics)
+    report = held_out_report(
+        work / MODEL_DIR,
+        work,
+        {q: topics[q] for q in plan["held_out"]},
+        mined,
+        args.qrels,
+        index,
+        settings,
+        tuple(args.backends),
+        args.agreement_topics,
+    )
     spent("held_out", t0)
     used = sorted({n for m in mined.values() for n in m.runs})
     training = {
-        "index": str(index.path.resolve()), "index_build": index_build(index, used), "documents": index.manifest.documents,
-        "base": str(args.base), "topics": str(args.topics), "qrels": str(args.qrels),
-        "counts": {"training_topics": len(plan["train"]), "training_questions": plan.get("rows"),
-                   "held_out_topics": len(plan["held_out"]), "mined_from": used},
-        "settings": asdict(settings), "loss": "MultipleNegativesRankingLoss (Zhong 2023 thesis §5.2.2, Eq. 5.18), "
-                                              "1 in-batch negative", **plan.get("history", {}),
-        "held_out": report, "seconds": plan["seconds"], "minutes": round(sum(plan["seconds"].values()) / 60, 1)}
+        "index": str(index.path.resolve()),
+        "index_build": index_build(index, used),
+        "documents": index.manifest.documents,
+        "base": str(args.base),
+        "topics": str(args.topics),
+        "qrels": str(args.qrels),
+        "counts": {
+            "training_topics": len(plan["train"]),
+            "training_questions": plan.get("rows"),
+            "held_out_topics": len(plan["held_out"]),
+            "mined_from": used,
+        },
+        "settings": asdict(settings),
+        "loss": "MultipleNegativesRankingLoss (Zhong 2023 thesis §5.2.2, Eq. 5.18), 1 in-batch negative",
+        **plan.get("history", {}),
+        "held_out": report,
+        "seconds": plan["seconds"],
+        "minutes": round(sum(plan["seconds"].values()) / 60, 1),
+    }
     stored = store_model(index, work, report["chosen"], settings, training)
     shutil.rmtree(work, ignore_errors=True)
     return stored
@@ -464,14 +603,19 @@ def train(args: argparse.Namespace) -> Path | None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout train cross-encoder", description=__doc__.splitlines()[0])
-    parser.add_argument("--index", type=Path, required=True, help="the index whose candidates give the hard negatives "
-                        "and which stores the model (DIR/cross-encoder/)")
+    parser.add_argument(
+        "--index",
+        type=Path,
+        required=True,
+        help="the index whose candidates give the hard negatives and which stores the model (DIR/cross-encoder/)",
+    )
     parser.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")
     parser.add_argument("--qrels", type=Path, default=SHARED_COLLECTION / "qrels.train.txt")
     parser.add_argument("--base", type=Path, default=None, help="the weights to start from (default all-MiniLM-L6-v2)")
     parser.add_argument("--train-topics", type=int, default=DEFAULTS.train_topics, help="questions trained on")
-    parser.add_argument("--held-out", type=int, default=DEFAULTS.held_out, help="train questions held out for the "
-                        "validation scores")
+    parser.add_argument(
+        "--held-out", type=int, default=DEFAULTS.held_out, help="train questions held out for the validation scores"
+    )
     parser.add_argument("--negatives", type=int, default=DEFAULTS.negatives, help="hard negatives per question")
     parser.add_argument("--depth", type=int, default=DEFAULTS.depth, help="hits per first stage mined")
     parser.add_argument("--max-length", type=int, default=DEFAULTS.max_length, help="word pieces per pair")
@@ -479,13 +623,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
     parser.add_argument("--lr", type=float, default=DEFAULTS.lr)
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
-    parser.add_argument("--eval-every", type=int, default=25, help="steps between held-out validations (each one "
-                        "a checkpoint; the best one is kept)")
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=25,
+        help="steps between held-out validations (each one a checkpoint; the best one is kept)",
+    )
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
-    parser.add_argument("--agreement-topics", type=int, default=30, help="held-out topics each backend is compared "
-                        "on against torch fp32")
-    parser.add_argument("--backends", default=",".join(BACKENDS),
-                        help=f"inference backends measured against torch fp32 (of {', '.join(BACKENDS)})")
+    parser.add_argument(
+        "--agreement-topics",
+        type=int,
+        default=30,
+        help="held-out topics each backend is compared on against torch fp32",
+    )
+    parser.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help=f"inference backends measured against torch fp32 (of {', '.join(BACKENDS)})",
+    )
     args = parser.parse_args(argv)
     args.backends = list(dict.fromkeys(["torch", *(b.strip() for b in args.backends.split(",") if b.strip())]))
     unknown = [b for b in args.backends if b not in BACKENDS]
@@ -502,13 +657,19 @@ def main(argv: list[str] | None = None) -> None:
     if stored is not None:
         info = CrossEncoderInfo.require(stored.parent)
         report = info.training["held_out"]
-        print(f"cross-encoder stored in {stored} ({(time.perf_counter() - started) / 60:.1f} min this run, "
-              f"{info.training['minutes']} min in all); backend {info.backend}")
+        print(
+            f"cross-encoder stored in {stored} ({(time.perf_counter() - started) / 60:.1f} min this run, "
+            f"{info.training['minutes']} min in all); backend {info.backend}"
+        )
         fused = report["interpolation"]
         for name, score in report["first_stage"].items():
-            print(f"  held-out {report['measure']} {name}: {score:.4f} -> reranked {report['reranked'][name]:.4f}, "
-                  f"interpolated {fused['reranked'][name]:.4f} (torch fp32, {report['topics']} topics)")
+            print(
+                f"  held-out {report['measure']} {name}: {score:.4f} -> reranked {report['reranked'][name]:.4f}, "
+                f"interpolated {fused['reranked'][name]:.4f} (torch fp32, {report['topics']} topics)"
+            )
         print(f"  interpolation weight of the cross-encoder (tuned on the held-out topics): {info.weight:.2f}")
         for backend, figures in report["backends"].items():
-            print(f"  {backend}: Kendall tau {figures['kendall_tau']:.3f}, top-10 agreement {figures['top10']:.2f}, "
-                  f"{figures['ms_per_pair']:.1f} ms/pair ({report['agreement_topics']} topics)")
+            print(
+                f"  {backend}: Kendall tau {figures['kendall_tau']:.3f}, top-10 agreement {figures['top10']:.2f}, "
+                f"{figures['ms_per_pair']:.1f} ms/pair ({report['agreement_topics']} topics)"
+            )

@@ -62,9 +62,13 @@ class CrossEncoderInfo(TunedFile):
 
     backend: str
     max_length: int
-    weight: float = 1.0  # the cross-encoder's share when its scores are interpolated with the first stage's (`interpolate`)
+    weight: float = (
+        1.0  # the cross-encoder's share when its scores are interpolated with the first stage's (`interpolate`)
+    )
     files: dict[str, dict] = field(default_factory=dict)  # path inside the folder → size and CRC-32 (index integrity)
-    training: dict[str, Any] = field(default_factory=dict)  # index build, topics, qrels, counts, held-out, backends, time
+    training: dict[str, Any] = field(
+        default_factory=dict
+    )  # index build, topics, qrels, counts, held-out, backends, time
 
     @classmethod
     def remedy(cls, folder: Path) -> str:
@@ -73,11 +77,13 @@ class CrossEncoderInfo(TunedFile):
     @classmethod
     def parse(cls, file: StoredFile, data: dict[str, Any]) -> CrossEncoderInfo:
         """The backend and length, and every file's record, which the folder's files must match."""
-        info = cls(backend=file.name(data.get("backend"), "backend", BACKENDS),
-                   max_length=file.whole(data.get("max_length"), "max_length", 16, 512),
-                   weight=file.number(data.get("weight", 1.0), "weight", 0.0, 1.0),
-                   files=file.mapping(data.get("files"), "files"),
-                   training=file.mapping(data.get("training", {}), "training"))
+        info = cls(
+            backend=file.name(data.get("backend"), "backend", BACKENDS),
+            max_length=file.whole(data.get("max_length"), "max_length", 16, 512),
+            weight=file.number(data.get("weight", 1.0), "weight", 0.0, 1.0),
+            files=file.mapping(data.get("files"), "files"),
+            training=file.mapping(data.get("training", {}), "training"),
+        )
         for relative, record in info.files.items():
             file.record(record, relative)
         file.require(f"{MODEL_DIR}/config.json" in info.files, "its file list has no model")
@@ -89,8 +95,9 @@ class CrossEncoderInfo(TunedFile):
         """The info of the cross-encoder stored with the index; one line saying what to run when there is none."""
         info = cls.read(Path(index_path))
         if info is None:
-            raise IndexMissingError(f"the index {index_path} has no trained cross-encoder: run "
-                                    + TRAIN_COMMAND.format(index=index_path))
+            raise IndexMissingError(
+                f"the index {index_path} has no trained cross-encoder: run " + TRAIN_COMMAND.format(index=index_path)
+            )
         return info
 
 
@@ -123,8 +130,10 @@ def load_cross_model(model_dir: Path, max_length: int, cached: bool = True):
 
 def _load(model_dir: Path, max_length: int):
     if not (model_dir / "config.json").is_file():
-        raise MathScoutError(f"{model_dir} is not a model folder (no config.json): point {MODEL_ENV} at a "
-                             "local sentence-transformers/Hugging Face model folder")
+        raise MathScoutError(
+            f"{model_dir} is not a model folder (no config.json): point {MODEL_ENV} at a "
+            "local sentence-transformers/Hugging Face model folder"
+        )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import transformers
@@ -156,8 +165,9 @@ def onnx_graph(model_dir: Path, max_length: int) -> OnnxGraph:
                 self.inner = inner
 
             def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                  token_type_ids=token_type_ids).logits
+                return self.inner(
+                    input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+                ).logits
 
         return Logit(load_cross_model(model_dir, max_length).model.eval())
 
@@ -192,14 +202,17 @@ class CrossScorer:
             with torch.inference_mode():
                 return self.model(features)["scores"].view(-1).float().numpy()
         inputs = {name: features[name].numpy() for name in ("input_ids", "attention_mask")}
-        inputs["token_type_ids"] = (features["token_type_ids"].numpy() if "token_type_ids" in features
-                                    else np.zeros_like(inputs["input_ids"]))
+        inputs["token_type_ids"] = (
+            features["token_type_ids"].numpy() if "token_type_ids" in features else np.zeros_like(inputs["input_ids"])
+        )
         return self.session.run(None, inputs)[0].reshape(-1).astype(np.float32)
 
     def scores(self, question: str, passages: list[str], batch_size: int = BATCH) -> np.ndarray:
         """One logit per passage, in batches of `batch_size` in the given order."""
-        out = [self.logits(self.features(question, passages[start:start + batch_size]))
-               for start in range(0, len(passages), batch_size)]
+        out = [
+            self.logits(self.features(question, passages[start : start + batch_size]))
+            for start in range(0, len(passages), batch_size)
+        ]
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
 
