@@ -84,6 +84,7 @@ def test_a_long_echo_is_cut_outside_its_formulas(demo):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_the_scorer_is_the_strongest_model_the_index_has(demo, demo_dense):
     lexical = sentence_scorer(demo.toolbox)
     assert isinstance(lexical, LexicalSentences) and lexical.bm25 is not None and lexical.structure is not None
@@ -94,6 +95,7 @@ def test_the_scorer_is_the_strongest_model_the_index_has(demo, demo_dense):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_with_dense_vectors_the_summary_also_leads_with_the_parametrisation(demo_dense):
     answer = demo_dense.ask(PYTHAGORAS, k=10)
     first, cited = _summary(answer)

@@ -361,11 +361,13 @@ def two_shards(tiny_corpus, tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("case", SHARD_CASES)
 @pytest.mark.ray
+@pytest.mark.slow
 def test_a_damaged_shards_manifest_is_one_clear_line_before_ray_starts(two_shards, tmp_path, case):
     check_refusal(shutil.copytree(two_shards, tmp_path / "idx"), case, tmp_path)
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_sharded_structure_hits_are_ranked_from_one(two_shards, tmp_path):
     """Item 11(c): every structure plan (a formula and words, a lone formula, words only) numbers its hits; the
     queries go to one search prompt (one Ray start)."""

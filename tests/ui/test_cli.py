@@ -25,6 +25,7 @@ def test_json_is_pure_on_first_use_with_a_fresh_home(tmp_path):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_the_same_options_on_every_command(tmp_path, small_index):
     home = tmp_path / "home"
     auto = run_cli(

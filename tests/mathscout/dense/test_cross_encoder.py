@@ -10,7 +10,8 @@ import pytest
 
 from mathscout.errors import DamagedIndexError, IndexMissingError
 
-pytestmark = pytest.mark.model  # trained from the MiniLM weights (the missing-model checks ride along)
+# trained from the MiniLM weights (~50 s, once; the missing-model checks ride along)
+pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 TRAIN_TOPICS = 8
 HELD_OUT = 4

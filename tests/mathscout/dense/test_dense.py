@@ -179,6 +179,7 @@ def test_small_components_stay_exact_flat(dense_index):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_large_component_streams_vectors_and_builds_ivfpq_from_them(ivfpq_index, dense_index):
     folder = ivfpq_index / "dense"
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
@@ -303,6 +304,7 @@ def test_a_text_vector_is_the_same_alone_or_among_others(dense_topics):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_ivfpq_search_rescores_exactly(ivfpq_index, dense_topics, dense_qrels):
     from mathscout.retrievers.dense import best_documents
 
@@ -325,6 +327,7 @@ def test_ivfpq_search_rescores_exactly(ivfpq_index, dense_topics, dense_qrels):
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_truncated_vector_file_is_one_clear_error(ivfpq_index, tmp_path):
     copy = tmp_path / "index"
     shutil.copytree(ivfpq_index, copy)

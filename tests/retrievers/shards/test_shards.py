@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="the optional 'distributed' part (ray) is not installed")
-pytestmark = pytest.mark.ray  # sharded indexes: nearly every test starts or joins the local Ray instance
+# sharded indexes: nearly every test starts or joins the local Ray instance, behind 3-shard builds of ~40-50 s each
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 from mathscout.errors import MathScoutError  # noqa: E402
 from mathscout.evaluation.topics import load_topics  # noqa: E402
