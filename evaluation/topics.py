@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from mathscout.config import SHARED_COLLECTION
 from mathscout.corpus.html import html_to_text
 from mathscout.errors import MathScoutError
 from mathscout.types import Query
@@ -24,6 +26,12 @@ class Topic(Query):
     """A query read from a topic file, with the topic's tags when the file has them."""
 
     tags: tuple[str, ...] = ()
+
+
+def add_train_topic_arguments(parser: argparse.ArgumentParser) -> None:
+    """A trainer's --topics and --qrels, the shared collection's train files by default."""
+    parser.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")
+    parser.add_argument("--qrels", type=Path, default=SHARED_COLLECTION / "qrels.train.txt")
 
 
 def require_train_topics(*paths: Path | str, what: str) -> None:

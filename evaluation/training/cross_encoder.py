@@ -38,14 +38,13 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.config import SHARED_COLLECTION
 from mathscout.dense.cross import (
     BACKENDS,
     FOLDER,
@@ -62,7 +61,7 @@ from mathscout.dense.encoder import export_onnx
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import read_qrels
-from mathscout.evaluation.topics import load_topics, require_train_topics
+from mathscout.evaluation.topics import add_train_topic_arguments, load_topics, require_train_topics
 from mathscout.evaluation.training.contrastive import SEED, plot_losses
 from mathscout.evaluation.tuning import Scorer
 from mathscout.index.integrity import record_folder
@@ -491,17 +490,7 @@ def train(args: argparse.Namespace) -> Path | None:
         if not path.is_file():
             raise MathScoutError(f"training data not found: {path}")
     index = IndexDir(args.index)
-    settings = Settings(
-        train_topics=args.train_topics,
-        held_out=args.held_out,
-        negatives=args.negatives,
-        depth=args.depth,
-        max_length=args.max_length,
-        batch=args.batch,
-        epochs=args.epochs,
-        lr=args.lr,
-        seed=args.seed,
-    )
+    settings = Settings(**{f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)})
     work = index.path / WORK
     work.mkdir(exist_ok=True)
     plan_path = work / "plan.json"
@@ -609,8 +598,7 @@ def main(argv: list[str] | None = None) -> None:
         required=True,
         help="the index whose candidates give the hard negatives and which stores the model (DIR/cross-encoder/)",
     )
-    parser.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")
-    parser.add_argument("--qrels", type=Path, default=SHARED_COLLECTION / "qrels.train.txt")
+    add_train_topic_arguments(parser)
     parser.add_argument("--base", type=Path, default=None, help="the weights to start from (default all-MiniLM-L6-v2)")
     parser.add_argument("--train-topics", type=int, default=DEFAULTS.train_topics, help="questions trained on")
     parser.add_argument(

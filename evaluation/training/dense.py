@@ -46,7 +46,7 @@ from pathlib import Path
 from mathscout.config import SHARED_COLLECTION, default_index_path
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
-from mathscout.evaluation.topics import require_train_topics
+from mathscout.evaluation.topics import add_train_topic_arguments, require_train_topics
 from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses
 from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
 
@@ -271,8 +271,7 @@ def main(argv: list[str] | None = None) -> None:
         help="the fine-tuned model folder (default: $MATHSCOUT_DENSE_FT_MODEL or MATHSCOUT_HOME/models/dense-ft)",
     )
     parser.add_argument("--base", type=Path, default=None, help="the model to start from (default all-MiniLM-L6-v2)")
-    parser.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")
-    parser.add_argument("--qrels", type=Path, default=SHARED_COLLECTION / "qrels.train.txt")
+    add_train_topic_arguments(parser)
     parser.add_argument("--docs", type=Path, default=SHARED_COLLECTION / "docs.jsonl")
     parser.add_argument(
         "--method",

@@ -18,7 +18,6 @@ MATHSCOUT_HOME/onnx.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from mathscout.dense.encoder import OnnxGraph, onnx_file, onnx_session
-from mathscout.dense.model import MODEL_ENV, model_input_text
+from mathscout.dense.model import model_input_text, offline_model_folder
 from mathscout.errors import IndexMissingError, MathScoutError
 from mathscout.index.integrity import verify_folder
 from mathscout.index.stored import StoredFile
@@ -129,13 +128,7 @@ def load_cross_model(model_dir: Path, max_length: int, cached: bool = True):
 
 
 def _load(model_dir: Path, max_length: int):
-    if not (model_dir / "config.json").is_file():
-        raise MathScoutError(
-            f"{model_dir} is not a model folder (no config.json): point {MODEL_ENV} at a "
-            "local sentence-transformers/Hugging Face model folder"
-        )
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    offline_model_folder(model_dir)
     import transformers
     from sentence_transformers.cross_encoder import CrossEncoder
 
@@ -155,23 +148,7 @@ def _load(model_dir: Path, max_length: int):
 
 def onnx_graph(model_dir: Path, max_length: int) -> OnnxGraph:
     """The classifier as an ONNX graph: word pieces of a (question, passage) pair → its logit."""
-
-    def module():
-        import torch
-
-        class Logit(torch.nn.Module):
-            def __init__(self, inner):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.inner(
-                    input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-                ).logits
-
-        return Logit(load_cross_model(model_dir, max_length).model.eval())
-
-    return OnnxGraph(module, "logits", Path(model_dir))
+    return OnnxGraph(lambda: load_cross_model(model_dir, max_length).model, "logits", "logits", Path(model_dir))
 
 
 class CrossScorer:

