@@ -107,7 +107,9 @@ class Assistant:
         if kind is not None:
             from mathscout.retrievers.rerank import Reranked
 
-            first = Reranked(first, self.toolbox.reranker("embedding" if kind == "auto" else kind), rerank_depth)
+            first = Reranked(
+                first, self.toolbox.reranker(self.toolbox.local_reranker() if kind == "auto" else kind), rerank_depth
+            )
         hits = first.search(question.text, k=k)
         explain_hits(hits, self.index.store, question.text)
         return describe_hits(hits)
@@ -224,7 +226,7 @@ class Assistant:
                 notices.append(notice)
                 events = EventQueue()  # the LLM's tool events not yet shown are dropped
                 yield AgentEvent("notice", text=notice)
-        chosen = "embedding" if kind in (None, "auto") else kind
+        chosen = self.toolbox.local_reranker() if kind in (None, "auto") else kind
         session = ToolSession(
             self.toolbox, emit=events.put, rerank_kind=chosen, rerank_depth=rerank_depth, notices=list(notices)
         )

@@ -24,6 +24,7 @@ from typing import cast
 
 from mathscout.agent.compose import DenseSentences, LexicalSentences, SentenceScorer, check_citations, extractive_answer
 from mathscout.agent.plan import Plan, TextSearch
+from mathscout.dense.cross import CROSS_DEPTH
 from mathscout.errors import QueryError
 from mathscout.events import AgentEvent, Answer, EventQueue, drain
 from mathscout.options import MODE
@@ -145,7 +146,9 @@ class OfflinePlanner:
         """The plan's searches; returns the final top-k hits (the tools' events yielded as they run)."""
         session.notices.extend(plan.notices)
         depth = _depth(k)
-        reranker = TracedReranker(session, session.rerank_depth) if plan.reranker else None
+        if plan.cross:  # the plan's own reranking: the index's cross-encoder over the top CROSS_DEPTH
+            session.rerank_kind, session.rerank_options, session.rerank_depth = "cross", {}, CROSS_DEPTH
+        reranker = TracedReranker(session, session.rerank_depth) if plan.reranker or plan.cross else None
         math = self._formula_search(session, question, plan) if plan.formulas else None
         text = (yield from self._text_search(session, events, question, plan.text)) if plan.text else None
         search = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mathscout.dense.cross import CROSS_DEPTH
 from mathscout.options import AUTO
 from mathscout.question import Question, QuestionKind
 from mathscout.tools.toolbox import ToolBox
@@ -49,6 +50,7 @@ class Plan:
     fallback: TextSearch | None = None  # run when the searches above find nothing
     rerank: bool = False  # reranking was asked for …
     reranker: bool = False  # … and a reranker is installed
+    cross: bool = False  # `auto`, no reranker asked: the index's trained cross-encoder reranks the top CROSS_DEPTH
     notices: tuple[str, ...] = ()  # said when the plan starts to run
 
     @classmethod
@@ -95,8 +97,17 @@ class Plan:
             )
         words = question.kind != "formula"
         types = "type_expansion" in available
+        # the trained cross-encoder reads the question with each of the top hits (issue 34: dev nDCG@10 of bm25 +5.4 %,
+        # p = 0.009), unless a reranker was asked for or the ranker already reads it as a feature
+        cross = (
+            not common["rerank"]
+            and "rerank" in available
+            and toolbox.cross_encoder_usable()
+            and not (text_mode == "ranked" and toolbox.ranker_reads_cross())
+        )
         return cls(
             **common,
+            cross=cross,
             formulas=formulas,
             rewrite="rewrite_formula" in available,
             formula_words=question.words if question.kind == "mixed" and text_mode is None else "",
@@ -125,5 +136,7 @@ class Plan:
             ]
         if self.rerank:
             steps.append("rerank the top hits" if self.reranker else "no reranker installed: keep the order")
+        if self.cross:
+            steps.append(f"rerank the top {CROSS_DEPTH} with the index's cross-encoder")
         steps.append("quote the best passages with their ids")
         return f"{KINDS[self.kind]} question: " + "; ".join(steps)

@@ -21,7 +21,7 @@ from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
-from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates
+from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates, lacks_cross
 from mathscout.retrievers.registry import servable_modes
 from mathscout.types import Query
 
@@ -59,9 +59,12 @@ def cached_candidates(
     retrievers: tuple[str, ...] = RETRIEVERS,
     log: bool = True,
     generator: CandidateGenerator | None = None,
+    cross_depth: int = 0,
 ) -> list[Candidates]:
     """Candidates of every topic: read from `cache` where it has them, generated (and added to it) otherwise, by
-    `generator` when the caller has opened one (of the same index, retrievers and depth)."""
+    `generator` when the caller has opened one (of the same index, retrievers, depth and cross depth); with
+    `cross_depth`, the index's cross-encoder logits of the top candidates too (added to cached candidates that lack
+    them)."""
     meta: dict[str, Any] = {
         "index": str(index.path.resolve()),
         "depth": depth,
@@ -76,9 +79,15 @@ def cached_candidates(
                 f"the candidate cache {cache} was made with {data['meta']}, not {meta}: give another --cache file"
             )
     known: dict[str, Candidates] = data["topics"]
-    todo = [t for t in topics if t.id not in known or _lacks_question_document(known[t.id], meta["used"])]
+    todo = [
+        t
+        for t in topics
+        if t.id not in known
+        or _lacks_question_document(known[t.id], meta["used"])
+        or lacks_cross(known[t.id], cross_depth)
+    ]
     if todo:
-        generator = generator or CandidateGenerator(index, retrievers, depth)
+        generator = generator or CandidateGenerator(index, retrievers, depth, cross_depth)
         started = time.perf_counter()
         for n, topic in enumerate(todo, 1):
             # candidates cached before the question–document features existed keep their runs and gain the features
@@ -108,10 +117,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample", type=int, default=0, help="a seeded random sample of the topics (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--depth", type=int, default=DEPTH)
+    parser.add_argument(
+        "--cross-depth", type=int, default=0, help="candidates the index's cross-encoder reads (0: none)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     topics = choose_topics(args.topics, args.qrels, args.sample, args.seed)
-    found = cached_candidates(IndexDir(args.index), topics, args.out, args.depth)
+    found = cached_candidates(IndexDir(args.index), topics, args.out, args.depth, cross_depth=args.cross_depth)
     print(f"{len(found)} topics' candidates in {args.out}")
 
 

@@ -1,7 +1,7 @@
 """`mathscout train ranker`: LambdaMART (LightGBM lambdarank) over the first-stage candidates, stored with the index.
 
     mathscout train ranker --index DIR [--topics T --qrels Q]… [--sample 2000] [--folds 5] [--cache FILE]…
-                           [--judged-only] [--prime] [--save FOLDER]
+                           [--cross-depth N] [--judged-only] [--prime] [--save FOLDER]
     mathscout train ranker runs --index DIR [--ranker FOLDER] --topics T --qrels Q [--cache FILE]
                                 --out-dir OUT --set NAME       the ranked run and each retriever's run, scored
                                 (what `mathscout run --mode ranked --k 1000` gives, from cached candidates;
@@ -11,7 +11,8 @@ Training reads train topics only (dev is refused): by default a seeded sample of
 topics. `--topics/--qrels` may be repeated (e.g. ARQMath 2020 and the train topics). Each topic's candidates
 are the union of the index's retrievers' top 100 (`retrievers/candidates.py`); a candidate's label is its
 grade in the qrels (unjudged: 0, or, for ARQMath topic sets with `--judged-only`, left out, as the prime
-measures ignore unjudged answers; `--prime` scores those sets' folds with nDCG′). k-fold cross-validation over topics gives the held-out score of the ranker next to each
+measures ignore unjudged answers; `--prime` scores those sets' folds with nDCG′). When the index has a trained
+cross-encoder, its logits of each topic's top `--cross-depth` (30) candidates are features too (`cross.*`). k-fold cross-validation over topics gives the held-out score of the ranker next to each
 retriever alone on the same topics; the stored model is then fitted on all topics. `ranker.json` records the
 topics, folds, parameters, scores and feature importances; `ranker-importance.png` plots the importances.
 """
@@ -29,13 +30,14 @@ from typing import Any
 import numpy as np
 
 from mathscout.config import SHARED_COLLECTION
+from mathscout.dense.cross import has_cross_encoder
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.candidate_cache import cached_candidates, choose_topics
 from mathscout.evaluation.measures import compare_runs, evaluate_run
 from mathscout.evaluation.topics import require_train_topics
 from mathscout.evaluation.tuning import Scorer
 from mathscout.index.layout import IndexDir
-from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates
+from mathscout.retrievers.candidates import CROSS_DEPTH, DEPTH, RETRIEVERS, CandidateGenerator, Candidates
 from mathscout.retrievers.features import CATEGORICAL, Vocabulary, feature_matrix, feature_names
 from mathscout.retrievers.ranked import (
     Ranker,
@@ -92,11 +94,12 @@ def topic_rows(
     vocabulary: Vocabulary,
     retrievers: list[str],
     judged_only: set[str],
+    cross: bool = False,
 ) -> list[TopicRows]:
     """Feature rows and grade labels per topic (unjudged candidates: label 0, or left out for `judged_only` topics)."""
     rows = []
     for found in candidates:
-        docs, matrix = feature_matrix(found, summaries, vocabulary, retrievers)
+        docs, matrix = feature_matrix(found, summaries, vocabulary, retrievers, cross)
         judged = qrels.get(found.query.id, {})
         labels = np.array([max(judged.get(d, 0), 0) for d in docs], dtype=np.float64)
         if found.query.id in judged_only:
@@ -167,6 +170,14 @@ def train(args: argparse.Namespace) -> None:
         raise MathScoutError(
             f"the index {index.path} has none of the retrievers a ranker uses ({', '.join(RETRIEVERS)})"
         )
+    cross_depth = (
+        (CROSS_DEPTH if has_cross_encoder(index.path) else 0) if args.cross_depth is None else args.cross_depth
+    )
+    if cross_depth and not has_cross_encoder(index.path):
+        raise MathScoutError(
+            f"--cross-depth {cross_depth}: the index {index.path} has no cross-encoder: run "
+            f"'mathscout train cross-encoder --index {index.path}' first, or give --cross-depth 0"
+        )
     candidates: list[Candidates] = []
     qrels: dict[str, dict[str, int]] = {}
     scorers: dict[str, Scorer] = {}
@@ -174,7 +185,7 @@ def train(args: argparse.Namespace) -> None:
     judged_only: set[str] = set()
     for n, (topics_path, qrels_path) in enumerate(zip(args.topics, args.qrels)):
         topics = choose_topics(topics_path, qrels_path, args.sample, args.seed)
-        found = cached_candidates(index, topics, caches[n] if caches else None, args.depth)
+        found = cached_candidates(index, topics, caches[n] if caches else None, args.depth, cross_depth=cross_depth)
         scorer = Scorer(qrels_path)
         arqmath = scorer.spec.name == "arqmath"  # --prime and --judged-only concern ARQMath judgements only
         if arqmath and args.prime:
@@ -194,15 +205,17 @@ def train(args: argparse.Namespace) -> None:
             }
         )
     print(
-        f"candidates of {len(candidates)} topics ({', '.join(used)}; depth {args.depth}): "
+        f"candidates of {len(candidates)} topics ({', '.join(used)}; depth {args.depth}"
+        + (f"; cross-encoder over the top {cross_depth}" if cross_depth else "")
+        + "): "
         f"{time.perf_counter() - started:.0f} s",
         flush=True,
     )
     store = index.store
     summaries = store.summaries(d for c in candidates for d in c.docs)
     vocabulary = Vocabulary.learn(summaries.values())
-    names = feature_names(retrievers)
-    rows = topic_rows(candidates, qrels, summaries, vocabulary, retrievers, judged_only)
+    names = feature_names(retrievers, cross_depth > 0)
+    rows = topic_rows(candidates, qrels, summaries, vocabulary, retrievers, judged_only, cross_depth > 0)
     scored = [r for r in rows if r.topic in scorers[r.topic].topics]  # the topics `mathscout eval` averages over
     print(
         f"{sum(len(r.docs) for r in rows):,} candidate rows × {len(names)} features, {len(rows)} topics "
@@ -261,6 +274,7 @@ def train(args: argparse.Namespace) -> None:
         depth=args.depth,
         features=names,
         vocabulary={"kinds": vocabulary.kinds, "sources": vocabulary.sources},
+        cross_depth=cross_depth,
         training={
             "sets": sets,
             "topics": len(rows),
@@ -298,9 +312,16 @@ def write_runs(args: argparse.Namespace) -> None:
     ranker = Ranker.load(RankerConfig.folder(index, args.ranker))
     topics = choose_topics(args.topics, args.qrels)
     # the retrievers are opened once: the candidate generator's serve the deep runs too
-    generator = CandidateGenerator(index, tuple(ranker.config.retrievers), ranker.config.depth)
+    config = ranker.config
+    generator = CandidateGenerator(index, tuple(config.retrievers), config.depth, config.cross_depth)
     found = cached_candidates(
-        index, topics, args.cache, ranker.config.depth, tuple(ranker.config.retrievers), generator=generator
+        index,
+        topics,
+        args.cache,
+        config.depth,
+        tuple(config.retrievers),
+        generator=generator,
+        cross_depth=config.cross_depth,
     )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict[str, list[Hit]]] = {"ranked": {}, **{name: {} for name in ranker.config.used}}
@@ -362,6 +383,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folds", type=int, default=FOLDS)
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="boosting rounds")
     parser.add_argument("--depth", type=int, default=DEPTH, help="hits taken from each retriever")
+    parser.add_argument(
+        "--cross-depth",
+        type=int,
+        default=None,
+        help=f"top candidates the index's cross-encoder reads for the cross.* features (default {CROSS_DEPTH} when the "
+        "index has one, else 0; 0: none)",
+    )
     parser.add_argument(
         "--judged-only",
         action="store_true",

@@ -78,7 +78,13 @@ PORT = Limit("port", 1, 65_535, "TCP port")
 
 # ---- named choices, checked alike everywhere (command line, Python API, HTTP API) --------------------------
 
-RERANKERS = ("auto", "embedding", "openai-embedding", "llm", "cross")  # auto: the LLM when configured, else embedding
+RERANKERS = (
+    "auto",
+    "embedding",
+    "openai-embedding",
+    "llm",
+    "cross",
+)  # auto: the LLM when configured, else the index's cross-encoder, else embedding
 _RERANK_ALIASES = {"openai": "openai-embedding", "llm-listwise": "llm", "cross-encoder": "cross"}
 _NO_RERANK = ("", "none", "off", "no", "false")
 

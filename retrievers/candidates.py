@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
+from mathscout.dense.cross import CROSS_DEPTH as CROSS_DEPTH  # the candidates' cross-encoder depth, re-exported
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
@@ -26,7 +27,9 @@ from mathscout.notices import notice
 from mathscout.question import read_question  # the planner's classifier of question kinds
 from mathscout.retrievers.base import RankResult, prepare_query
 from mathscout.retrievers.equivalence import EquivalenceMatcher, RewriteMatches
+from mathscout.retrievers.fusion import fuse
 from mathscout.retrievers.registry import open_retriever, servable_modes
+from mathscout.retrievers.rerank import CrossEncoderReranker
 from mathscout.retrievers.structure import StructureRetriever
 from mathscout.retrievers.title_bm25 import TitleScorer
 from mathscout.types import Hit, Query
@@ -65,6 +68,7 @@ class Candidates:
     # question–document signals beyond the runs (None: not computed, e.g. the index has no structure or bm25 component)
     rewrites: RewriteMatches | None = None  # which documents a SymPy-equivalent form of a query formula matched best
     titles: dict[str, float] | None = None  # title BM25 of the candidates that have a title
+    cross: list[Hit] | None = None  # the cross-encoder's logits of the runs' consensus top candidates (`cross_order`)
 
     @property
     def docs(self) -> list[str]:
@@ -86,12 +90,25 @@ def question_stats(query: Query, perfect_structure: float | None = None) -> Quer
     )
 
 
-class CandidateGenerator:
-    """Runs the index's first-stage retrievers (those of `retrievers` it can serve) to `depth` hits each."""
+def cross_order(candidates: Candidates, count: int) -> list[str]:
+    """The `count` candidates the runs agree on most: reciprocal rank fusion of every run at equal weights
+    (Cormack et al. 2009; `retrievers/fusion.py`'s `rrf`), the documents the cross-encoder reads."""
+    runs = [{h.doc_id: h.score for h in hits} for hits in candidates.runs.values() if hits]
+    return [doc for doc, _ in fuse(runs, [1.0] * len(runs), "rrf", k=count)] if runs else []
 
-    def __init__(self, index: IndexDir, retrievers: tuple[str, ...] = RETRIEVERS, depth: int = DEPTH):
+
+class CandidateGenerator:
+    """Runs the index's first-stage retrievers (those of `retrievers` it can serve) to `depth` hits each; with
+    `cross_depth`, the index's cross-encoder also reads the top `cross_depth` candidates (`cross_order`)."""
+
+    def __init__(
+        self, index: IndexDir, retrievers: tuple[str, ...] = RETRIEVERS, depth: int = DEPTH, cross_depth: int = 0
+    ):
         self.index = index
         self.depth = depth
+        self.cross_depth = cross_depth
+        # the logit alone (weight 1): the ranker weighs it against the runs itself
+        self.cross = CrossEncoderReranker(index, store=index.store, weight=1.0) if cross_depth > 0 else None
         self.names = servable_modes(index, retrievers)
         self.missing = tuple(name for name in retrievers if name not in self.names)
         options = {
@@ -137,8 +154,8 @@ class CandidateGenerator:
         )
 
     def add_question_document(self, candidates: Candidates, written: RankResult | None = None) -> Candidates:
-        """Compute the SymPy-equivalence matches and title BM25 of the candidates (also for candidates cached
-        before these features existed); `written`: the query's structure ranking, when `generate` has it."""
+        """Compute the SymPy-equivalence matches, title BM25 and cross-encoder logits of the candidates (also for
+        candidates cached without them); `written`: the query's structure ranking, when `generate` has it."""
         if self.equivalence is not None and candidates.rewrites is None:
             candidates.rewrites = self.equivalence.match(candidates.query, candidates.docs, written)
             candidates.seconds["rewrite"] = candidates.rewrites.seconds
@@ -146,4 +163,17 @@ class CandidateGenerator:
             started = time.perf_counter()
             candidates.titles = self.titles.scores(candidates.query, candidates.docs)
             candidates.seconds["title-bm25"] = time.perf_counter() - started
+        if self.cross is not None and lacks_cross(candidates, self.cross_depth):
+            started = time.perf_counter()
+            query = candidates.query
+            read = [Hit(doc_id=doc, score=0.0) for doc in cross_order(candidates, self.cross_depth)]
+            candidates.cross = self.cross.rerank(query.text or f"${query.formula or ''}$", read)
+            candidates.seconds["cross"] = time.perf_counter() - started
         return candidates
+
+
+def lacks_cross(candidates: Candidates, cross_depth: int) -> bool:
+    """True when the candidates' cross-encoder logits are missing or were computed to another depth."""
+    if cross_depth <= 0:
+        return False
+    return candidates.cross is None or len(candidates.cross) != min(cross_depth, len(candidates.docs))

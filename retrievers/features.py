@@ -29,6 +29,7 @@ which side of each split missing values go), and a flag says why it is missing.
 | `d.accepted` | document | 1 accepted answer, 0 not accepted (NaN when unknown) |
 | `d.length` | document | characters of text |
 | `d.formulas` | document | formulas in the document |
+| `cross.score`, `cross.rank`, `cross.score_max`, `cross.zscore`, `cross.found` | question–document | only in a ranker trained with `--cross-depth N` (`ranker.json`'s `cross_depth`): the index's trained cross-encoder's logit of the question and the document read together (`mathscout train cross-encoder`), over the N candidates the runs agree on most (reciprocal rank fusion), as the per-retriever columns are (`cross.found` 0: a candidate outside those N) |
 
 R ranges over `mathscout.retrievers.candidates.RETRIEVERS` (bm25, structure, dense, dense-ft, colbert, types): the
 ColBERT score is its MaxSim, the types score its type-expanded BM25. Not a feature: a separate type-overlap
@@ -77,12 +78,13 @@ SHARED = [
     "d.formulas",
 ]  # the columns after the retrievers'
 COLUMN = {name: n for n, name in enumerate(SHARED)}
+CROSS = "cross"  # the cross-encoder's columns' prefix
 
 
-def feature_names(retrievers: Iterable[str] = RETRIEVERS) -> list[str]:
-    """Every feature, in the order of the matrix columns."""
+def feature_names(retrievers: Iterable[str] = RETRIEVERS, cross: bool = False) -> list[str]:
+    """Every feature, in the order of the matrix columns (the cross-encoder's last, when the ranker reads it)."""
     names = [f"{r}.{part}" for r in retrievers for part in PER_RETRIEVER]
-    return names + SHARED
+    return names + SHARED + ([f"{CROSS}.{part}" for part in PER_RETRIEVER] if cross else [])
 
 
 FEATURES = feature_names()
@@ -139,8 +141,10 @@ def feature_matrix(
     summaries: Mapping[str, DocumentSummary],
     vocabulary: Vocabulary,
     retrievers: Iterable[str] = RETRIEVERS,
+    cross: bool = False,
 ) -> tuple[list[str], np.ndarray]:
-    """(documents, matrix) for one query's candidates: a row per document, a column per `feature_names()`."""
+    """(documents, matrix) for one query's candidates: a row per document, a column per `feature_names(retrievers,
+    cross)`."""
     retrievers = list(retrievers)
     docs = candidates.docs
     blocks = [_run_columns(candidates.runs.get(name, []), docs) for name in retrievers]
@@ -191,4 +195,6 @@ def feature_matrix(
     matrix = np.hstack([*blocks, rows]) if blocks else rows
     found = matrix[:, [len(PER_RETRIEVER) * i + 4 for i in range(len(retrievers))]]
     matrix[:, len(retrievers) * len(PER_RETRIEVER) + COLUMN["found_by"]] = np.nansum(found, axis=1)
+    if cross:  # the cross-encoder's logits as one more run (all NaN when they were not computed)
+        matrix = np.hstack([matrix, _run_columns(candidates.cross or [], docs)])
     return docs, matrix

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mathscout.dense.cross import has_cross_encoder
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from mathscout.index.integrity import FileRecord, record_file, verify_file
 from mathscout.index.layout import IndexDir
@@ -58,6 +59,7 @@ class RankerConfig(TunedFile):
     vocabulary: dict[str, list[str]]  # categorical codes: {"kinds": …, "sources": …}
     model: dict[str, Any] = field(default_factory=dict)  # file, bytes, crc32
     training: dict[str, Any] = field(default_factory=dict)  # topics, qrels, folds, params, scores, importances
+    cross_depth: int = 0  # candidates the index's cross-encoder reads for the `cross.*` features (0: none)
 
     @staticmethod
     def folder(index: IndexDir, ranker: Path | str | None = None) -> Path:
@@ -84,9 +86,11 @@ class RankerConfig(TunedFile):
             },
             model=model,
             training=file.mapping(data.get("training", {}), "training"),
+            cross_depth=file.whole(data.get("cross_depth", 0), "cross_depth", 0, K.high),
         )
         file.require(
-            config.features == feature_names(retrievers), "its feature list is not the one this version computes"
+            config.features == feature_names(retrievers, config.cross_depth > 0),
+            "its feature list is not the one this version computes",
         )
         if model:
             file.name(model.get("file"), "the model file", (MODEL_FILE,))
@@ -162,7 +166,10 @@ class Ranker:
         return cls(config, booster)
 
     def features(self, candidates: Candidates, store) -> tuple[list[str], np.ndarray]:
-        return feature_matrix(candidates, store.summaries(candidates.docs), self.vocabulary, self.config.retrievers)
+        summaries = store.summaries(candidates.docs)
+        return feature_matrix(
+            candidates, summaries, self.vocabulary, self.config.retrievers, self.config.cross_depth > 0
+        )
 
     def score(self, matrix: np.ndarray) -> np.ndarray:
         if not len(matrix):
@@ -217,7 +224,12 @@ class RankedRetriever(BaseRetriever):
                 f"{index.path} serves {', '.join(usable) or 'none'}: retrain it with "
                 f"'mathscout train ranker --index {index.path}'"
             )
-        self.generator = CandidateGenerator(index, tuple(config.retrievers), config.depth)
+        if config.cross_depth and not has_cross_encoder(index.path):
+            raise IndexMissingError(
+                f"the ranker reads the index's cross-encoder, which {index.path} does not have: run "
+                f"'mathscout train cross-encoder --index {index.path}', or retrain the ranker with --cross-depth 0"
+            )
+        self.generator = CandidateGenerator(index, tuple(config.retrievers), config.depth, config.cross_depth)
         self.tail = tail_retriever(config)  # fixed by ranker.json: the retriever whose top k follows the candidates
         self.timings: dict[str, float] = {}  # seconds of the last query: each retriever, "features", "model"
 

@@ -17,6 +17,7 @@ rest after them. Reranked hits keep their `components` and gain `components["rer
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from dataclasses import replace
@@ -264,12 +265,31 @@ class CrossEncoderReranker(_BaseReranker):
         return [float(s) for s in interpolate(logits, [h.score for h in hits], self.weight)]
 
 
+def cross_encoder_usable(index) -> bool:
+    """True when `index` has a trained cross-encoder (`mathscout train cross-encoder`) and the libraries to run it are
+    installed (the `dense` extra)."""
+    from mathscout.dense.cross import has_cross_encoder
+
+    return (
+        index is not None
+        and has_cross_encoder(getattr(index, "path", index))
+        and importlib.util.find_spec("sentence_transformers") is not None
+    )
+
+
+def local_reranker_kind(index) -> str:
+    """The reranker `auto` means without an LLM: the index's trained cross-encoder when it has one, else local
+    embeddings."""
+    return "cross" if cross_encoder_usable(index) else "embedding"
+
+
 def open_reranker(kind: str = "auto", store=None, index=None, **options) -> Reranker:
-    """`auto` (the LLM when OPENAI_API_KEY is set, else local embeddings), `embedding`, `openai-embedding`
+    """`auto` (the LLM when OPENAI_API_KEY is set, else the index's cross-encoder when it has one, else local
+    embeddings), `embedding`, `openai-embedding`
     (or `openai`), `llm`, `cross` (the cross-encoder stored with `index`); options go to the reranker (model,
     base_url, api_key, timeout, model_path, backend)."""
     if kind == "auto":
-        kind = "llm" if os.environ.get("OPENAI_API_KEY") else "embedding"
+        kind = "llm" if os.environ.get("OPENAI_API_KEY") else local_reranker_kind(index)
     if kind in ("cross", "cross-encoder"):
         if index is None:
             raise MathScoutError("the cross-encoder reranker reads the model stored with an index: give the index")

@@ -116,6 +116,24 @@ class ToolBox:
             return str(exc)
         return None
 
+    def cross_encoder_usable(self) -> bool:
+        """True when the index has a trained cross-encoder and the libraries to run it are installed."""
+        module = _rerank_module()
+        return module is not None and module.cross_encoder_usable(self.index)
+
+    def local_reranker(self) -> str:
+        """What `--rerank auto` is without the LLM: the index's cross-encoder when it has one, else local embeddings."""
+        return "cross" if self.cross_encoder_usable() else "embedding"
+
+    def ranker_reads_cross(self) -> bool:
+        """True when the learned ranker `text_mode` would use already reads the cross-encoder (`cross.*` features)."""
+        from mathscout.retrievers.ranked import RankerConfig
+
+        if not self.mode_usable("ranked"):
+            return False
+        config = RankerConfig.read(self.index.path)
+        return config is not None and config.cross_depth > 0
+
     def modes(self) -> list[str]:
         """The search modes this index supports, in registry order."""
         return [mode for mode in available_modes() if self.mode_usable(mode)]

@@ -47,6 +47,7 @@ from tqdm import tqdm
 
 from mathscout.dense.cross import (
     BACKENDS,
+    CROSS_DEPTH,
     FOLDER,
     INFO_FILE,
     MODEL_DIR,
@@ -89,7 +90,7 @@ class Settings:
     train_topics: int = 1500
     held_out: int = 60
     negatives: int = 3  # hard negatives per question (+ the positive and 1 in-batch): 5 pairs through the model
-    depth: int = 30  # hits per first stage mined (and reranked on the held-out topics)
+    depth: int = CROSS_DEPTH  # hits per first stage mined (and reranked on the held-out topics)
     max_length: int = 128  # word pieces of a (question, passage) pair: what reranking 100 in 1 s allows (see below)
     batch: int = 16  # questions per step
     epochs: int = 1

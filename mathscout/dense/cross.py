@@ -39,6 +39,9 @@ MODEL_DIR = "model"
 ONNX_FILES = {"onnx-int8": "model.int8.onnx", "onnx": "model.onnx"}  # a stored graph per backend (the chosen one)
 BACKENDS = ("onnx-int8", "onnx", "torch")
 BATCH = 32  # pairs per forward pass
+# hits the cross-encoder reads where the product chooses the depth (the `auto` plan, the ranker's `cross.*` features): the
+# top 30, the depth its training mines hard negatives from (mathscout.evaluation.training.cross_encoder) and measured at
+CROSS_DEPTH = 30
 TRAIN_COMMAND = "mathscout train cross-encoder --index {index}"
 
 _lock = threading.Lock()

@@ -226,3 +226,84 @@ def test_rerank_cross_without_a_model_is_one_line(small_index, capsys):
     assert len(errors) == 1 and errors[0].endswith(
         f"no trained cross-encoder: run mathscout train cross-encoder --index {small_index}"
     ), errors
+
+
+def test_the_assistant_reranks_with_the_cross_encoder_when_the_index_has_one(trained, small_index):
+    """`auto` plans the index's cross-encoder over its top hits (and `--rerank auto` offline means it); an index
+    without one plans no reranking."""
+    from mathscout.agent.assistant import Assistant
+    from mathscout.dense.cross import CROSS_DEPTH
+
+    assistant = Assistant(trained, use_llm=False)
+    assert assistant.toolbox.local_reranker() == "cross"
+    events = list(assistant.stream(QUESTION, k=5))
+    plan = next(e.text for e in events if e.kind == "plan")
+    answer = events[-1].answer
+    assert f"rerank the top {CROSS_DEPTH} with the index's cross-encoder" in plan
+    reranks = [call for call in answer.trace if call.tool == "rerank"]
+    assert len(reranks) == 1 and reranks[0].summary.startswith("cross:"), reranks
+    assert answer.hits and all("rerank" in h.components for h in answer.hits)
+    without = Assistant(small_index, use_llm=False)
+    assert without.toolbox.local_reranker() == "embedding"
+    events = list(without.stream(QUESTION, k=5))
+    plain = events[-1].answer
+    assert "cross-encoder" not in next(e.text for e in events if e.kind == "plan")
+    assert not [c for c in plain.trace if c.tool == "rerank"]
+
+
+@pytest.fixture(scope="module")
+def cross_ranker(trained, train_files, tmp_path_factory):
+    """A learned ranker trained over the copy with the cross-encoder (its `cross.*` features read the top 30)."""
+    from mathscout.evaluation.ranker_training import main
+
+    folder = tmp_path_factory.mktemp("cross-ranker")
+    topics, qrels = train_files
+    common = ["--index", str(trained), "--topics", str(topics), "--qrels", str(qrels), "--sample", "0"]
+    main([*common, "--folds", "2", "--rounds", "20", "--save", str(folder / "with")])
+    main([*common, "--folds", "2", "--rounds", "20", "--cross-depth", "0", "--save", str(folder / "without")])
+    return folder
+
+
+def test_the_ranker_reads_the_cross_encoder_as_features(trained, cross_ranker):
+    from mathscout.dense.cross import CROSS_DEPTH
+    from mathscout.index.layout import IndexDir
+    from mathscout.retrievers.candidates import CandidateGenerator, cross_order
+    from mathscout.retrievers.features import feature_names
+    from mathscout.retrievers.ranked import RankedRetriever, RankerConfig
+    from mathscout.types import Query
+
+    config = RankerConfig.read(cross_ranker / "with")
+    assert config.cross_depth == CROSS_DEPTH
+    assert config.features == feature_names(config.retrievers, cross=True) and config.features[-5:] == [
+        "cross.score",
+        "cross.rank",
+        "cross.score_max",
+        "cross.zscore",
+        "cross.found",
+    ]
+    assert RankerConfig.read(cross_ranker / "without").cross_depth == 0
+    assert not any(f.startswith("cross.") for f in RankerConfig.read(cross_ranker / "without").features)
+    index = IndexDir(trained)
+    ranked = RankedRetriever(index, cross_ranker / "with")
+    generator = CandidateGenerator(index, tuple(config.retrievers), config.depth, CROSS_DEPTH)
+    candidates = generator.generate(Query(id="q", text=QUESTION))
+    read = [h.doc_id for h in candidates.cross or []]
+    assert len(read) == min(CROSS_DEPTH, len(candidates.docs)) and set(read) == set(cross_order(candidates, 30))
+    docs, matrix = ranked.ranker.features(candidates, index.store)
+    found = matrix[:, config.features.index("cross.found")]
+    assert {d for d, f in zip(docs, found) if f == 1.0} == set(read)  # scored: exactly the consensus top 30
+    hits = ranked.search(QUESTION, k=10)
+    assert len(hits) == 10 and "cross" in ranked.timings
+
+
+def test_a_ranker_that_reads_the_cross_encoder_needs_it(trained, cross_ranker, tmp_path):
+    import shutil as sh
+
+    from mathscout.index.layout import IndexDir
+    from mathscout.retrievers.ranked import RankedRetriever
+
+    copy = tmp_path / "no-cross"
+    sh.copytree(trained, copy)
+    sh.rmtree(copy / "cross-encoder")
+    with pytest.raises(IndexMissingError, match="the ranker reads the index's cross-encoder"):
+        RankedRetriever(IndexDir(copy), cross_ranker / "with")
