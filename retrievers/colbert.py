@@ -11,7 +11,10 @@ index over every token vector (Zhong 2023 thesis §5.3.2: "quantized and cluster
 Search: each query token retrieves its `token_depth` nearest document tokens (IVF-PQ, `nprobe` lists);
 the union of their documents, ordered by an approximate MaxSim from those hits, gives `candidates`
 documents, which are re-scored exactly with Zhong et al. 2022 Eq. 3 over their stored float16 vectors. The model is the
-off-the-shelf bi-encoder's (no ColBERT training here), so this measures late interaction over its tokens.
+off-the-shelf bi-encoder's, plus the index's trained query side when `mathscout train colbert` stored one
+(mathscout.evaluation.training.colbert): a residual map of the query token vectors, t' = normalise(t + t·A), in
+colbert/query_adapter.npz, described (how it was trained, its files' CRC-32) by colbert/trained.json. The search uses
+it whenever the index has it; the option `trained=False` (`--set trained=false`) searches with the untrained model.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +32,13 @@ import numpy as np
 from mathscout.dense.ann import set_build_threads
 from mathscout.dense.build import read_meta
 from mathscout.dense.model import model_input_text
-from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.dense.query_adapter import ADAPTER_FILE, QueryAdapter
+from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
+from mathscout.index.integrity import verify_folder
 from mathscout.index.layout import IndexDir
+from mathscout.index.stored import StoredFile
+from mathscout.index.tuned import TunedFile
 from mathscout.retrievers.base import BaseRetriever, RankResult
 from mathscout.retrievers.dense import load_faiss, open_encoder
 from mathscout.store import DocumentStore
@@ -40,6 +48,7 @@ PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
 TRAIN_SAMPLE_PER_LIST = 40
 NPROBE, TOKEN_DEPTH, CANDIDATES, MAX_QUERY_TOKENS = 16, 64, 1000, 128
 META = "meta.json"
+TRAIN_COMMAND = "mathscout train colbert --index {index}"
 
 
 def _tokens_folder(dense: Path) -> Path:
@@ -58,6 +67,59 @@ def lists_for(tokens: int) -> int:
     while lists < 2048 and lists * 2000 < tokens:
         lists *= 2
     return lists
+
+
+@dataclass
+class ColbertTraining(TunedFile):
+    """`colbert/trained.json`: the trained query side stored with the index (`mathscout train colbert`): the dense
+    build its token vectors come from, its files' sizes and CRC-32 (query_adapter.npz, loss.png) and how it was
+    trained (settings, topics, counts, held-out curve, seconds)."""
+
+    FILE = "colbert/trained.json"
+    LABEL = "the trained colbert model's description"
+
+    dense_build_id: str
+    dimension: int
+    files: dict[str, dict] = field(default_factory=dict)
+    training: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def remedy(cls, folder: Path) -> str:
+        return "retrain it with '" + TRAIN_COMMAND.format(index=folder.parent) + "'"
+
+    @classmethod
+    def parse(cls, file: StoredFile, data: dict[str, Any]) -> ColbertTraining:
+        info = cls(
+            dense_build_id=file.text(data.get("dense_build_id"), "dense_build_id"),
+            dimension=file.whole(data.get("dimension"), "dimension", 1, 4096),
+            files=file.mapping(data.get("files"), "files"),
+            training=file.mapping(data.get("training", {}), "training"),
+        )
+        for relative, record in info.files.items():
+            file.record(record, relative)
+        file.require(ADAPTER_FILE in info.files, f"its file list has no {ADAPTER_FILE}")
+        verify_folder(file.path.parent, info.files, file.remedy)
+        return info
+
+
+def trained_adapter(index: IndexDir, dense_build_id: str | None, dimension: int) -> QueryAdapter | None:
+    """The query side `mathscout train colbert` stored with the index (None when it has none), checked: its files
+    against their CRC-32, its dense build and its dimension against the index's token vectors."""
+    info = ColbertTraining.read(index)
+    if info is None:
+        return None
+    remedy = ColbertTraining.remedy(index.path / "colbert")
+    if info.dense_build_id != str(dense_build_id):
+        raise DamagedIndexError(
+            f"the trained colbert model in {index.path / 'colbert'} was trained over another 'dense' build: {remedy}"
+        )
+    adapter = QueryAdapter.load(index.path / "colbert", retrain=TRAIN_COMMAND.format(index=index.path))
+    if adapter is None or adapter.dimension != dimension or info.dimension != dimension:
+        raise DamagedIndexError(
+            f"the trained colbert model in {index.path / 'colbert'} does not fit the index's "
+            f"{dimension}-dimensional token vectors: {remedy}"
+        )
+    return adapter
 
 
 class ColbertComponent:
@@ -130,6 +192,7 @@ class ColbertRetriever(BaseRetriever):
         token_depth: int = TOKEN_DEPTH,
         candidates: int = CANDIDATES,
         max_query_tokens: int = MAX_QUERY_TOKENS,
+        trained: bool = True,
     ):
         dense = index.component_path("dense")
         folder = index.component_path("colbert")
@@ -168,6 +231,10 @@ class ColbertRetriever(BaseRetriever):
         self.keep = np.array([any(ch.isalnum() for ch in p.removeprefix("##")) for p in vocabulary], dtype=bool)
         self.doc_ids = index.store.doc_ids()
         self.token_depth, self.candidates, self.max_query_tokens = token_depth, candidates, max_query_tokens
+        # the index's trained query side (`mathscout train colbert`), unless trained=False asks for the base model
+        self.adapter = (
+            trained_adapter(index, self.dense_meta.get("build_id"), self.matrix.shape[1]) if trained else None
+        )
         self._lock = threading.Lock()
 
     def query_vectors(self, query: Query) -> np.ndarray:
@@ -182,7 +249,9 @@ class ColbertRetriever(BaseRetriever):
         if not len(kept):
             raise QueryError("the query has no tokens to match")
         projected = (kept[: self.max_query_tokens] - self.mean) @ self.matrix
-        return (projected / np.maximum(np.linalg.norm(projected, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        vectors = (projected / np.maximum(np.linalg.norm(projected, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        # Lee et al. 2021 §4.3 query-side fine-tuning: t' = normalise(t + t·A) when the index has a trained A
+        return vectors if self.adapter is None else self.adapter.apply(vectors)
 
     def maxsim(self, q: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """Zhong et al. 2022, Eq. 3 for each document: Σ over query tokens of the max over the document's tokens."""
@@ -193,7 +262,17 @@ class ColbertRetriever(BaseRetriever):
         return np.maximum.reduceat(sims, segments, axis=1).sum(axis=0)
 
     def rank(self, query: Query, k: int) -> RankResult:
-        q = self.query_vectors(query)
+        docs, exact = self.rank_vectors(self.query_vectors(query), k)
+        return RankResult(
+            [
+                Hit(doc_id=self.doc_ids[doc], score=score, rank=n, components={self.name: score})
+                for n, (doc, score) in enumerate(zip(docs.tolist(), exact.tolist()), start=1)
+            ]
+        )
+
+    def rank_vectors(self, q: np.ndarray, k: int, candidates: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The top `k` documents (ordinals, best first) of query token vectors `q` and their exact MaxSim: the ANN
+        stage's best `candidates` (default the retriever's) re-scored by Zhong et al. 2022 Eq. 3."""
         with self._lock:
             scores, positions = self.faiss.search(q, self.token_depth)
         valid = positions >= 0
@@ -208,23 +287,15 @@ class ColbertRetriever(BaseRetriever):
         for (_, doc), score in best.items():
             approximate[doc] = approximate.get(doc, 0.0) + score
         if not approximate:
-            return RankResult([])
-        limit = max(self.candidates, k)
-        candidates = np.array(sorted(approximate, key=lambda d: -approximate[d])[:limit], dtype=np.int64)
-        candidates = candidates[self.offsets[candidates + 1] > self.offsets[candidates]]
-        exact = self.maxsim(q, candidates)
-        order = sorted(range(len(candidates)), key=lambda i: (-exact[i], candidates[i]))[:k]
-        return RankResult(
-            [
-                Hit(
-                    doc_id=self.doc_ids[candidates[i]],
-                    score=float(exact[i]),
-                    rank=n,
-                    components={self.name: float(exact[i])},
-                )
-                for n, i in enumerate(order, start=1)
-            ]
-        )
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        limit = max(candidates or self.candidates, k)
+        pool = np.array(sorted(approximate, key=lambda d: -approximate[d])[:limit], dtype=np.int64)
+        pool = pool[self.offsets[pool + 1] > self.offsets[pool]]
+        if not len(pool):
+            return pool, np.zeros(0, dtype=np.float32)
+        exact = self.maxsim(q, pool)
+        order = np.array(sorted(range(len(pool)), key=lambda i: (-exact[i], pool[i]))[:k], dtype=np.int64)
+        return pool[order], exact[order]
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         return self.rank(query, k).hits

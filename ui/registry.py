@@ -53,6 +53,12 @@ TRAINERS: tuple[Trainer, ...] = (
         "a cross-encoder (question, answer → relevance) from all-MiniLM-L6-v2 on the train topics with hard negatives "
         "from the index's own candidates, stored with an index (cross-encoder/) for --rerank cross",
     ),
+    Trainer(
+        "colbert",
+        "mathscout.evaluation.training.colbert:main",
+        "the late-interaction (colbert) model's query side on the train topics, MaxSim contrastive loss with hard "
+        "negatives from the index's own candidates, stored with an index (colbert/query_adapter.npz)",
+    ),
 )
 
 

@@ -1,5 +1,6 @@
-"""What the two dense trainers share (`train.py`: every weight; `query_side.py`: the query adapter): the score
-scale of Zhong 2023 thesis Eq. 5.18's softmax, the seed, and the loss-curve plot."""
+"""What the contrastive trainers share (dense.py: every weight; dense_query_side.py: the dense query adapter;
+colbert.py: the late-interaction query adapter): the score scale of Zhong 2023 thesis Eq. 5.18's softmax, the seed, the
+held-out nDCG@10 and the loss-curve plot."""
 
 from __future__ import annotations
 
@@ -7,6 +8,16 @@ from pathlib import Path
 
 SCALE = 20.0  # cosine × 20: MultipleNegativesRankingLoss's default (temperature 0.05)
 SEED = 13
+
+
+def mean_ndcg_at_10(rankings: list[dict[int, float]], relevant: list[dict[int, int]]) -> float:
+    """Mean nDCG@10 (ir_measures, as `mathscout eval` scores collection qrels) of each question's scored documents
+    (document → score; its top 10 count) against its relevant documents (document → grade)."""
+    import ir_measures
+
+    run = {str(row): {str(d): float(s) for d, s in scores.items()} for row, scores in enumerate(rankings)}
+    qrels = {str(row): {str(d): g for d, g in grades.items()} for row, grades in enumerate(relevant)}
+    return ir_measures.calc_aggregate([ir_measures.nDCG @ 10], qrels, run)[ir_measures.nDCG @ 10]
 
 
 def plot_losses(

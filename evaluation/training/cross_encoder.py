@@ -62,11 +62,12 @@ from mathscout.dense.encoder import export_onnx
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import read_qrels
-from mathscout.evaluation.topics import add_train_topic_arguments, load_topics, require_train_topics
+from mathscout.evaluation.topics import add_train_topic_arguments, load_topics
 from mathscout.evaluation.training.contrastive import SEED, plot_losses
+from mathscout.evaluation.training.plan import TrainingPlan, require_train_files
 from mathscout.evaluation.tuning import Scorer
 from mathscout.index.integrity import record_folder
-from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.index.layout import IndexDir
 from mathscout.retrievers.registry import open_retriever, servable_modes
 from mathscout.retrievers.rerank import passage_text
 from mathscout.types import Query
@@ -486,27 +487,13 @@ def store_model(index: IndexDir, work: Path, backend: str, settings: Settings, t
 def train(args: argparse.Namespace) -> Path | None:
     started = time.time()
     deadline = started + args.max_minutes * 60 if args.max_minutes is not None else None
-    require_train_topics(args.topics, args.qrels, what="training a cross-encoder")
-    for path in (args.topics, args.qrels):
-        if not path.is_file():
-            raise MathScoutError(f"training data not found: {path}")
+    require_train_files(args.topics, args.qrels, "training a cross-encoder")
     index = IndexDir(args.index)
     settings = Settings(**{f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)})
     work = index.path / WORK
-    work.mkdir(exist_ok=True)
-    plan_path = work / "plan.json"
     source = {"topics": str(args.topics.resolve()), "qrels": str(args.qrels.resolve()), "base": str(args.base)}
-    if plan_path.is_file():
-        plan = json.loads(plan_path.read_text(encoding="utf-8"))
-        if plan["settings"] != asdict(settings) or plan["source"] != source:
-            raise MathScoutError(
-                f"{work} holds a training with other settings ({plan['settings']}, {plan['source']}): "
-                f"rerun with them, or delete {work} to start afresh"
-            )
-    else:
-        train_ids, held_ids = choose(args.topics, args.qrels, index, settings)
-        plan = {"settings": asdict(settings), "source": source, "train": train_ids, "held_out": held_ids, "seconds": {}}
-        write_json_atomic(plan_path, plan)
+    planned = TrainingPlan(work, asdict(settings), source, lambda: choose(args.topics, args.qrels, index, settings))
+    plan, spent = planned.data, planned.spent
     print(
         f"cross-encoder: {len(plan['train'])} training and {len(plan['held_out'])} held-out topics, "
         f"{settings.negatives} hard negatives each from the top {settings.depth}, pairs cut to {settings.max_length} "
@@ -515,11 +502,6 @@ def train(args: argparse.Namespace) -> Path | None:
     )
     topics = {t.id: t for t in load_topics(args.topics) if t.id in set(plan["train"]) | set(plan["held_out"])}
     qrels = read_qrels(args.qrels)
-
-    def spent(step: str, since: float) -> None:  # seconds per step, summed over the runs of a resumed training
-        plan["seconds"][step] = round(plan["seconds"].get(step, 0.0) + time.time() - since, 1)
-        write_json_atomic(plan_path, plan)
-
     t0 = time.time()
     mined = mine(index, [topics[q] for q in plan["train"] + plan["held_out"]], settings.depth, work / "mined.jsonl")
     spent("mining", t0)
@@ -584,7 +566,7 @@ def train(args: argparse.Namespace) -> Path | None:
         **plan.get("history", {}),
         "held_out": report,
         "seconds": plan["seconds"],
-        "minutes": round(sum(plan["seconds"].values()) / 60, 1),
+        "minutes": planned.minutes,
     }
     stored = store_model(index, work, report["chosen"], settings, training)
     shutil.rmtree(work, ignore_errors=True)

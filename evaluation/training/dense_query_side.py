@@ -33,7 +33,7 @@ from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics, require_train_topics
-from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses
+from mathscout.evaluation.training.contrastive import SCALE, SEED, mean_ndcg_at_10, plot_losses
 from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.retrievers.base import prepare_query
 
@@ -140,17 +140,12 @@ class PassageScorer:
 
 
 def _ndcg_at_10(scores, relevant: list[dict[int, int]]) -> float:
-    """Mean nDCG@10 (ir_measures, as `mathscout eval` scores collection qrels) of each row's top 10."""
-    import ir_measures
+    """Mean nDCG@10 of each row's top 10 (`mean_ndcg_at_10`)."""
     import torch
 
     top = torch.topk(scores, min(10, scores.shape[1]))
-    run = {
-        str(row): {str(d): s for d, s in zip(docs, values)}
-        for row, (docs, values) in enumerate(zip(top.indices.tolist(), top.values.tolist()))
-    }
-    qrels = {str(row): {str(d): g for d, g in grades.items()} for row, grades in enumerate(relevant)}
-    return ir_measures.calc_aggregate([ir_measures.nDCG @ 10], qrels, run)[ir_measures.nDCG @ 10]
+    rankings = [dict(zip(docs, values)) for docs, values in zip(top.indices.tolist(), top.values.tolist())]
+    return mean_ndcg_at_10(rankings, relevant)
 
 
 def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) -> tuple[np.ndarray, dict]:

@@ -39,8 +39,9 @@ class QueryAdapter:
         np.savez(folder / ADAPTER_FILE, matrix=self.matrix.astype(np.float32))
 
     @staticmethod
-    def load(folder: Path) -> QueryAdapter | None:
-        """The folder's adapter, None when it has none; a clear error when the file is broken."""
+    def load(folder: Path, retrain: str = "mathscout train dense") -> QueryAdapter | None:
+        """The folder's adapter, None when it has none; a clear error naming `retrain` (the command that trains it)
+        when the file is broken."""
         path = Path(folder) / ADAPTER_FILE
         if not path.is_file():
             return None
@@ -49,9 +50,10 @@ class QueryAdapter:
                 matrix = np.asarray(data["matrix"], dtype=np.float32)
         except (OSError, ValueError, KeyError) as exc:
             raise MathScoutError(
-                f"the query adapter {path} is unreadable ({exc}): retrain it with "
-                "'mathscout train dense' or delete the file"
+                f"the query adapter {path} is unreadable ({exc}): retrain it with '{retrain}' or delete the file"
             ) from exc
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
-            raise MathScoutError(f"the query adapter {path} holds a {matrix.shape} array, not a square matrix")
+            raise MathScoutError(
+                f"the query adapter {path} holds a {matrix.shape} array, not a square matrix: retrain it with '{retrain}'"
+            )
         return QueryAdapter(matrix)

@@ -33,7 +33,7 @@ def test_the_index_builder_offers_exactly_the_registered_components():
 def test_the_command_line_trains_what_the_table_lists(capsys):
     from mathscout.cli import main
 
-    assert list(trainers()) == ["structure", "types", "fusion", "dense", "ranker", "cross-encoder"]
+    assert list(trainers()) == ["structure", "types", "fusion", "dense", "ranker", "cross-encoder", "colbert"]
     assert main(["train", "nothing"]) == 2
     err = capsys.readouterr().err
     assert all(f"{name}:" in err for name in trainers())
