@@ -28,9 +28,12 @@ from mathscout.types import Query
 CHUNK = 50  # topics between two saves
 
 
-def choose_topics(topics_path: Path, qrels_path: Path | None, sample: int = 0, seed: int = 0) -> list[Query]:
-    """The topics of the file (only those the qrels judge, when given), or a seeded random sample of them."""
-    topics = load_topics(topics_path)
+def choose_topics(
+    topics_path: Path, qrels_path: Path | None, sample: int = 0, seed: int = 0, exclude: frozenset[str] = frozenset()
+) -> list[Query]:
+    """The topics of the file (only those the qrels judge, when given, and none of `exclude`), or a seeded random
+    sample of them."""
+    topics = [t for t in load_topics(topics_path) if t.id not in exclude]
     if qrels_path is not None:
         judged = read_qrels(qrels_path)
         topics = [t for t in topics if t.id in judged]

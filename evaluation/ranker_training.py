@@ -35,6 +35,7 @@ from mathscout.errors import MathScoutError
 from mathscout.evaluation.candidate_cache import cached_candidates, choose_topics
 from mathscout.evaluation.measures import compare_runs, evaluate_run
 from mathscout.evaluation.topics import require_train_topics
+from mathscout.evaluation.training.cross_encoder import fitted_topics
 from mathscout.evaluation.tuning import Scorer
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.candidates import CROSS_DEPTH, DEPTH, RETRIEVERS, CandidateGenerator, Candidates
@@ -183,8 +184,10 @@ def train(args: argparse.Namespace) -> None:
     scorers: dict[str, Scorer] = {}
     sets: list[dict[str, Any]] = []
     judged_only: set[str] = set()
+    # the cross-encoder's own training and tuning topics: its logits there are fitted, not what a new question gets
+    seen = frozenset(fitted_topics(index)) if cross_depth else frozenset()
     for n, (topics_path, qrels_path) in enumerate(zip(args.topics, args.qrels)):
-        topics = choose_topics(topics_path, qrels_path, args.sample, args.seed)
+        topics = choose_topics(topics_path, qrels_path, args.sample, args.seed, seen)
         found = cached_candidates(index, topics, caches[n] if caches else None, args.depth, cross_depth=cross_depth)
         scorer = Scorer(qrels_path)
         arqmath = scorer.spec.name == "arqmath"  # --prime and --judged-only concern ARQMath judgements only
@@ -206,7 +209,11 @@ def train(args: argparse.Namespace) -> None:
         )
     print(
         f"candidates of {len(candidates)} topics ({', '.join(used)}; depth {args.depth}"
-        + (f"; cross-encoder over the top {cross_depth}" if cross_depth else "")
+        + (
+            f"; cross-encoder over the top {cross_depth}, its {len(seen):,} training topics left out"
+            if cross_depth
+            else ""
+        )
         + "): "
         f"{time.perf_counter() - started:.0f} s",
         flush=True,
@@ -282,6 +289,7 @@ def train(args: argparse.Namespace) -> None:
             "sample": args.sample,
             "seed": args.seed,
             "judged_only": args.judged_only,
+            "left_out": len(seen),  # the cross-encoder's training topics
             "prime": args.prime,
             "rows": int(sum(len(r.docs) for r in rows)),
             "params": PARAMS,

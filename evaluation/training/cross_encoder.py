@@ -140,6 +140,21 @@ def choose(topics_path: Path, qrels_path: Path, index: IndexDir, settings: Setti
     return usable[held : held + settings.train_topics], usable[:held]
 
 
+def fitted_topics(index: IndexDir) -> set[str]:
+    """The topics the index's cross-encoder was trained or tuned on (none without a model): its recorded ids, or, for a
+    model stored before they were recorded, the seeded choice recomputed from its settings and training files."""
+    info = CrossEncoderInfo.read(index.path)
+    if info is None:
+        return set()
+    training = info.training
+    if "topic_ids" in training:
+        return set(training["topic_ids"])
+    known = {f.name for f in fields(Settings)}
+    settings = Settings(**{k: v for k, v in training.get("settings", {}).items() if k in known})
+    trained, held = choose(Path(training["topics"]), Path(training["qrels"]), index, settings)
+    return set(trained) | set(held)
+
+
 # ---- 2. hard negatives --------------------------------------------------------------------------------------------
 
 
@@ -562,6 +577,8 @@ def train(args: argparse.Namespace) -> Path | None:
             "mined_from": used,
         },
         "settings": asdict(settings),
+        # trained or tuned on: a ranker over its logits leaves them out
+        "topic_ids": plan["train"] + plan["held_out"],
         "loss": "MultipleNegativesRankingLoss (Zhong 2023 thesis §5.2.2, Eq. 5.18), 1 in-batch negative",
         **plan.get("history", {}),
         "held_out": report,
