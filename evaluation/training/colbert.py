@@ -137,6 +137,13 @@ def open_index(path: Path) -> IndexDir:
     return index
 
 
+def fitted_topics(index: IndexDir) -> set[str]:
+    """The topics the index's trained colbert query side was trained or tuned on (none without one): its scores there
+    are fitted, so a ranker over them leaves these topics out (as the cross-encoder's `fitted_topics`)."""
+    info = ColbertTraining.read(index)
+    return set(info.training.get("topic_ids", [])) if info is not None else set()
+
+
 # ---- 2. questions ---------------------------------------------------------------------------------------------------
 
 

@@ -56,12 +56,15 @@ def trained(dense_index, train_files, tmp_path_factory):
 
 
 def test_training_stores_the_query_side_with_its_record(trained):
+    from mathscout.evaluation.training.colbert import fitted_topics
     from mathscout.retrievers.colbert import ColbertTraining
 
     info = ColbertTraining.read(trained)
     assert info is not None and set(info.files) == {"query_adapter.npz", "loss.png"}
     record = info.training
     assert record["counts"]["pairs"] >= 8 and record["counts"]["held_out_topics"] >= 1
+    counts = record["counts"]
+    assert len(fitted_topics(IndexDir(trained))) == counts["training_topics"] + counts["held_out_topics"]
     curve = record["held_out_ndcg10"]
     assert len(curve) == 3 and record["best_epoch"] == 2 and curve[2] == max(curve)  # before and after each epoch
     assert set(record["held_out_search_ndcg10"]) == {"untrained", "trained"}
