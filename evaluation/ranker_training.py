@@ -35,7 +35,6 @@ from mathscout.errors import MathScoutError
 from mathscout.evaluation.candidate_cache import cached_candidates, choose_topics
 from mathscout.evaluation.measures import compare_runs, evaluate_run
 from mathscout.evaluation.topics import require_train_topics
-from mathscout.evaluation.training.cross_encoder import fitted_topics
 from mathscout.evaluation.tuning import Scorer
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.candidates import CROSS_DEPTH, DEPTH, RETRIEVERS, CandidateGenerator, Candidates
@@ -154,6 +153,18 @@ def importance_plot(names: list[str], gains: np.ndarray, path: Path, title: str)
     return path
 
 
+def fitted_by_models(index: IndexDir, used: list[str], cross_depth: int) -> dict[str, set[str]]:
+    """The topics each trained model the ranker reads was trained or tuned on (the cross-encoder when its logits are
+    features, colbert's query side when colbert is a retriever): their scores there are fitted, not what a new question
+    gets, so the ranker learns from the other topics (dense-ft records none: its held-out questions are its only unseen
+    ones)."""
+    from mathscout.evaluation.training import colbert, cross_encoder
+
+    fitted = {"cross-encoder": cross_encoder.fitted_topics(index) if cross_depth else set()}
+    fitted["colbert"] = colbert.fitted_topics(index) if "colbert" in used else set()
+    return fitted
+
+
 def train(args: argparse.Namespace) -> None:
     if len(args.topics) != len(args.qrels):
         raise MathScoutError("give one --qrels per --topics")
@@ -184,8 +195,8 @@ def train(args: argparse.Namespace) -> None:
     scorers: dict[str, Scorer] = {}
     sets: list[dict[str, Any]] = []
     judged_only: set[str] = set()
-    # the cross-encoder's own training and tuning topics: its logits there are fitted, not what a new question gets
-    seen = frozenset(fitted_topics(index)) if cross_depth else frozenset()
+    fitted = fitted_by_models(index, used, cross_depth)
+    seen = frozenset(set().union(*fitted.values()))
     for n, (topics_path, qrels_path) in enumerate(zip(args.topics, args.qrels)):
         topics = choose_topics(topics_path, qrels_path, args.sample, args.seed, seen)
         found = cached_candidates(index, topics, caches[n] if caches else None, args.depth, cross_depth=cross_depth)
@@ -209,11 +220,8 @@ def train(args: argparse.Namespace) -> None:
         )
     print(
         f"candidates of {len(candidates)} topics ({', '.join(used)}; depth {args.depth}"
-        + (
-            f"; cross-encoder over the top {cross_depth}, its {len(seen):,} training topics left out"
-            if cross_depth
-            else ""
-        )
+        + (f"; cross-encoder over the top {cross_depth}" if cross_depth else "")
+        + "".join(f"; {len(ids):,} topics {name} was fitted on left out" for name, ids in fitted.items() if ids)
         + "): "
         f"{time.perf_counter() - started:.0f} s",
         flush=True,
@@ -289,7 +297,7 @@ def train(args: argparse.Namespace) -> None:
             "sample": args.sample,
             "seed": args.seed,
             "judged_only": args.judged_only,
-            "left_out": len(seen),  # the cross-encoder's training topics
+            "left_out": {name: len(ids) for name, ids in fitted.items()},  # the trained models' own topics
             "prime": args.prime,
             "rows": int(sum(len(r.docs) for r in rows)),
             "params": PARAMS,

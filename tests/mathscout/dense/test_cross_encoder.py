@@ -282,9 +282,9 @@ def test_the_ranker_reads_the_cross_encoder_as_features(trained, cross_ranker):
         "cross.found",
     ]
     # the cross-encoder's training and tuning topics are left out of the ranker's (its logits there are fitted)
-    assert config.training["left_out"] == TRAIN_TOPICS + HELD_OUT
+    assert config.training["left_out"]["cross-encoder"] == TRAIN_TOPICS + HELD_OUT
     without = RankerConfig.read(cross_ranker / "without")
-    assert without.training["left_out"] == 0
+    assert without.training["left_out"]["cross-encoder"] == 0
     assert config.training["topics"] + TRAIN_TOPICS + HELD_OUT == without.training["topics"]
     assert RankerConfig.read(cross_ranker / "without").cross_depth == 0
     assert not any(f.startswith("cross.") for f in RankerConfig.read(cross_ranker / "without").features)
