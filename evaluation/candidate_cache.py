@@ -42,7 +42,8 @@ def choose_topics(
     return topics
 
 
-def _read(path: Path) -> dict:
+def read_cache(path: Path) -> dict:
+    """A candidate cache file: {"meta": how it was made, "topics": topic id → Candidates}."""
     with open(path, "rb") as f:
         return pickle.load(f)
 
@@ -76,7 +77,7 @@ def cached_candidates(
     }
     data: dict[str, Any] = {"meta": meta, "topics": {}}
     if cache is not None and cache.is_file():
-        data = _read(cache)
+        data = read_cache(cache)
         if any(data["meta"].get(k) != meta[k] for k in ("depth", "retrievers", "used")):
             raise MathScoutError(
                 f"the candidate cache {cache} was made with {data['meta']}, not {meta}: give another --cache file"
