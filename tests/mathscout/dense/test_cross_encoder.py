@@ -312,3 +312,29 @@ def test_a_ranker_that_reads_the_cross_encoder_needs_it(trained, cross_ranker, t
     sh.rmtree(copy / "cross-encoder")
     with pytest.raises(IndexMissingError, match="the ranker reads the index's cross-encoder"):
         RankedRetriever(IndexDir(copy), cross_ranker / "with")
+
+
+def test_the_curve_tool_orders_candidates_by_grade_and_by_the_cross_encoder(trained, train_files):
+    """`mathscout.evaluation.ranker_curve`'s orderings: the oracles sort by judged grade (the top N only, or every
+    candidate), the cross-encoder's by its logits over the fused top N, the rest staying in fused order."""
+    from mathscout.evaluation.measures import read_qrels
+    from mathscout.evaluation.ranker_curve import orderings
+    from mathscout.evaluation.topics import load_topics
+    from mathscout.index.layout import IndexDir
+    from mathscout.retrievers.candidates import CandidateGenerator
+
+    topics_path, qrels_path = train_files
+    qrels = read_qrels(qrels_path)
+    generator = CandidateGenerator(IndexDir(trained), ("bm25", "structure"), 20, DEPTH)
+    orders = orderings(qrels, DEPTH)
+    for topic in load_topics(topics_path)[:3]:
+        found = generator.generate(topic)
+        ids = {name: [doc for doc, _ in order(found)] for name, order in orders.items()}
+        fused = ids["rrf"]
+        grades = [max(qrels[topic.id].get(d, 0), 0) for d in ids["oracle"]]
+        assert grades == sorted(grades, reverse=True) and sorted(ids["oracle"]) == sorted(fused)
+        for name in (f"oracle@{DEPTH}", f"cross@{DEPTH}"):
+            assert ids[name][DEPTH:] == fused[DEPTH:] and set(ids[name][:DEPTH]) == set(fused[:DEPTH])
+        logits = {h.doc_id: h.score for h in found.cross or []}
+        head = [logits[d] for d in ids[f"cross@{DEPTH}"][:DEPTH]]
+        assert head == sorted(head, reverse=True)
