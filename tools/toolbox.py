@@ -125,14 +125,18 @@ class ToolBox:
         """What `--rerank auto` is without the LLM: the index's cross-encoder when it has one, else local embeddings."""
         return "cross" if self.cross_encoder_usable() else "embedding"
 
-    def ranker_reads_cross(self) -> bool:
-        """True when the learned ranker `text_mode` would use already reads the cross-encoder (`cross.*` features)."""
-        from mathscout.retrievers.ranked import RankerConfig
+    def cross_encoder_helps(self, first_stage: str) -> bool:
+        """True when the index's cross-encoder is usable and its training measured a gain over `first_stage`'s top hits
+        (`mathscout.dense.cross.measured_gain`)."""
+        from mathscout.dense.cross import CrossEncoderInfo, measured_gain
 
-        if not self.mode_usable("ranked"):
+        if not self.cross_encoder_usable():
             return False
-        config = RankerConfig.read(self.index.path)
-        return config is not None and config.cross_depth > 0
+        try:
+            info = CrossEncoderInfo.read(self.index.path)
+        except MathScoutError:
+            return False
+        return info is not None and measured_gain(info, first_stage)
 
     def modes(self) -> list[str]:
         """The search modes this index supports, in registry order."""

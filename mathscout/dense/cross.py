@@ -103,6 +103,16 @@ class CrossEncoderInfo(TunedFile):
         return info
 
 
+def measured_gain(info: CrossEncoderInfo, first_stage: str) -> bool:
+    """True when the cross-encoder's training measured that reranking `first_stage`'s top hits with the stored weight
+    beats that first stage on its held-out topics (only the stages it mined from are measured: over another one, e.g.
+    the learned ranker, it is not assumed to help)."""
+    held_out = info.training.get("held_out", {})
+    before = held_out.get("first_stage", {}).get(first_stage)
+    after = held_out.get("interpolation", {}).get("reranked", {}).get(first_stage)
+    return isinstance(before, (int, float)) and isinstance(after, (int, float)) and info.weight > 0 and after > before
+
+
 def interpolate(cross: Sequence[float] | np.ndarray, first: Sequence[float], weight: float) -> np.ndarray:
     """`weight` · z(cross-encoder) + (1 − `weight`) · z(first stage), each standardised over one query's reranked hits
     (a constant list standardises to 0): the relevance signals fused by linear interpolation, the weight tuned on

@@ -228,27 +228,36 @@ def test_rerank_cross_without_a_model_is_one_line(small_index, capsys):
     ), errors
 
 
-def test_the_assistant_reranks_with_the_cross_encoder_when_the_index_has_one(trained, small_index):
-    """`auto` plans the index's cross-encoder over its top hits (and `--rerank auto` offline means it); an index
-    without one plans no reranking."""
+def test_the_assistant_reranks_with_the_cross_encoder_where_its_training_measured_a_gain(
+    trained, small_index, tmp_path
+):
+    """`auto` plans the index's cross-encoder over its top hits when the training measured a gain over the text search
+    (bm25 here), not otherwise; `--rerank auto` offline means the cross-encoder; an index without one plans none."""
     from mathscout.agent.assistant import Assistant
-    from mathscout.dense.cross import CROSS_DEPTH
+    from mathscout.dense.cross import CROSS_DEPTH, CrossEncoderInfo
 
-    assistant = Assistant(trained, use_llm=False)
-    assert assistant.toolbox.local_reranker() == "cross"
-    events = list(assistant.stream(QUESTION, k=5))
-    plan = next(e.text for e in events if e.kind == "plan")
-    answer = events[-1].answer
-    assert f"rerank the top {CROSS_DEPTH} with the index's cross-encoder" in plan
-    reranks = [call for call in answer.trace if call.tool == "rerank"]
-    assert len(reranks) == 1 and reranks[0].summary.startswith("cross:"), reranks
-    assert answer.hits and all("rerank" in h.components for h in answer.hits)
-    without = Assistant(small_index, use_llm=False)
-    assert without.toolbox.local_reranker() == "embedding"
-    events = list(without.stream(QUESTION, k=5))
-    plain = events[-1].answer
-    assert "cross-encoder" not in next(e.text for e in events if e.kind == "plan")
-    assert not [c for c in plain.trace if c.tool == "rerank"]
+    def plan_and_answer(index):
+        events = list(Assistant(index, use_llm=False).stream(QUESTION, k=5))
+        return next(e.text for e in events if e.kind == "plan"), events[-1].answer
+
+    step = f"rerank the top {CROSS_DEPTH} with the index's cross-encoder"
+    copy = tmp_path / "measured"
+    shutil.copytree(trained, copy)
+    info = CrossEncoderInfo.require(copy)
+    for gain, planned in ((0.05, True), (-0.05, False)):
+        held_out = info.training["held_out"]
+        held_out["interpolation"]["reranked"]["bm25"] = held_out["first_stage"]["bm25"] + gain
+        info.weight = 0.5
+        info.write(copy)
+        assert Assistant(copy, use_llm=False).toolbox.local_reranker() == "cross"
+        plan, answer = plan_and_answer(copy)
+        reranks = [call for call in answer.trace if call.tool == "rerank"]
+        assert (step in plan) is planned and len(reranks) == int(planned), (plan, reranks)
+        if planned:
+            assert reranks[0].summary.startswith("cross:") and all("rerank" in h.components for h in answer.hits)
+    assert Assistant(small_index, use_llm=False).toolbox.local_reranker() == "embedding"
+    plan, plain = plan_and_answer(small_index)
+    assert "cross-encoder" not in plan and not [c for c in plain.trace if c.tool == "rerank"]
 
 
 @pytest.fixture(scope="module")
