@@ -5,11 +5,11 @@ with the index (mathscout.retrievers.colbert reads it).
                             [--negatives n] [--depth D] [--batch B] [--lr LR] [--scale S] [--max-minutes M]
 
 Zhong 2023 thesis §5.3.1 trains its ColBERT end to end (both towers, 594,000 triplets, batch 54, 7 epochs, on GPUs)
-with §5.2.2's contrastive loss. Scaled to a CPU, as `mathscout train dense` does (dense_query_side.py): the documents'
-token vectors stay as the `dense` component stored them (PCA-projected to 128 dimensions, L2-normalised, float16;
-re-encoding the collection costs ~25 min), and only the query side is trained (query-side fine-tuning, Lee et al. 2021
-§4.3): each query token vector t (the same encoder and projection the colbert search uses) goes through a residual map
-in the 128-d space, t' = normalise(t + t·A), A = 0 at the start (the untrained model exactly;
+with the contrastive loss of Zhong 2023 thesis §5.2.2. Scaled to a CPU, as `mathscout train dense` does
+(dense_query_side.py): the documents' token vectors stay as the `dense` component stored them (PCA-projected to 128
+dimensions, L2-normalised, float16; re-encoding the collection costs ~25 min), and only the query side is trained
+(query-side fine-tuning, Lee et al. 2021 §4.3): each query token vector t (the same encoder and projection the colbert
+search uses) goes through a residual map in the 128-d space, t' = normalise(t + t·A), A = 0 at the start (the untrained model exactly;
 mathscout.dense.query_adapter).
 
 Loss, Zhong 2023 thesis §5.2.2 Eq. 5.18, with S = MaxSim (Zhong et al. 2022 Eq. 3) divided by the query's token count
@@ -271,8 +271,8 @@ def held_out_ndcg(
     adapter: QueryAdapter | None,
     depth: int,
 ) -> float | None:
-    """Mean nDCG@10 of the held-out questions' candidates (the miners' top `depth`) re-scored by exact MaxSim (Zhong et
-    al. 2022 Eq. 3) with the query side `adapter` (None: untrained)."""
+    """Mean nDCG@10 of the held-out questions' candidates (the miners' top `depth`) re-scored by exact MaxSim
+    (Zhong et al. 2022 Eq. 3) with the query side `adapter` (None: untrained)."""
     if not held:
         return None
     rankings = []
