@@ -46,6 +46,16 @@ from mathscout.usage import process_usage
 _log = log
 
 
+def store_record(report: IngestReport, building: Path) -> dict:
+    """The manifest's record of a build's store: ingest time, skipped inputs, replaced characters, the file's CRC."""
+    return {
+        "seconds": round(report.seconds, 2),
+        "skipped": report.skipped,
+        "replaced_characters": report.replaced,
+        "files": {STORE: record_file(building / STORE).to_json()},
+    }
+
+
 def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
     """Read `inputs` into `store` (every corpus format `mathscout.corpus.read_corpus` knows); the ingest report."""
     report = IngestReport()
@@ -224,14 +234,7 @@ def _build(inputs: list[Path], index_path: Path, names: list[str], kept: list[Pa
             documents=documents,
             formulas=formulas,
             sources=[str(p.resolve()) for p in inputs],
-            components={
-                "store": {
-                    "seconds": round(report.seconds, 2),
-                    "skipped": report.skipped,
-                    "replaced_characters": report.replaced,
-                    "files": {STORE: record_file(building / STORE).to_json()},
-                }
-            },
+            components={"store": store_record(report, building)},
         )
         store = DocumentStore.open(building / STORE)
         for name in names:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mathscout.errors import MathScoutError
-from mathscout.index.builder import build_component, ingest_inputs, kept_files
+from mathscout.index.builder import build_component, ingest_inputs, kept_files, store_record
 from mathscout.index.components import BuildOptions, component_spec, default_components
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import MANIFEST, STORE, Manifest, is_index
@@ -266,11 +266,7 @@ def _build(
             formulas=formulas,
             sources=[str(p.resolve()) for p in inputs],
             components={
-                "store": {
-                    "seconds": round(report.seconds, 2),
-                    "skipped": report.skipped,
-                    "files": {STORE: record_file(building / STORE).to_json()},
-                },
+                "store": store_record(report, building),
                 **{n: {"sharded": shards} for n in names},
             },
         )
