@@ -8,6 +8,7 @@ What a tool can do depends on the index: `ToolBox.offered()` says which tools wo
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -128,15 +129,21 @@ class ToolBox:
     def cross_encoder_helps(self, first_stage: str) -> bool:
         """True when the index's cross-encoder is usable and its training measured a gain over `first_stage`'s top hits
         (`mathscout.dense.cross.measured_gain`)."""
-        from mathscout.dense.cross import CrossEncoderInfo, measured_gain
+        from mathscout.dense.cross import measured_gain
 
-        if not self.cross_encoder_usable():
-            return False
+        info = self._cross_encoder_info
+        return info is not None and self.cross_encoder_usable() and measured_gain(info, first_stage)
+
+    @functools.cached_property
+    def _cross_encoder_info(self):
+        """The description of the index's cross-encoder, read (and its files checked) once per toolbox, not per
+        question; None when there is none or it is damaged (opening the reranker then says why)."""
+        from mathscout.dense.cross import CrossEncoderInfo
+
         try:
-            info = CrossEncoderInfo.read(self.index.path)
+            return CrossEncoderInfo.read(self.index.path)
         except MathScoutError:
-            return False
-        return info is not None and measured_gain(info, first_stage)
+            return None
 
     def modes(self) -> list[str]:
         """The search modes this index supports, in registry order."""
