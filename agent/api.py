@@ -67,11 +67,8 @@ class MathScout:
         use_llm: bool | None = USE_LLM.default,
     ) -> Answer:
         """An answer with `[doc-id]` citations (`Answer.to_dict()` for JSON). A bad option is a MathScoutError."""
-        answer = None
-        for event in self.stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm):
-            answer = event.answer if event.kind == "answer" else answer
-        assert answer is not None  # the stream's last event is the answer
-        return answer
+        check_options(k=k, rerank=rerank, rerank_depth=rerank_depth)
+        return self.assistant.ask(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm)
 
     def stream(
         self,

@@ -126,7 +126,7 @@ class Assistant:
     ) -> Iterator[AgentEvent]:
         """The work on one question as events; the last one is the "answer" (with the options it used). Never
         raises for bad input. `rerank`: False/None (no), True or "auto" (the LLM's listwise reranker when the LLM
-        answers, else local embeddings), or a reranker of mathscout.limits.RERANKERS; `rerank_depth`: how many
+        answers, else the index's cross-encoder when it has one, else local embeddings), or a reranker of mathscout.limits.RERANKERS; `rerank_depth`: how many
         first-stage hits it reorders."""
         for event in self._stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm):
             if event.kind == "answer" and event.answer is not None:

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from mathscout.evaluation.candidate_cache import read_cache
-from mathscout.evaluation.ranker_training import TopicRows, fit
+from mathscout.evaluation.ranker_training import fit, topic_rows
 from mathscout.evaluation.tuning import Scorer
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.candidates import Candidates, cross_order
-from mathscout.retrievers.features import Vocabulary, feature_matrix, feature_names
+from mathscout.retrievers.features import Vocabulary, feature_names
 from mathscout.retrievers.ranked import ranked_hits
 
 Ordering = Callable[[Candidates], list[tuple[str, float]]]
@@ -107,32 +107,21 @@ def main(argv: list[str] | None = None) -> None:
     for name, order in orderings(scorer.qrels, args.depth).items():
         table[name] = scorer.per_topic({c.query.id: order(c) for c in tests})
 
-    def rows(found: list[Candidates], cross: bool, qrels: dict[str, dict[str, int]]):
-        out = []
-        for c in found:
-            docs, matrix = feature_matrix(c, summaries, vocabulary, retrievers, cross)
-            labels = np.array([max(qrels.get(c.query.id, {}).get(d, 0), 0) for d in docs], dtype=np.float64)
-            out.append((c, docs, matrix, labels))
-        return out
-
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
     shuffled = sorted(train, key=lambda c: c.query.id)
     random.Random(args.seed).shuffle(shuffled)
     for cross in (False, True):
         names = feature_names(retrievers, cross)
-        test_rows = rows(tests, cross, scorer.qrels)
+        test_rows = topic_rows(tests, scorer.qrels, summaries, vocabulary, retrievers, set(), cross)
         for size in sizes:
-            chosen = rows(shuffled[:size], cross, train_qrels)
-            model = fit(
-                [TopicRows(c.query.id, docs, matrix, labels, c) for c, docs, matrix, labels in chosen],
-                names,
-                args.rounds,
-            )
+            chosen = topic_rows(shuffled[:size], train_qrels, summaries, vocabulary, retrievers, set(), cross)
+            model = fit(chosen, names, args.rounds)
             results = {
-                c.query.id: [
-                    (h.doc_id, h.score) for h in ranked_hits(c, docs, model.predict(m, num_threads=1), len(docs))
+                r.topic: [
+                    (h.doc_id, h.score)
+                    for h in ranked_hits(r.candidates, r.docs, model.predict(r.features, num_threads=1), len(r.docs))
                 ]
-                for c, docs, m, _ in test_rows
+                for r in test_rows
             }
             table[f"ranker{'+cross' if cross else ''} {len(chosen)}"] = scorer.per_topic(results)
             print(f"fitted {'with' if cross else 'without'} the cross features on {len(chosen)} topics", flush=True)
