@@ -1,8 +1,8 @@
 """`mathscout train cross-encoder`: a cross-encoder (question, answer passage → relevance) trained on the train topics
 with hard negatives from the index's own first stages, stored with the index (mathscout.dense.cross).
 
-    mathscout train cross-encoder --index DIR [--topics T --qrels Q] [--max-minutes M] [--epochs E]
-                                  [--train-topics N] [--held-out H] [--negatives n] [--depth D] [--max-length L]
+    mathscout train cross-encoder --index DIR [--topics T --qrels Q] [--budget-minutes B] [--max-minutes M]
+                                  [--epochs E] [--train-topics N] [--held-out H] [--negatives n] [--depth D] [--max-length L]
 
 1. Topics: a seeded sample of N train topics whose best-graded relevant answer (grade ≥ 2) is in the index, and H
    others held out for validation (`--topics/--qrels`: train files only, dev is refused).
@@ -26,7 +26,10 @@ with hard negatives from the index's own first stages, stored with the index (ma
 Every step is resumable: the work lives in DIR/cross-encoder.work/ (the plan, the mined candidates, the trainer's
 checkpoints at each validation); after a kill or `--max-minutes`, rerun the same command.
 
-Defaults fit 60 minutes on the 2-core machine (DEFAULTS' comment gives the measurement).
+Time budget (`--budget-minutes`, default 60, over every run of a resumed training): training ends early, with a last
+validation and the best checkpoint kept as the model, once the time left only covers that validation and steps 4-6 at
+the seconds per pair the training's own steps took (a busy machine trains fewer steps rather than overrunning); the
+step it stopped at is recorded (`stopped_early`).
 """
 
 from __future__ import annotations
@@ -82,6 +85,9 @@ WEIGHTS = tuple(round(0.05 * n, 2) for n in range(21))  # the cross-encoder's sh
 MIN_TAU = 0.9  # a backend keeps the scores' order when its mean Kendall τ against torch fp32 is at least this …
 MIN_TOP10 = 0.9  # … and its top 10 shares at least this share of fp32's, over the held-out topics
 RELEVANT = 2  # the lowest grade taken as a positive
+BUDGET_MINUTES = 60.0  # the bound issue 34 sets on the whole training
+SAFETY = 1.5  # the time left must cover this many times the estimated validation and report
+FORWARDS_PER_STEP = 3  # a training step runs each pair forward and backward: about three forwards' work
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,26 @@ def training_rows(
 
 # ---- 3. training ----------------------------------------------------------------------------------------------------
 
+
+@dataclass
+class Budget:
+    """The time a training may take in all (`--budget-minutes`) and what it must keep for after the training steps:
+    `report_pairs` (question, passage) pairs the held-out report scores and the model's export to ONNX."""
+
+    minutes: float
+    ends: float  # time.time() at which the budget is spent
+    report_pairs: int
+    export_seconds: float = 30.0  # the ONNX export and int8 quantisation of MiniLM took 8 s on this machine
+
+    def spent_step(self, step_seconds: float, pairs_per_step: int, validation_pairs: int) -> bool:
+        """True when, after a step that took `step_seconds`, the time left no longer covers (with SAFETY) two
+        validations of `validation_pairs` (one the schedule may run now, and the last) and the report, at the seconds
+        per forward pair that step implies."""
+        per_pair = step_seconds / (FORWARDS_PER_STEP * pairs_per_step)
+        needed = SAFETY * (per_pair * (2 * validation_pairs + self.report_pairs) + self.export_seconds)
+        return time.time() + needed > self.ends
+
+
 EVALUATOR = "held-out"
 METRIC = f"eval_{EVALUATOR}_ndcg@10"  # the trainer's name of the evaluator's nDCG@10
 
@@ -272,11 +298,12 @@ def train_model(
     settings: Settings,
     deadline: float | None,
     every: int,
+    budget: Budget | None = None,
 ) -> tuple[bool, dict]:
     """Fine-tune from `base` with the library's trainer, validated on `samples` (held-out nDCG@10 of the first stage's
     reranked top hits) every `every` steps and at the start, the best checkpoint kept; (finished, its history: batch
-    losses, held-out curve, best step). Checkpoints go to work/trainer and a rerun resumes from the newest; at
-    `deadline` (time.time()) it checkpoints and stops."""
+    losses, held-out curve, best step, and `stopped_early` when the budget ended it). Checkpoints go to work/trainer
+    and a rerun resumes from the newest; at `deadline` (time.time()) it checkpoints and stops, unfinished."""
     from datasets import Dataset
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
     from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
@@ -316,10 +343,24 @@ def train_model(
         samples, always_rerank_positives=False, name=EVALUATOR, batch_size=32, write_csv=False
     )
 
+    pairs_per_step = settings.batch * (settings.negatives + 2)  # positive, hard negatives and one in-batch
+    validation_pairs = sum(len(sample["documents"]) for sample in samples)
+    stopped: list[int] = []
+
     class Deadline(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.began = time.perf_counter()
+
         def on_step_end(self, args, state, control, **kwargs):
-            if deadline is not None and time.time() > deadline and state.global_step < state.max_steps:
+            if state.global_step >= state.max_steps:
+                return control
+            if deadline is not None and time.time() > deadline:
                 control.should_save = control.should_training_stop = True
+            elif budget is not None and budget.spent_step(
+                time.perf_counter() - self.began, pairs_per_step, validation_pairs
+            ):
+                stopped.append(state.global_step)
+                control.should_evaluate = control.should_save = control.should_training_stop = True
             return control
 
     loss = losses.MultipleNegativesRankingLoss(model, num_negatives=1)  # Zhong 2023 thesis §5.2.2, Eq. 5.18
@@ -339,7 +380,9 @@ def train_model(
     }
     if state.best_model_checkpoint:
         history["best_step"] = int(Path(state.best_model_checkpoint).name.rpartition("-")[2])
-    finished = state.global_step >= state.max_steps
+    if stopped and budget is not None:
+        history["stopped_early"] = {"step": stopped[0], "of": state.max_steps, "budget_minutes": budget.minutes}
+    finished = state.global_step >= state.max_steps or bool(stopped)
     if finished:  # the best checkpoint's weights (load_best_model_at_end)
         model.eval()
         model.save(str(work / MODEL_DIR))
@@ -509,6 +552,7 @@ def train(args: argparse.Namespace) -> Path | None:
     source = {"topics": str(args.topics.resolve()), "qrels": str(args.qrels.resolve()), "base": str(args.base)}
     planned = TrainingPlan(work, asdict(settings), source, lambda: choose(args.topics, args.qrels, index, settings))
     plan, spent = planned.data, planned.spent
+    spent_before = sum(plan["seconds"].values())  # by earlier runs of a resumed training: the budget covers them
     print(
         f"cross-encoder: {len(plan['train'])} training and {len(plan['held_out'])} held-out topics, "
         f"{settings.negatives} hard negatives each from the top {settings.depth}, pairs cut to {settings.max_length} "
@@ -523,6 +567,13 @@ def train(args: argparse.Namespace) -> Path | None:
     t0 = time.time()
     finished = (work / MODEL_DIR / "config.json").is_file()
     if not finished:
+        agreement = min(args.agreement_topics, len(plan["held_out"]))
+        budget = Budget(
+            args.budget_minutes,
+            ends=started + args.budget_minutes * 60 - spent_before,
+            report_pairs=sum(len(mined[q].docs) for q in plan["held_out"])
+            + agreement * settings.depth * len(MINERS) * (len(args.backends) - 1),
+        )
         rows = training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings)
         samples = validation_samples({q: topics[q] for q in plan["held_out"]}, mined, qrels, index, settings.depth)
         plan["rows"] = len(rows)
@@ -532,9 +583,16 @@ def train(args: argparse.Namespace) -> Path | None:
             f"steps",
             file=sys.stderr,
         )
-        finished, history = train_model(rows, samples, args.base, work, settings, deadline, args.eval_every)
+        finished, history = train_model(rows, samples, args.base, work, settings, deadline, args.eval_every, budget)
         plan["history"] = history
         spent("training", t0)
+        if "stopped_early" in history:
+            early = history["stopped_early"]
+            print(
+                f"training ended at step {early['step']} of {early['of']} to fit the {early['budget_minutes']:g}-minute "
+                f"budget; the best checkpoint (step {history['best_step']}) is the model",
+                file=sys.stderr,
+            )
         if not finished:
             print(
                 f"stopped after {args.max_minutes} min; rerun the same command to resume from {work / 'trainer'}",
@@ -618,6 +676,12 @@ def main(argv: list[str] | None = None) -> None:
         help="steps between held-out validations (each one a checkpoint; the best one is kept)",
     )
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
+    parser.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=BUDGET_MINUTES,
+        help="the whole training's time (every run of it): training ends early, keeping its best checkpoint, to fit",
+    )
     parser.add_argument(
         "--agreement-topics",
         type=int,
