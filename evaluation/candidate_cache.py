@@ -2,9 +2,11 @@
 
     python -m mathscout.evaluation.candidate_cache --index DIR --topics T [--qrels Q --sample N] --out FILE.pkl
 
-A cache records the index, the retrievers (wanted and served) and the depth it was made with; a cache made
-with other retrievers (e.g. before the index got a dense component) or another depth is refused, so features
-are never computed over mismatched candidates.
+A cache records the index, the retrievers (wanted and served), the depth and the build it was made with (the files of
+the store and of the components served, and the trained colbert model's description); a cache made with other
+retrievers (e.g. before the index got a dense component), another depth or another build (a rebuilt component, a
+retrained model) is refused, so features are never computed over mismatched candidates. The cross-encoder's logits
+record the model that gave them: after a retraining they are recomputed over the cached candidates.
 Topics are written in chunks: an interrupted run resumes where it stopped.
 """
 
@@ -17,11 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mathscout.dense.cross import CrossEncoderInfo
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates, lacks_cross
+from mathscout.retrievers.colbert import ColbertTraining
 from mathscout.retrievers.registry import servable_modes
 from mathscout.types import Query
 
@@ -69,19 +73,27 @@ def cached_candidates(
     `generator` when the caller has opened one (of the same index, retrievers, depth and cross depth); with
     `cross_depth`, the index's cross-encoder logits of the top candidates too (added to cached candidates that lack
     them)."""
+    used = servable_modes(index, retrievers)
     meta: dict[str, Any] = {
         "index": str(index.path.resolve()),
         "depth": depth,
         "retrievers": list(retrievers),
-        "used": servable_modes(index, retrievers),
+        "used": used,
+        "build": index.build_hash(used, described=(ColbertTraining.FILE,)),
+        "cross_model": index.build_hash([], described=(CrossEncoderInfo.FILE,)) if cross_depth > 0 else None,
     }
     data: dict[str, Any] = {"meta": meta, "topics": {}}
     if cache is not None and cache.is_file():
         data = read_cache(cache)
-        if any(data["meta"].get(k) != meta[k] for k in ("depth", "retrievers", "used")):
+        made = data["meta"]
+        if any(made.get(k) != meta[k] for k in ("depth", "retrievers", "used", "build")):
             raise MathScoutError(
-                f"the candidate cache {cache} was made with {data['meta']}, not {meta}: give another --cache file"
+                f"the candidate cache {cache} was made with {made}, not {meta}: give another --cache file"
             )
+        if cross_depth > 0 and made.get("cross_model") != meta["cross_model"]:  # logits of another cross-encoder
+            for candidates in data["topics"].values():
+                candidates.cross = None
+            made["cross_model"] = meta["cross_model"]
     known: dict[str, Candidates] = data["topics"]
     todo = [
         t

@@ -35,7 +35,6 @@ step it stopped at is recorded (`stopped_early`).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import shutil
@@ -119,13 +118,6 @@ class Mined:
     @property
     def docs(self) -> list[str]:
         return list(dict.fromkeys(doc for hits in self.runs.values() for doc, _ in hits))
-
-
-def index_build(index: IndexDir, components: list[str]) -> str:
-    """A hash of the index build the negatives came from: the recorded sizes and CRC-32 of the store's and the mined
-    components' files."""
-    records = {name: index.manifest.components.get(name, {}).get("files", {}) for name in ["store", *components]}
-    return hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ---- 1. topics ------------------------------------------------------------------------------------------------------
@@ -623,7 +615,7 @@ def train(args: argparse.Namespace) -> Path | None:
     used = sorted({n for m in mined.values() for n in m.runs})
     training = {
         "index": str(index.path.resolve()),
-        "index_build": index_build(index, used),
+        "index_build": index.build_hash(used),  # the build the negatives came from
         "documents": index.manifest.documents,
         "base": str(args.base),
         "topics": str(args.topics),

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -142,6 +143,19 @@ class IndexDir:
     @property
     def components(self) -> list[str]:
         return list(self.manifest.components)
+
+    def build_hash(self, components: list[str], described: tuple[str, ...] = ()) -> str:
+        """A hash of what results from these components depend on: the recorded sizes and CRC-32 of the store's and
+        their files, and the bytes of the `described` files (paths inside the index, e.g. a trained model's
+        description, which records its own files' CRC-32) that exist."""
+        records: dict[str, Any] = {
+            name: self.manifest.components.get(name, {}).get("files", {}) for name in ["store", *components]
+        }
+        for relative in described:
+            path = self.path / relative
+            if path.is_file():
+                records[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()[:16]
 
     def component_path(self, name: str) -> Path:
         """The folder of a built component; a clear error naming the build command when it is missing."""
