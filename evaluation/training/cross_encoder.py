@@ -237,20 +237,25 @@ def training_rows(
 
 @dataclass
 class Budget:
-    """The time a training may take in all (`--budget-minutes`) and what it must keep for after the training steps:
-    `report_pairs` (question, passage) pairs the held-out report scores and the model's export to ONNX."""
+    """The time a training may take in all (`--budget-minutes`) and what it must keep for after its steps: a last
+    validation of `validation_pairs` (question, passage) pairs, the held-out report's `report_pairs` and the model's
+    export to ONNX, at the seconds per pair the latest validation took (measured on this machine at its load)."""
 
     minutes: float
     ends: float  # time.time() at which the budget is spent
+    validation_pairs: int
     report_pairs: int
     export_seconds: float = 30.0  # the ONNX export and int8 quantisation of MiniLM took 8 s on this machine
+    pair_seconds: float | None = None  # the latest validation's seconds per pair
 
-    def spent_step(self, step_seconds: float, pairs_per_step: int, validation_pairs: int) -> bool:
-        """True when, after a step that took `step_seconds`, the time left no longer covers (with SAFETY) two
-        validations of `validation_pairs` (one the schedule may run now, and the last) and the report, at the seconds
-        per forward pair that step implies."""
-        per_pair = step_seconds / (FORWARDS_PER_STEP * pairs_per_step)
-        needed = SAFETY * (per_pair * (2 * validation_pairs + self.report_pairs) + self.export_seconds)
+    def validated(self, seconds: float) -> None:
+        self.pair_seconds = seconds / max(self.validation_pairs, 1)
+
+    def spent(self, step_seconds: float, pairs_per_step: int) -> bool:
+        """True when the time left after this step no longer covers (with SAFETY) a validation the schedule may run
+        now, the last one and the report (before the first validation: at a step's seconds per forward pair)."""
+        per_pair = self.pair_seconds or step_seconds / (FORWARDS_PER_STEP * pairs_per_step)
+        needed = SAFETY * (per_pair * (2 * self.validation_pairs + self.report_pairs) + self.export_seconds)
         return time.time() + needed > self.ends
 
 
@@ -318,7 +323,7 @@ def train_model(
         save_steps=every,
         eval_strategy="steps",
         eval_steps=every,
-        eval_on_start=last is None,
+        eval_on_start=True,  # the curve's first point, and on a resumed run the budget's seconds per pair
         load_best_model_at_end=True,
         metric_for_best_model=METRIC,
         greater_is_better=True,
@@ -331,12 +336,17 @@ def train_model(
         use_cpu=True,
         disable_tqdm=False,
     )
-    evaluator = CrossEncoderRerankingEvaluator(
-        samples, always_rerank_positives=False, name=EVALUATOR, batch_size=32, write_csv=False
-    )
 
+    class TimedEvaluator(CrossEncoderRerankingEvaluator):
+        def __call__(self, *args, **kwargs):
+            started = time.perf_counter()
+            metrics = super().__call__(*args, **kwargs)
+            if budget is not None:
+                budget.validated(time.perf_counter() - started)
+            return metrics
+
+    evaluator = TimedEvaluator(samples, always_rerank_positives=False, name=EVALUATOR, batch_size=32, write_csv=False)
     pairs_per_step = settings.batch * (settings.negatives + 2)  # positive, hard negatives and one in-batch
-    validation_pairs = sum(len(sample["documents"]) for sample in samples)
     stopped: list[int] = []
 
     class Deadline(TrainerCallback):
@@ -348,9 +358,7 @@ def train_model(
                 return control
             if deadline is not None and time.time() > deadline:
                 control.should_save = control.should_training_stop = True
-            elif budget is not None and budget.spent_step(
-                time.perf_counter() - self.began, pairs_per_step, validation_pairs
-            ):
+            elif budget is not None and budget.spent(time.perf_counter() - self.began, pairs_per_step):
                 stopped.append(state.global_step)
                 control.should_evaluate = control.should_save = control.should_training_stop = True
             return control
@@ -365,7 +373,10 @@ def train_model(
     state = trainer.state
     history = {
         "losses": [float(e["loss"]) for e in state.log_history if "loss" in e],
-        "held_out_curve": [[e["step"], round(float(e[METRIC]), 4)] for e in state.log_history if METRIC in e],
+        "held_out_curve": [  # a resumed run validates again at the step it resumed from: one point per step
+            [step, score]
+            for step, score in {e["step"]: round(float(e[METRIC]), 4) for e in state.log_history if METRIC in e}.items()
+        ],
         "steps": state.global_step,
         "best_step": None,
         "best": state.best_metric,
@@ -559,15 +570,15 @@ def train(args: argparse.Namespace) -> Path | None:
     t0 = time.time()
     finished = (work / MODEL_DIR / "config.json").is_file()
     if not finished:
-        agreement = min(args.agreement_topics, len(plan["held_out"]))
+        rows = training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings)
+        samples = validation_samples({q: topics[q] for q in plan["held_out"]}, mined, qrels, index, settings.depth)
+        held_pairs = [len(mined[q].docs) for q in sorted(plan["held_out"])]  # torch scores them all, ONNX a share
         budget = Budget(
             args.budget_minutes,
             ends=started + args.budget_minutes * 60 - spent_before,
-            report_pairs=sum(len(mined[q].docs) for q in plan["held_out"])
-            + agreement * settings.depth * len(MINERS) * (len(args.backends) - 1),
+            validation_pairs=sum(len(sample["documents"]) for sample in samples),
+            report_pairs=sum(held_pairs) + sum(held_pairs[: args.agreement_topics]) * (len(args.backends) - 1),
         )
-        rows = training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings)
-        samples = validation_samples({q: topics[q] for q in plan["held_out"]}, mined, qrels, index, settings.depth)
         plan["rows"] = len(rows)
         print(
             f"{len(rows):,} training questions × (1 positive + {settings.negatives} hard negatives + 1 in-batch); "
