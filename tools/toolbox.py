@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,24 @@ class ToolBox:
         self._retrievers: dict[str, Retriever] = {}
         self._open_notices: dict[str, list[str]] = {}
         self._rerankers: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}  # by kind and options
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the tables above, never held while something opens
+        self._opening: dict[tuple[str, Any], threading.Lock] = {}  # one lock per retriever or reranker being opened
+
+    def _once(self, table: dict, kind: str, key: Any, opener: Callable[[], Any]) -> Any:
+        """`table[key]`, made by `opener()` on its first use. Only the callers that need that retriever or reranker wait
+        while it opens (loading a model takes seconds): other sessions' searches go on meanwhile."""
+        with self._lock:
+            if key in table:
+                return table[key]
+            opening = self._opening.setdefault((kind, key), threading.Lock())
+        with opening:
+            with self._lock:
+                if key in table:
+                    return table[key]
+            value = opener()
+            with self._lock:
+                table[key] = value
+            return value
 
     # --- what the index offers ------------------------------------------------------------------------------
 
@@ -186,12 +204,14 @@ class ToolBox:
 
     def retriever(self, mode: str) -> Retriever:
         """The retriever of `mode`, opened once; the notices said while opening become `open_notices(mode)`."""
-        with self._lock:
-            if mode not in self._retrievers:
-                with collecting() as said:
-                    self._retrievers[mode] = open_retriever(self.index, mode)
-                self._open_notices[mode] = [line.removeprefix("notice: ").strip() for line in said]
-            return self._retrievers[mode]
+
+        def opener() -> Retriever:
+            with collecting() as said:
+                retriever = open_retriever(self.index, mode)
+            self._open_notices[mode] = [line.removeprefix("notice: ").strip() for line in said]
+            return retriever
+
+        return self._once(self._retrievers, "retriever", mode, opener)
 
     def open_notices(self, mode: str) -> list[str]:
         return list(self._open_notices.get(mode, []))
@@ -268,10 +288,12 @@ class ToolBox:
         if module is None:
             raise MathScoutError("rerankers are not installed")
         key = (kind, tuple(sorted(options.items())))
-        with self._lock:
-            if key not in self._rerankers:
-                self._rerankers[key] = module.open_reranker(kind, store=self.index.store, index=self.index, **options)
-            return self._rerankers[key]
+        return self._once(
+            self._rerankers,
+            "reranker",
+            key,
+            lambda: module.open_reranker(kind, store=self.index.store, index=self.index, **options),
+        )
 
     def rerank(self, query: str, hits: list[Hit], kind: str = "auto", **options) -> ToolOutput:
         """The hits reordered by a reranker (local embeddings, or an LLM/OpenAI embeddings when configured);
