@@ -1,6 +1,6 @@
 """Shared fixtures, built once per test session from the real data in ../shared/data: the tiny index (a few hundred
 documents: bm25 + structure), the small index (60 dev topics' judged documents and 3,000 others: every default
-component) and the dense index (MiniLM vectors of ~160 documents)."""
+component), a copy of it with a tiny trained cross-encoder, and the dense index (MiniLM vectors of ~160 documents)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.corpora import DENSE_DISTRACTORS, DENSE_TOPICS, FORMULA_ONLY, write_tiny_corpus
+from tests.support.page import CHROMIUM, CHROMIUM_FLAGS
 from tests.support.paths import SHARED_DATA
+from tests.support.training import TINY_CROSS_ENCODER
 
 SUBSET_DEV_TOPICS = 60  # dev topics whose judged documents are all in the small index
 SUBSET_EXTRA_DOCS = 3000  # plus this many other documents (distractors) from the collection
@@ -92,6 +94,19 @@ def notices_stay_data():
     os.environ.pop("MATHSCOUT_NOTICES_ON_STDERR", None)
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, through Playwright (tests/support/page.py); skipped when it is not installed."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed (scripts/setup.sh installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
 @pytest.fixture()
 def mathscout_home(tmp_path, monkeypatch) -> Path:
     """An empty MATHSCOUT_HOME for tests that touch the default (demo) index."""
@@ -169,3 +184,49 @@ def dense_index(shared_data, dense_qrels, tmp_path_factory) -> Path:
     path = folder / "index"
     build_index([corpus], path, ["bm25", "dense", "colbert"])
     return path
+
+
+# --- the small index with a tiny trained cross-encoder (issue 34; ~50 s of training, once) ---------------------
+
+
+@pytest.fixture(scope="session")
+def cross_train_files(shared_data, small_index, tmp_path_factory):
+    """Train topics whose relevant answers the small index holds (its first documents are those of train threads):
+    (topics file, qrels file)."""
+    from mathscout.index.layout import IndexDir
+
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (shared_data / "collection" / "qrels.train.txt").read_text(encoding="utf-8").splitlines():
+        qid, _, doc, grade = line.split()
+        qrels.setdefault(qid, {})[doc] = int(grade)
+    stored = IndexDir(small_index).store.summaries(d for judged in qrels.values() for d in judged)
+    wanted = [q for q, judged in qrels.items() if any(d in stored and g >= 2 for d, g in judged.items())][:40]
+    folder = tmp_path_factory.mktemp("cross-train")
+    with open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8") as f:
+        lines = [line for line in f if json.loads(line)["id"] in set(wanted)]
+    (folder / "topics.train.jsonl").write_text("".join(lines), encoding="utf-8")
+    (folder / "qrels.train.txt").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q in wanted for d, g in qrels[q].items()), encoding="utf-8"
+    )
+    return folder / "topics.train.jsonl", folder / "qrels.train.txt"
+
+
+@pytest.fixture(scope="session")
+def cross_index(small_index, cross_train_files, tmp_path_factory) -> Path:
+    """A copy of the small index with a tiny cross-encoder (tests/support/training.py): the first training run stops
+    after one step (--max-minutes 0), the second resumes from its checkpoint and finishes. Read it as it is."""
+    import shutil
+
+    from mathscout.evaluation.training.cross_encoder import WORK, main
+
+    index = tmp_path_factory.mktemp("cross-index") / "small"
+    shutil.copytree(small_index, index)
+    topics, qrels = cross_train_files
+    arguments = ["--index", str(index), "--topics", str(topics), "--qrels", str(qrels), *TINY_CROSS_ENCODER]
+    main([*arguments, "--max-minutes", "0"])
+    checkpoints = sorted(p.name for p in (index / WORK / "trainer").glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-1"], checkpoints  # stopped after its first step, resumable
+    assert not (index / "cross-encoder").exists()
+    main(arguments)
+    assert not (index / WORK).exists()  # the work folder goes once the model is stored
+    return index

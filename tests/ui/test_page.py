@@ -25,18 +25,9 @@ from mathscout.types import Document, Hit, MatchedFormula
 from tests.support.cli import stop
 from tests.support.corpora import EVIL, HOSTILE_ID
 from tests.support.fake_openai import FakeOpenAI, Text, ToolCalls
+from tests.support.page import ANSWER_TIMEOUT_MS, ask, wait_for_answer
 from tests.support.paths import ARTIFACTS
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ANSWER_TIMEOUT_MS = 90_000
 SIMPLIFY = "How do I simplify $\\frac{t+1}{t}$?"
 TRIG = "Why is $\\cos^2\\alpha + \\sin^2\\alpha = 1$?"
 SQRT = "When is $\\sqrt{ab}=\\sqrt{a}\\sqrt{b}$ true?"
@@ -229,18 +220,6 @@ def server(ui_indexes, fake_llm):
         stop(process)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not installed (scripts/setup.sh installs it: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture()
 def page(browser, server):
     """A new browser session on the page, with the LLM switched off (the LLM test switches it back on)."""
@@ -261,23 +240,6 @@ def page(browser, server):
 def _shot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-
-
-def _ask(page, question: str | None = None) -> None:
-    if question is not None:
-        page.fill("#ms-question textarea", question)
-    page.click("#ms-send")
-
-
-_FINISHED = (
-    "[...document.querySelectorAll('#ms-chat .thought-group .title')]"
-    ".filter(e => e.innerText.trim().startsWith('Searched:')).length"
-)
-
-
-def _wait_for_answer(page, count: int = 1) -> None:
-    """Wait until `count` answers are finished: each finished turn's progress message is titled 'Searched: …'."""
-    page.wait_for_function(f"n => {_FINISHED} >= n", arg=count, timeout=ANSWER_TIMEOUT_MS)
 
 
 def _wait_for_turns(page, count: int) -> None:
@@ -331,8 +293,8 @@ def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
         new MutationObserver(() => { if (document.querySelector('#ms-chat').innerText.includes('Working'))
             window.msSawProgress = true; }).observe(document.querySelector('#ms-chat'),
             {subtree: true, childList: true, characterData: true}); }""")
-    _ask(page)
-    _wait_for_answer(page)
+    ask(page)
+    wait_for_answer(page)
     assert page.evaluate("window.msSawProgress")  # the answer was streamed: progress showed before it
     expect(page.locator("#ms-question textarea")).to_have_value("")
     assert page.locator("#ms-chat .message .katex").count() >= 2  # the question's and the answer's formulas
@@ -368,10 +330,10 @@ def test_example_question_gets_a_streamed_cited_answer_with_rendered_math(page):
 
 @pytest.mark.browser
 def test_a_computed_answer_is_shown_from_its_start_with_the_result_first(page):
-    _ask(page, "Why is $\\cos^2 x + \\sin^2 x = 1$?")  # a first turn, so the chat can scroll
-    _wait_for_answer(page)
-    _ask(page, "What is $\\int_0^1 x^2 dx$")
-    _wait_for_answer(page, 2)
+    ask(page, "Why is $\\cos^2 x + \\sin^2 x = 1$?")  # a first turn, so the chat can scroll
+    wait_for_answer(page)
+    ask(page, "What is $\\int_0^1 x^2 dx$")
+    wait_for_answer(page, 2)
     page.wait_for_timeout(900)  # the scroll runs once rendering settled
     answer = page.locator("#ms-chat .message-row.bot-row, #ms-chat [data-testid='bot']").last
     assert "Computed by SymPy" in _chat_text(page) and "In short" in _chat_text(page)
@@ -397,7 +359,7 @@ def test_enter_sends_and_shift_enter_starts_a_new_line(page):
     box.type("$a^2+b^2=c^2$ true?")
     assert box.input_value() == "Why is\n$a^2+b^2=c^2$ true?"
     box.press("Enter")
-    _wait_for_answer(page)
+    wait_for_answer(page)
     assert box.input_value() == ""
     assert page.locator("#ms-results .ms-hit").count() >= 1
 
@@ -408,16 +370,16 @@ def test_switching_modes_changes_how_the_answer_is_searched(page):
     assert "not on this index: dense" in info and "lacks the dense" in info  # what is missing, and why
     _choose(page, "#ms-mode", "structure —")
     assert page.locator("#ms-mode input").input_value().startswith("structure")
-    _ask(page, TRIG)
-    _wait_for_answer(page)
+    ask(page, TRIG)
+    wait_for_answer(page)
     assert {"demo:trigonometry-001", "demo:trigonometry-002"} & set(_card_ids(page)[:5]), _card_ids(page)
     trace = _trace_text(page)
     assert "mode: structure" in trace and "structure_search" in trace
     _choose(page, "#ms-mode", "text")
     page.fill("#ms-k input[type='number']", "3")
     page.press("#ms-k input[type='number']", "Tab")
-    _ask(page, TRIG)
-    _wait_for_answer(page, 2)
+    ask(page, TRIG)
+    wait_for_answer(page, 2)
     assert "mode: bm25" in _trace_text(page)
     assert page.locator("#ms-results .ms-turn:not(.ms-turn-earlier) .ms-hit").count() == 3  # k = 3
     assert page.locator("#ms-results details.ms-turn-earlier").count() == 1  # the first answer's cards kept
@@ -429,43 +391,43 @@ def test_switching_modes_changes_how_the_answer_is_searched(page):
 @pytest.mark.model
 def test_rerank_switch_reranks_the_hits(page):
     page.locator("#ms-rerank input").check()
-    _ask(page, SIMPLIFY)
-    _wait_for_answer(page)
+    ask(page, SIMPLIFY)
+    wait_for_answer(page)
     assert "rerank" in _trace_text(page)
     assert page.locator("#ms-results .ms-score", has_text="rerank").count() >= 1
 
 
 @pytest.mark.browser
 def test_bad_input_gets_a_clear_message_and_the_page_stays_usable(page):
-    _ask(page, "")
+    ask(page, "")
     page.wait_for_selector("#ms-chat >> text=Your message is empty", timeout=10_000)
 
-    _ask(page, "simplify $\\frac{1}{x$ please")
+    ask(page, "simplify $\\frac{1}{x$ please")
     _wait_for_turns(page, 1)
     assert "looks malformed (unbalanced {)" in _chat_text(page)
     _shot(page, "5a-malformed-latex")
 
-    _ask(page, "x^2 " * 25_000)  # a 100 KB paste
+    ask(page, "x^2 " * 25_000)  # a 100 KB paste
     _wait_for_turns(page, 2)
     assert "100,000 characters" in _chat_text(page) and "shortened here" in _chat_text(page)
     _shot(page, "5b-huge-paste")
 
     page.fill("#ms-index input", "no-such-index")
     page.press("#ms-index input", "Enter")
-    _ask(page, SIMPLIFY)
+    ask(page, SIMPLIFY)
     page.wait_for_selector("#ms-chat >> text=unknown index 'no-such-index'", timeout=ANSWER_TIMEOUT_MS)
     _wait_for_turns(page, 3)
     _shot(page, "5c-unknown-index")
 
     _choose(page, "#ms-index", "demo")
-    _ask(page, TRIG)
-    _wait_for_answer(page)  # still usable after all of that
+    ask(page, TRIG)
+    wait_for_answer(page)  # still usable after all of that
 
 
 @pytest.mark.browser
 def test_a_crashed_tool_is_reported_in_the_chat(page):
     _choose(page, "#ms-index", "broken")  # a copy of the demo index whose structure component is damaged
-    _ask(page, TRIG)
+    ask(page, TRIG)
     _wait_for_turns(page, 1)
     note = page.locator("#ms-chat .message", has_text="The tool structure_search failed").last
     expect(note).to_contain_text("is damaged")
@@ -474,16 +436,16 @@ def test_a_crashed_tool_is_reported_in_the_chat(page):
     note.scroll_into_view_if_needed()
     _shot(page, "6-crashed-tool")
     _choose(page, "#ms-index", "demo")
-    _ask(page, TRIG)
-    _wait_for_answer(page)
+    ask(page, TRIG)
+    wait_for_answer(page)
 
 
 @pytest.mark.browser
 def test_another_index_links_hits_to_their_original_posts(page):
     _choose(page, "#ms-index", "mse-sample")
     page.wait_for_function("() => document.querySelector('#ms-mode').innerText.includes('not on this index')")
-    _ask(page, SQRT)
-    _wait_for_answer(page)
+    ask(page, SQRT)
+    wait_for_answer(page)
     links = page.locator('#ms-results a[href^="https://math.stackexchange.com/"]')
     assert links.count() >= 1 and links.first.get_attribute("target") == "_blank"
     assert page.locator("#ms-results .ms-meta", has_text="math.stackexchange.com").count() >= 1
@@ -496,8 +458,8 @@ def test_a_hostile_document_is_shown_as_text_and_nothing_leaves_the_machine(page
     hosts: list[str] = []
     page.on("request", lambda request: hosts.append(re.sub(r"^[a-z]+://([^/:]+).*$", r"\1", request.url)))
     _choose(page, "#ms-index", "mse-sample")
-    _ask(page, SQRT + " click me")
-    _wait_for_answer(page)
+    ask(page, SQRT + " click me")
+    wait_for_answer(page)
     page.wait_for_timeout(1500)  # give any injected image time to be requested
     assert HOSTILE_ID in _card_ids(page)
     for area in ("#ms-chat", "#ms-results"):
@@ -517,8 +479,8 @@ def test_llm_switch_streams_an_llm_planned_answer(page, fake_llm):
     assert f"LLM agent: {LLM_MODEL}" in page.inner_text("#ms-llm")
     llm.check()
     before = len(fake_llm.requests)
-    _ask(page, SIMPLIFY)
-    _wait_for_answer(page)
+    ask(page, SIMPLIFY)
+    wait_for_answer(page)
     assert LLM_MARK in _chat_text(page)
     assert page.locator('#ms-chat a[href^="#hit-"]').count() >= 1
     requests = fake_llm.requests[before:]

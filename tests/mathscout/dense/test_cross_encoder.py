@@ -9,77 +9,22 @@ import shutil
 import pytest
 
 from mathscout.errors import DamagedIndexError, IndexMissingError
+from tests.support.training import CROSS_HELD_OUT as HELD_OUT
+from tests.support.training import CROSS_MAX_LENGTH
+from tests.support.training import CROSS_TRAIN_TOPICS as TRAIN_TOPICS
 
-# trained from the MiniLM weights (~50 s, once; the missing-model checks ride along)
+# the fixture `cross_index` (tests/conftest.py) is trained from the MiniLM weights (~50 s, once; the missing-model
+# checks ride along)
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
-TRAIN_TOPICS = 8
-HELD_OUT = 4
-TINY = [
-    "--train-topics",
-    str(TRAIN_TOPICS),
-    "--held-out",
-    str(HELD_OUT),
-    "--negatives",
-    "2",
-    "--depth",
-    "5",
-    "--max-length",
-    "64",
-    "--batch",
-    "4",
-    "--eval-every",
-    "1",
-]
 
-
-@pytest.fixture(scope="module")
-def train_files(shared_data, small_index, tmp_path_factory):
-    """Train topics whose relevant answers the small index holds (its first documents are those of train threads)."""
-    from mathscout.index.layout import IndexDir
-
-    qrels = {}
-    for line in (shared_data / "collection" / "qrels.train.txt").read_text(encoding="utf-8").splitlines():
-        qid, _, doc, grade = line.split()
-        qrels.setdefault(qid, {})[doc] = int(grade)
-    stored = IndexDir(small_index).store.summaries(d for judged in qrels.values() for d in judged)
-    wanted = [q for q, judged in qrels.items() if any(d in stored and g >= 2 for d, g in judged.items())][:40]
-    folder = tmp_path_factory.mktemp("cross-train")
-    with open(shared_data / "collection" / "topics.train.jsonl", encoding="utf-8") as f:
-        lines = [line for line in f if json.loads(line)["id"] in set(wanted)]
-    (folder / "topics.train.jsonl").write_text("".join(lines), encoding="utf-8")
-    (folder / "qrels.train.txt").write_text(
-        "".join(f"{q} 0 {d} {g}\n" for q in wanted for d, g in qrels[q].items()), encoding="utf-8"
-    )
-    return folder / "topics.train.jsonl", folder / "qrels.train.txt"
-
-
-@pytest.fixture(scope="module")
-def trained(small_index, train_files, tmp_path_factory):
-    """A copy of the small index with a tiny cross-encoder: the first run stops after one step (--max-minutes 0), the
-    second resumes from its checkpoint and finishes."""
-    from mathscout.evaluation.training.cross_encoder import WORK, main
-
-    index = tmp_path_factory.mktemp("cross-index") / "small"
-    shutil.copytree(small_index, index)
-    topics, qrels = train_files
-    arguments = ["--index", str(index), "--topics", str(topics), "--qrels", str(qrels), *TINY]
-    main([*arguments, "--max-minutes", "0"])
-    checkpoints = sorted(p.name for p in (index / WORK / "trainer").glob("checkpoint-*"))
-    assert checkpoints == ["checkpoint-1"], checkpoints  # stopped after its first step, resumable
-    assert not (index / "cross-encoder").exists()
-    main(arguments)
-    assert not (index / WORK).exists()  # the work folder goes once the model is stored
-    return index
-
-
-def test_training_stores_a_model_that_loads_offline(trained, monkeypatch):
+def test_training_stores_a_model_that_loads_offline(cross_index, monkeypatch):
     from mathscout.dense.cross import BACKENDS, CrossEncoderInfo, open_cross_scorer
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    info = CrossEncoderInfo.require(trained)
+    info = CrossEncoderInfo.require(cross_index)
     training = info.training
-    assert info.backend in BACKENDS and info.max_length == 64
+    assert info.backend in BACKENDS and info.max_length == CROSS_MAX_LENGTH
     assert training["counts"]["training_topics"] == TRAIN_TOPICS and training["counts"]["held_out_topics"] == HELD_OUT
     assert set(training["counts"]["mined_from"]) == {"bm25", "structure"}
     assert len(training["index_build"]) == 16 and training["settings"]["epochs"] == 1
@@ -89,18 +34,18 @@ def test_training_stores_a_model_that_loads_offline(trained, monkeypatch):
     assert held["backends"]["torch"]["kendall_tau"] == 1.0 and held["chosen"] == info.backend
     assert training["seconds"]["training"] > 0 and training["losses"] and training["steps"] == 2
     assert [step for step, _ in training["held_out_curve"]] == [0, 1, 2] and training["best_step"] in (1, 2)
-    scorer = open_cross_scorer(trained)
+    scorer = open_cross_scorer(cross_index)
     first, second = scorer.scores("What is $x^2$?", ["$x^2$ is x times x.", "Paris is in France."])
     assert first != second
-    torch_scores = open_cross_scorer(trained, "torch").scores("What is $x^2$?", ["$x^2$ is x times x."])
+    torch_scores = open_cross_scorer(cross_index, "torch").scores("What is $x^2$?", ["$x^2$ is x times x."])
     assert len(torch_scores) == 1
 
 
-def test_a_damaged_model_file_is_one_line(trained, tmp_path):
+def test_a_damaged_model_file_is_one_line(cross_index, tmp_path):
     from mathscout.dense.cross import CrossEncoderInfo
 
     copy = tmp_path / "idx"
-    shutil.copytree(trained, copy)
+    shutil.copytree(cross_index, copy)
     config = copy / "cross-encoder" / "model" / "config.json"
     config.write_text(config.read_text(encoding="utf-8").replace("{", "{ ", 1), encoding="utf-8")
     with pytest.raises(DamagedIndexError, match="train cross-encoder"):
@@ -125,7 +70,7 @@ def _reranked(hits: list[dict], first: list[str]) -> list[str]:
     return ids
 
 
-def test_rerank_cross_reorders_hits_on_every_entry_point(trained, capsys):
+def test_rerank_cross_reorders_hits_on_every_entry_point(cross_index, capsys):
     """`--rerank cross` through the option table: the Python API, the command line, the HTTP API and a run."""
     from fastapi.testclient import TestClient
 
@@ -135,7 +80,7 @@ def test_rerank_cross_reorders_hits_on_every_entry_point(trained, capsys):
     from mathscout.ui.http_api import create_api
     from mathscout.ui.indexes import discover_indexes
 
-    scout = MathScout(trained, use_llm=False)
+    scout = MathScout(cross_index, use_llm=False)
     first = [h.doc_id for h in scout.search(QUESTION, mode="bm25", k=20)]
     python = _reranked(
         [
@@ -151,7 +96,7 @@ def test_rerank_cross_reorders_hits_on_every_entry_point(trained, capsys):
                 "search",
                 "--local",
                 "--index",
-                str(trained),
+                str(cross_index),
                 "--mode",
                 "bm25",
                 "--k",
@@ -167,7 +112,7 @@ def test_rerank_cross_reorders_hits_on_every_entry_point(trained, capsys):
         == 0
     )
     assert _reranked(json.loads(capsys.readouterr().out)["hits"], first) == python
-    client = TestClient(create_api(AssistantPool(discover_indexes([trained]))))
+    client = TestClient(create_api(AssistantPool(discover_indexes([cross_index]))))
     response = client.get(
         "/api/search", params={"q": QUESTION, "mode": "bm25", "k": 20, "rerank": "cross", "rerank_depth": DEPTH}
     )
@@ -175,7 +120,7 @@ def test_rerank_cross_reorders_hits_on_every_entry_point(trained, capsys):
     assert _reranked(response.json()["hits"], first) == python
 
 
-def test_the_cross_encoder_has_an_opinion_and_its_weight_fuses_it(trained):
+def test_the_cross_encoder_has_an_opinion_and_its_weight_fuses_it(cross_index):
     """Alone (weight 1) the model reorders BM25's top hits; the stored weight was tuned on the held-out topics and
     weight 0 keeps the first stage's order."""
     from mathscout.dense.cross import CrossEncoderInfo, interpolate
@@ -183,10 +128,10 @@ def test_the_cross_encoder_has_an_opinion_and_its_weight_fuses_it(trained):
     from mathscout.retrievers.registry import open_retriever
     from mathscout.retrievers.rerank import CrossEncoderReranker
 
-    info = CrossEncoderInfo.require(trained)
+    info = CrossEncoderInfo.require(cross_index)
     fused = info.training["held_out"]["interpolation"]
     assert 0.0 <= info.weight <= 1.0 and fused["weight"] == info.weight and len(fused["grid"]) == 21
-    index = IndexDir(trained)
+    index = IndexDir(cross_index)
     bm25 = open_retriever(index, "bm25")
     alone = CrossEncoderReranker(index, index.store, weight=1.0)
     kept = CrossEncoderReranker(index, index.store, weight=0.0)
@@ -201,7 +146,7 @@ def test_the_cross_encoder_has_an_opinion_and_its_weight_fuses_it(trained):
     )
 
 
-def test_run_reranks_with_the_cross_encoder(trained, dev_subset, tmp_path):
+def test_run_reranks_with_the_cross_encoder(cross_index, dev_subset, tmp_path):
     from mathscout.evaluation.runner import run_topics
     from mathscout.evaluation.runs import read_run
     from mathscout.index.layout import IndexDir
@@ -210,8 +155,8 @@ def test_run_reranks_with_the_cross_encoder(trained, dev_subset, tmp_path):
     three = tmp_path / "topics.jsonl"
     three.write_text("".join(topics.read_text(encoding="utf-8").splitlines(keepends=True)[:3]), encoding="utf-8")
     first, second = tmp_path / "bm25.trec", tmp_path / "bm25.cross.trec"
-    run_topics(IndexDir(trained), three, "bm25", 20, first)
-    run_topics(IndexDir(trained), three, "bm25", 20, second, rerank="cross", rerank_depth=DEPTH)
+    run_topics(IndexDir(cross_index), three, "bm25", 20, first)
+    run_topics(IndexDir(cross_index), three, "bm25", 20, second, rerank="cross", rerank_depth=DEPTH)
     before, after = read_run(first).topics, read_run(second).topics
     for qid in before:
         ids_before, ids_after = [e.doc_id for e in before[qid]], [e.doc_id for e in after[qid]]
@@ -229,7 +174,7 @@ def test_rerank_cross_without_a_model_is_one_line(small_index, capsys):
 
 
 def test_the_assistant_reranks_with_the_cross_encoder_where_its_training_measured_a_gain(
-    trained, small_index, tmp_path
+    cross_index, small_index, tmp_path
 ):
     """`auto` plans the index's cross-encoder over its top hits when the training measured a gain over the text search
     (bm25 here), not otherwise; `--rerank auto` offline means the cross-encoder; an index without one plans none."""
@@ -242,7 +187,7 @@ def test_the_assistant_reranks_with_the_cross_encoder_where_its_training_measure
 
     step = f"rerank the top {CROSS_DEPTH} with the index's cross-encoder"
     copy = tmp_path / "measured"
-    shutil.copytree(trained, copy)
+    shutil.copytree(cross_index, copy)
     info = CrossEncoderInfo.require(copy)
     for gain, planned in ((0.05, True), (-0.05, False)):
         held_out = info.training["held_out"]
@@ -261,19 +206,19 @@ def test_the_assistant_reranks_with_the_cross_encoder_where_its_training_measure
 
 
 @pytest.fixture(scope="module")
-def cross_ranker(trained, train_files, tmp_path_factory):
+def cross_ranker(cross_index, cross_train_files, tmp_path_factory):
     """A learned ranker trained over the copy with the cross-encoder (its `cross.*` features read the top 30)."""
     from mathscout.evaluation.ranker_training import main
 
     folder = tmp_path_factory.mktemp("cross-ranker")
-    topics, qrels = train_files
-    common = ["--index", str(trained), "--topics", str(topics), "--qrels", str(qrels), "--sample", "0"]
+    topics, qrels = cross_train_files
+    common = ["--index", str(cross_index), "--topics", str(topics), "--qrels", str(qrels), "--sample", "0"]
     main([*common, "--folds", "2", "--rounds", "20", "--save", str(folder / "with")])
     main([*common, "--folds", "2", "--rounds", "20", "--cross-depth", "0", "--save", str(folder / "without")])
     return folder
 
 
-def test_the_ranker_reads_the_cross_encoder_as_features(trained, cross_ranker):
+def test_the_ranker_reads_the_cross_encoder_as_features(cross_index, cross_ranker):
     from mathscout.dense.cross import CROSS_DEPTH
     from mathscout.index.layout import IndexDir
     from mathscout.retrievers.candidates import CandidateGenerator, cross_order
@@ -297,7 +242,7 @@ def test_the_ranker_reads_the_cross_encoder_as_features(trained, cross_ranker):
     assert config.training["topics"] + TRAIN_TOPICS + HELD_OUT == without.training["topics"]
     assert RankerConfig.read(cross_ranker / "without").cross_depth == 0
     assert not any(f.startswith("cross.") for f in RankerConfig.read(cross_ranker / "without").features)
-    index = IndexDir(trained)
+    index = IndexDir(cross_index)
     ranked = RankedRetriever(index, cross_ranker / "with")
     generator = CandidateGenerator(index, tuple(config.retrievers), config.depth, CROSS_DEPTH)
     candidates = generator.generate(Query(id="q", text=QUESTION))
@@ -310,20 +255,20 @@ def test_the_ranker_reads_the_cross_encoder_as_features(trained, cross_ranker):
     assert len(hits) == 10 and "cross" in ranked.timings
 
 
-def test_a_ranker_that_reads_the_cross_encoder_needs_it(trained, cross_ranker, tmp_path):
+def test_a_ranker_that_reads_the_cross_encoder_needs_it(cross_index, cross_ranker, tmp_path):
     import shutil as sh
 
     from mathscout.index.layout import IndexDir
     from mathscout.retrievers.ranked import RankedRetriever
 
     copy = tmp_path / "no-cross"
-    sh.copytree(trained, copy)
+    sh.copytree(cross_index, copy)
     sh.rmtree(copy / "cross-encoder")
     with pytest.raises(IndexMissingError, match="the ranker reads the index's cross-encoder"):
         RankedRetriever(IndexDir(copy), cross_ranker / "with")
 
 
-def test_the_curve_tool_orders_candidates_by_grade_and_by_the_cross_encoder(trained, train_files):
+def test_the_curve_tool_orders_candidates_by_grade_and_by_the_cross_encoder(cross_index, cross_train_files):
     """`mathscout.evaluation.ranker_curve`'s orderings: the oracles sort by judged grade (the top N only, or every
     candidate), the cross-encoder's by its logits over the fused top N, the rest staying in fused order."""
     from mathscout.evaluation.measures import read_qrels
@@ -332,9 +277,9 @@ def test_the_curve_tool_orders_candidates_by_grade_and_by_the_cross_encoder(trai
     from mathscout.index.layout import IndexDir
     from mathscout.retrievers.candidates import CandidateGenerator
 
-    topics_path, qrels_path = train_files
+    topics_path, qrels_path = cross_train_files
     qrels = read_qrels(qrels_path)
-    generator = CandidateGenerator(IndexDir(trained), ("bm25", "structure"), 20, DEPTH)
+    generator = CandidateGenerator(IndexDir(cross_index), ("bm25", "structure"), 20, DEPTH)
     orders = orderings(qrels, DEPTH)
     for topic in load_topics(topics_path)[:3]:
         found = generator.generate(topic)
