@@ -145,10 +145,11 @@ class OfflinePlanner:
     def run(self, plan: Plan, question: Question, session: ToolSession, events: EventQueue, k: int = 10) -> Events:
         """The plan's searches; returns the final top-k hits (the tools' events yielded as they run)."""
         session.notices.extend(plan.notices)
-        depth = _depth(k)
         if plan.cross:  # the plan's own reranking: the index's cross-encoder over the top CROSS_DEPTH
             session.rerank_kind, session.rerank_options, session.rerank_depth = "cross", {}, CROSS_DEPTH
         reranker = TracedReranker(session, session.rerank_depth) if plan.reranker or plan.cross else None
+        # every hit the reranker was asked to reorder is fetched (--rerank-depth 100 reranks 100, not the usual 50)
+        depth = max(_depth(k), session.rerank_depth) if reranker else _depth(k)
         math = self._formula_search(session, question, plan) if plan.formulas else None
         text = (yield from self._text_search(session, events, question, plan.text)) if plan.text else None
         search = (

@@ -251,6 +251,8 @@ def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
     assert len(call.arguments["hit_ids"]) == 10  # the option table's depth: the thesis's top 10 (ch. 6)
     deeper = assistant.ask("does the harmonic series diverge", k=5, rerank=True, rerank_depth=20)
     assert len(deeper.trace[-1].arguments["hit_ids"]) == 20 and deeper.rerank_depth == 20
+    deepest = assistant.ask("does the harmonic series diverge", k=5, rerank=True, rerank_depth=80)
+    assert len(deepest.trace[-1].arguments["hit_ids"]) == 80  # past the 50 a question's searches usually fetch
     assert reranked.to_dict()["rerank"] == "auto" and reranked.to_dict()["rerank_depth"] == 10
     assert all("rerank" in h.components for h in reranked.hits)
     scores = [h.components["rerank"] for h in reranked.hits]
