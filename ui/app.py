@@ -355,7 +355,26 @@ def warm_up(pool: AssistantPool) -> list[str]:
                 log.warning("warm-up of %s/%s failed: %s", key, mode, exc)
                 failed.append(f"{key}/{mode}")
             log.info("warmed %s/%s in %.1f s", key, mode, time.perf_counter() - started)
+        failed += _warm_reranker(key, assistant)
     return failed
+
+
+def _warm_reranker(key: str, assistant) -> list[str]:
+    """Rerank a few hits with the reranker the page's "Rerank the results" uses without an LLM (the index's cross-
+    encoder when it has one, else local embeddings), so its model loads now, not during a visitor's question;
+    ["index/rerank-KIND"] when that failed."""
+    toolbox = assistant.toolbox
+    modes = [m for m in assistant.modes() if m != AUTO]
+    if "rerank" not in toolbox.available() or not modes:
+        return []
+    kind, started = toolbox.local_reranker(), time.perf_counter()
+    try:
+        assistant.search(WARM_UP_QUESTIONS[-1], mode=toolbox.text_mode() or modes[0], k=3, rerank=kind, rerank_depth=3)
+    except Exception as exc:  # noqa: BLE001 — the page still starts; a reranked question will show the problem
+        log.warning("warm-up of %s's %s reranker failed: %s", key, kind, exc)
+        return [f"{key}/rerank-{kind}"]
+    log.info("warmed %s's %s reranker in %.1f s", key, kind, time.perf_counter() - started)
+    return []
 
 
 def _listen(site, host: str, port: int, started: float, said: str, on_ready=None) -> None:

@@ -3,7 +3,7 @@
 cross-encoder (tests/conftest.py: cross_index).
 
 The tiny model reranks a page question's 10 hits in ~0.1 s, too fast to see anything happen meanwhile, and the page
-has no depth of its own (its assistant reranks at most 50). So, twice (the first time the model loads on first use),
+reranks the depth of its question only. So, twice (the server's warm-up has loaded the model: `ui/app.py`),
 a search with `rerank=cross&rerank_depth=DEPTH` through the same server's HTTP API keeps the model busy for seconds,
 and while it runs session A asks a question with "Rerank the results" checked, session B asks another and a line is
 typed into A's question box. On one clock (epoch ms): when each chat shows progress, A's rerank step running and
@@ -214,8 +214,8 @@ def _check(figures: dict) -> None:
 @pytest.fixture(scope="module")
 def rerank_server(cross_index, tmp_path_factory):
     """`mathscout serve --no-llm` over a copy of the small index with a tiny cross-encoder whose training measured no
-    gain over a text search: `auto` never plans it and the server's warm-up never loads it, so the first reranked
-    request loads the model (while other sessions search)."""
+    gain over a text search: `auto` never plans it; the page's "Rerank the results" (auto without an LLM: the
+    cross-encoder) still uses it, so the server's warm-up loads it before the server says ready."""
     from mathscout.dense.cross import CrossEncoderInfo
 
     index = shutil.copytree(cross_index, tmp_path_factory.mktemp("rerank-index") / "small")
@@ -257,7 +257,7 @@ def test_the_page_stays_responsive_while_the_cross_encoder_reranks(browser, rera
     first.evaluate(PROBE_JS)
     try:
         figures = {"idle": _idle(first, second, health)}
-        figures["first"] = _while_reranking(rerank_server, first, second, 1, health)  # the model loads meanwhile
+        figures["first"] = _while_reranking(rerank_server, first, second, 1, health)
         figures["again"] = _while_reranking(rerank_server, first, second, 2, health)
         first.evaluate("() => { window.msProbing = false; return window.msProbeLoop; }")
     finally:
