@@ -11,44 +11,39 @@ index over every token vector (Zhong 2023 thesis §5.3.2: "quantized and cluster
 Search: each query token retrieves its `token_depth` nearest document tokens (IVF-PQ, `nprobe` lists);
 the union of their documents, ordered by an approximate MaxSim from those hits, gives `candidates`
 documents, which are re-scored exactly with Zhong et al. 2022 Eq. 3 over their stored float16 vectors. The model is the
-off-the-shelf bi-encoder's, plus the index's trained query side when `mathscout train colbert` stored one
-(mathscout.evaluation.training.colbert): a residual map of the query token vectors, t' = normalise(t + t·A), in
-colbert/query_adapter.npz, described (how it was trained, its files' CRC-32) by colbert/trained.json. The search uses
-it whenever the index has it; the option `trained=False` (`--set trained=false`) searches with the untrained model.
+off-the-shelf bi-encoder's, plus the index's trained model when `mathscout train colbert` stored one
+(mathscout.evaluation.training.colbert; mathscout.retrievers.colbert_model): residual maps of the query token vectors,
+t' = normalise(t + t·A), and of the documents' token vectors, d' = normalise(d + d·B) (applied at scoring time, with
+the candidate stage rebuilt over the mapped vectors; an index trained on the query side only has no B), described (how
+it was trained, its files' CRC-32) by colbert/trained.json. The search uses it whenever the index has it; the option
+`trained=False` (`--set trained=false`) searches with the untrained model.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mathscout.dense.ann import set_build_threads
 from mathscout.dense.build import read_meta
 from mathscout.dense.model import model_input_text
-from mathscout.dense.query_adapter import ADAPTER_FILE, QueryAdapter
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
-from mathscout.index.integrity import verify_folder
 from mathscout.index.layout import IndexDir
-from mathscout.index.stored import StoredFile
-from mathscout.index.tuned import TunedFile
 from mathscout.retrievers.base import BaseRetriever, RankResult
+from mathscout.retrievers.colbert_model import ColbertTraining, DocumentMap, build_token_ivfpq, trained_model
 from mathscout.retrievers.dense import load_faiss, open_encoder
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 
-PQ_BYTES = 32  # bytes per token code (PQ32x8 on 128 dimensions)
-TRAIN_SAMPLE_PER_LIST = 40
 NPROBE, TOKEN_DEPTH, CANDIDATES, MAX_QUERY_TOKENS = 16, 64, 1000, 128
 META = "meta.json"
-TRAIN_COMMAND = "mathscout train colbert --index {index}"
 
 
 def _tokens_folder(dense: Path) -> Path:
@@ -61,67 +56,6 @@ def _tokens_folder(dense: Path) -> Path:
     return folder
 
 
-def lists_for(tokens: int) -> int:
-    """IVF lists: ≈ 1 per 2,000 token vectors, a power of two in [16, 2048]."""
-    lists = 16
-    while lists < 2048 and lists * 2000 < tokens:
-        lists *= 2
-    return lists
-
-
-@dataclass
-class ColbertTraining(TunedFile):
-    """`colbert/trained.json`: the trained query side stored with the index (`mathscout train colbert`): the dense
-    build its token vectors come from, its files' sizes and CRC-32 (query_adapter.npz, loss.png) and how it was
-    trained (settings, topics, counts, held-out curve, seconds)."""
-
-    FILE = "colbert/trained.json"
-    LABEL = "the trained colbert model's description"
-
-    dense_build_id: str
-    dimension: int
-    files: dict[str, dict] = field(default_factory=dict)
-    training: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def remedy(cls, folder: Path) -> str:
-        return "retrain it with '" + TRAIN_COMMAND.format(index=folder.parent) + "'"
-
-    @classmethod
-    def parse(cls, file: StoredFile, data: dict[str, Any]) -> ColbertTraining:
-        info = cls(
-            dense_build_id=file.text(data.get("dense_build_id"), "dense_build_id"),
-            dimension=file.whole(data.get("dimension"), "dimension", 1, 4096),
-            files=file.mapping(data.get("files"), "files"),
-            training=file.mapping(data.get("training", {}), "training"),
-        )
-        for relative, record in info.files.items():
-            file.record(record, relative)
-        file.require(ADAPTER_FILE in info.files, f"its file list has no {ADAPTER_FILE}")
-        verify_folder(file.path.parent, info.files, file.remedy)
-        return info
-
-
-def trained_adapter(index: IndexDir, dense_build_id: str | None, dimension: int) -> QueryAdapter | None:
-    """The query side `mathscout train colbert` stored with the index (None when it has none), checked: its files
-    against their CRC-32, its dense build and its dimension against the index's token vectors."""
-    info = ColbertTraining.read(index)
-    if info is None:
-        return None
-    remedy = ColbertTraining.remedy(index.path / "colbert")
-    if info.dense_build_id != str(dense_build_id):
-        raise DamagedIndexError(
-            f"the trained colbert model in {index.path / 'colbert'} was trained over another 'dense' build: {remedy}"
-        )
-    adapter = QueryAdapter.load(index.path / "colbert", retrain=TRAIN_COMMAND.format(index=index.path))
-    if adapter is None or adapter.dimension != dimension or info.dimension != dimension:
-        raise DamagedIndexError(
-            f"the trained colbert model in {index.path / 'colbert'} does not fit the index's "
-            f"{dimension}-dimensional token vectors: {remedy}"
-        )
-    return adapter
-
-
 class ColbertComponent:
     """Trains IVF-PQ on a sample of the dense component's token vectors and indexes all of them."""
 
@@ -130,7 +64,6 @@ class ColbertComponent:
     def build(self, store: DocumentStore, target: Path, options: BuildOptions) -> dict[str, Any]:
         import faiss
 
-        set_build_threads()
         started = time.perf_counter()
         dense = store.path.parent / "dense"
         if not (dense / "meta.json").is_file():
@@ -141,29 +74,17 @@ class ColbertComponent:
         folder = _tokens_folder(dense)
         vectors = np.load(folder / "vectors.npy", mmap_mode="r")
         total, width = vectors.shape
-        lists = lists_for(total)
-        rng = np.random.default_rng(0)
-        sample_size = min(total, lists * TRAIN_SAMPLE_PER_LIST)
-        sample = np.asarray(vectors[np.sort(rng.choice(total, sample_size, replace=False))], dtype=np.float32)
-        m = PQ_BYTES if width % PQ_BYTES == 0 else next(d for d in (16, 8, 4, 2, 1) if width % d == 0)
-        index = faiss.index_factory(width, f"IVF{lists},PQ{m}", faiss.METRIC_INNER_PRODUCT)
-        # Hamming-code annealing: a minute of CPU, unused here (faiss's stubs: downcast_index gives an Index, and their
-        # IndexIVFPQ lacks the attribute)
-        faiss.downcast_index(index).do_polysemous_training = False  # type: ignore[attr-defined]
-        index.train(sample)
-        trained = time.perf_counter() - started
-        for start in range(0, total, 200_000):
-            index.add(np.asarray(vectors[start : start + 200_000], dtype=np.float32))
+        index, built = build_token_ivfpq(vectors)
         faiss.write_index(index, str(target / "ivfpq.faiss"))
         meta = {
             "dense_build_id": dense_meta.get("build_id"),
             "tokens": int(total),
             "dim": int(width),
-            "lists": lists,
-            "pq_bytes": m,
+            "lists": built["lists"],
+            "pq_bytes": built["pq_bytes"],
             "nprobe": NPROBE,
-            "train_sample": int(sample_size),
-            "train_seconds": round(trained, 1),
+            "train_sample": built["train_sample"],
+            "train_seconds": built["train_seconds"],
             "seconds": round(time.perf_counter() - started, 1),
         }
         (target / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
@@ -171,9 +92,10 @@ class ColbertComponent:
         ivf = (target / "ivfpq.faiss").stat().st_size
         documents = max(store.count(), 1)
         print(
-            f"colbert: {total:,} token vectors ({total / documents:.0f} per document), IVF{lists},PQ{m} trained on "
-            f"{sample_size:,} in {trained:.1f} s; {(stored + ivf) / documents / 1024:.1f} KiB per document "
-            f"(float16 vectors {stored / documents / 1024:.1f} + codes {ivf / documents / 1024:.1f})",
+            f"colbert: {total:,} token vectors ({total / documents:.0f} per document), IVF{meta['lists']},"
+            f"PQ{meta['pq_bytes']} trained on {meta['train_sample']:,} in {meta['train_seconds']:.1f} s; "
+            f"{(stored + ivf) / documents / 1024:.1f} KiB per document (float16 vectors "
+            f"{stored / documents / 1024:.1f} + codes {ivf / documents / 1024:.1f})",
             file=sys.stderr,
         )
         return meta | {"bytes_per_doc": round((stored + ivf) / documents), "bytes": ivf}
@@ -214,12 +136,19 @@ class ColbertRetriever(BaseRetriever):
                 f"the token vectors in {tokens} are unreadable ({exc}): rebuild with "
                 f"'mathscout index --index {index.path} --components dense,colbert'"
             ) from exc
-        self.faiss = load_faiss(folder / "ivfpq.faiss", index.path, "colbert")
+        # the index's trained model (`mathscout train colbert`), unless trained=False asks for the base model
+        model_files = trained_model(index, self.dense_meta.get("build_id"), self.vectors) if trained else None
+        self.adapter = model_files.query if model_files is not None else None
+        self.documents: DocumentMap | None = model_files.documents if model_files is not None else None
+        if model_files is not None and model_files.ivfpq is not None:  # the candidate stage over the mapped vectors
+            self.faiss = load_faiss(model_files.ivfpq, index.path, "colbert")
+            remedy = ColbertTraining.remedy(folder)
+        else:
+            self.faiss = load_faiss(folder / "ivfpq.faiss", index.path, "colbert")
+            remedy = f"rebuild it with 'mathscout index --index {index.path} --components colbert'"
         if self.faiss.ntotal != len(self.vectors) or self.faiss.d != self.vectors.shape[1]:
-            raise IndexMissingError(
-                f"the colbert index of {index.path} does not match its token vectors: rebuild "
-                f"it with 'mathscout index --index {index.path} --components colbert'"
-            )
+            error = IndexMissingError if self.documents is None else DamagedIndexError
+            raise error(f"the colbert index of {index.path} does not match its token vectors: {remedy}")
         self.faiss.nprobe = int(nprobe or meta.get("nprobe", NPROBE))
         self.encoder = open_encoder(self.dense_meta, model, "dense")
         if self.encoder.dimension != self.matrix.shape[0]:
@@ -231,10 +160,6 @@ class ColbertRetriever(BaseRetriever):
         self.keep = np.array([any(ch.isalnum() for ch in p.removeprefix("##")) for p in vocabulary], dtype=bool)
         self.doc_ids = index.store.doc_ids()
         self.token_depth, self.candidates, self.max_query_tokens = token_depth, candidates, max_query_tokens
-        # the index's trained query side (`mathscout train colbert`), unless trained=False asks for the base model
-        self.adapter = (
-            trained_adapter(index, self.dense_meta.get("build_id"), self.matrix.shape[1]) if trained else None
-        )
         self._lock = threading.Lock()
 
     def query_vectors(self, query: Query) -> np.ndarray:
@@ -257,7 +182,12 @@ class ColbertRetriever(BaseRetriever):
         """Zhong et al. 2022, Eq. 3 for each document: Σ over query tokens of the max over the document's tokens."""
         starts, ends = self.offsets[docs], self.offsets[docs + 1]
         vectors = np.concatenate([self.vectors[s:e] for s, e in zip(starts, ends)]).astype(np.float32)
-        sims = q @ vectors.T  # (query tokens, candidate tokens)
+        if self.documents is None:
+            sims = q @ vectors.T  # (query tokens, candidate tokens)
+        else:  # the trained d' = normalise(d + d·B) at scoring time: (q + q·Bᵀ)·d / ‖d + d·B‖
+            norms = np.concatenate([self.documents.norms[s:e] for s, e in zip(starts, ends)])
+            sims = self.documents.queries(q) @ vectors.T
+            sims /= norms
         segments = np.concatenate([[0], np.cumsum(ends - starts)[:-1]])
         return np.maximum.reduceat(sims, segments, axis=1).sum(axis=0)
 
@@ -296,6 +226,16 @@ class ColbertRetriever(BaseRetriever):
         exact = self.maxsim(q, pool)
         order = np.array(sorted(range(len(pool)), key=lambda i: (-exact[i], pool[i]))[:k], dtype=np.int64)
         return pool[order], exact[order]
+
+    def with_documents(self, documents: DocumentMap | None, candidates: Any = None) -> ColbertRetriever:
+        """This search with another document side (None: the untrained documents) and candidate stage (a faiss index
+        over the mapped vectors; None: this one's), for the trainer's held-out figures."""
+        other = copy.copy(self)
+        other.documents, other._lock = documents, threading.Lock()
+        if candidates is not None:
+            candidates.nprobe = self.faiss.nprobe
+            other.faiss = candidates
+        return other
 
     def _search(self, query: Query, k: int) -> list[Hit]:
         return self.rank(query, k).hits

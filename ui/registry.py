@@ -56,8 +56,9 @@ TRAINERS: tuple[Trainer, ...] = (
     Trainer(
         "colbert",
         "mathscout.evaluation.training.colbert:main",
-        "the late-interaction (colbert) model's query side on the train topics, MaxSim contrastive loss with hard "
-        "negatives from the index's own candidates, stored with an index (colbert/query_adapter.npz)",
+        "the late-interaction (colbert) model's query and document sides (--query-side-only: the query side) on the "
+        "train topics, MaxSim contrastive loss with hard negatives from the index's own candidates, stored with an "
+        "index (colbert/)",
     ),
 )
 

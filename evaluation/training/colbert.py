@@ -1,16 +1,18 @@
-"""`mathscout train colbert`: the late-interaction (`colbert`) model's query side trained on the train topics, stored
-with the index (mathscout.retrievers.colbert reads it).
+"""`mathscout train colbert`: the late-interaction (`colbert`) model's query and document sides trained on the train
+topics, stored with the index (mathscout.retrievers.colbert reads it).
 
     mathscout train colbert --index DIR [--topics T --qrels Q] [--train-topics N] [--held-out H] [--epochs E]
-                            [--negatives n] [--depth D] [--batch B] [--lr LR] [--scale S] [--max-minutes M]
+                            [--negatives n] [--depth D] [--batch B] [--lr LR] [--scale S] [--query-side-only]
+                            [--max-minutes M]
 
 Zhong 2023 thesis §5.3.1 trains its ColBERT end to end (both towers, 594,000 triplets, batch 54, 7 epochs, on GPUs)
 with the contrastive loss of Zhong 2023 thesis §5.2.2. Scaled to a CPU, as `mathscout train dense` does
-(dense_query_side.py): the documents' token vectors stay as the `dense` component stored them (PCA-projected to 128
-dimensions, L2-normalised, float16; re-encoding the collection costs ~25 min), and only the query side is trained
-(query-side fine-tuning, Lee et al. 2021 §4.3): each query token vector t (the same encoder and projection the colbert
-search uses) goes through a residual map in the 128-d space, t' = normalise(t + t·A), A = 0 at the start (the untrained model exactly;
-mathscout.dense.query_adapter).
+(dense_query_side.py), the encoder stays as it is (re-encoding the collection costs ~25 min) and residual maps in the
+128-d token space are trained instead: each query token vector t (the same encoder and projection the colbert search
+uses) becomes t' = normalise(t + t·A) (query-side fine-tuning, Lee et al. 2021 §4.3; mathscout.dense.query_adapter),
+and each of the documents' token vectors d, as the `dense` component stored them (PCA-projected, L2-normalised,
+float16), becomes d' = normalise(d + d·B); A = B = 0 at the start (the untrained model exactly). `--query-side-only`
+trains A alone (B stays 0: the documents' vectors as built), for comparison.
 
 Loss, Zhong 2023 thesis §5.2.2 Eq. 5.18, with S = MaxSim (Zhong et al. 2022 Eq. 3) divided by the query's token count
 (the same order for one query) and multiplied by `--scale` (the dense trainers' SCALE, temperature 0.05):
@@ -20,23 +22,27 @@ Loss, Zhong 2023 thesis §5.2.2 Eq. 5.18, with S = MaxSim (Zhong et al. 2022 Eq.
 over a batch of (question, answer graded ≥ 2) pairs; each question's n hard negatives are drawn (seeded) from the
 index's own candidates for it (the untrained colbert search's top D and bm25's top D), and every other pair's positive
 and negatives are in-batch negatives. A document relevant to the question (graded ≥ 1) is never a negative: it is left
-out of that question's denominator. The gradient of the max over a document's tokens is that of its best token, so the
-scores are computed at the tokens the max picks (exactly the scores; the document side carries no gradient).
+out of that question's denominator. The gradient of the max over a document's tokens is that of the token it picks:
+through that token's d' it reaches B.
 
 1. Topics: a seeded sample of N train topics with a relevant answer in the index, and H others held out (the cross-
    encoder trainer's `choose`; `--topics/--qrels`: train files only, dev is refused).
 2. Questions: each one's token vectors through the untrained model and its candidates (colbert top D, bm25 top D;
    for the held-out questions top `held_out_depth`), cached in chunks.
-3. Training: `--epochs` epochs of AdamW on A; after each epoch (and before the first) the held-out nDCG@10 of the
-   held-out questions' candidates (colbert ∪ bm25) re-scored by exact MaxSim with the current A; the best epoch's A is
-   kept. Then the held-out questions are searched for real (ANN candidates, exact MaxSim) with the kept A, beside the
-   untrained search's figure.
-4. Stored: DIR/colbert/query_adapter.npz, loss.png and trained.json (mathscout.retrievers.colbert.ColbertTraining:
-   the dense build, the files' CRC-32, settings, topics, counts, held-out curve, seconds). The `colbert` mode then
-   searches with it (`--set trained=false`: the untrained model).
+3. Training: `--epochs` epochs of AdamW on A and B; after each epoch (and before the first) the held-out nDCG@10 of
+   the held-out questions' candidates (colbert ∪ bm25) re-scored by exact MaxSim with the current A and B; the best
+   epoch's A and B are kept.
+4. The document side (mathscout.retrievers.colbert_model): the norms of every mapped token vector and the IVF-PQ
+   candidate stage rebuilt over the mapped vectors. Then the held-out questions are searched for real (ANN
+   candidates, exact MaxSim) with the kept model, beside the untrained search's figure.
+5. Stored: DIR/colbert/query_adapter.npz, document_adapter.npz, document_norms.npy, document_ivfpq.faiss, loss.png
+   and trained.json (mathscout.retrievers.colbert_model.ColbertTraining: the dense build, the files' CRC-32,
+   settings, topics, counts, held-out curve, seconds), each file written beside and renamed, trained.json last (until
+   then the search uses the untrained model). The `colbert` mode then searches with it (`--set trained=false`: the
+   untrained model: colbert/ivfpq.faiss and the stored token vectors, untouched).
 
 Resumable: the work lives in DIR/colbert.work/ (the plan, the question chunks, a checkpoint after every epoch and at
-`--max-minutes`); rerun the same command.
+`--max-minutes`, the document side's files); rerun the same command.
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from mathscout.dense.query_adapter import ADAPTER_FILE, QueryAdapter
+from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import add_train_topic_arguments, load_topics
@@ -61,10 +67,18 @@ from mathscout.evaluation.training.contrastive import SCALE, SEED, mean_ndcg_at_
 from mathscout.evaluation.training.cross_encoder import Settings as CrossSettings
 from mathscout.evaluation.training.cross_encoder import choose
 from mathscout.evaluation.training.plan import TrainingPlan, require_train_files
-from mathscout.index.integrity import record_folder
+from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.base import prepare_query
-from mathscout.retrievers.colbert import ColbertRetriever, ColbertTraining
+from mathscout.retrievers.colbert import ColbertRetriever
+from mathscout.retrievers.colbert_model import (
+    DOCUMENT_FILES,
+    DOCUMENT_IVFPQ,
+    ColbertTraining,
+    DocumentMap,
+    build_document_side,
+)
+from mathscout.retrievers.dense import load_faiss
 from mathscout.retrievers.registry import open_retriever
 from mathscout.types import Query
 
@@ -91,6 +105,7 @@ class Settings:
     scale: float = SCALE
     min_grade: int = 2  # positives: answers graded ≥ this
     seed: int = SEED
+    document_side: bool = True  # B trained with A (False: `--query-side-only`)
 
 
 DEFAULTS = Settings()
@@ -246,9 +261,9 @@ class DocumentTokens:
 
 
 def maxsim_logits(queries: list, documents, owner, scale: float):
-    """Zhong et al. 2022 Eq. 3 of each query (its token vectors, with gradient) against each document of the batch
-    (`documents`: their token vectors, `owner`: each one's document), divided by the query's token count and times
-    `scale`: a (queries × documents) tensor."""
+    """Zhong et al. 2022 Eq. 3 of each query (its token vectors) against each document of the batch (`documents`:
+    their token vectors, `owner`: each one's document; both with gradient), divided by the query's token count and
+    times `scale`: a (queries × documents) tensor."""
     import torch
 
     tokens = torch.cat(queries)
@@ -272,7 +287,7 @@ def held_out_ndcg(
     depth: int,
 ) -> float | None:
     """Mean nDCG@10 of the held-out questions' candidates (the miners' top `depth`) re-scored by exact MaxSim
-    (Zhong et al. 2022 Eq. 3) with the query side `adapter` (None: untrained)."""
+    (Zhong et al. 2022 Eq. 3) with the query side `adapter` (None: untrained) and `retriever`'s document side."""
     if not held:
         return None
     rankings = []
@@ -291,7 +306,7 @@ def searched_ndcg(
     retriever: ColbertRetriever, questions: Questions, held: list[int], relevant: list[dict[int, int]], adapter
 ) -> dict[str, float]:
     """The held-out questions searched for real (ANN candidates, exact MaxSim): untrained (the mined colbert ranking)
-    and with the trained `adapter`."""
+    and with the trained query side `adapter` and `retriever` (the trained document side and its candidate stage)."""
     untrained = [
         {d: -float(rank) for rank, d in enumerate(questions.mined["colbert"][row, :10].tolist()) if d >= 0}
         for row in held
@@ -317,8 +332,8 @@ def fit(
     checkpoint: Path,
     deadline: float | None,
 ) -> dict[str, Any] | None:
-    """Train A (resuming from `checkpoint`); the state with the best held-out epoch's A, or None when `deadline`
-    (time.time()) stopped it (checkpointed)."""
+    """Train A and (`settings.document_side`) B, resuming from `checkpoint`; the state with the best held-out epoch's
+    ("best": {"query": A, "document": B or None}), or None when `deadline` (time.time()) stopped it (checkpointed)."""
     import torch
 
     documents = DocumentTokens(retriever)
@@ -338,30 +353,43 @@ def fit(
     if steps < 1:
         raise MathScoutError(f"{len(pairs)} training pairs make no batch of {settings.batch}")
     dim = questions.vectors.shape[1]
-    matrix = torch.nn.Parameter(torch.zeros(dim, dim))
-    optimizer = torch.optim.AdamW([matrix], lr=settings.lr, weight_decay=0.0)
+    matrix = torch.nn.Parameter(torch.zeros(dim, dim))  # A
+    document_matrix = torch.nn.Parameter(torch.zeros(dim, dim)) if settings.document_side else None  # B
+    trained = [matrix] if document_matrix is None else [matrix, document_matrix]
+    optimizer = torch.optim.AdamW(trained, lr=settings.lr, weight_decay=0.0)
     state: dict[str, Any] = {"epoch": 0, "step": 0, "losses": [], "curve": [], "best_epoch": 0, "best": None}
     if checkpoint.is_file():
         saved = torch.load(checkpoint, weights_only=False)
         with torch.no_grad():
-            matrix.copy_(saved["matrix"])
+            for parameter, values in zip(trained, saved["matrices"]):
+                parameter.copy_(values)
         optimizer.load_state_dict(saved["optimizer"])
         state = saved["state"]
         print(f"resuming at epoch {state['epoch'] + 1}, step {state['step']} ({checkpoint})", file=sys.stderr)
 
     def save() -> None:
-        torch.save({"matrix": matrix.detach().clone(), "optimizer": optimizer.state_dict(), "state": state}, checkpoint)
+        matrices = [p.detach().clone() for p in trained]
+        torch.save({"matrices": matrices, "optimizer": optimizer.state_dict(), "state": state}, checkpoint)
+
+    def current() -> dict[str, Any]:
+        return {
+            "query": matrix.detach().clone(),
+            "document": None if document_matrix is None else document_matrix.detach().clone(),
+        }
 
     def evaluate() -> float | None:
         adapter = QueryAdapter(matrix.detach().numpy().copy())
-        return held_out_ndcg(retriever, questions, held, relevant, adapter, settings.held_out_depth)
+        scorer = retriever
+        if document_matrix is not None and bool(document_matrix.detach().any()):  # B = 0: the stored vectors exactly
+            scorer = retriever.with_documents(DocumentMap.of(document_matrix.detach().numpy(), retriever.vectors))
+        return held_out_ndcg(scorer, questions, held, relevant, adapter, settings.held_out_depth)
 
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"
 
     if not state["curve"]:
         state["curve"].append(evaluate())
-        state["best"] = matrix.detach().clone()
+        state["best"] = current()
         save()
     print(
         f"{len(pairs):,} pairs ({steps} steps of {settings.batch} per epoch, {settings.negatives} hard negatives each), "
@@ -389,6 +417,8 @@ def fit(
                 for doc in rng.sample(pool, min(settings.negatives, len(pool))):
                     column.setdefault(doc, len(column))
             vectors, owner = documents.read(list(column))
+            if document_matrix is not None:  # d' = normalise(d + d·B): each max's gradient reaches B through its token
+                vectors = torch.nn.functional.normalize(vectors + vectors @ document_matrix, dim=-1)
             q = [
                 torch.nn.functional.normalize(t + t @ matrix, dim=-1)  # t' = normalise(t + t·A), Lee et al. 2021 §4.3
                 for t in (torch.from_numpy(questions.tokens(row)) for row, _ in chunk)
@@ -415,7 +445,7 @@ def fit(
         state["curve"].append(evaluate())
         latest, best_so_far = state["curve"][-1], state["curve"][state["best_epoch"]]
         if latest is None or best_so_far is None or latest > best_so_far:  # nothing held out: the last epoch
-            state["best"], state["best_epoch"] = matrix.detach().clone(), epoch
+            state["best"], state["best_epoch"] = current(), epoch
         print(
             f"epoch {epoch}/{settings.epochs}: loss {np.mean(state['losses'][-steps:]):.4f}, held-out nDCG@10 "
             f"{fmt(latest)} ({time.perf_counter() - started:.0f} s)",
@@ -431,9 +461,17 @@ def fit(
 # ---- 4. storing -----------------------------------------------------------------------------------------------------
 
 
-def store(index: IndexDir, adapter: QueryAdapter, dense_build_id: str, work: Path, training: dict[str, Any]) -> Path:
-    """DIR/colbert/query_adapter.npz and loss.png, then trained.json recording their CRC-32 (until it is written,
-    the search finds no trained.json and uses the untrained model)."""
+def store(
+    index: IndexDir,
+    adapter: QueryAdapter,
+    documents: Path | None,
+    dense_build_id: str,
+    work: Path,
+    training: dict[str, Any],
+) -> Path:
+    """DIR/colbert/query_adapter.npz, loss.png and the document side's files (in the folder `documents`; None: none),
+    renamed into place from the work folder, then trained.json recording their CRC-32 (until it is written, the
+    search finds no trained.json and uses the untrained model)."""
     folder = index.path / "colbert"
     ColbertTraining.path(index).unlink(missing_ok=True)
     staging = work / "stored"
@@ -442,9 +480,14 @@ def store(index: IndexDir, adapter: QueryAdapter, dense_build_id: str, work: Pat
     adapter.save(staging)
     if (work / "loss.png").is_file():
         shutil.copy2(work / "loss.png", staging / "loss.png")
-    files = record_folder(staging)
-    for name in files:
-        (staging / name).replace(folder / name)
+    sources = {name: staging / name for name in record_folder(staging)}
+    sources |= {name: documents / name for name in DOCUMENT_FILES} if documents is not None else {}
+    files = {name: record_file(path).to_json() for name, path in sorted(sources.items())}
+    for name in DOCUMENT_FILES:  # an earlier model's document side
+        if name not in files:
+            (folder / name).unlink(missing_ok=True)
+    for name, path in sources.items():
+        path.replace(folder / name)
     info = ColbertTraining(dense_build_id=dense_build_id, dimension=adapter.dimension, files=files, training=training)
     return info.write(index)
 
@@ -462,10 +505,12 @@ def train(args: argparse.Namespace) -> Path | None:
     crossing = CrossSettings(train_topics=settings.train_topics, held_out=settings.held_out, seed=settings.seed)
     plan = TrainingPlan(work, asdict(settings), source, lambda: choose(args.topics, args.qrels, index, crossing))
     chosen = plan.data
+    sides = "query side t' = normalise(t + t·A)"
+    sides += " and document side d' = normalise(d + d·B)" if settings.document_side else " (query side only)"
     print(
-        f"colbert: {len(chosen['train'])} training and {len(chosen['held_out'])} held-out topics; query side "
-        f"t' = normalise(t + t·A) over the index's token vectors, {settings.epochs} epoch(s) of batches of "
-        f"{settings.batch}, {settings.negatives} hard negatives from colbert + bm25 top {settings.depth}",
+        f"colbert: {len(chosen['train'])} training and {len(chosen['held_out'])} held-out topics; {sides} over the "
+        f"index's token vectors, {settings.epochs} epoch(s) of batches of {settings.batch}, {settings.negatives} hard "
+        f"negatives from colbert + bm25 top {settings.depth}",
         file=sys.stderr,
     )
     wanted = set(chosen["train"]) | set(chosen["held_out"])
@@ -492,18 +537,29 @@ def train(args: argparse.Namespace) -> Path | None:
     if state is None:
         print(f"stopped after {args.max_minutes} min; rerun the same command to resume from {work}", file=sys.stderr)
         return None
-    adapter = QueryAdapter(state["best"].numpy())
+    best = state["best"]
+    adapter = QueryAdapter(best["query"].numpy())
+    document = best["document"]  # None, or 0 when the untrained model's epoch was kept: no document side then
+    document = document.numpy() if document is not None and bool(document.any()) else None
     curve = [round(v, 4) for v in state["curve"] if v is not None]
     plot_losses(
         state["losses"],
         work / "loss.png",
-        f"colbert query side: {settings.epochs} epoch(s) of {settings.batch}, lr {settings.lr:g}, "
-        f"{settings.negatives} hard negatives, best epoch {state['best_epoch']}",
+        f"colbert {'query and document sides' if settings.document_side else 'query side'}: {settings.epochs} "
+        f"epoch(s) of {settings.batch}, lr {settings.lr:g}, {settings.negatives} hard negatives, best epoch "
+        f"{state['best_epoch']}",
         curve,
         state["steps_per_epoch"],
     )
+    searcher, staged = retriever, None
+    if document is not None:
+        t0 = time.time()
+        staged = work / "documents"
+        documents = build_document_side(retriever.vectors, document, staged)
+        searcher = retriever.with_documents(documents, load_faiss(staged / DOCUMENT_IVFPQ, index.path, "colbert"))
+        plan.spent("documents", t0)
     t0 = time.time()
-    searched = searched_ndcg(retriever, questions, held_rows, relevant, adapter) if held_rows else {}
+    searched = searched_ndcg(searcher, questions, held_rows, relevant, adapter) if held_rows else {}
     plan.spent("held_out_search", t0)
     training = {
         "index": str(index.path.resolve()),
@@ -528,7 +584,7 @@ def train(args: argparse.Namespace) -> Path | None:
         "seconds": chosen["seconds"],
         "minutes": plan.minutes,
     }
-    stored = store(index, adapter, dense_build_id, work, training)
+    stored = store(index, adapter, staged, dense_build_id, work, training)
     shutil.rmtree(work, ignore_errors=True)
     return stored
 
@@ -562,6 +618,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=DEFAULTS.lr)
     parser.add_argument("--scale", type=float, default=DEFAULTS.scale, help="softmax scale of the mean token MaxSim")
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    parser.add_argument(
+        "--query-side-only",
+        dest="document_side",
+        action="store_false",
+        help="train the query side alone (the documents' token vectors stay as built), for comparison",
+    )
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
     args = parser.parse_args(argv)
     for name in ("train_topics", "negatives", "depth", "held_out_depth", "mining_candidates", "batch", "epochs"):
@@ -576,8 +638,8 @@ def main(argv: list[str] | None = None) -> None:
     info = ColbertTraining.read_file(stored)
     record = info.training
     print(
-        f"colbert model stored in {stored.parent} ({ADAPTER_FILE}; {(time.perf_counter() - started) / 60:.1f} min this "
-        f"run, {record['minutes']} min in all)"
+        f"colbert model stored in {stored.parent} ({', '.join(n for n in info.files if n != 'loss.png')}; "
+        f"{(time.perf_counter() - started) / 60:.1f} min this run, {record['minutes']} min in all)"
     )
     curve = " -> ".join(f"{v:.4f}" for v in record["held_out_ndcg10"])
     print(
