@@ -25,7 +25,7 @@ from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates, lacks_cross
-from mathscout.retrievers.colbert import ColbertTraining
+from mathscout.retrievers.colbert_model import ColbertTraining
 from mathscout.retrievers.registry import servable_modes
 from mathscout.types import Query
 
