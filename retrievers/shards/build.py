@@ -91,13 +91,23 @@ def build_cpus() -> float:
     return min(settings().shard_build_cpus, free)
 
 
+STOP = ".stop"  # written beside the shard folders when a shard fails: the others stop before their next step
+
+
+def _stop_requested(folder: Path) -> None:
+    if (folder.parent / STOP).exists():
+        raise MathScoutError(f"{folder.name} stopped: another shard failed")
+
+
 def build_shard(source: str, folder: str, first: int, end: int, components: list[str], options: BuildOptions) -> dict:
-    """One shard: its store (documents [first, end) of `source`), its components and its text lists (a Ray task)."""
+    """One shard: its store (documents [first, end) of `source`), its components and its text lists (a Ray task);
+    it stops before each step once another shard has failed (STOP)."""
     from mathscout.latex.aliases import VOCABULARY
     from mathscout.structure.text_lists import build_text_lists
 
     started = time.perf_counter()
     folder_path = Path(folder)
+    _stop_requested(folder_path)
     folder_path.mkdir(parents=True)
     first_formula, formulas = copy_store_range(Path(source), folder_path / STORE, first, end)
     manifest = Manifest(
@@ -108,6 +118,7 @@ def build_shard(source: str, folder: str, first: int, end: int, components: list
     )
     store = DocumentStore.open(folder_path / STORE)
     for name in components:
+        _stop_requested(folder_path)
         manifest.components[name] = build_component(name, store, folder_path / name, options)
     if "structure" not in components:  # BM25 with global statistics scores from text lists (stats.py)
         (folder_path / "text").mkdir()
@@ -186,14 +197,19 @@ def build_sharded_index(
 
 def _gather(ray, refs: list, folders: list[Path]) -> list[dict]:
     """Every shard task's result. A task that fails stops the others and is reported by its shard, with its cause:
-    a MathScoutError or an OSError (a full disk: the caller names it) as raised, anything else in one line."""
+    a MathScoutError or an OSError (a full disk: the caller names it) as raised, anything else in one line.
+
+    The others are asked to stop (STOP, checked before each of their steps) and waited for, never `ray.cancel`led:
+    cancelling a task while Ray dispatches it aborts the driver process ("Tried to complete task that was not
+    pending", Ray's task manager; it killed a test run here)."""
     built = []
     for folder, ref in zip(folders, refs):
         try:
             built.append(ray.get(ref))
         except ray.exceptions.RayTaskError as exc:
-            for other in refs:
-                ray.cancel(other, force=True)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            (folder.parent / STOP).touch()
+            ray.wait(refs, num_returns=len(refs))  # every other task ended (built, stopped or failed)
             cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
             if isinstance(cause, (MathScoutError, OSError)):
                 raise cause from None

@@ -492,6 +492,20 @@ def test_a_shard_build_that_fails_is_one_clear_error_and_leaves_no_index(
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".idx.building")]
 
 
+def test_a_shard_stops_before_its_next_step_once_another_failed(tmp_path):
+    """The coordinator asks the other shards to stop (a marker beside them) instead of cancelling their Ray tasks: a
+    shard that sees it starts nothing and says why."""
+    from mathscout.index.components import BuildOptions
+    from mathscout.retrievers.shards.build import STOP, build_shard
+
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / STOP).touch()
+    folder = tmp_path / "shards" / "shard-001"
+    with pytest.raises(MathScoutError, match="shard-001 stopped: another shard failed"):
+        build_shard(str(tmp_path / "store.sqlite"), str(folder), 0, 10, ["bm25"], BuildOptions())
+    assert not folder.exists()
+
+
 @pytest.fixture(scope="session")
 def dense_pair(dense_index, dense_topics, ray_local, tmp_path_factory) -> tuple[Path, Path, list]:
     """The dense test collection as one index and as 2 shards, both with bm25 and dense (so that hybrid's equal-weight
