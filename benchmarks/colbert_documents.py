@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
@@ -31,8 +32,7 @@ def mapped_maxsim(retriever: ColbertRetriever, q: np.ndarray, docs: np.ndarray, 
     """(b): Zhong et al. 2022 Eq. 3 over normalise(d + d·B) of each candidate token, mapped for this query."""
     starts, ends = retriever.offsets[docs], retriever.offsets[docs + 1]
     vectors = np.concatenate([retriever.vectors[s:e] for s, e in zip(starts, ends)]).astype(np.float32)
-    vectors = vectors + vectors @ matrix
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = QueryAdapter(matrix).apply(vectors)  # the same residual map as the query side's
     segments = np.concatenate([[0], np.cumsum(ends - starts)[:-1]])
     return np.maximum.reduceat(q @ vectors.T, segments, axis=1).sum(axis=0)
 

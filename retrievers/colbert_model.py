@@ -115,20 +115,30 @@ def build_document_side(vectors: np.ndarray, matrix: np.ndarray, folder: Path) -
         documents = DocumentMap(np.asarray(matrix, dtype=np.float32), np.load(folder / DOCUMENT_NORMS))
     else:
         documents = DocumentMap.of(matrix, vectors)
-    if not (folder / DOCUMENT_ADAPTER_FILE).is_file():
-        QueryAdapter(documents.matrix).save(folder, "tmp." + DOCUMENT_ADAPTER_FILE)
-        (folder / ("tmp." + DOCUMENT_ADAPTER_FILE)).replace(folder / DOCUMENT_ADAPTER_FILE)
-    if not (folder / DOCUMENT_NORMS).is_file():
-        with open(folder / ("tmp." + DOCUMENT_NORMS), "wb") as f:
+
+    def write_norms(path: Path) -> None:
+        with open(path, "wb") as f:
             np.save(f, documents.norms)
-        (folder / ("tmp." + DOCUMENT_NORMS)).replace(folder / DOCUMENT_NORMS)
-    if not (folder / DOCUMENT_IVFPQ).is_file():
+
+    def write_ivfpq(path: Path) -> None:
         import faiss
 
-        index, _ = build_token_ivfpq(vectors, documents.apply)
-        faiss.write_index(index, str(folder / ("tmp." + DOCUMENT_IVFPQ)))
-        (folder / ("tmp." + DOCUMENT_IVFPQ)).replace(folder / DOCUMENT_IVFPQ)
+        faiss.write_index(build_token_ivfpq(vectors, documents.apply)[0], str(path))
+
+    _write_once(
+        folder / DOCUMENT_ADAPTER_FILE, lambda path: QueryAdapter(documents.matrix).save(path.parent, path.name)
+    )
+    _write_once(folder / DOCUMENT_NORMS, write_norms)
+    _write_once(folder / DOCUMENT_IVFPQ, write_ivfpq)
     return documents
+
+
+def _write_once(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(tmp)` beside `path`, renamed into place, unless `path` is already there."""
+    if not path.is_file():
+        tmp = path.with_name("tmp." + path.name)
+        write(tmp)
+        tmp.replace(path)
 
 
 @dataclass
