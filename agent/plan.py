@@ -50,9 +50,7 @@ class Plan:
     fallback: TextSearch | None = None  # run when the searches above find nothing
     rerank: bool = False  # reranking was asked for …
     reranker: bool = False  # … and a reranker is installed
-    cross: bool = (
-        False  # `auto`, no reranker asked: the index's cross-encoder reranks the top CROSS_DEPTH (if measured to help)
-    )
+    cross: bool = False  # `auto`, no reranker asked: the cross-encoder reranks the top CROSS_DEPTH (measured to help)
     notices: tuple[str, ...] = ()  # said when the plan starts to run
 
     @classmethod
