@@ -3,6 +3,7 @@ with hard negatives from the index's own first stages, stored with the index (ma
 
     mathscout train cross-encoder --index DIR [--topics T --qrels Q] [--budget-minutes B] [--max-minutes M]
                                   [--epochs E] [--train-topics N] [--held-out H] [--negatives n] [--depth D] [--max-length L]
+    mathscout train cross-encoder --index DIR --measure-backends    # step 5 again for the stored model (no training)
 
 1. Topics: a seeded sample of N train topics whose best-graded relevant answer (grade ≥ 2) is in the index, and H
    others held out for validation (`--topics/--qrels`: train files only, dev is refused).
@@ -54,6 +55,7 @@ from mathscout.dense.cross import (
     INFO_FILE,
     MODEL_DIR,
     ONNX_FILES,
+    TRAIN_COMMAND,
     CrossEncoderInfo,
     CrossScorer,
     interpolate,
@@ -647,6 +649,54 @@ def train(args: argparse.Namespace) -> Path | None:
     return stored
 
 
+def remeasure_backends(args: argparse.Namespace) -> Path:
+    """`--measure-backends`: the stored model's held-out report (step 5's backends included) measured again with this
+    version's ONNX exports on its own held-out topics, and the backend the rule then chooses stored with it; no
+    training. The index must be the build its negatives were mined from."""
+    index = IndexDir(args.index)
+    info = CrossEncoderInfo.require(index.path)
+    training = info.training
+    used = training.get("counts", {}).get("mined_from") or []
+    if not used or index.build_hash(used) != training.get("index_build"):
+        raise MathScoutError(
+            f"the index {index.path} is not the build its cross-encoder was trained on: retrain with "
+            + TRAIN_COMMAND.format(index=index.path)
+        )
+    work = index.path / WORK
+    if work.exists():
+        raise MathScoutError(
+            f"a cross-encoder training is under way in {work}: finish it (rerun it) or remove that folder"
+        )
+    known = {f.name for f in fields(Settings)}
+    settings = Settings(**{k: v for k, v in training.get("settings", {}).items() if k in known})
+    held = training["topic_ids"][len(training["topic_ids"]) - training["counts"]["held_out_topics"] :]
+    topics = {t.id: t for t in load_topics(Path(training["topics"])) if t.id in set(held)}
+    started = time.time()
+    try:
+        shutil.copytree(index.path / FOLDER / MODEL_DIR, work / MODEL_DIR)
+        if (index.path / FOLDER / "loss.png").is_file():
+            shutil.copy2(index.path / FOLDER / "loss.png", work / "loss.png")
+        mined = mine(index, [topics[q] for q in held if q in topics], settings.depth, work / "mined.jsonl")
+        report = held_out_report(
+            work / MODEL_DIR,
+            work,
+            topics,
+            mined,
+            Path(training["qrels"]),
+            index,
+            settings,
+            tuple(args.backends),
+            args.agreement_topics,
+        )
+        remeasured = {"at": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(time.time() - started, 1)}
+        stored = store_model(
+            index, work, report["chosen"], settings, {**training, "held_out": report, "remeasured": remeasured}
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return stored
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mathscout train cross-encoder", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -692,6 +742,12 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(BACKENDS),
         help=f"inference backends measured against torch fp32 (of {', '.join(BACKENDS)})",
     )
+    parser.add_argument(
+        "--measure-backends",
+        action="store_true",
+        help="no training: measure the stored model's backends again (this version's ONNX exports) on its held-out "
+        "topics and store the one the rule chooses",
+    )
     args = parser.parse_args(argv)
     args.backends = list(dict.fromkeys(["torch", *(b.strip() for b in args.backends.split(",") if b.strip())]))
     unknown = [b for b in args.backends if b not in BACKENDS]
@@ -704,7 +760,7 @@ def main(argv: list[str] | None = None) -> None:
         raise MathScoutError("--max-length must be from 16 to 512 word pieces")
     args.base = args.base or default_model_path()
     started = time.perf_counter()
-    stored = train(args)
+    stored = remeasure_backends(args) if args.measure_backends else train(args)
     if stored is not None:
         info = CrossEncoderInfo.require(stored.parent)
         report = info.training["held_out"]

@@ -64,18 +64,19 @@ class EncodedBatch:
 EXPORT_VERSION = 2  # 2: traced on a padded batch (version 1's graphs ignored the attention mask)
 
 
-def _model_key(folder: Path, output: str = "hidden") -> str:
+def _model_key(folder: Path, output: str = "hidden", int8_ops: tuple[str, ...] | None = None) -> str:
     config = folder / "config.json"
     weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
     stamp = "|".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in [config, *weights] if p.exists())
-    return hashlib.sha1(f"{folder.resolve()}|{stamp}|{output}|{EXPORT_VERSION}".encode()).hexdigest()[:16]
+    recipe = "" if int8_ops is None else "|int8:" + ",".join(int8_ops)  # the default recipe keeps the older keys
+    return hashlib.sha1(f"{folder.resolve()}|{stamp}|{output}|{EXPORT_VERSION}{recipe}".encode()).hexdigest()[:16]
 
 
 def onnx_file(folder: Path, quantized: bool, graph: OnnxGraph | None = None) -> Path:
     """The model's ONNX graph (default: the transformer's last hidden states) exported (and int8-quantised), cached
     under MATHSCOUT_HOME/onnx."""
     graph = graph or _last_hidden_graph(folder)
-    cache = home() / "onnx" / _model_key(folder, graph.output)
+    cache = home() / "onnx" / _model_key(folder, graph.output, graph.int8_ops)
     plain, int8 = cache / "model.onnx", cache / "model.int8.onnx"
     target = int8 if quantized else plain
     if target.is_file():
@@ -103,12 +104,14 @@ def _only_process(lock_path: Path):
 @dataclass(frozen=True)
 class OnnxGraph:
     """What to export: `model()` gives the Hugging Face transformer, whose output `attribute` (for word pieces, their
-    mask and segment ids) becomes the graph's output `output`; `folder` names the model in errors."""
+    mask and segment ids) becomes the graph's output `output`; `folder` names the model in errors; `int8_ops` are the
+    operator types its int8 graph quantises (None: onnxruntime's dynamic default, embedding lookups included)."""
 
     model: Callable[[], Any]  # a transformers model (torch's stubs type a submodule's attribute as Tensor | Module)
     attribute: str
     output: str
     folder: Path
+    int8_ops: tuple[str, ...] | None = None
 
 
 def _graph_module(graph: OnnxGraph) -> torch.nn.Module:
@@ -135,7 +138,7 @@ def _last_hidden_graph(folder: Path) -> OnnxGraph:
 
 def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
     """`graph` → `plain` (ONNX, opset 17, dynamic batch and length) unless there, then → `int8` (dynamic int8, per
-    channel) if asked."""
+    channel, of the operator types `graph.int8_ops`) if asked."""
     import torch
 
     if not plain.is_file():
@@ -167,7 +170,8 @@ def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         tmp = int8.with_suffix(f".tmp{os.getpid()}.onnx")
-        quantize_dynamic(str(plain), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+        ops = list(graph.int8_ops) if graph.int8_ops is not None else None
+        quantize_dynamic(str(plain), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=ops)
         os.replace(tmp, int8)
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from mathscout.errors import DamagedIndexError, IndexMissingError
+from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
 from tests.support.training import CROSS_HELD_OUT as HELD_OUT
 from tests.support.training import CROSS_MAX_LENGTH
 from tests.support.training import CROSS_TRAIN_TOPICS as TRAIN_TOPICS
@@ -39,6 +39,44 @@ def test_training_stores_a_model_that_loads_offline(cross_index, monkeypatch):
     assert first != second
     torch_scores = open_cross_scorer(cross_index, "torch").scores("What is $x^2$?", ["$x^2$ is x times x."])
     assert len(torch_scores) == 1
+
+
+def test_measure_backends_remeasures_the_stored_model_without_training(cross_index, tmp_path):
+    """`--measure-backends`: the same model (its weights and held-out torch scores unchanged) measured again on its
+    held-out topics, the chosen backend stored and recorded; a training under way is not overwritten."""
+    from mathscout.dense.cross import CrossEncoderInfo
+    from mathscout.evaluation.training.cross_encoder import WORK, main
+
+    copy = tmp_path / "idx"
+    shutil.copytree(cross_index, copy)
+    before = CrossEncoderInfo.require(copy)
+    main(["--index", str(copy), "--measure-backends", "--backends", "onnx-int8"])
+    after = CrossEncoderInfo.require(copy)
+    assert after.training["remeasured"]["seconds"] > 0 and not (copy / WORK).exists()
+    held_before, held_after = before.training["held_out"], after.training["held_out"]
+    assert set(held_after["backends"]) == {"torch", "onnx-int8"} and held_after["chosen"] == after.backend
+    assert held_after["reranked"] == held_before["reranked"] and after.weight == before.weight
+    weights = [name for name in before.files if name.startswith("model/")]
+    assert {n: after.files[n] for n in weights} == {n: before.files[n] for n in weights}
+    assert after.training["topic_ids"] == before.training["topic_ids"]
+    (copy / WORK).mkdir()
+    with pytest.raises(MathScoutError, match="training is under way"):
+        main(["--index", str(copy), "--measure-backends"])
+
+
+def test_the_int8_graph_keeps_the_embedding_tables_fp32(cross_index):
+    """int8 quantises the linear layers' MatMuls only: every embedding lookup reads a float table."""
+    import onnx
+
+    from mathscout.dense.cross import MODEL_DIR, onnx_graph
+    from mathscout.dense.encoder import onnx_file
+
+    model = cross_index / "cross-encoder" / MODEL_DIR
+    graph = onnx.load(str(onnx_file(model, True, onnx_graph(model, CROSS_MAX_LENGTH))))
+    floats = {t.name for t in graph.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    gathers = [n for n in graph.graph.node if n.op_type == "Gather" and n.name.endswith("_embeddings/Gather")]
+    assert gathers and all(n.input[0] in floats for n in gathers)
+    assert any(n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for n in graph.graph.node)
 
 
 def test_a_damaged_model_file_is_one_line(cross_index, tmp_path):
