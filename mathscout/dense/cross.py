@@ -196,7 +196,11 @@ class CrossScorer:
 
     def scores(self, question: str, passages: list[str], batch_size: int = BATCH) -> np.ndarray:
         """One logit per passage, in batches of `batch_size` in the given order; the model reads the question and each
-        passage with their formulas as unified LaTeX (`model_input_text`, the question rendered once)."""
+        passage with their formulas as unified LaTeX (`model_input_text`, the question rendered once). On int8 each pair
+        is a batch of its own: dynamic int8 scales activations per batch, so a pair's logit would depend on the hits
+        reranked beside it (a top 30 and a top 100 would disagree on the same hit)."""
+        if self.backend == "onnx-int8":
+            batch_size = 1
         query = model_input_text(question)
         texts = [model_input_text(p) for p in passages]
         out = [

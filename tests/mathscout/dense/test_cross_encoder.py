@@ -79,6 +79,17 @@ def test_the_int8_graph_keeps_the_embedding_tables_fp32(cross_index):
     assert any(n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for n in graph.graph.node)
 
 
+def test_an_int8_logit_does_not_depend_on_the_hits_beside_it(cross_index):
+    from mathscout.dense.cross import open_cross_scorer
+
+    scorer = open_cross_scorer(cross_index, "onnx-int8")
+    question = "Why is $\\sum 1/n^2 = \\pi^2/6$?"
+    passages = ["Use Parseval on $f(x)=x$.", "Paris is in France.", "By Euler's product for $\\sin x / x$ ... " * 20]
+    together = scorer.scores(question, passages)
+    alone = [scorer.scores(question, [p])[0] for p in passages]
+    assert together.tolist() == alone
+
+
 def test_a_damaged_model_file_is_one_line(cross_index, tmp_path):
     from mathscout.dense.cross import CrossEncoderInfo
 
