@@ -148,7 +148,11 @@ class Settings:
     dense: DenseOptions = _group(DenseOptions, "MATHSCOUT_DENSE", "dense", "dense")
     dense_ft: DenseOptions = _group(DenseOptions, "MATHSCOUT_DENSE_FT", "dense_ft", "dense-ft")
     dense_threads: int = _setting(
-        0, "MATHSCOUT_DENSE_THREADS", "dense.threads", "ONNX threads of the dense encoder (0: one per CPU)", low=0
+        0,
+        "MATHSCOUT_DENSE_THREADS",
+        "dense.threads",
+        "ONNX threads of the dense encoder, and cross-encoder pairs run at once (0: one per CPU)",
+        low=0,
     )
     splade_model: Path | None = _setting(
         None, "MATHSCOUT_SPLADE_MODEL", "splade.model", "the local SPLADE checkpoint (none ships with MathScout)"
