@@ -51,7 +51,6 @@ TRAIN_COMMAND = "mathscout train cross-encoder --index {index}"
 _lock = threading.Lock()
 _models: dict[tuple[str, int], Any] = {}
 _sessions: dict[str, Any] = {}
-_pool: ThreadPoolExecutor | None = None
 
 
 @dataclass
@@ -209,31 +208,26 @@ class CrossScorer:
 
     @staticmethod
     def _pairs_alone(session: Any, features: dict) -> np.ndarray:
-        """ONNX: each tokenised pair is a forward pass of its own, unpadded, one pair per core at a time on a one-thread
-        session. Alone, a pair's logit never depends on the hits reranked beside it (dynamic int8 scales
-        activations per pass), and on this machine it is faster than batches: the top 30 on int8 193 ms vs 231 ms for a
-        batch of 30, fp32 330 vs 388 ms (20 dev questions, model time)."""
+        """ONNX: each tokenised pair is a forward pass of its own, unpadded, one pair per core (MATHSCOUT_DENSE_THREADS if
+        set) at a time on a one-thread session (onnxruntime releases the GIL). Alone, a pair's logit never depends on
+        the hits reranked beside it (dynamic int8 scales activations per pass), and on this machine it is faster than
+        batches: the top 30 on int8 193 ms vs 231 ms for a batch of 30, fp32 330 vs 388 ms (20 dev questions, model
+        time)."""
         ids, mask = features["input_ids"].numpy(), features["attention_mask"].numpy()
         types = features["token_type_ids"].numpy() if "token_type_ids" in features else np.zeros_like(ids)
-        lengths = mask.sum(axis=1)
 
         def one(row: int) -> float:
-            n = int(lengths[row])  # word pieces are padded on the right
-            inputs = {"input_ids": ids[row : row + 1, :n], "attention_mask": mask[row : row + 1, :n]}
-            inputs["token_type_ids"] = types[row : row + 1, :n]
+            kept = mask[row].astype(bool)  # the pair's own word pieces, whichever side its tokenizer pads
+            inputs = {"input_ids": ids[row, kept][None], "attention_mask": mask[row, kept][None]}
+            inputs["token_type_ids"] = types[row, kept][None]
             return float(session.run(None, inputs)[0].reshape(-1)[0])
 
-        return np.array(list(_pair_pool().map(one, range(len(ids)))), dtype=np.float32)
-
-
-def _pair_pool() -> ThreadPoolExecutor:
-    """The threads that run ONNX pairs side by side (onnxruntime releases the GIL): one per core, MATHSCOUT_DENSE_THREADS
-    if set."""
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(settings().dense_threads or os.cpu_count() or 1, thread_name_prefix="cross")
-        return _pool
+        workers = min(len(ids), settings().dense_threads or os.cpu_count() or 1)
+        if workers <= 1:
+            return np.array([one(row) for row in range(len(ids))], dtype=np.float32)
+        # threads of this call's own: a deep rerank never queues another request's pairs behind its own
+        with ThreadPoolExecutor(workers, thread_name_prefix="cross") as pool:
+            return np.array(list(pool.map(one, range(len(ids)))), dtype=np.float32)
 
 
 def open_cross_scorer(index_path: Path | str, backend: str | None = None) -> CrossScorer:
