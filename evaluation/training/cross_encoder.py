@@ -105,6 +105,12 @@ class Settings:
     warmup: float = 0.1
     seed: int = SEED
 
+    @classmethod
+    def recorded(cls, training: dict[str, Any]) -> Settings:
+        """The settings a stored model's training record holds (fields it does not know are left out)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in training.get("settings", {}).items() if k in known})
+
 
 DEFAULTS = Settings()
 
@@ -148,8 +154,7 @@ def fitted_topics(index: IndexDir) -> set[str]:
     training = info.training
     if "topic_ids" in training:
         return set(training["topic_ids"])
-    known = {f.name for f in fields(Settings)}
-    settings = Settings(**{k: v for k, v in training.get("settings", {}).items() if k in known})
+    settings = Settings.recorded(training)
     trained, held = choose(Path(training["topics"]), Path(training["qrels"]), index, settings)
     return set(trained) | set(held)
 
@@ -516,16 +521,20 @@ def held_out_report(
 # ---- 6. storing ---------------------------------------------------------------------------------------------------
 
 
-def store_model(index: IndexDir, work: Path, backend: str, settings: Settings, training: dict) -> Path:
-    """DIR/cross-encoder/, written beside and renamed into place (a reader never sees half of it)."""
+def store_model(
+    index: IndexDir, work: Path, backend: str, settings: Settings, training: dict, trained: Path | None = None
+) -> Path:
+    """DIR/cross-encoder/, written beside and renamed into place (a reader never sees half of it): the model and loss
+    plot from `trained` (default `work`), the chosen ONNX graph from `work`."""
+    trained = trained or work
     target = index.path / FOLDER
     staging = index.path / f".{FOLDER}.saving"
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(work / MODEL_DIR, staging / MODEL_DIR)
+    shutil.copytree(trained / MODEL_DIR, staging / MODEL_DIR)
     if backend in ONNX_FILES:
         shutil.copy2(work / ONNX_FILES[backend], staging / ONNX_FILES[backend])
-    if (work / "loss.png").is_file():
-        shutil.copy2(work / "loss.png", staging / "loss.png")
+    if (trained / "loss.png").is_file():
+        shutil.copy2(trained / "loss.png", staging / "loss.png")
     info = CrossEncoderInfo(
         backend=backend,
         max_length=settings.max_length,
@@ -667,18 +676,16 @@ def remeasure_backends(args: argparse.Namespace) -> Path:
         raise MathScoutError(
             f"a cross-encoder training is under way in {work}: finish it (rerun it) or remove that folder"
         )
-    known = {f.name for f in fields(Settings)}
-    settings = Settings(**{k: v for k, v in training.get("settings", {}).items() if k in known})
+    settings = Settings.recorded(training)
     held = training["topic_ids"][len(training["topic_ids"]) - training["counts"]["held_out_topics"] :]
     topics = {t.id: t for t in load_topics(Path(training["topics"])) if t.id in set(held)}
     started = time.time()
+    stored = index.path / FOLDER  # the model is read where it is stored, and copied once into the new folder
+    work.mkdir(parents=True)
     try:
-        shutil.copytree(index.path / FOLDER / MODEL_DIR, work / MODEL_DIR)
-        if (index.path / FOLDER / "loss.png").is_file():
-            shutil.copy2(index.path / FOLDER / "loss.png", work / "loss.png")
         mined = mine(index, [topics[q] for q in held if q in topics], settings.depth, work / "mined.jsonl")
         report = held_out_report(
-            work / MODEL_DIR,
+            stored / MODEL_DIR,
             work,
             topics,
             mined,
@@ -689,12 +696,10 @@ def remeasure_backends(args: argparse.Namespace) -> Path:
             args.agreement_topics,
         )
         remeasured = {"at": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(time.time() - started, 1)}
-        stored = store_model(
-            index, work, report["chosen"], settings, {**training, "held_out": report, "remeasured": remeasured}
-        )
+        record = {**training, "held_out": report, "remeasured": remeasured}
+        return store_model(index, work, report["chosen"], settings, record, trained=stored)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return stored
 
 
 def main(argv: list[str] | None = None) -> None:
