@@ -18,7 +18,6 @@ once into MATHSCOUT_HOME/onnx.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,13 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from mathscout.dense.encoder import OnnxGraph, onnx_file, onnx_session
+from mathscout.dense.encoder import OnnxGraph, onnx_file, onnx_session, onnx_threads
 from mathscout.dense.model import model_input_text, offline_model_folder
 from mathscout.errors import IndexMissingError, MathScoutError
 from mathscout.index.integrity import verify_folder
 from mathscout.index.stored import StoredFile
 from mathscout.index.tuned import TunedFile
-from mathscout.settings import settings
 
 FOLDER = "cross-encoder"  # inside an index folder
 INFO_FILE = "cross-encoder.json"
@@ -222,11 +220,8 @@ class CrossScorer:
             inputs["token_type_ids"] = types[row, kept][None]
             return float(session.run(None, inputs)[0].reshape(-1)[0])
 
-        workers = min(len(ids), settings().dense_threads or os.cpu_count() or 1)
-        if workers <= 1:
-            return np.array([one(row) for row in range(len(ids))], dtype=np.float32)
         # threads of this call's own: a deep rerank never queues another request's pairs behind its own
-        with ThreadPoolExecutor(workers, thread_name_prefix="cross") as pool:
+        with ThreadPoolExecutor(min(len(ids), onnx_threads()), thread_name_prefix="cross") as pool:
             return np.array(list(pool.map(one, range(len(ids)))), dtype=np.float32)
 
 

@@ -175,13 +175,18 @@ def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
         os.replace(tmp, int8)
 
 
+def onnx_threads() -> int:
+    """How many threads ONNX inference uses: MATHSCOUT_DENSE_THREADS, default one per core."""
+    return settings().dense_threads or os.cpu_count() or 1
+
+
 def onnx_session(path: Path, threads: int | None = None):
-    """An onnxruntime CPU session of the graph in `path`: `threads` threads, else MATHSCOUT_DENSE_THREADS (default every
-    core), no busy-waiting (the CPUs are shared)."""
+    """An onnxruntime CPU session of the graph in `path`: `threads` threads (default `onnx_threads()`), no busy-waiting
+    (the CPUs are shared)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or settings().dense_threads or (os.cpu_count() or 1)
+    options.intra_op_num_threads = threads or onnx_threads()
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared CPUs: no busy-waiting
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
