@@ -41,7 +41,7 @@ def formula_problem(latex: str) -> str | None:
     return result.error or "it could not be read"
 
 
-def _latex_notices(text: str) -> list[str]:
+def latex_notices(text: str) -> list[str]:
     notices = []
     spans = find_math(text)
     for span in spans:
@@ -51,9 +51,11 @@ def _latex_notices(text: str) -> list[str]:
                 f"The formula `{_short(span.latex)}` looks malformed ({problem}). It was searched as far as it "
                 "could be read; check the braces and \\left/\\right pairs for better matches."
             )
-    outside = text
-    for span in reversed(spans):
-        outside = outside[: span.start] + outside[span.end :]
+    kept, last = [], 0  # the text outside the spans, joined once (cutting each span out copied the text per span)
+    for span in spans:
+        kept.append(text[last : span.start])
+        last = span.end
+    outside = "".join(kept) + text[last:]
     if _LONE_DOLLAR.search(outside):
         notices.append("A `$` has no closing `$`, so the text after it was read as words, not as a formula.")
     if "\\(" in outside or "\\[" in outside:
@@ -79,5 +81,5 @@ def check_question(raw: str | None) -> CheckedQuestion:
         )
         text = text[:cut]
         echo = text[:MAX_ECHO_CHARS].rstrip() + f" … *({len(raw or ''):,} characters, shortened here)*"
-    notices += _latex_notices(text)
+    notices += latex_notices(text)
     return CheckedQuestion(text, echo, notices)

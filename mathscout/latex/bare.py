@@ -25,7 +25,11 @@ _STRONG = [
     re.compile(r"[A-Za-z0-9)}\]|]\^[\w{(\\+-]"),  # a power: x^2, (a+b)^{n}, e^{i\pi}
     re.compile(r"(?<![A-Za-z])[A-Za-z]{1,2}_[\w{\\]"),  # a subscript on a short base: x_1, a_{n+1}
     re.compile(r"[\w)}\]]\s*(?:<=|>=|!=|[=<>≤≥≠])\s*[\w(\\{-]"),  # a relation: x=1, a<=b, f(x)=0
-    re.compile(r"(?<![A-Za-z])(?:[A-Za-z]|\d+(?:\.\d+)?)[+*/](?:[A-Za-z]|\d)(?![A-Za-z]{2})"),  # a+b, 2*x, 1/n
+    # a+b, 2*x, 1/n: a number is tried at the start of its digits only (or at its second digit after a letter, as
+    # `x12+3` reads `2+3`), never from every digit of a long run: that retried `\d+` from each position (quadratic)
+    re.compile(
+        r"(?:(?<![A-Za-z])[A-Za-z]|(?:(?<![A-Za-z\d])|(?<=[A-Za-z]\d))\d+(?:\.\d+)?)[+*/](?:[A-Za-z]|\d)(?![A-Za-z]{2})"
+    ),
     re.compile(
         r"(?<![A-Za-z\d])(?:[A-Za-z]|\d{1,2})-(?:[A-Za-z]|\d{1,2})(?![A-Za-z\d])"
     ),  # a-b, 3-1 (not x-axis, 449-464)
