@@ -52,7 +52,7 @@ class MathScout:
         rerank: str | bool | None = RERANK.default,
         rerank_depth: int = RERANK_DEPTH.default,
     ) -> list[Hit]:
-        """Ranked hits (`Hit.to_dict()` gives the JSON the command line and the API give). "auto" runs the planner's
+        """Ranked hits (as JSON: `mathscout.schema.hit_record(hit).to_dict()`, as the API). "auto" runs the planner's
         searches (rewrites, structure and text search, fusion); any other mode is that retriever alone; `rerank`
         reorders the top `rerank_depth` hits. A bad option is a MathScoutError."""
         return self.assistant.search(query, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth)

@@ -213,7 +213,8 @@ def explain_hits(hits: list[Hit], store: DocumentStore, query: str) -> dict[str,
 
 
 def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
-    """Print hits as the schema gives them (`Hit.to_dict()`, from this process or from a server's JSON)."""
+    """Print hits as the schema gives them (`mathscout.schema.hit_record(hit).to_dict()`, from this process or from
+    a server's JSON)."""
     if not records:
         print(f"no results for {query!r}", file=out)
         return

@@ -1,8 +1,9 @@
 """The one shape of everything MathScout hands out: a hit, a search result, an answer, a document, an error.
 
 The command line's `--json`, the HTTP API (these models are its declared responses in OpenAPI), the Python API
-(`Hit.to_dict()`, `Answer.to_dict()`, `Document.to_dict()`) and the page all build them here, so a field has one
-name and one meaning everywhere. Snippets are plain text (math between `$…$`); the query's matches in them are
+(`hit_record(hit).to_dict()`, `Answer.to_dict()`, `document_record(document).to_dict()`) and the page all build them
+here, so a field has one name and one meaning everywhere. Serialisation lives here, above the types: `Hit` and
+`Document` (`mathscout.types`) know nothing of JSON, so the types import nothing of MathScout. Snippets are plain text (math between `$…$`); the query's matches in them are
 character ranges (`marks`), not markup.
 """
 

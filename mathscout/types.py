@@ -1,4 +1,7 @@
-"""Typed records that flow between ingestion, indexing, retrieval and evaluation."""
+"""Typed records that flow between ingestion, indexing, retrieval and evaluation.
+
+The lowest floor: it imports no other MathScout module. How a record is written out (JSON, the API) lives above
+it, in `mathscout.schema` (`hit_record(hit)`, `document_record(document)`)."""
 
 from __future__ import annotations
 
@@ -32,12 +35,6 @@ class Document:
     title: str = ""
     formulas: list[Formula] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The document as the schema gives it (`mathscout.schema.DocumentRecord`)."""
-        from mathscout.schema import document_record
-
-        return document_record(self).to_dict()
 
     def missing_title(self) -> str:
         """The title when the text does not already start with it, else "": the one rule for putting a title
@@ -83,12 +80,6 @@ class Hit:
     components: dict[str, float] = field(default_factory=dict)
     title: str = ""  # the document's title (set with the snippet, `mathscout.render.explain_hits`)
     explanation: str = ""  # what the score means, in words (`mathscout.retrievers.scores.explain_score`)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The hit as the schema gives it (`mathscout.schema.HitRecord`): what `--json` prints and the API answers."""
-        from mathscout.schema import hit_record
-
-        return hit_record(self).to_dict()
 
 
 def renumbered(hits: list[Hit]) -> list[Hit]:

@@ -34,7 +34,7 @@ from mathscout import __version__, options
 from mathscout.agent.planned import open_mode
 from mathscout.errors import MathScoutError
 from mathscout.limits import MAX_REQUEST_BYTES
-from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, SearchRecord
+from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, SearchRecord, document_record
 from mathscout.tools.searching import SearchRequest, run_search
 from mathscout.ui import services
 from mathscout.ui.chat import AssistantPool
@@ -256,7 +256,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
             found = pool.index(index).store.get(doc_id)
             if found is None:
                 raise HTTPException(404, f"no document with id {doc_id!r} in index '{pool.choice(index).key}'")
-            return found.to_dict()
+            return document_record(found).to_dict()
 
         return _call(run)
 

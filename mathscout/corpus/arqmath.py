@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from xml.parsers import expat
 
+from mathscout.corpus.documents import make_document
 from mathscout.corpus.html import html_to_text
 from mathscout.corpus.jsonl import bounded_lines, too_long
 from mathscout.limits import MAX_ID_CHARS, MAX_LINE_BYTES, MAX_NESTING, MAX_TITLE_CHARS
@@ -87,8 +88,6 @@ def _rows(path: Path, report, label: str) -> Iterator[dict[str, str]]:
 
 def read_posts_xml(path: Path, report) -> Iterator[Document]:
     """Answers of an ARQMath `Posts` XML file as documents."""
-    from mathscout.corpus import make_document
-
     questions: dict[str, _Question] = {}
     for row in _rows(path, _NullReport(), "questions"):
         if row.get("PostTypeId") == QUESTION and row.get("Id"):

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from mathscout.corpus.documents import make_document
 from mathscout.limits import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
 from mathscout.types import Document
 
@@ -25,8 +26,6 @@ def _title(text: str, suffix: str) -> str:
 
 
 def _read_note(path: Path, doc_id: str, report) -> Document | None:
-    from mathscout.corpus import make_document
-
     with open(path, "rb") as f:
         data = f.read(MAX_NOTE_BYTES + 1)  # a longer note is cut: never read whole
     if b"\x00" in data[:8192]:

@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from mathscout.corpus.documents import make_document
 from mathscout.limits import MAX_ID_CHARS, MAX_LINE_BYTES, MAX_NESTING
 from mathscout.types import Document
 
@@ -78,8 +79,6 @@ def record_id(value) -> tuple[str | None, str]:
 def read_jsonl(path: Path, report) -> Iterator[Document]:
     """Documents of a JSONL file; bad lines (too long, not JSON, nested too deep, a bad id, empty text) are
     skipped with a reason."""
-    from mathscout.corpus import make_document
-
     try:
         for number, line in _lines(path, report):
             where = f"{path.name}:{number}"

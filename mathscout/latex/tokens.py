@@ -343,7 +343,7 @@ class _QuerySpan(NamedTuple):
 def query_formulas(query_text: str) -> Sequence[Span]:
     """The formulas of a query: delimited ones (`$…$`, `\\(…\\)`, …) and those typed without delimiters
     (`mathscout.latex.bare`, the one reader of bare math), in order."""
-    from mathscout.corpus import find_math
+    from mathscout.corpus.math_spans import find_math
     from mathscout.latex.bare import bare_formulas
 
     bare = [_QuerySpan(query_text[start:end], start, end) for start, end in bare_formulas(query_text)]

@@ -8,7 +8,15 @@ import urllib.parse
 
 import pytest
 
-from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, HitRecord, SearchRecord
+from mathscout.schema import (
+    AnswerRecord,
+    DocumentRecord,
+    ErrorRecord,
+    HitRecord,
+    SearchRecord,
+    document_record,
+    hit_record,
+)
 from tests.support.cli import run_cli
 from tests.support.harness import Server
 
@@ -38,7 +46,8 @@ def test_a_hit_has_one_shape_everywhere(server, tiny_index, tmp_path):
         "GET", "/api/search?" + urllib.parse.urlencode({"q": QUERY, "mode": "structure", "k": 3})
     )
     http = json.loads(body)
-    python = [h.to_dict() for h in MathScout(tiny_index, use_llm=False).search(QUERY, mode="structure", k=3)]
+    found = MathScout(tiny_index, use_llm=False).search(QUERY, mode="structure", k=3)
+    python = [hit_record(h).to_dict() for h in found]
     assert status == 200
     for record in (cli, http):
         SearchRecord.model_validate(record)
@@ -71,7 +80,7 @@ def test_an_answer_and_a_document_have_one_shape_everywhere(server, tiny_index, 
     _, _, body = server.request("GET", "/api/documents/" + urllib.parse.quote(doc_id, safe=""))
     document = json.loads(body)
     assert DocumentRecord.model_validate(document).doc_id == doc_id
-    assert document == scout.index.store.get(doc_id).to_dict()
+    assert document == document_record(scout.index.store.get(doc_id)).to_dict()
 
 
 def test_errors_and_the_openapi_document_use_the_schema(server):
