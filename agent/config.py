@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mathscout.settings import settings
+from mathscout.settings import LOCAL_KEY, settings
 
 DEFAULT_MODEL = "gpt-4o"
 DEFAULT_TIMEOUT = 60.0  # seconds per LLM request
 DEFAULT_MAX_RETRIES = 1
-LOCAL_KEY = "not-needed"  # local OpenAI-compatible servers ignore the key, the client requires one
 
 
 def config_path() -> Path:

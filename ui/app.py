@@ -481,7 +481,9 @@ def private_cache() -> str:
     """A fresh folder of this server's own as Gradio's file caches (GRADIO_TEMP_DIR, inside the one given if
     any, and GRADIO_EXAMPLES_CACHE, else ./.gradio/cached_examples): the page's file routes then serve nothing
     another program or an earlier server left there."""
-    cache = tempfile.mkdtemp(prefix="mathscout-page-", dir=os.environ.get("GRADIO_TEMP_DIR"))
+    from mathscout.settings import settings
+
+    cache = tempfile.mkdtemp(prefix="mathscout-page-", dir=settings().gradio_temp_dir)
     os.environ.update(GRADIO_TEMP_DIR=cache, GRADIO_EXAMPLES_CACHE=os.path.join(cache, "examples"))
     return cache
 

@@ -16,6 +16,7 @@ removed. `start_background` and `stop` are `mathscout serve --background` and `m
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -63,9 +64,14 @@ def settings_fingerprint() -> str:
     installation, the MATHSCOUT_*/OPENAI_* settings that are not only about serving or printing, the config file."""
     from mathscout import __version__
     from mathscout.agent.config import config_path
+    from mathscout.settings import settings as current
+    from mathscout.settings import variables
 
+    now = current()
     settings = sorted(
-        (k, v) for k, v in os.environ.items() if k.startswith(("MATHSCOUT_", "OPENAI_")) and k not in NOT_SETTINGS
+        (v.env, str(functools.reduce(getattr, v.attribute, now)))
+        for v in variables()
+        if v.env and v.env.startswith(("MATHSCOUT_", "OPENAI_")) and v.env not in NOT_SETTINGS
     )
     try:
         config = hashlib.sha256(config_path().read_bytes()).hexdigest()

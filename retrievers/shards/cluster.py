@@ -41,7 +41,8 @@ def connect(address: str | None = None) -> str:
     """Join or start Ray (`address`: auto, local or HOST:PORT; default $MATHSCOUT_RAY, $RAY_ADDRESS, else local);
     the address used."""
     ray = ray_module()
-    address = (address or settings().ray or os.environ.get("RAY_ADDRESS") or "local").strip()
+    current = settings()
+    address = (address or current.ray or current.ray_address or "local").strip()
     if ray.is_initialized():
         return address
     common = dict(namespace="mathscout", log_to_driver=False, include_dashboard=False, runtime_env=worker_env())

@@ -5,6 +5,7 @@ server errors and time-outs by keeping the first-stage order."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -194,13 +195,39 @@ def test_openai_embedding_reranker_over_the_embeddings_endpoint():
     assert [h.doc_id for h in reranked] == ["b", "a"]
 
 
-def test_open_reranker_chooses_by_configuration(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+def _no_llm_settings(monkeypatch, tmp_path) -> Path:
+    """No LLM in the environment, and the config file a test writes (none yet)."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MATHSCOUT_RERANK_MODEL", "MATHSCOUT_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("MATHSCOUT_CONFIG", str(config))
+    return config
+
+
+def test_open_reranker_chooses_by_configuration(monkeypatch, tmp_path):
+    _no_llm_settings(monkeypatch, tmp_path)
     assert open_reranker("auto").name == "embedding"
     with pytest.raises(Exception, match="unknown reranker"):
         open_reranker("magic")
     with pytest.raises(Exception, match="OPENAI_API_KEY"):
         open_reranker("llm")
+
+
+def test_a_key_in_the_config_file_turns_on_the_llm_reranker(monkeypatch, tmp_path):
+    """One reader (issue 44): the reranker reads the key, the endpoint and the model through mathscout.settings, as
+    the agent does, so [llm] in config.toml turns on `--rerank llm` and `auto` as it turns on the agent."""
+    config = _no_llm_settings(monkeypatch, tmp_path)
+    with FakeOpenAI(lambda request: Text("[PASSAGE3, PASSAGE1, PASSAGE2]")) as server:
+        config.write_text(
+            f'[llm]\napi_key = "sk-from-config"\nbase_url = "{server.base_url}"\nrerank_model = "fake-from-config"\n',
+            encoding="utf-8",
+        )
+        for kind in ("llm", "auto"):
+            reranker = open_reranker(kind)
+            assert reranker.name == "llm-listwise" and reranker.client.api_key == "sk-from-config"
+            reranked = reranker.rerank("question", hits5()[:3])
+            assert [h.doc_id for h in reranked] == ["doc3", "doc1", "doc2"]
+        assert [r.model for r in server.requests] == ["fake-from-config"] * 2
 
 
 @pytest.mark.model

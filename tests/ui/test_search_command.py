@@ -61,3 +61,34 @@ def test_the_demo_index_is_built_on_first_use_and_upgraded_for_wildcards(mathsco
     assert json.loads(meta_file.read_text())["wildcard_paths"] is True
     hits = open_retriever(path, "structure").search(r"$\qvar{a}^2+\qvar{b}^2=\qvar{c}^2$", k=5)
     assert r"x^2+y^2=z^2" in {f.latex for h in hits for f in h.formulas}
+
+
+def test_a_key_in_the_config_file_turns_on_rerank_llm(tiny_index, tmp_path):
+    """`--rerank llm` and `--rerank auto` read the LLM from config.toml as the agent does (issue 44: one reader, the
+    settings): no OPENAI_ variable is set, the key, the endpoint (a real OpenAI-protocol server on 127.0.0.1) and the
+    reranker's model come from the file."""
+    from tests.support.fake_openai import FakeOpenAI, Text
+
+    unset = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MATHSCOUT_CONFIG", "MATHSCOUT_RERANK_MODEL", "MATHSCOUT_LLM_MODEL")
+    env = {k: v for k, v in os.environ.items() if k not in unset} | {"MATHSCOUT_HOME": str(tmp_path)}
+    query = "prove $a^2+b^2=c^2$"
+    with FakeOpenAI(lambda request: Text("[PASSAGE3, PASSAGE2, PASSAGE1]")) as server:
+        (tmp_path / "config.toml").write_text(
+            f'[llm]\napi_key = "sk-from-config"\nbase_url = "{server.base_url}"\nrerank_model = "fake-from-config"\n',
+            encoding="utf-8",
+        )
+        found = {}
+        for rerank in ("none", "llm", "auto"):
+            out = subprocess.run(
+                [str(MATHSCOUT), "search", "--local", "--index", str(tiny_index), "--mode", "structure", "--k", "3"]
+                + ["--rerank", rerank, "--rerank-depth", "3", "--json", query],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=env,
+            )
+            assert out.returncode == 0, out.stderr
+            found[rerank] = [h["doc_id"] for h in json.loads(out.stdout)["hits"]]
+        requests = [r.model for r in server.requests]
+    assert len(found["none"]) == 3 and requests == ["fake-from-config"] * 2
+    assert found["llm"] == found["auto"] == found["none"][::-1]  # the model's order: PASSAGE3, 2, 1
