@@ -229,7 +229,8 @@ def _prompt_command(line: str, settings, as_json: bool, modes: list[str]):
             raise MathScoutError(f"unknown search mode '{value}' (modes: {', '.join(modes)})")
         return replace(settings, mode=value), as_json, f"mode {value}"
     if name == "k" and value:
-        return replace(settings, k=K.check(value)), as_json, f"k {K.check(value)}"
+        k = K.check(value)
+        return replace(settings, k=k), as_json, f"k {k}"
     if name == "rerank" and value:
         kind = rerank_kind(value)
         return replace(settings, rerank=kind), as_json, f"rerank {kind or 'none'}"
