@@ -15,8 +15,9 @@ from mathscout.agent.planned import offered_modes, open_mode
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.events import AgentEvent, Answer, EventQueue
 from mathscout.index.layout import IndexDir
-from mathscout.limits import AGENT_K, K, rerank_kind
+from mathscout.limits import AGENT_K, QUERY, K, rerank_kind
 from mathscout.limits import RERANK_DEPTH as RERANK_DEPTH_LIMIT
+from mathscout.notices import notice as say
 from mathscout.options import AUTO, MODE, RERANK, RERANK_DEPTH, USE_LLM
 from mathscout.options import K as K_OPTION
 from mathscout.question import read_question
@@ -99,7 +100,10 @@ class Assistant:
         stage's top `rerank_depth` hits."""
         if mode not in self.modes():
             raise QueryError(f"unknown search mode '{mode}' for this index (modes: {', '.join(self.modes())})")
-        question = read_question(query, max_chars=10_000)
+        query, cut = QUERY.cut(query)  # before anything scans it, with the notice every entry point gives
+        if cut:
+            say(cut)
+        question = read_question(query, QUERY)
         if question.problem:
             raise QueryError(question.problem)
         k, kind, rerank_depth = K.check(k), rerank_kind(rerank), RERANK_DEPTH_LIMIT.check(rerank_depth)

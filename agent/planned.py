@@ -16,7 +16,7 @@ from __future__ import annotations
 from mathscout.errors import QueryError
 from mathscout.events import EventQueue
 from mathscout.index.layout import IndexDir
-from mathscout.limits import AGENT_K, K
+from mathscout.limits import AGENT_K, QUERY, K
 from mathscout.options import AUTO
 from mathscout.retrievers.base import BaseRetriever, Retriever
 from mathscout.retrievers.registry import ModeSpec, open_retriever
@@ -45,7 +45,7 @@ class PlannedRetriever(BaseRetriever):
         if isinstance(query, Query):
             query = query.text if query.text.strip() else f"${query.formula or ''}$"
         k = K.check(k)
-        question = read_question(query, max_chars=10_000)
+        question = read_question(query, QUERY)
         if question.problem:
             raise QueryError(question.problem)
         if k > AGENT_K.high:  # deeper than the planner's tools go: the index's hybrid search

@@ -76,6 +76,33 @@ EF_SEARCH = Limit("ef_search", 1, 10_000, "HNSW candidate list size")
 PORT = Limit("port", 1, 65_535, "TCP port")
 
 
+@dataclass(frozen=True)
+class TextLimit:
+    """The most characters of a text that are read: a longer one is cut before anything scans it, with a notice
+    (never refused). Every entry point cuts through one of these (mathscout.question.read_question for questions,
+    mathscout.tools.searching.run_search for searches), so the page, the API, the command line and the Python API
+    cut alike."""
+
+    name: str
+    chars: int
+
+    def cut(self, text: str) -> tuple[str, str | None]:
+        """`text` up to the bound (at its last space in the bound's second half, else at the bound) and the notice
+        saying so, or `text` and None when it fits."""
+        if len(text) <= self.chars:
+            return text, None
+        cut = text.rfind(" ", self.chars // 2 + 1, self.chars)
+        cut = cut if cut > 0 else self.chars
+        return text[:cut], (
+            f"The {self.name} has {len(text):,} characters; only the first {cut:,} were searched "
+            "(ask about one formula or idea at a time)."
+        )
+
+
+QUESTION = TextLimit("question", 2_000)  # a question, not a document (the chat page, `ask`, POST /api/ask)
+QUERY = TextLimit("query", 10_000)  # a search (`search`, GET /api/search, MathScout.search)
+
+
 # ---- named choices, checked alike everywhere (command line, Python API, HTTP API) --------------------------
 
 RERANKERS = (

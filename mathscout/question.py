@@ -8,9 +8,10 @@ from typing import Literal
 
 from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.latex.bare import delimit_bare_math
+from mathscout.limits import QUESTION, TextLimit
 from mathscout.structure.parser import parse_latex
 
-MAX_QUESTION_CHARS = 2_000  # a question, not a document (the chat page cuts at the same length)
+MAX_QUESTION_CHARS = QUESTION.chars  # a question, not a document (the chat page cuts at the same length)
 MAX_FORMULAS = 3  # formulas of one question searched by structure search
 QuestionKind = Literal["formula", "text", "mixed", "empty"]
 
@@ -118,20 +119,14 @@ def computation_order(words: str, formulas: list[str]) -> str | None:
     return None
 
 
-def read_question(raw: str | None, max_chars: int = MAX_QUESTION_CHARS) -> Question:
-    """Bound and classify a question; never raises (an empty one has kind "empty")."""
-    text = _CONTROL.sub(" ", raw or "").strip()
+def read_question(raw: str | None, limit: TextLimit = QUESTION) -> Question:
+    """Bound and classify a question; never raises (an empty one has kind "empty"). The text is cut to `limit`
+    (with its notice) before anything scans it."""
+    text, cut = limit.cut(raw or "")
+    text = _CONTROL.sub(" ", text).strip()
     if not text:
         return Question("", "empty")
-    notices = []
-    if len(text) > max_chars:
-        cut = text.rfind(" ", 0, max_chars)
-        cut = cut if cut > max_chars // 2 else max_chars
-        notices.append(
-            f"The question has {len(raw or ''):,} characters; only the first {cut:,} were searched "
-            "(ask about one formula or idea at a time)."
-        )
-        text = text[:cut].rstrip()
+    notices = [cut] if cut else []
     formulas, words = formulas_and_words(delimit_bare_math(text).text)  # formulas typed without `$` are math too
     topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
     chosen = choose_formulas(formulas, bool(topical))

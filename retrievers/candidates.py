@@ -23,6 +23,7 @@ from mathscout.dense.cross import CROSS_DEPTH as CROSS_DEPTH  # the candidates' 
 from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
+from mathscout.limits import TextLimit
 from mathscout.notices import notice
 from mathscout.question import read_question  # the planner's classifier of question kinds
 from mathscout.retrievers.base import RankResult, prepare_query
@@ -85,7 +86,7 @@ def question_stats(query: Query, perfect_structure: float | None = None) -> Quer
         formulas=len(query_formulas(text)),
         math_share=math / len(terms) if terms else 0.0,
         terms=len(terms),
-        kind=read_question(text, max_chars=len(text) + 1).kind,
+        kind=read_question(text, TextLimit("topic", len(text) + 1)).kind,
         perfect_structure=perfect_structure,
     )
 

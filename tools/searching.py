@@ -14,7 +14,7 @@ from typing import Any
 from mathscout.corpus.math_spans import formulas_and_words
 from mathscout.errors import QueryError
 from mathscout.latex.bare import delimit_bare_math
-from mathscout.limits import RERANK_DEPTH, K, rerank_kind
+from mathscout.limits import QUERY, RERANK_DEPTH, K, rerank_kind
 from mathscout.notices import collecting
 from mathscout.options import MODE, RERANK
 from mathscout.options import RERANK_DEPTH as RERANK_DEPTH_OPTION
@@ -66,7 +66,8 @@ def run_search(request: SearchRequest, toolbox, open_mode: ModeOpener | None = N
     `open_mode(toolbox, mode)` gives the first stage. With `request.rerank`, its top `rerank_depth` hits are
     reordered."""
     started = time.perf_counter()
-    read = delimit_bare_math(request.query)
+    text, cut = QUERY.cut(request.query)  # the query limit, before anything scans the text
+    read = delimit_bare_math(text)
     query = replace(request, query=read.text)
     first = open_mode(toolbox, request.mode) if open_mode else toolbox.retriever(request.mode)
     notices = toolbox.open_notices(request.mode)
@@ -83,6 +84,8 @@ def run_search(request: SearchRequest, toolbox, open_mode: ModeOpener | None = N
     notices += [n.removeprefix("notice: ") for n in said if n.removeprefix("notice: ") not in notices]
     if read.formulas:
         notices.insert(0, "read as math (typed without $…$): " + ", ".join(f"`{f}`" for f in read.formulas))
+    if cut:
+        notices.insert(0, cut)
     missing = list(getattr(hits, "missing_shards", []))  # retrievers/shards/retriever.py: partial results
     notices += partial_results(hits)
     explain_hits(hits, toolbox.index.store, query.query)

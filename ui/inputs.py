@@ -6,9 +6,10 @@ import re
 from dataclasses import dataclass, field
 
 from mathscout.corpus.math_spans import find_math
+from mathscout.limits import QUESTION
 from mathscout.structure.parser import parse_latex
 
-MAX_QUESTION_CHARS = 2_000  # longer messages are searched up to here (a question, not a document)
+MAX_QUESTION_CHARS = QUESTION.chars  # longer messages are searched up to here (a question, not a document)
 MAX_ECHO_CHARS = 600  # how much of a long message is shown back in the chat
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _LONE_DOLLAR = re.compile(r"(?<!\\)\$(?![\d\s])")  # `$3` and `$ 5` are currency, not math
@@ -65,21 +66,15 @@ def latex_notices(text: str) -> list[str]:
 
 def check_question(raw: str | None) -> CheckedQuestion:
     """Validate a chat message; never raises."""
-    text = _CONTROL.sub(" ", raw or "").strip()
+    text, cut = QUESTION.cut(raw or "")  # the question limit, before anything scans the text
+    text = _CONTROL.sub(" ", text).strip()
     if not text:
         return CheckedQuestion(
             "", "", problem=(f"Your message is empty. Type a question in words and/or LaTeX, for example: {EXAMPLE}")
         )
-    notices = []
+    notices = [cut] if cut else []
     echo = text
-    if len(text) > MAX_QUESTION_CHARS:
-        cut = text.rfind(" ", 0, MAX_QUESTION_CHARS)
-        cut = cut if cut > MAX_QUESTION_CHARS // 2 else MAX_QUESTION_CHARS
-        notices.append(
-            f"Your message has {len(raw or ''):,} characters; only the first {cut:,} were searched. "
-            "Ask about one formula or idea at a time for the best results."
-        )
-        text = text[:cut]
+    if cut:
         echo = text[:MAX_ECHO_CHARS].rstrip() + f" … *({len(raw or ''):,} characters, shortened here)*"
     notices += latex_notices(text)
     return CheckedQuestion(text, echo, notices)

@@ -3,8 +3,8 @@
 Property-based tests (hypothesis) for the math-span finder, the BM25 tokenizer, the HTML reader and the
 operator-tree parser, and a scaling check: for each hostile pattern, eight times the input must take about eight
 times as long (an unclosed delimiter rescanned to the end of the text takes sixty-four times as long). Every function
-that reads a user's query or question is in USER_TEXT_SCANNERS, checked on each shape of PATHOLOGICAL and on
-hypothesis' texts up to 100 KB (issue 42)."""
+that reads a user's query or question (mathscout.benchmarks.scanners.SCANNERS) is checked on each of its SHAPES and
+on hypothesis' texts up to 100 KB (issue 42)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mathscout.benchmarks.scanners import SCANNERS, SHAPES, shaped
 from mathscout.corpus import find_math, html_to_text, make_document
-from mathscout.corpus.math_spans import formulas_and_words
-from mathscout.latex.bare import delimit_bare_math
 from mathscout.latex.tokens import document_terms, lex, query_terms
-from mathscout.markup import document_markdown, sanitize_answer
-from mathscout.question import computation_order, read_question
 from mathscout.structure.parser import parse_latex
-from mathscout.types_expansion.detect import detect_types
-from mathscout.ui.inputs import check_question, latex_notices
 
 # Pieces that real and hostile math text is made of: every delimiter, open and closed, and the commands
 # whose arguments the tokenizer scans.
@@ -181,81 +176,19 @@ def test_growing_a_hostile_input_grows_the_time_linearly(name):
 
 
 # --- every scanner of user text (issue 42 item 3) ------------------------------------------------------------
-# A query or question is read by each function below before it is searched, shown or echoed. Each must take time
-# linear in the text's length on every shape of PATHOLOGICAL and on any text hypothesis builds from PIECES, up to
-# 100 KB (ten times the query limit: the bound is applied before scanning, but a scanner must not rely on it).
-# A reviewer adds a scanner, or a shape, in one line.
+# Each function of mathscout.benchmarks.scanners.SCANNERS (the one registry of what reads a query or question) must
+# take time linear in the text's length on every shape of SHAPES and on any text hypothesis builds from PIECES, up
+# to 100 KB (ten times the query limit: the limit is applied before scanning, but no scanner may rely on it).
+# A reviewer adds a scanner, or a shape, in one line there.
 
-
-def _formula_preview(text: str) -> object:
-    from mathscout.ui.app import formula_preview  # the page's live preview of the formula editor
-
-    return formula_preview(text)
-
-
-USER_TEXT_SCANNERS: dict[str, Callable[[str], object]] = {
-    "question reader (ask, page, API)": lambda text: read_question(text, max_chars=len(text) + 1),
-    "bare formulas (typed without $)": delimit_bare_math,
-    "math spans": find_math,
-    "formulas and words (query splitter)": formulas_and_words,
-    "query terms (bm25, snippets)": query_terms,
-    "formula parser (structure search, rewriting)": parse_latex,
-    "computation order": lambda text: computation_order(text, ["x"]),
-    "type mentions (types expansion)": detect_types,
-    "question echoed as Markdown": document_markdown,
-    "answer sanitiser": sanitize_answer,
-    "page message check": check_question,
-    "page message notices": latex_notices,
-    "page formula preview": _formula_preview,
-}
-PATHOLOGICAL: dict[str, str] = {  # a unit repeated to the size
-    "digit run": "9",
-    "digits and spaces": "9 ",
-    "digits and dots": "1.",
-    "many $": "$",
-    "many $$": "$$ x",
-    "currency $1": "$1 ",
-    "closed $x$": "$x$ ",
-    "open braces": "{",
-    "close braces": "}",
-    "nested braces": "{a",
-    "backslashes": "\\",
-    "\\frac repeated": "\\frac",
-    "\\frac{ repeated": "\\frac{",
-    "\\left( repeated": "\\left(",
-    "unclosed \\(": "\\(",
-    "alternating a+": "a+",
-    "alternating 1+": "1+",
-    "alternating 1/": "1/",
-    "alternating x^": "x^",
-    "alternating a_": "a_",
-    "alternating a=": "a=",
-    "alternating a-": "a-",
-    "parentheses": "(",
-    "sin(": "sin(",
-    "bars": "|",
-    "factorials": "x!",
-    "words": "ab cd ",
-    "one letter words": "a ",
-    "one long word": "x",
-    "spaces": " ",
-    "line breaks": "\n",
-    "brackets [a,": "[a,",
-    "links": "http://x",
-    "e-mail @": "a@",
-    "stars **": "**",
-    "backticks": "`",
-    "commands \\alpha": "\\alpha ",
-    "[imath]": "[imath]x",
-}
 SIZE = 100_000  # characters of the largest input (the query limit is 10,000)
 
 
 def _linear(scan: Callable[[str], object], unit: str) -> str | None:
     """None when scanning `unit` repeated to SIZE takes at most ~8× its time at SIZE/8, else what was measured.
-    Checked first at a tenth of the sizes, so that a quadratic scanner fails in seconds, not minutes."""
+    Checked first at an eighth of the sizes, so that a quadratic scanner fails in seconds, not minutes."""
     for large_chars in (SIZE // 8, SIZE):
-        small = unit * max(1, large_chars // 8 // len(unit))
+        small = shaped(unit, large_chars // 8)
         large = small * 8
         best = [float("inf"), float("inf")]
         for _ in range(3):  # the best of up to 3 turns (a busy machine's noise), stopping once it is within the bar
@@ -270,16 +203,16 @@ def _linear(scan: Callable[[str], object], unit: str) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("scanner", list(USER_TEXT_SCANNERS))
+@pytest.mark.parametrize("scanner", list(SCANNERS))
 def test_every_scanner_of_user_text_is_linear_on_pathological_shapes(scanner):
-    scan = USER_TEXT_SCANNERS[scanner]
-    slow = {shape: found for shape, unit in PATHOLOGICAL.items() if (found := _linear(scan, unit))}
+    scan = SCANNERS[scanner]
+    slow = {shape: found for shape, unit in SHAPES.items() if (found := _linear(scan, unit))}
     assert not slow, f"{scanner}: not linear on {slow}"
 
 
-@pytest.mark.parametrize("scanner", list(USER_TEXT_SCANNERS))
+@pytest.mark.parametrize("scanner", list(SCANNERS))
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(unit=st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("".join))
 def test_every_scanner_of_user_text_is_linear_on_any_repeated_text(scanner, unit):
-    found = _linear(USER_TEXT_SCANNERS[scanner], unit)
+    found = _linear(SCANNERS[scanner], unit)
     assert found is None, f"{scanner} on {unit!r} repeated: {found}"
