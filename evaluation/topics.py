@@ -4,7 +4,8 @@
   with math as `$…$`;
 - ARQMath Task 2 XML (`B.*` topics with `<Latex>`): the query formula;
 - JSONL `{"id", "title", "body", "tags"?}` (the collection's topics) or `{"id", "query"}` (formula queries);
-- NTCIR-12 formula browsing topics: `id<TAB>latex` lines (`\\qvar{…}` wildcards kept as written).
+- NTCIR-12 formula browsing topics: `id<TAB>latex` lines (`\\qvar{…}` wildcards kept as written); a first line
+  that names the columns (`id<TAB>query`, `qid<TAB>latex`, …) is a header and skipped.
 """
 
 from __future__ import annotations
@@ -127,11 +128,16 @@ def _formula_query(topic_id: str, query: str, tags: tuple[str, ...]) -> Topic:
     return Topic(id=topic_id, text=f"${query}$", formula=query, tags=tags)
 
 
+_ID_COLUMNS = {"id", "qid", "query_id", "topic", "topic_id", "topicid", "number"}
+_QUERY_COLUMNS = {"latex", "query", "formula", "text", "title"}
+
+
 def _tsv_formula_topics(text: str, path: Path) -> list[Query]:
     topics: list[Query] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if lines and _is_header(lines[0][1]):
+        lines = lines[1:]
+    for number, line in lines:
         topic_id, tab, latex = line.partition("\t")
         if not tab or not topic_id.strip() or not latex.strip():
             raise MathScoutError(
@@ -139,3 +145,9 @@ def _tsv_formula_topics(text: str, path: Path) -> list[Query]:
             )
         topics.append(Topic(id=topic_id.strip(), text=f"${latex.strip()}$", formula=latex.strip()))
     return topics
+
+
+def _is_header(line: str) -> bool:
+    """A first line naming the columns (`id<TAB>query`), not a topic."""
+    first, _, second = line.partition("\t")
+    return first.strip().lower() in _ID_COLUMNS and second.strip().lower() in _QUERY_COLUMNS
