@@ -10,30 +10,36 @@ As in ARQMath, a judged topic the run does not answer counts as zero, and means 
 topic of the qrels (the official ARQMath evaluation's topic set): a topic whose judgments hold nothing
 relevant for a measure (possible in the `-available` subsets, e.g. only grade 0–1 answers for MAP′) scores
 0 on it. `topics_with_relevant=True` (`mathscout eval --topics-with-relevant`) keeps the older view: only
-the topics with a relevant document (grade ≥ the set's threshold), the others left out.
+the topics with a relevant document (grade ≥ the set's threshold), the others left out. `topics` (`--topics
+qrels|run|FILE`, `evaluation/scope.py`) restricts the judged topics to the run's or a file's.
+
+Runs and qrels are files or in memory: a `Run`, `{topic: [Hit]}` or `{topic: {doc: score}}`, and `{topic: {doc:
+grade}}`. Runs compared against a baseline get paired t-tests with a multiple-testing correction
+(`evaluation/significance.py`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import ir_measures
 from ir_measures import AP, RR, Bpref, P, R, nDCG
-from scipy.stats import ttest_rel
 
 from mathscout.errors import MathScoutError
-from mathscout.evaluation.runs import Run, read_run
+from mathscout.evaluation.runs import Run, RunLike, as_run
+from mathscout.evaluation.scope import TopicScope, coverage_warning, topic_scope
+from mathscout.evaluation.significance import DEFAULT_CORRECTION, SIGNIFICANCE_LEVEL, correct, paired_p_value
 
-SIGNIFICANCE_LEVEL = 0.05
 ARQMATH_DEPTH = 1000  # ARQMath runs hold at most 1000 answers per topic
 _ARQMATH_TOPIC = re.compile(r"^[AB]\.\d+$")
 _DIGITS = re.compile(r"(\d+)")
 
 Qrels = dict[str, dict[str, int]]
+QrelsLike = Path | str | Mapping[str, Mapping[str, int]]
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,9 @@ class EvalResult:
     unjudged_removed: int = 0  # documents removed under --prime
     duplicates_dropped: int = 0
     judged_in_run: int | None = None  # run entries of scored topics that the qrels judge (0: the ids differ)
+    topic_scope: str = "qrels"  # what the mean is over (evaluation/scope.py)
+    out_of_scope: int = 0  # judged topics outside the scope: not scored
+    unjudged_in_scope: int = 0  # topics of the scope without judgments: not scored
 
     @property
     def topics(self) -> int:
@@ -118,6 +127,10 @@ class EvalResult:
     def notes(self) -> list[str]:
         """What a reader must know to interpret the numbers."""
         notes = []
+        if self.out_of_scope:
+            notes.append(f"mean over {self.topic_scope}; the other {self.out_of_scope:,} judged topics are not scored")
+        if self.unjudged_in_scope:
+            notes.append(f"{_topics(self.unjudged_in_scope)} of {self.topic_scope} without judgments: not scored")
         if self.prime:
             notes.append(f"prime measures: {self.unjudged_removed:,} unjudged documents removed from the run")
         if self.missing_topics:
@@ -147,13 +160,26 @@ class EvalResult:
             )
         return notes
 
+    def coverage_warning(self, option: str = "--topics run") -> str | None:
+        """A loud line when most scored topics are missing from the run, with the mean over the answered ones."""
+        line = coverage_warning(self.topics, len(self.missing_topics), f"the run {self.run}", option)
+        if line is None:
+            return None
+        first = self.measures[0]
+        missing = set(self.missing_topics)
+        answered = [s[first] for q, s in self.per_topic.items() if q not in missing]
+        over_answered = f", {sum(answered) / len(answered):.3f} over those" if answered else ""
+        return f"{line} ({first} {self.summary[first]:.3f} over all{over_answered})"
+
     def to_json(self) -> dict:
+        warning = self.coverage_warning()
         return {
             "run": self.run,
             "qrels": self.qrels,
             "prime": self.prime,
             "measure_set": self.measure_set,
             "measures": self.measures,
+            "topic_scope": self.topic_scope,
             "topics": self.topics,
             "summary": self.summary,
             "per_topic": self.per_topic,
@@ -164,36 +190,48 @@ class EvalResult:
             "unjudged_removed": self.unjudged_removed,
             "duplicates_dropped": self.duplicates_dropped,
             "notes": self.notes(),
+            "warnings": [warning] if warning else [],
         }
 
 
 @dataclass
 class Comparison:
-    """Several runs over the same topics; paired t-tests of each run against the first (the baseline)."""
+    """Several runs over the same topics; paired t-tests of each run against the baseline (the first unless
+    `baseline` says), and the p-values corrected for testing the runs together (per measure)."""
 
     results: list[EvalResult]
     p_values: list[dict[str, float | None]]  # per run, per measure; the baseline has none
+    corrected: list[dict[str, float | None]] = field(default_factory=list)  # the same, corrected
+    baseline: int = 0
+    correction: str = "none"
+
+    def __post_init__(self) -> None:
+        if not self.corrected:
+            self.corrected = self.p_values
 
     @property
     def measures(self) -> list[str]:
         return self.results[0].measures
 
     def significant(self, run_index: int, measure: str) -> bool:
-        p = self.p_values[run_index].get(measure)
+        """The corrected p-value is below SIGNIFICANCE_LEVEL."""
+        p = self.corrected[run_index].get(measure)
         return p is not None and p < SIGNIFICANCE_LEVEL
 
     def to_json(self) -> dict:
         return {
-            "baseline": self.results[0].run,
+            "baseline": self.results[self.baseline].run,
             "significance_level": SIGNIFICANCE_LEVEL,
-            "test": "paired t-test over topics vs the baseline (first run)",
+            "test": "paired t-test over topics vs the baseline",
+            "correction": self.correction,
             "measures": self.measures,
             "runs": [
                 {
                     "run": r.run,
                     "summary": r.summary,
                     "p_values": self.p_values[i],
-                    "significant": {m: self.significant(i, m) for m in self.measures} if i else {},
+                    "p_corrected": self.corrected[i],
+                    "significant": {m: self.significant(i, m) for m in self.measures} if i != self.baseline else {},
                     "notes": r.notes(),
                 }
                 for i, r in enumerate(self.results)
@@ -204,6 +242,16 @@ class Comparison:
 def topic_order(topic_id: str) -> list:
     """Natural order for topic ids (A.2 before A.10)."""
     return [int(part) if part.isdigit() else part for part in _DIGITS.split(topic_id)]
+
+
+def load_qrels(qrels: QrelsLike) -> tuple[str, Qrels]:
+    """Qrels from a file or in memory (`{topic: {doc: grade}}`), with the name results give them."""
+    if isinstance(qrels, (str, Path)):
+        return str(qrels), read_qrels(qrels)
+    loaded = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items()}
+    if not loaded:
+        raise MathScoutError("the qrels are empty")
+    return "qrels", loaded
 
 
 def read_qrels(path: Path | str) -> Qrels:
@@ -260,53 +308,105 @@ def choose_measure_set(qrels: Qrels, prime: bool, name: str | None = None) -> Me
     return MEASURE_SETS[name]
 
 
+def with_measures(spec: MeasureSet, names: Sequence[str] | None, prime: bool = False) -> MeasureSet:
+    """`spec` reporting the `names` measures instead: a label `spec` reports means its measure ("MAP", "P@10",
+    "nDCG′"), anything else is an ir-measures name ("nDCG@10", "RR@10", "AP(rel=2)", "P(rel=2)@5")."""
+    if not names:
+        return spec
+    if len(set(names)) != len(names):
+        raise MathScoutError(f"a measure is named twice: {', '.join(names)}")
+    known = {label: m for m in spec.measures for label in (m.name, m.label(prime))}
+    chosen = []
+    for name in names:
+        if name in known:
+            chosen.append(known[name])
+            continue
+        try:
+            chosen.append(MeasureSpec(name, ir_measures.parse_measure(name)))
+        except (NameError, ValueError, TypeError) as exc:
+            raise MathScoutError(
+                f"unknown measure '{name}' (ir-measures names, e.g. nDCG@10, RR@10, R@100, AP(rel=2), P(rel=2)@10)"
+            ) from exc
+    return replace(spec, measures=tuple(chosen))
+
+
 def evaluate_run(
-    run_path: Path | str,
-    qrels_path: Path | str,
+    run: RunLike,
+    qrels: QrelsLike,
     prime: bool = False,
     measure_set: str | None = None,
     topics_with_relevant: bool = False,
+    topics: str | Path | Iterable[str] | None = None,
+    name: str | None = None,
 ) -> EvalResult:
-    """Score one run file against a qrels file (see the module docstring for the conventions)."""
-    qrels = read_qrels(qrels_path)
+    """Score one run against qrels, each a file or in memory (see the module docstring for the conventions);
+    `topics` as `mathscout eval --topics` ("qrels", "run", a topic file, or topic ids)."""
+    qrels_name, judged = load_qrels(qrels)
+    loaded = as_run(run)
     return evaluate_loaded(
-        str(run_path),
-        read_run(run_path),
-        qrels,
-        str(qrels_path),
+        name or _run_name(run),
+        loaded,
+        judged,
+        qrels_name,
         prime,
-        choose_measure_set(qrels, prime, measure_set),
+        choose_measure_set(judged, prime, measure_set),
         topics_with_relevant,
+        topic_scope(topics, loaded.topics),
     )
 
 
 def compare_runs(
-    run_paths: Sequence[Path | str],
-    qrels_path: Path | str,
+    runs: Sequence[RunLike],
+    qrels: QrelsLike,
     prime: bool = False,
     measure_set: str | None = None,
     topics_with_relevant: bool = False,
+    topics: str | Path | Iterable[str] | None = None,
+    correction: str = DEFAULT_CORRECTION,
+    names: Sequence[str] | None = None,
 ) -> Comparison:
-    """Score several runs on the same topics; paired t-test (p < 0.05) of each against the first."""
-    if len(run_paths) < 2:
+    """Score several runs on the same topics; a paired t-test of each against the first, corrected for testing
+    them together (`correction`, evaluation/significance.py). `topics` "run": the topics any of the runs answers."""
+    if len(runs) < 2:
         raise MathScoutError("compare needs at least two runs (the first is the baseline)")
-    qrels = read_qrels(qrels_path)
-    spec = choose_measure_set(qrels, prime, measure_set)
+    qrels_name, judged = load_qrels(qrels)
+    spec = choose_measure_set(judged, prime, measure_set)
+    loaded = [as_run(r) for r in runs]
+    scope = topic_scope(topics, (q for r in loaded for q in r.topics))
+    labels = list(names) if names else [_run_name(r) for r in runs]
     results = [
-        evaluate_loaded(str(p), read_run(p), qrels, str(qrels_path), prime, spec, topics_with_relevant)
-        for p in run_paths
+        evaluate_loaded(label, run, judged, qrels_name, prime, spec, topics_with_relevant, scope)
+        for label, run in zip(labels, loaded)
     ]
-    baseline = results[0]
-    topics = sorted(baseline.per_topic)
-    p_values: list[dict[str, float | None]] = [{}]
-    for result in results[1:]:
-        p_values.append(
-            {
-                m: _paired_p_value([baseline.per_topic[t][m] for t in topics], [result.per_topic[t][m] for t in topics])
-                for m in baseline.measures
-            }
-        )
-    return Comparison(results=results, p_values=p_values)
+    return compare_results(results, correction=correction)
+
+
+def compare_results(
+    results: Sequence[EvalResult], baseline: int = 0, correction: str = DEFAULT_CORRECTION
+) -> Comparison:
+    """Paired t-tests of each result against `results[baseline]` over its topics, per measure corrected over the
+    runs tested (`correction`)."""
+    base = results[baseline]
+    topics = sorted(base.per_topic)
+    p_values: list[dict[str, float | None]] = [
+        {}
+        if i == baseline
+        else {
+            m: paired_p_value([base.per_topic[t][m] for t in topics], [result.per_topic[t][m] for t in topics])
+            for m in base.measures
+        }
+        for i, result in enumerate(results)
+    ]
+    corrected: list[dict[str, float | None]] = [{} for _ in results]
+    tested = [i for i in range(len(results)) if i != baseline]
+    for m in base.measures:
+        for i, p in zip(tested, correct([p_values[i][m] for i in tested], correction)):
+            corrected[i][m] = p
+    return Comparison(list(results), p_values, corrected, baseline, correction)
+
+
+def _run_name(run: RunLike) -> str:
+    return str(run) if isinstance(run, (str, Path)) else (run.tag if isinstance(run, Run) and run.tag else "run")
 
 
 def scored_topics(
@@ -327,9 +427,17 @@ def evaluate_loaded(
     prime: bool,
     spec: MeasureSet,
     topics_with_relevant: bool = False,
+    scope: TopicScope | None = None,
 ) -> EvalResult:
-    """Score a run and qrels already read (`evaluate_run` without the files): the measures of `spec` per topic and mean."""
-    scorable = {q: qrels[q] for q in scored_topics(qrels, spec, topics_with_relevant, qrels_name)}
+    """Score a run and qrels already read (`evaluate_run` without the files): the measures of `spec` per topic and
+    mean, over the judged topics of `scope` (default: every judged topic)."""
+    scope = scope or TopicScope()
+    in_scope = qrels if scope.ids is None else {q: docs for q, docs in qrels.items() if q in scope.ids}
+    if not in_scope:
+        raise MathScoutError(f"none of {scope.name} is judged in the qrels {qrels_name}")
+    scorable = {q: qrels[q] for q in scored_topics(qrels, spec, topics_with_relevant, qrels_name) if q in in_scope}
+    if not scorable:
+        raise MathScoutError(f"no topic of {scope.name} has a relevant document in the qrels {qrels_name}")
     without_relevant = sorted(
         (q for q in scorable if not any(g >= spec.relevant_grade for g in scorable[q].values())), key=topic_order
     )
@@ -368,12 +476,15 @@ def evaluate_loaded(
         summary=summary,
         relevant_grade=spec.relevant_grade,
         missing_topics=sorted((q for q in scorable if q not in evaluated), key=topic_order),
-        skipped_topics=sorted((q for q in qrels if q not in scorable), key=topic_order),
+        skipped_topics=sorted((q for q in in_scope if q not in scorable), key=topic_order),
         unanswerable_topics=without_relevant,
         unjudged_topics=len(set(scores) - set(qrels)),
         unjudged_removed=removed,
         duplicates_dropped=run.duplicates_dropped,
         judged_in_run=sum(1 for qid in scorable for d in scores.get(qid, {}) if d in qrels[qid]),
+        topic_scope=scope.name,
+        out_of_scope=len(qrels) - len(in_scope),
+        unjudged_in_scope=0 if scope.ids is None else len(scope.ids - set(qrels)),
     )
 
 
@@ -391,13 +502,3 @@ def _trec_eval_ranking(docs: dict[str, float], depth: int | None) -> dict[str, f
     and rescored by rank, so that every ir-measures provider sees the same ranking even on ties."""
     ordered = sorted(docs.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:depth]
     return {doc: float(len(ordered) - i) for i, (doc, _) in enumerate(ordered)}
-
-
-def _paired_p_value(baseline: list[float], other: list[float]) -> float | None:
-    """Two-sided paired t-test p-value; 1.0 when the runs agree on every topic, None below 2 topics."""
-    if len(baseline) < 2:
-        return None
-    if all(a == b for a, b in zip(baseline, other)):
-        return 1.0
-    p = float(ttest_rel(other, baseline).pvalue)
-    return None if math.isnan(p) else p

@@ -21,42 +21,51 @@ def format_evaluation(result: EvalResult, per_topic: bool = False) -> str:
         ]
     rows.append(["mean"] + [f"{result.summary[m]:.4f}" for m in result.measures])
     lines.append("")
-    lines += _table(["topic"] + result.measures, rows, rule_before_last=per_topic)
+    lines += table_lines(["topic"] + result.measures, rows, rule_before_last=per_topic)
     return "\n".join(lines)
 
 
 def format_comparison(comparison: Comparison) -> str:
-    """One row per run; `*` marks a significant difference from the first run (paired t-test)."""
+    """One row per run; `*` marks a significant difference from the baseline (paired t-test, corrected)."""
     measures = comparison.measures
-    first = comparison.results[0]
+    first = comparison.results[comparison.baseline]
     rows = []
     for i, result in enumerate(comparison.results):
         cells = []
         for m in measures:
             mark = "*" if comparison.significant(i, m) else ""
             cells.append(f"{result.summary[m]:.4f}{mark}")
-        rows.append([f"{'(baseline) ' if i == 0 else ''}{result.run}"] + cells)
+        rows.append([f"{'(baseline) ' if i == comparison.baseline else ''}{result.run}"] + cells)
     lines = [
         f"qrels: {first.qrels}",
         f"measures: {first.measure_set}{' (prime)' if first.prime else ''}, mean over {first.topics} topics",
         "",
     ]
-    lines += _table(["run"] + measures, rows)
+    lines += table_lines(["run"] + measures, rows)
     lines.append("")
-    lines.append(f"* p < {SIGNIFICANCE_LEVEL} in a paired t-test over topics against the baseline (first run)")
-    for i, result in enumerate(comparison.results[1:], start=1):
-        ps = ", ".join(f"{m} {_p(comparison.p_values[i][m])}" for m in measures)
+    tested = len(comparison.results) - 1
+    corrected = comparison.correction != "none" and tested > 1  # one test: nothing to correct
+    how = f", {comparison.correction}-corrected over the {tested} runs tested" if corrected else ""
+    lines.append(f"* p < {SIGNIFICANCE_LEVEL} in a paired t-test over topics against the baseline{how}")
+    for i, result in enumerate(comparison.results):
+        if i == comparison.baseline:
+            continue
+        ps = ", ".join(
+            f"{m} {format_p(comparison.p_values[i][m])}"
+            + (f" ({comparison.correction} {format_p(comparison.corrected[i][m])})" if corrected else "")
+            for m in measures
+        )
         lines.append(f"p-values {result.run}: {ps}")
     for result in comparison.results:
         lines += [f"note ({result.run}): {note}" for note in result.notes()]
     return "\n".join(lines)
 
 
-def _p(value: float | None) -> str:
+def format_p(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def _table(header: list[str], rows: list[list[str]], rule_before_last: bool = False) -> list[str]:
+def table_lines(header: list[str], rows: list[list[str]], rule_before_last: bool = False) -> list[str]:
     widths = [max(len(r[c]) for r in [header] + rows) for c in range(len(header))]
 
     def line(cells: list[str]) -> str:

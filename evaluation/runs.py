@@ -14,7 +14,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -47,6 +47,38 @@ class Run:
     def scores(self) -> dict[str, dict[str, float]]:
         """`{topic: {doc: score}}`, the shape the measure providers take."""
         return {qid: {e.doc_id: e.score for e in entries} for qid, entries in self.topics.items()}
+
+    def hits(self) -> dict[str, list[Hit]]:
+        """`{topic: [Hit]}` in run order, what `write_run` writes."""
+        return {qid: [Hit(doc_id=e.doc_id, score=e.score) for e in entries] for qid, entries in self.topics.items()}
+
+
+RunLike = Path | str | Run | Mapping[str, Sequence[Hit]] | Mapping[str, Mapping[str, float]]
+
+
+def as_run(run: RunLike, tag: str = "") -> Run:
+    """A run from a file, or in memory: a `Run`, `{topic: [Hit]}` (a retriever's `batch_search`) or
+    `{topic: {doc: score}}` (ir-measures' shape). Topics without hits are left out, as in a run file."""
+    if isinstance(run, Run):
+        return run
+    if isinstance(run, (str, Path)):
+        return read_run(run)
+    topics: dict[str, list[RunEntry]] = {}
+    for qid, found in run.items():
+        pairs = (
+            sorted(found.items(), key=lambda kv: -kv[1])
+            if isinstance(found, Mapping)
+            else [(h.doc_id, h.score) for h in ranked(found)]
+        )
+        first: dict[str, float] = {}
+        for doc, score in pairs:
+            first.setdefault(str(doc), float(score))  # a document's first entry, as read_run keeps it
+        entries = [RunEntry(doc, rank, score) for rank, (doc, score) in enumerate(first.items(), start=1)]
+        if entries:
+            topics[str(qid)] = entries
+    if not topics:
+        raise MathScoutError("the run is empty: no topic has a hit")
+    return Run(topics=topics, tag=tag)
 
 
 def ranked(hits: Iterable[Hit]) -> list[Hit]:
