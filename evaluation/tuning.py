@@ -5,7 +5,7 @@ weights form a grid on the simplex, step 0.05 for two runs and 0.25 for three (Z
 weights are chosen on the other folds and scored on it; the CV score is the mean over the held-out
 topics. The weights stored with an index are tuned on all topics of the tuning set.
 
-    mathscout train fusion --runs structure=S.trec dense=D.trec [bm25=B.trec] --qrels Q [--prime]
+    mathscout train fusion --runs structure=S.trec dense=D.trec [bm25=B.trec] --qrels Q [--prime] [--topics run]
                            [--index DIR | --save FILE]  store the final weights in DIR/fusion.json or FILE
                            [--apply DIR/fusion.json] also score fixed, already tuned weights on these topics
                            [--write-runs OUT --name N --set S]  the fused runs as files
@@ -34,7 +34,9 @@ from mathscout.evaluation.measures import (
     topic_order,
 )
 from mathscout.evaluation.runs import Run, RunEntry, read_run, write_run
+from mathscout.evaluation.scope import TopicScope, add_topics_argument, coverage_warning, topic_scope
 from mathscout.index.layout import IndexDir
+from mathscout.notices import notice
 from mathscout.retrievers.fusion import DEPTH, METHODS, FusionConfig, Ranking, TopicMatrix, describe_weights, method
 from mathscout.types import Hit
 
@@ -69,17 +71,28 @@ def weight_grid(runs: int, step: float) -> np.ndarray:
 
 class Scorer:
     """Per-topic scores with the first measure `mathscout eval` reports for these qrels (nDCG@10 on the
-    collection's qrels, nDCG′ on ARQMath with --prime), computed by the same code."""
+    collection's qrels, nDCG′ on ARQMath with --prime), computed by the same code, over the judged topics of
+    `scope` (`--topics`; default every judged topic)."""
 
-    def __init__(self, qrels_path: Path | str, prime: bool = False, measure_set: str | None = None):
+    def __init__(
+        self,
+        qrels_path: Path | str,
+        prime: bool = False,
+        measure_set: str | None = None,
+        scope: TopicScope | None = None,
+    ):
         self.qrels_path = str(qrels_path)
         self.qrels = read_qrels(qrels_path)
         self.prime = prime
         self.spec: MeasureSet = choose_measure_set(self.qrels, prime, measure_set)
         self.measure = self.spec.measures[0].label(prime)
-        self.topics = sorted(
-            scored_topics(self.qrels, self.spec), key=topic_order
-        )  # the topics `mathscout eval` averages
+        self.scope = scope or TopicScope()
+        self.topics = sorted(  # the topics `mathscout eval --topics` averages
+            (q for q in scored_topics(self.qrels, self.spec) if self.scope.ids is None or q in self.scope.ids),
+            key=topic_order,
+        )
+        if not self.topics:
+            raise MathScoutError(f"none of {self.scope.name} is judged in the qrels {self.qrels_path}")
 
     def per_topic(self, results: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, float]:
         """Score ranked (doc, score) lists per topic; judged topics without results count 0."""
@@ -92,7 +105,7 @@ class Scorer:
         )
         if not run.topics:
             return dict.fromkeys(self.topics, 0.0)
-        result = evaluate_loaded("fusion", run, self.qrels, self.qrels_path, self.prime, self.spec)
+        result = evaluate_loaded("fusion", run, self.qrels, self.qrels_path, self.prime, self.spec, scope=self.scope)
         return {qid: result.per_topic[qid][self.measure] for qid in self.topics}
 
     def run_scores(self, run: Mapping[str, Ranking]) -> dict[str, float]:
@@ -303,6 +316,7 @@ def main(argv: list[str] | None = None) -> None:
         help="one run file per retriever, named by its search mode (e.g. structure=… dense=…)",
     )
     parser.add_argument("--qrels", required=True, type=Path)
+    add_topics_argument(parser)
     parser.add_argument("--prime", action="store_true", help="ARQMath prime measures (tune on nDCG′)")
     parser.add_argument("--measures", choices=["arqmath", "collection"], default=None)
     parser.add_argument("--method", default="linear", choices=list(METHODS), help="the tuned fusion (default linear)")
@@ -329,7 +343,13 @@ def main(argv: list[str] | None = None) -> None:
 
     started = time.perf_counter()
     runs = load_runs(args.runs)
-    scorer = Scorer(args.qrels, args.prime, args.measures)
+    scorer = Scorer(
+        args.qrels, args.prime, args.measures, topic_scope(args.topics, (q for r in runs.values() for q in r))
+    )
+    answered = {q for run in runs.values() for q in run}
+    missing = sum(1 for q in scorer.topics if q not in answered)
+    if warning := coverage_warning(len(scorer.topics), missing, "every run", "--topics run"):
+        notice(f"{warning}; the folds hold mostly such topics")
     step = args.step or default_step(len(runs))
     grid = GridSearch(runs, scorer, args.method, weight_grid(len(runs), step), args.depth)
     cv = cross_validate(grid, args.folds, args.seed)

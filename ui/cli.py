@@ -274,25 +274,34 @@ def _cmd_run(args: argparse.Namespace) -> None:
 def _cmd_eval(args: argparse.Namespace) -> None:
     from mathscout.evaluation.measures import compare_runs, evaluate_run
     from mathscout.evaluation.report import format_comparison, format_evaluation
+    from mathscout.notices import notice
 
-    scoring = dict(prime=args.prime, measure_set=args.measures, topics_with_relevant=args.topics_with_relevant)
+    scoring = dict(
+        prime=args.prime, measure_set=args.measures, topics_with_relevant=args.topics_with_relevant, topics=args.topics
+    )
+    comparison = None
+    if len(args.run) == 1:
+        results = [evaluate_run(args.run[0], args.qrels, **scoring)]
+    else:
+        comparison = compare_runs(args.run, args.qrels, correction=args.correction, **scoring)
+        results = comparison.results
+    for result in results:
+        if warning := result.coverage_warning():
+            notice(warning)
     if args.by_family:
         from mathscout.evaluation.families import families_json, family_scores, format_families
 
-        results = [evaluate_run(run, args.qrels, **scoring) for run in args.run]
         families = family_scores(results)
         print(
             strict_json(families_json(results, families)) if args.json else format_families(results, families),
             file=args.out,
         )
-    elif len(args.run) == 1:
-        result = evaluate_run(args.run[0], args.qrels, **scoring)
+    elif comparison is None:
         print(
-            strict_json(result.to_json()) if args.json else format_evaluation(result, per_topic=args.per_topic),
+            strict_json(results[0].to_json()) if args.json else format_evaluation(results[0], per_topic=args.per_topic),
             file=args.out,
         )
     else:
-        comparison = compare_runs(args.run, args.qrels, **scoring)
         print(strict_json(comparison.to_json()) if args.json else format_comparison(comparison), file=args.out)
 
 
@@ -524,6 +533,9 @@ def _option(text: str) -> tuple[str, object]:
 
 
 def _add_eval(sub, common: argparse.ArgumentParser) -> None:
+    from mathscout.evaluation.scope import add_topics_argument
+    from mathscout.evaluation.significance import CORRECTIONS, DEFAULT_CORRECTION
+
     p = sub.add_parser(
         "eval", parents=[common], help="score runs against qrels (several runs: side by side with significance)"
     )
@@ -541,6 +553,14 @@ def _add_eval(sub, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="average over the topics with a relevant document only (default: every assessed topic, "
         "as the official ARQMath evaluation)",
+    )
+    add_topics_argument(p)
+    p.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default=DEFAULT_CORRECTION,
+        help="several runs: multiple-testing correction of the p-values against the first run, per measure "
+        f"(default {DEFAULT_CORRECTION})",
     )
     p.add_argument("--json", action="store_true")
     p.add_argument("--per-topic", action="store_true", help="print the per-topic table")
