@@ -31,7 +31,7 @@ def source_vectors(index: Path) -> tuple[np.ndarray, np.ndarray, dict]:
 
     folder = index / "dense"
     meta = read_meta(folder)
-    passage_doc = np.load(folder / "passage_doc.npy")
+    passage_doc = np.load(folder / "passage_doc.npy", allow_pickle=False)
     if (folder / VECTORS).exists():
         return np.asarray(open_vectors(folder / VECTORS, int(meta["dimension"]))), passage_doc, meta
     import faiss
@@ -107,8 +107,8 @@ def query(vectors_path: Path, dimension: int, ivfpq: Path, queries_path: Path, r
     from mathscout.retrievers.dense import best_documents
 
     faiss.omp_set_num_threads(1)
-    queries = np.load(queries_path)
-    passage_doc = np.load(vectors_path.with_name(vectors_path.stem + ".passage_doc.npy"))
+    queries = np.load(queries_path, allow_pickle=False)
+    passage_doc = np.load(vectors_path.with_name(vectors_path.stem + ".passage_doc.npy"), allow_pickle=False)
     out: dict = {"rss_start": rss()}
     started = time.perf_counter()
     searcher = IvfPqSearch(faiss.read_index(str(ivfpq)), open_vectors(vectors_path, dimension), passage_doc)

@@ -34,6 +34,7 @@ import numpy as np
 from mathscout.dense.build import read_meta
 from mathscout.dense.model import model_input_text
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError, QueryError
+from mathscout.index.arrays import load_array, load_arrays
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.base import BaseRetriever, RankResult
@@ -72,7 +73,7 @@ class ColbertComponent:
             )
         dense_meta = read_meta(dense)
         folder = _tokens_folder(dense)
-        vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+        vectors = load_array(folder / "vectors.npy", mmap=True)
         total, width = vectors.shape
         index, built = build_token_ivfpq(vectors)
         faiss.write_index(index, str(target / "ivfpq.faiss"))
@@ -127,10 +128,9 @@ class ColbertRetriever(BaseRetriever):
             )
         tokens = _tokens_folder(dense)
         try:
-            self.vectors = np.load(tokens / "vectors.npy", mmap_mode="r")
-            self.offsets = np.load(tokens / "offsets.npy")
-            projection = np.load(tokens / "projection.npz")
-            self.mean, self.matrix = projection["mean"], projection["matrix"]
+            self.vectors = load_array(tokens / "vectors.npy", mmap=True)
+            self.offsets = load_array(tokens / "offsets.npy")
+            self.mean, self.matrix = load_arrays(tokens / "projection.npz", "mean", "matrix")
         except (OSError, ValueError, KeyError) as exc:
             raise IndexMissingError(
                 f"the token vectors in {tokens} are unreadable ({exc}): rebuild with "

@@ -29,6 +29,7 @@ import numpy as np
 from mathscout.dense.ann import set_build_threads
 from mathscout.dense.query_adapter import ADAPTER_FILE, DOCUMENT_ADAPTER_FILE, QueryAdapter
 from mathscout.errors import DamagedIndexError
+from mathscout.index.arrays import load_array
 from mathscout.index.integrity import verify_folder
 from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
@@ -112,7 +113,7 @@ def build_document_side(vectors: np.ndarray, matrix: np.ndarray, folder: Path) -
     file written beside and renamed; a file already there is kept (a resumed training's B is the same)."""
     folder.mkdir(parents=True, exist_ok=True)
     if (folder / DOCUMENT_NORMS).is_file():
-        documents = DocumentMap(np.asarray(matrix, dtype=np.float32), np.load(folder / DOCUMENT_NORMS))
+        documents = DocumentMap(np.asarray(matrix, dtype=np.float32), load_array(folder / DOCUMENT_NORMS))
     else:
         documents = DocumentMap.of(matrix, vectors)
 
@@ -223,7 +224,7 @@ def trained_model(index: IndexDir, dense_build_id: str | None, vectors: np.ndarr
         return TrainedColbert(adapter)
     matrix = QueryAdapter.load(folder, retrain=retrain, name=DOCUMENT_ADAPTER_FILE)
     try:
-        norms = np.load(folder / DOCUMENT_NORMS)  # in memory (4 bytes a token): sliced 1,000 times a query
+        norms = load_array(folder / DOCUMENT_NORMS)  # in memory (4 bytes a token): sliced 1,000 times a query
     except (OSError, ValueError) as exc:
         raise DamagedIndexError(f"{folder / DOCUMENT_NORMS} is unreadable ({exc}): {remedy}") from exc
     if matrix is None or matrix.dimension != dimension or norms.shape != (len(vectors),):

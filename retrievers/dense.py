@@ -24,6 +24,7 @@ from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint,
 from mathscout.dense.encoder import Encoder
 from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.arrays import load_array
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
 from mathscout.limits import EF_SEARCH, PASSAGES, Limit
@@ -148,7 +149,7 @@ class DenseRetriever(BaseRetriever):
         if search == "hnsw":
             self.faiss.hnsw.efSearch = int(ef_search or self.meta.get("hnsw_ef_search", 64))
         try:
-            self.passage_doc = np.load(folder / "passage_doc.npy")
+            self.passage_doc = load_array(folder / "passage_doc.npy")
             vectors = open_vectors(folder / VECTORS, self.faiss.d) if search == "ivfpq" else None
         except (OSError, ValueError) as exc:
             raise IndexMissingError(

@@ -18,7 +18,6 @@ S = (1 − α)·I + α·S_sem:
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,8 +29,10 @@ from scipy import sparse
 from tqdm import tqdm
 
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
+from mathscout.index.arrays import load_arrays, reading
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir, write_json_atomic
+from mathscout.index.stored import StoredFile
 from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import document_terms
 from mathscout.render import make_snippet, match_formulas
@@ -61,13 +62,17 @@ class SoftSpace:
 
     @classmethod
     def load(cls, folder: Path) -> SoftSpace:
+        remedy = f"rebuild it with 'mathscout index --index {folder.parent} --components scm'"
+        terms = StoredFile(folder / TERMS, "the scm component's terms", remedy)
+        term_ids = terms.load()
+        for term, n in term_ids.items():
+            terms.whole(n, f"the id of {term[:40]!r}", 0, len(term_ids) - 1)
         try:
-            term_ids = json.loads((folder / TERMS).read_text(encoding="utf-8"))
             # the build saves csr matrices (scipy-stubs type what load_npz reads as any sparse container)
-            documents = cast(sparse.csr_matrix, sparse.load_npz(folder / DOCUMENTS)).tocsr()
-            similarity = cast(sparse.csr_matrix, sparse.load_npz(folder / SIMILARITY)).tocsr()
-            with np.load(folder / NORMS) as norms:
-                squared, soft = norms["squared"], norms["soft"]
+            with reading():  # scipy reads through numpy without pickles; a bad file is one UnreadableArray
+                documents = cast(sparse.csr_matrix, sparse.load_npz(folder / DOCUMENTS)).tocsr()
+                similarity = cast(sparse.csr_matrix, sparse.load_npz(folder / SIMILARITY)).tocsr()
+            squared, soft = load_arrays(folder / NORMS, "squared", "soft")
         except (OSError, ValueError, KeyError) as exc:
             raise IndexMissingError(
                 f"the scm component in {folder} is unreadable ({exc}): rebuild it with "

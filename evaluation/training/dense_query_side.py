@@ -91,7 +91,7 @@ def _encode_questions(retriever, topics, cache: Path) -> np.ndarray:
                 file=sys.stderr,
                 flush=True,
             )
-        chunks.append(np.load(path))
+        chunks.append(np.load(path, allow_pickle=False))
     return np.concatenate(chunks)
 
 

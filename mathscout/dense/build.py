@@ -62,6 +62,7 @@ from mathscout.dense.encoder import (
 )
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
+from mathscout.index.stored import StoredFile
 from mathscout.settings import DenseOptions
 from mathscout.store import DocumentStore
 from mathscout.types import Document
@@ -369,13 +370,10 @@ def model_fingerprint(folder: str | Path) -> str:
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
-    try:
-        return json.loads((folder / META).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise MathScoutError(
-            f"the dense index {folder} is unreadable ({exc}): rebuild it with "
-            f"'mathscout index --index {folder.parent} --components {folder.name}'"
-        ) from exc
+    """A dense or colbert component's meta.json, read as every stored JSON file is (`StoredFile`: bounded size and
+    nesting, finite numbers); a bad one is one line naming the rebuild."""
+    remedy = f"rebuild it with 'mathscout index --index {folder.parent} --components {folder.name}'"
+    return StoredFile(folder / META, f"the {folder.name} component's description", remedy).load()
 
 
 def weights_digest(folder: str | Path) -> str:

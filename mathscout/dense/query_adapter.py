@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from mathscout.errors import MathScoutError
+from mathscout.index.arrays import load_arrays
 
 ADAPTER_FILE = "query_adapter.npz"
 DOCUMENT_ADAPTER_FILE = "document_adapter.npz"  # the colbert model's document side
@@ -50,9 +51,9 @@ class QueryAdapter:
         if not path.is_file():
             return None
         try:
-            with np.load(path) as data:
-                matrix = np.asarray(data["matrix"], dtype=np.float32)
-        except (OSError, ValueError, KeyError) as exc:
+            (stored,) = load_arrays(path, "matrix")
+            matrix = np.asarray(stored, dtype=np.float32)
+        except (OSError, ValueError) as exc:
             raise MathScoutError(
                 f"the {what} {path} is unreadable ({exc}): retrain it with '{retrain}' or delete the file"
             ) from exc

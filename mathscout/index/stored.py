@@ -54,6 +54,10 @@ class StoredFile:
 
     def load(self) -> dict:
         """The file's JSON object: finite numbers only, at most MAX_BYTES, nested at most MAX_NESTING deep."""
+        return self.mapping(self.value(), "its content")
+
+    def value(self) -> Any:
+        """The file's JSON value, whatever its kind (an object, a list …), checked as `load` checks it."""
         try:
             if self.path.stat().st_size > MAX_BYTES:
                 raise ValueError(f"larger than {MAX_BYTES // 2**20} MiB")
@@ -67,7 +71,7 @@ class StoredFile:
             raise self.damaged(f"unreadable: {first[:200]}") from None
         if nested_deeper(data):
             raise self.damaged(f"nested deeper than {MAX_NESTING} levels")
-        return self.mapping(data, "its content")
+        return data
 
     def require(self, ok: Any, reason: str) -> None:
         """The damage error saying `reason` unless `ok`."""
