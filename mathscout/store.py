@@ -85,12 +85,21 @@ class DocumentStore:
         uri = path.resolve().as_uri()  # percent-encodes '?', '#', spaces: any legal path opens
         # `immutable` when the folder cannot be written (a read-only mount): SQLite then takes no locks
         mode = "mode=ro" if os.access(path.parent, os.W_OK) else "mode=ro&immutable=1"
+        rebuild = f"rebuild the index with 'mathscout index --input PATH --index {path.parent}'"
         try:
             db = sqlite3.connect(f"{uri}?{mode}", uri=True, check_same_thread=False)
+            db.execute("PRAGMA trusted_schema=OFF")  # a stored view or trigger calls no function with side effects
+            kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name IN ('documents', 'formulas')"))
             db.execute("SELECT 1 FROM documents LIMIT 1")
             db.execute("SELECT 1 FROM formulas LIMIT 1")
         except sqlite3.DatabaseError as exc:
-            raise DamagedIndexError(f"the document store {path} is unreadable ({exc}); rebuild the index") from exc
+            raise DamagedIndexError(f"the document store {path} is unreadable ({exc}); {rebuild}") from exc
+        if kinds != {"documents": "table", "formulas": "table"}:  # a view may compute without end (a recursive query)
+            db.close()
+            found = ", ".join(f"{name} is a {kind}" for name, kind in sorted(kinds.items()) if kind != "table")
+            raise DamagedIndexError(
+                f"the document store {path} is not one MathScout wrote ({found or 'a table is missing'}); {rebuild}"
+            )
         return cls(path, db)
 
     def add(self, documents: Iterable[Document], batch: int = ADD_BATCH) -> tuple[int, int]:

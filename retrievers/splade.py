@@ -18,6 +18,7 @@ from typing import Any
 from tqdm import tqdm
 
 from mathscout import java
+from mathscout.dense.untrusted import check_model_folder
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
@@ -46,6 +47,7 @@ def model_path(configured: str | Path | None = None) -> Path:
         raise MathScoutError(
             f"{path} is not a model directory (no config.json): point {MODEL_ENV} at a SPLADE checkpoint"
         )
+    check_model_folder(path, f"point {MODEL_ENV} at a SPLADE checkpoint saved with safetensors")  # runs no code
     return path
 
 
@@ -58,8 +60,10 @@ class SpladeEncoder:
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-            self.model = AutoModelForMaskedLM.from_pretrained(str(path), local_files_only=True).eval()
+            self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+            self.model = AutoModelForMaskedLM.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=False, use_safetensors=True
+            ).eval()
         except (OSError, ValueError) as exc:
             raise MathScoutError(f"cannot load the SPLADE checkpoint {path}: {str(exc).splitlines()[0]}") from exc
         self.torch = torch

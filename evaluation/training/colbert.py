@@ -63,7 +63,7 @@ from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import add_train_topic_arguments, load_topics
-from mathscout.evaluation.training.contrastive import SCALE, SEED, mean_ndcg_at_10, plot_losses
+from mathscout.evaluation.training.contrastive import SCALE, SEED, mean_ndcg_at_10, plot_losses, read_checkpoint
 from mathscout.evaluation.training.cross_encoder import Settings as CrossSettings
 from mathscout.evaluation.training.cross_encoder import choose
 from mathscout.evaluation.training.plan import TrainingPlan, require_train_files
@@ -210,7 +210,7 @@ def encode_and_mine(
             path.with_suffix(".tmp.npz").rename(path)
         else:
             progress.update(len(part))
-        with np.load(path) as data:
+        with np.load(path, allow_pickle=False) as data:
             chunks.append({key: data[key] for key in data.files})
     progress.close()
     counts = np.concatenate([c["lengths"] for c in chunks])
@@ -359,7 +359,7 @@ def fit(
     optimizer = torch.optim.AdamW(trained, lr=settings.lr, weight_decay=0.0)
     state: dict[str, Any] = {"epoch": 0, "step": 0, "losses": [], "curve": [], "best_epoch": 0, "best": None}
     if checkpoint.is_file():
-        saved = torch.load(checkpoint, weights_only=False)
+        saved = read_checkpoint(checkpoint, f"delete {checkpoint.parent} and train again")
         with torch.no_grad():
             for parameter, values in zip(trained, saved["matrices"]):
                 parameter.copy_(values)
@@ -382,7 +382,8 @@ def fit(
         scorer = retriever
         if document_matrix is not None and bool(document_matrix.detach().any()):  # B = 0: the stored vectors exactly
             scorer = retriever.with_documents(DocumentMap.of(document_matrix.detach().numpy(), retriever.vectors))
-        return held_out_ndcg(scorer, questions, held, relevant, adapter, settings.held_out_depth)
+        value = held_out_ndcg(scorer, questions, held, relevant, adapter, settings.held_out_depth)
+        return None if value is None else float(value)  # a plain float: the checkpoint is read weights-only
 
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.4f}"

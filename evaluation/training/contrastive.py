@@ -1,13 +1,31 @@
 """What the contrastive trainers share (dense.py: every weight; dense_query_side.py: the dense query adapter;
 colbert.py: the late-interaction query adapter): the score scale of Zhong 2023 thesis Eq. 5.18's softmax, the seed, the
-held-out nDCG@10 and the loss-curve plot."""
+held-out nDCG@10, the loss-curve plot and reading a resume checkpoint back (weights only: no pickle runs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from mathscout.errors import MathScoutError
 
 SCALE = 20.0  # cosine × 20: MultipleNegativesRankingLoss's default (temperature 0.05)
 SEED = 13
+
+
+def read_checkpoint(path: Path, remedy: str) -> Any:
+    """A resume checkpoint written by torch.save (tensors, numbers, text, lists and dicts of them), read with torch's
+    weights-only unpickler: the work folder lies in the index, so whoever made the folder made the file, and nothing
+    in it may run. A file that reader refuses is one line ending in `remedy`."""
+    import torch
+
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as exc:  # pickle's, zip's and torch's errors alike (torch's text would advise trusting the file)
+        raise MathScoutError(
+            f"the checkpoint {path} holds more than tensors and numbers, or is damaged ({type(exc).__name__}); "
+            f"MathScout reads checkpoints weights-only: {remedy}"
+        ) from exc
 
 
 def mean_ndcg_at_10(rankings: list[dict[int, float]], relevant: list[dict[int, int]]) -> float:

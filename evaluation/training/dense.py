@@ -47,7 +47,7 @@ from mathscout.config import SHARED_COLLECTION, default_index_path
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.topics import add_train_topic_arguments, require_train_topics
-from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses
+from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses, read_checkpoint
 from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
 
 DEV_MIX = {"mse": 0.5, "mo": 0.15, "math": 0.25, "proofnet": 0.05, "phys": 0.025, "stats": 0.025}  # dev's 600 topics
@@ -187,7 +187,7 @@ def train(
     )
     step, losses = 0, []
     if resume.is_file():
-        state = torch.load(resume, weights_only=False)
+        state = read_checkpoint(resume, f"delete {checkpoint} and train again")
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         step, losses = state["step"], state["losses"]

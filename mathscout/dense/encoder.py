@@ -29,6 +29,7 @@ import numpy as np
 from mathscout.config import home
 from mathscout.dense.model import default_model_path, load_sentence_model
 from mathscout.dense.query_adapter import QueryAdapter
+from mathscout.dense.untrusted import check_graph
 from mathscout.errors import MathScoutError
 from mathscout.notices import notice
 from mathscout.settings import settings
@@ -182,14 +183,22 @@ def onnx_threads() -> int:
 
 def onnx_session(path: Path, threads: int | None = None):
     """An onnxruntime CPU session of the graph in `path`: `threads` threads (default `onnx_threads()`), no busy-waiting
-    (the CPUs are shared)."""
+    (the CPUs are shared). A graph MathScout did not export into MATHSCOUT_HOME/onnx (one stored with an index) is
+    checked first (`mathscout.dense.untrusted.check_graph`); a graph onnxruntime refuses is one line."""
     import onnxruntime as ort
 
+    remedy = f"rebuild or retrain what stored it, or delete {Path(path).name}"
+    if not Path(path).resolve().is_relative_to((home() / "onnx").resolve()):
+        check_graph(Path(path), remedy)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or onnx_threads()
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared CPUs: no busy-waiting
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own errors (Fail, InvalidProtobuf …): the graph's fault
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MathScoutError(f"the ONNX graph {path} cannot be loaded ({first[:200]}): {remedy}") from exc
 
 
 def _session(folder: Path, backend: str):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mathscout.dense.untrusted import check_model_folder
 from mathscout.errors import MathScoutError
 from mathscout.latex.commands import DROP_WITH_ARGUMENT, SYMBOLS
 from mathscout.latex.tokens import Span, lex, query_formulas
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 MODEL_ENV = "MATHSCOUT_DENSE_MODEL"  # named in error messages (mathscout.settings)
+SAFE_REMEDY = "use a model folder saved with safetensors (as sentence-transformers and MathScout's trainers save them)"
 MAX_INPUT_CHARS = 100_000  # longer texts are cut before rendering (the model reads 256 tokens per passage anyway)
 
 _STYLED = re.compile(r"(bb|cal|scr|frak)([A-Za-z])")
@@ -52,8 +54,8 @@ def default_model_path() -> Path:
 
 
 def offline_model_folder(folder: Path) -> Path:
-    """`folder`, checked to hold a local model (a clear MathScoutError naming MATHSCOUT_DENSE_MODEL otherwise), with the
-    Hugging Face libraries told to stay offline."""
+    """`folder`, checked to hold a local model whose files run no code (`mathscout.dense.untrusted`; a clear
+    MathScoutError otherwise), with the Hugging Face libraries told to stay offline."""
     if not folder.is_dir():
         raise MathScoutError(
             f"no dense model at {folder}: point {MODEL_ENV} (or the index's model option) "
@@ -64,6 +66,7 @@ def offline_model_folder(folder: Path) -> Path:
             f"{folder} is not a model folder (no config.json): point {MODEL_ENV} at a local "
             "sentence-transformers/Hugging Face model folder"
         )
+    check_model_folder(folder, SAFE_REMEDY)  # before any library opens a file of it: weights from safetensors only
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     return folder
