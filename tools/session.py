@@ -2,7 +2,8 @@
 
 Both planners go through a `ToolSession`, so the trace (`ToolCall`s), the evidence (hits, rewrites, type
 expansions) and the limits are the same whether an LLM or the offline planner chose the calls. A failing
-tool never raises out of a session: its `ToolCall.error` says what went wrong and the planner carries on.
+tool never raises out of a session: its `ToolCall.error` says what went wrong and the planner carries on; a damaged
+index file (one the user must rebuild) is also a notice, so a search that does not show its trace still says so.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mathscout.errors import MathScoutError
+from mathscout.errors import DamagedIndexError, MathScoutError
 from mathscout.events import AgentEvent, Expansion, Rewrite, ToolCall
+from mathscout.notices import notice
 from mathscout.options import RERANK_DEPTH
 from mathscout.tools.schemas import (
     SCHEMAS,
@@ -80,6 +82,8 @@ class ToolSession:
             call.error = validation_message(exc)
         except MathScoutError as exc:
             call.error = str(exc)
+            if isinstance(exc, DamagedIndexError):
+                notice(f"notice: {call.tool} skipped: {exc}")
         except Exception as exc:  # noqa: BLE001 — a broken component must not end the answer
             call.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else 'failed'}"
         call.seconds = time.perf_counter() - started

@@ -7,7 +7,6 @@ neighbours are looked up among types only, by cosine similarity (Stathopoulos & 
 
 from __future__ import annotations
 
-import pickle
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,10 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mathscout.errors import MathScoutError
+from mathscout.errors import DamagedIndexError, MathScoutError
+from mathscout.index.arrays import load_array
+from mathscout.index.layout import write_json_atomic
+from mathscout.index.stored import StoredFile
 from mathscout.types_expansion.detect import TypeDetector, read_terms, type_token
 
-VECTORS = "vectors.kv"
+VECTORS = "vectors.npy"  # the types' unit vectors, one row per type (float32, no pickle)
+VOCABULARY = "vocabulary.json"  # {"types": [the type of each row]}
+OLD_VECTORS = "vectors.kv"  # gensim's pickle (before issue 42): never opened, it could run code
 TERMS = "terms.tsv"
 SKIP_GRAM, NEGATIVE, WINDOW = 1, 5, 10  # Stathopoulos & Teufel 2016 §4.1: skip-gram, negative sampling, window size 10
 VECTOR_SIZE = 100
@@ -101,17 +105,23 @@ def train_vectors(
 
 
 class TypeEmbeddings:
-    """Vectors of the types of one dictionary, and the detector for that dictionary."""
+    """Unit vectors of the types of one dictionary, and the detector for that dictionary. Stored as a plain array and a
+    JSON list of types: an index is read, never executed (gensim's `.load` unpickles)."""
 
-    def __init__(self, vectors, detector: TypeDetector):
-        self.vectors = vectors
+    def __init__(self, types: list[str], matrix: np.ndarray, detector: TypeDetector):
+        self.types = types  # the types that have a vector
+        self._matrix = matrix  # their unit vectors, row n is types[n]
+        self._row = {term: n for n, term in enumerate(types)}
         self.detector = detector
+
+    @classmethod
+    def from_vectors(cls, vectors, detector: TypeDetector) -> TypeEmbeddings:
+        """The types of `detector` among trained gensim KeyedVectors (word2vec's vocabulary has every word)."""
         by_token = {type_token(t): t for t in detector.terms}
         rows = [(i, by_token[key]) for i, key in enumerate(vectors.index_to_key) if key in by_token]
-        self.types = [term for _, term in rows]  # the types that have a vector
-        self._row = {term: n for n, term in enumerate(self.types)}
         normed = vectors.get_normed_vectors()
-        self._matrix = normed[[i for i, _ in rows]] if rows else np.zeros((0, vectors.vector_size), np.float32)
+        matrix = normed[[i for i, _ in rows]] if rows else np.zeros((0, vectors.vector_size), np.float32)
+        return cls([term for _, term in rows], np.asarray(matrix, dtype=np.float32), detector)
 
     def __contains__(self, term: str) -> bool:
         return term in self._row
@@ -131,21 +141,37 @@ class TypeEmbeddings:
         return found[:n]
 
     def save(self, folder: Path) -> None:
-        self.vectors.save(str(folder / VECTORS))
+        with open(folder / VECTORS, "wb") as f:
+            np.save(f, self._matrix, allow_pickle=False)
+        write_json_atomic(folder / VOCABULARY, {"types": self.types})
         (folder / TERMS).write_text("".join(t + "\n" for t in self.detector.terms), encoding="utf-8")
 
     @classmethod
     def load(cls, folder: Path) -> TypeEmbeddings:
-        from gensim.models import KeyedVectors
-
+        """The embeddings stored in `folder`; one line naming the rebuild when they are unreadable, inconsistent or in
+        the old pickled format."""
+        rebuild = f"rebuild them with 'mathscout index --index {folder.parent} --components types'"
+        if not (folder / VECTORS).is_file() and (folder / OLD_VECTORS).is_file():
+            raise DamagedIndexError(
+                f"the type embeddings in {folder} are in the old format ({OLD_VECTORS}, a Python pickle, which "
+                f"MathScout no longer opens because loading it can run code): {rebuild}"
+            )
+        file = StoredFile(folder / VOCABULARY, "the type vocabulary", rebuild)
+        types = [file.text(t, "a type") for t in file.items(file.load().get("types"), "types")]
+        file.require(len(set(types)) == len(types), "a type is listed twice")
         try:
-            vectors = KeyedVectors.load(str(folder / VECTORS), mmap="r")
-        except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, KeyError) as exc:
-            raise MathScoutError(
-                f"the type embeddings in {folder} are unreadable ({exc}): rebuild them with "
-                f"'mathscout index --index {folder.parent} --components types'"
-            ) from exc
-        return cls(vectors, TypeDetector(read_terms(folder / TERMS)))
+            stored = load_array(folder / VECTORS, mmap=True)  # mapped: a header claiming more than the file is refused
+        except (OSError, ValueError) as exc:
+            raise DamagedIndexError(f"the type vectors {folder / VECTORS} are unreadable ({exc}): {rebuild}") from None
+        if stored.dtype != np.float32 or stored.ndim != 2 or stored.shape[0] != len(types) or stored.shape[1] < 1:
+            raise DamagedIndexError(
+                f"the type vectors {folder / VECTORS} hold a {stored.dtype} array of shape {stored.shape}, not one "
+                f"float32 row for each of the {len(types):,} types of {VOCABULARY}: {rebuild}"
+            )
+        matrix = np.array(stored)
+        if not np.isfinite(matrix).all():
+            raise DamagedIndexError(f"the type vectors {folder / VECTORS} hold numbers that are not finite: {rebuild}")
+        return cls(types, matrix, TypeDetector(read_terms(folder / TERMS)))
 
 
 def train_type_embeddings(
@@ -167,4 +193,4 @@ def train_type_embeddings(
         seconds = time.perf_counter() - started
     finally:
         sentences_file.unlink(missing_ok=True)
-    return TypeEmbeddings(vectors, detector), stats, seconds
+    return TypeEmbeddings.from_vectors(vectors, detector), stats, seconds

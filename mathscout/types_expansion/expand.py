@@ -20,7 +20,7 @@ from mathscout import events
 from mathscout.errors import IndexMissingError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.types_expansion.detect import type_token
-from mathscout.types_expansion.embeddings import VECTORS, TypeEmbeddings
+from mathscout.types_expansion.embeddings import OLD_VECTORS, VECTORS, TypeEmbeddings
 
 TYPE_BOOST = 2.0  # Stathopoulos & Teufel 2016 §4.3.1 (Types2X, TypesExp): types up-weighted ×2
 NEIGHBOURS = 5  # Stathopoulos & Teufel 2016 §4.3.1 (TypesExp): n = 5 fresh related types per query type
@@ -85,6 +85,8 @@ def load_type_model(index: IndexDir | Path | str) -> TypeEmbeddings:
     index = index if isinstance(index, IndexDir) else IndexDir(index)
     folder = index.component_path("types")
     if not (folder / VECTORS).is_file():
+        if (folder / OLD_VECTORS).is_file():
+            return TypeEmbeddings.load(folder)  # one line: the old format, and the command that rebuilds it
         raise IndexMissingError(
             f"the index {index.path} has no type embeddings: build them with "
             f"'mathscout index --index {index.path} --components types'"

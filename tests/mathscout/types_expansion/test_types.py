@@ -299,10 +299,38 @@ def test_types_mode_retriever_reports_what_expansion_added(typed_index):
 def test_broken_type_model_is_a_clear_error(tmp_path):
     from mathscout.types_expansion.embeddings import TypeEmbeddings
 
-    (tmp_path / "vectors.kv").write_bytes(b"not a gensim model")
+    (tmp_path / "vocabulary.json").write_text('{"types": ["abelian group"]}', encoding="utf-8")
+    (tmp_path / "vectors.npy").write_bytes(b"not an array")
     (tmp_path / "terms.tsv").write_text("abelian group\n", encoding="utf-8")
-    with pytest.raises(MathScoutError, match=r"type embeddings .* unreadable"):
+    with pytest.raises(MathScoutError, match=r"type vectors .* unreadable .* --components types"):
         TypeEmbeddings.load(tmp_path)
+
+
+def test_type_embeddings_round_trip_without_pickles(tiny_model, tmp_path):
+    """Saved as a plain float32 array and a JSON list of types (issue 42): read back, the same neighbours."""
+    from mathscout.types_expansion.embeddings import TypeEmbeddings
+
+    tiny_model.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["terms.tsv", "vectors.npy", "vocabulary.json"]
+    loaded = TypeEmbeddings.load(tmp_path)
+    assert loaded.types == tiny_model.types
+    assert loaded.neighbours("group", 5) == tiny_model.neighbours("group", 5)
+
+
+def test_an_old_pickled_type_model_is_never_unpickled(tmp_path):
+    """An index built before issue 42 keeps gensim's pickle (vectors.kv): one line naming the rebuild, and a payload
+    in it never runs."""
+    from mathscout.types_expansion.embeddings import TypeEmbeddings
+    from tests.support.crafted import pickled
+
+    folder = tmp_path / "idx" / "types"
+    folder.mkdir(parents=True)
+    (folder / "vectors.kv").write_bytes(pickled(tmp_path / "ran"))
+    (folder / "terms.tsv").write_text("abelian group\n", encoding="utf-8")
+    with pytest.raises(MathScoutError, match="old format") as error:
+        TypeEmbeddings.load(folder)
+    assert f"mathscout index --index {tmp_path / 'idx'} --components types" in str(error.value)
+    assert not (tmp_path / "ran").exists()
 
 
 def test_corpus_filter_drops_rare_terms_and_adjectives(shared_texts):
