@@ -40,6 +40,8 @@ RERANK = Option(
 RERANK_DEPTH = Option("rerank_depth", 10, "first-stage hits reranked (1–1,000)")  # Zhong 2023 thesis ch. 6: the top 10
 INDEX = Option("index", None, "the index (default: the one the server or command names first, else the demo)")
 USE_LLM = Option("use_llm", None, "false: the offline planner; null: the LLM when one is configured")
+# where a neural step runs (trainers, dense/colbert encoding, torch rerankers): mathscout.dense.device
+DEVICE = Option("device", "auto", "auto (CUDA when torch sees a GPU, else the CPU), cpu or cuda")
 
 SEARCH_OPTIONS = (MODE, K, RERANK, RERANK_DEPTH, INDEX)
 ASK_OPTIONS = (*SEARCH_OPTIONS, USE_LLM)

@@ -21,6 +21,7 @@ import numpy as np
 from mathscout.config import home
 from mathscout.dense.ann import REFINE, VECTORS, IvfPqSearch, exact_order, open_vectors
 from mathscout.dense.build import DenseSettings, build_dense, model_fingerprint, read_meta, reuse_document_vectors
+from mathscout.dense.device import resolve_device
 from mathscout.dense.encoder import Encoder
 from mathscout.dense.model import model_input_text
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
@@ -60,7 +61,7 @@ class DenseComponent:
             reused = reuse_document_vectors(target.parent / "dense", target, settings, self.name)
             if reused is not None:
                 return reused
-        return build_dense(store, target, settings, label=self.name)
+        return build_dense(store, target, settings, label=self.name, device=resolve_device(options.device))
 
 
 def load_faiss(path: Path, index_path: Path, component: str):

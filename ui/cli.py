@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from mathscout.dense.device import add_device_argument
 from mathscout.errors import MathScoutError
 from mathscout.limits import PORT, RERANK_DEPTH, RERANKERS, K, rerank_argument
 from mathscout.options import MODE
@@ -42,7 +43,8 @@ def _cmd_index(args: argparse.Namespace) -> None:
     components = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
     if args.workers is not None and args.workers < 1:
         raise MathScoutError(f"--workers must be at least 1, not {args.workers}")
-    options = BuildOptions(workers=args.workers)  # the structure component's path index builders (parallel.py)
+    # the structure component's path index builders (parallel.py); where the dense encoding runs
+    options = BuildOptions(workers=args.workers, device=args.device)
     if args.shards is not None:
         if not args.input:
             raise MathScoutError("--shards needs --input PATH… (a sharded index is built whole)")
@@ -427,6 +429,7 @@ def _add_search(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON (stdout carries only the JSON)")
     p.add_argument(
         "--server", metavar="URL", help="search through a running 'mathscout serve' (e.g. http://127.0.0.1:7860)"
+    add_device_argument(p)  # where the dense encoding runs
     )
     p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
     p.add_argument(

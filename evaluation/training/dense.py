@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mathscout.config import SHARED_COLLECTION, default_index_path
+from mathscout.dense.device import add_device_argument, resolve_device
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.topics import add_train_topic_arguments, require_train_topics
@@ -163,9 +164,11 @@ def train(
     checkpoint_every: int,
     max_minutes: float | None,
     hard_negatives: bool = True,
+    device: str = "cpu",
 ) -> Path:
     import torch
 
+    from mathscout.dense.device import autocast
     from mathscout.dense.model import load_sentence_model
 
     torch.manual_seed(SEED)
@@ -175,7 +178,7 @@ def train(
     from sentence_transformers import SentenceTransformer
 
     load_sentence_model(base)  # a clear error for a bad base folder
-    model = SentenceTransformer(str(model_folder), device="cpu", local_files_only=True)
+    model = SentenceTransformer(str(model_folder), device=device, local_files_only=True)
     model.train()
     steps = len(triplets) // batch
     if steps < 1:
@@ -196,8 +199,9 @@ def train(
 
     def encode(texts: list[str], length: int):
         model.max_seq_length = length
-        features = model.tokenize(texts)
-        return model(features)["sentence_embedding"]
+        features = {k: v.to(device) for k, v in model.tokenize(texts).items() if hasattr(v, "to")}
+        with autocast(device):  # bf16 on CUDA; the weights and the loss stay fp32
+            return model(features)["sentence_embedding"].float()
 
     while step < steps:
         chunk = triplets[step * batch : (step + 1) * batch]
@@ -207,7 +211,7 @@ def train(
         scores = (
             SCALE * q @ d.T
         )  # (B, 2B): positives then hard negatives (B, B without), Zhong 2023 thesis Eq. 5.18's denominator
-        loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(chunk)))
+        loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(chunk), device=scores.device))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -229,6 +233,7 @@ def train(
             print(f"stopped after {max_minutes} min at step {step}/{steps}; rerun to resume", file=sys.stderr)
             return checkpoint
     model.max_seq_length = 256
+    model.to("cpu")  # fp32 weights (autocast never cast them), stored from the CPU whatever the device
     output.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".saving")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -318,6 +323,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-hard-negatives", action="store_true", help="in-batch negatives only (no tag-sharing negative)"
     )
+    add_device_argument(parser)  # --method full: where the model trains (query-side trains on the CPU)
     args = parser.parse_args(argv)
     for path in (args.topics, args.qrels, *((args.docs,) if args.method == "full" else ())):
         if not path.is_file():
@@ -363,5 +369,6 @@ def main(argv: list[str] | None = None) -> None:
         args.checkpoint_every,
         args.max_minutes,
         hard_negatives=not args.no_hard_negatives,
+        device=resolve_device(args.device),
     )
     print(f"fine-tuned model: {result} ({(time.perf_counter() - started) / 60:.1f} min)")

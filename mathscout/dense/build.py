@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -230,12 +230,18 @@ def passage_chunks(store: DocumentStore, encoder: Encoder, settings: DenseSettin
         )
 
 
-def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, label: str = "dense") -> dict[str, Any]:
-    """Encode every document of `store` into `target` (see the module docstring for the files)."""
+def build_dense(
+    store: DocumentStore, target: Path, settings: DenseSettings, label: str = "dense", device: str = "cpu"
+) -> dict[str, Any]:
+    """Encode every document of `store` into `target` (see the module docstring for the files) on `device` (resolved:
+    mathscout.dense.device); on CUDA with torch in length-sorted batches (bf16 autocast), recorded as such, so that the
+    queries are encoded by the same model on the CPU."""
     import faiss
 
     started = time.perf_counter()
-    encoder = Encoder(settings.model, settings.backend, settings.batching)
+    if device == "cuda":
+        settings = replace(settings, backend="torch", batching="length")
+    encoder = Encoder(settings.model, settings.backend, settings.batching, device=device)
     documents_total = store.count()
     sink: TokenSink | None = None
     if settings.tokens:
@@ -319,6 +325,7 @@ def build_dense(store: DocumentStore, target: Path, settings: DenseSettings, lab
         **asdict(settings),
         "model": str(encoder.folder.resolve()),
         "model_key": model_fingerprint(encoder.folder),
+        "device": device,
         "dimension": encoder.dimension,
         "window": encoder.window,
         "documents": documents_total,

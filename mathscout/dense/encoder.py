@@ -9,8 +9,9 @@ extra window adds ≈ 15 % encoding time) and a document scores the max over its
 Backends: `onnx-int8` (default) runs the model's transformer as an ONNX graph with int8 dynamic
 quantisation (per-channel weights) in onnxruntime: 1.5–1.9× the documents/s of torch fp32 on this
 2-core machine with cosine 0.993 to the fp32 embeddings (measured on 300 collection documents);
-`torch` runs the sentence-transformers model as is. The ONNX export is cached per model folder
-under MATHSCOUT_HOME/onnx/.
+`torch` runs the sentence-transformers model as is, on the CPU or (`device="cuda"`, mathscout.dense.device) on a GPU
+under bf16 autocast; ONNX runs on the CPU only, so a CUDA encoder is a torch one. The ONNX export is cached per model
+folder under MATHSCOUT_HOME/onnx/.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mathscout.config import home
+from mathscout.dense.device import autocast
 from mathscout.dense.model import default_model_path, load_sentence_model
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.dense.untrusted import check_graph
@@ -227,9 +229,14 @@ class Encoder:
     """One model folder + backend: tokenises, splits into passages, encodes batches."""
 
     def __init__(
-        self, model_path: str | Path | None = None, backend: str | None = None, batching: str = DEFAULT_BATCHING
+        self,
+        model_path: str | Path | None = None,
+        backend: str | None = None,
+        batching: str = DEFAULT_BATCHING,
+        device: str = "cpu",
     ):
-        backend = backend or default_backend()
+        self.device = device  # "cpu" or "cuda" (resolved: mathscout.dense.device); CUDA runs the torch backend
+        backend = "torch" if device == "cuda" else backend or default_backend()
         if backend not in BACKENDS:
             raise MathScoutError(f"unknown dense backend '{backend}' (available: {', '.join(BACKENDS)})")
         if batching not in BATCHINGS:
@@ -238,7 +245,7 @@ class Encoder:
         self.max_batch = 1 if batching == "passage" else MAX_BATCH
         self.folder = Path(model_path) if model_path else default_model_path()
         self.backend = backend
-        self.model = load_sentence_model(self.folder)
+        self.model = load_sentence_model(self.folder, device)
         self.tokenizer = self.model.tokenizer
         self.window = min(int(self.model.max_seq_length or 256), 512)
         dimension = (
@@ -317,13 +324,13 @@ class Encoder:
         import torch
 
         features = {
-            "input_ids": torch.from_numpy(ids),
-            "attention_mask": torch.from_numpy(mask),
-            "token_type_ids": torch.zeros_like(torch.from_numpy(ids)),
+            "input_ids": torch.from_numpy(ids).to(self.device),
+            "attention_mask": torch.from_numpy(mask).to(self.device),
+            "token_type_ids": torch.zeros_like(torch.from_numpy(ids)).to(self.device),
         }
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.device):
             out = self.model(features)
-        return out["token_embeddings"].float().numpy(), out["sentence_embedding"].float().numpy()
+        return out["token_embeddings"].float().cpu().numpy(), out["sentence_embedding"].float().cpu().numpy()
 
     def encode_queries(self, texts: Sequence[str], with_tokens: bool = False) -> EncodedBatch:
         """Query embeddings: each query's first window (queries longer than 254 word pieces are cut), through
@@ -347,12 +354,11 @@ class Encoder:
         compares): the sentence-transformers pipeline itself under `torch`; otherwise each text's first window, in
         the batches `encode_passages` forms (one text per forward pass under the "passage" batching)."""
         if self.backend == "torch":
-            return np.asarray(
-                self.model.encode(
+            with autocast(self.device):
+                vectors = self.model.encode(
                     list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
-                ),
-                dtype=np.float32,
-            )
+                )
+            return np.asarray(vectors, dtype=np.float32)
         pooled = self.encode_passages([self.passages(p, 1)[0] for p in self.pieces(texts)])
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 

@@ -72,11 +72,11 @@ def offline_model_folder(folder: Path) -> Path:
     return folder
 
 
-def load_sentence_model(path: str | Path | None = None) -> SentenceTransformer:
-    """The sentence-transformers model in `path` (default: default_model_path()), offline, cached per path;
-    a clear MathScoutError when the folder is missing or holds no model."""
+def load_sentence_model(path: str | Path | None = None, device: str = "cpu") -> SentenceTransformer:
+    """The sentence-transformers model in `path` (default: default_model_path()) on `device`, offline, cached per path
+    and device; a clear MathScoutError when the folder is missing or holds no model."""
     folder = Path(path) if path else default_model_path()
-    key = str(folder.resolve())
+    key = str(folder.resolve()) + ("" if device == "cpu" else f"|{device}")
     with _lock:
         if key in _models:
             return _models[key]
@@ -84,7 +84,7 @@ def load_sentence_model(path: str | Path | None = None) -> SentenceTransformer:
         from sentence_transformers import SentenceTransformer
 
         try:
-            model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+            model = SentenceTransformer(str(folder), device=device, local_files_only=True)
         except Exception as exc:  # any loading failure is the folder's fault, said in one line
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise MathScoutError(f"cannot load the dense model in {folder}: {first}") from exc

@@ -26,6 +26,7 @@ class BuildOptions:
 
     workers: int | None = None  # processes building the structure path index (`mathscout index --workers`)
     planetmath: str | None = None  # PlanetMath entries for the types component (`mathscout train types --planetmath`)
+    device: str | None = None  # where the dense encoding runs (`mathscout index --device`: mathscout.dense.device)
 
 
 class IndexComponent(Protocol):
