@@ -24,6 +24,7 @@ from typing import cast
 
 from mathscout.agent.compose import DenseSentences, LexicalSentences, SentenceScorer, check_citations, extractive_answer
 from mathscout.agent.plan import Plan, TextSearch
+from mathscout.clients import CLIENT
 from mathscout.dense.cross import CROSS_DEPTH
 from mathscout.errors import QueryError
 from mathscout.events import AgentEvent, Answer, EventQueue, drain
@@ -122,8 +123,10 @@ class OfflinePlanner:
             return []
         found: list[list[Hit]] = []
         failed: list[BaseException] = []
+        client = CLIENT.get()
 
         def work() -> None:
+            CLIENT.set(client)  # the question's client goes with its search (the SymPy workers' turns)
             try:
                 found.append(search.search(Query(id="question", text=question.text), depth))
             except BaseException as exc:  # noqa: BLE001 — handed to the caller's thread below

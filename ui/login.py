@@ -15,12 +15,12 @@ import asyncio
 import math
 import secrets
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from starlette.exceptions import HTTPException
 
-CLIENT: ContextVar[str] = ContextVar("mathscout_client", default="")
+from mathscout.clients import CLIENT  # the request's client address (re-exported for the middleware)
+
 MAX_TRACKED = 10_000  # failure counts kept (addresses and names); the oldest are forgotten beyond this
 NAME_CHARS = 256  # a user name is counted by its first characters (a long name cannot fill the memory)
 

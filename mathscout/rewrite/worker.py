@@ -1,7 +1,7 @@
 """The rewrite worker: a child process that runs every SymPy call, under CPU and memory limits.
 
 Run as `python -m mathscout.rewrite.worker MEMORY_MB`; speaks JSON lines on stdin/stdout:
-    ← {"ready": true}                                   once SymPy is imported
+    ← {"ready": true}                                   once SymPy is imported and has rewritten WARM_UP
     → {"latex": "...", "rules": ["expand", ...] | null (all), "seconds": 2.0}
     ← {"form": "...", "rule": "expand"}                  one line per new, re-parsable form
     ← {"done": true, "error": null | "why nothing could be rewritten", "skipped": {"rule": "why"}}
@@ -19,6 +19,8 @@ import json
 import math
 import resource
 import sys
+
+WARM_UP = r"1 + \frac{1}{x}"  # rewritten once before the worker says it is ready
 
 
 def _set_memory_limit(megabytes: int) -> None:
@@ -46,6 +48,7 @@ def main() -> None:
     from mathscout.rewrite.evaluate import compute_in_worker
     from mathscout.rewrite.forms import rewrite_in_worker  # SymPy is imported here, under the limits
 
+    rewrite_in_worker(WARM_UP, None, lambda _message: None)  # SymPy's first rewrite loads more (~1 s): paid here
     _send({"ready": True})
     for line in sys.stdin:
         try:

@@ -38,6 +38,7 @@ LAYERS = {
     **{
         f"mathscout.{name}": CORE
         for name in (
+            "clients",
             "config",
             "corpus",
             "errors",

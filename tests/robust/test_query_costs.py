@@ -4,6 +4,8 @@ Add a case with one line:
 
     LONG_QUERIES    name → a unit repeated to the query limit: searching it costs time linear in its length
     CUT_ROUTES      (method, path, field, limit): a longer text is searched up to the limit, with its notice
+    SLOW_QUESTIONS  questions one client asks at once while another asks PLAIN: PLAIN is answered, with its
+                    SymPy rewrites, before any of them finishes
 
 Clients are told apart by their address (`X-Forwarded-For`, which uvicorn trusts from 127.0.0.1 as from a local
 proxy). No bar is a fixed time: each test asserts a bounded ratio or which answer came first.
@@ -15,6 +17,7 @@ import json
 import shutil
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -33,6 +36,8 @@ CUT_ROUTES = [  # (method, path, the field holding the text, its limit)
     ("GET", "/api/search", "q", QUERY),
     ("POST", "/api/ask", "question", QUESTION),
 ]
+SLOW_QUESTIONS = [f"solve $x^{{97}}+x^{{53}}+{n}x^{{31}}+x+1=0$" for n in range(2, 8)]  # SymPy: past any limit
+PLAIN = "How do I simplify $\\frac{t+1}{t}$?"
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +91,15 @@ def test_a_text_over_the_limit_is_searched_up_to_it_with_a_notice(server, method
 def test_the_page_says_what_the_api_says():
     text = "prime " * 1_000
     assert check_question(text).notices[0] == QUESTION.cut(text)[1]
+
+
+def test_one_clients_slow_questions_do_not_hold_another_clients_plain_question(server):
+    _ask(server, PLAIN, "192.0.2.9")  # every worker warm
+    with ThreadPoolExecutor(len(SLOW_QUESTIONS) + 1) as threads:
+        slow = [threads.submit(_ask, server, question, "192.0.2.10") for question in SLOW_QUESTIONS]
+        time.sleep(0.5)  # they are being computed
+        plain, plain_done = threads.submit(_ask, server, PLAIN, "192.0.2.11").result()
+        slow_done = [future.result()[1] for future in slow]
+    assert plain_done < min(slow_done)  # today it waited behind all six (13.4 s)
+    assert plain["rewrites"], plain["notices"]  # with SymPy's forms, not without them
+    assert server.request("GET", "/api/health")[0] == 200
