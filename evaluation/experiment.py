@@ -103,7 +103,7 @@ class ExperimentResult:
     def to_dataframe(self):
         """The table as a pandas DataFrame (pandas is not a dependency of MathScout: install it to use this)."""
         try:
-            import pandas as pd
+            import pandas as pd  # type: ignore[import-untyped]  # no stubs installed: pandas is not a dependency
         except ImportError as exc:
             raise MathScoutError("to_dataframe needs pandas ('pip install pandas'); to_dict() needs nothing") from exc
         return pd.DataFrame([_flat(row, self.measures) for row in self.table])
@@ -186,9 +186,8 @@ def Experiment(  # named as PyTerrier's: a call that reads like a value
         raise MathScoutError("retrievers need topics to search: give a topic file or a list of queries")
     qrels_name, judged = load_qrels(qrels)
     runs = {name: _run(p, queries, k, name) for name, p in named.items()}
-    if over is None and queries is not None:
-        over = TopicScope(f"the {len(queries)} topics given", frozenset(q.id for q in queries))
-    scope = topic_scope(over, (q for run in runs.values() for q in run.topics))
+    given = TopicScope(f"the {len(queries)} topics given", frozenset(q.id for q in queries)) if queries else None
+    scope = topic_scope(given if over is None else over, (q for run in runs.values() for q in run.topics))
     spec = with_measures(choose_measure_set(judged, prime, measure_set), measures, prime)
     results = [
         evaluate_loaded(name, run, judged, qrels_name, prime, spec, topics_with_relevant, scope)

@@ -347,8 +347,8 @@ def main(argv: list[str] | None = None) -> None:
         args.qrels, args.prime, args.measures, topic_scope(args.topics, (q for r in runs.values() for q in r))
     )
     answered = {q for run in runs.values() for q in run}
-    missing = sum(1 for q in scorer.topics if q not in answered)
-    if warning := coverage_warning(len(scorer.topics), missing, "every run", "--topics run"):
+    unanswered = sum(1 for q in scorer.topics if q not in answered)
+    if warning := coverage_warning(len(scorer.topics), unanswered, "every run", "--topics run"):
         notice(f"{warning}; the folds hold mostly such topics")
     step = args.step or default_step(len(runs))
     grid = GridSearch(runs, scorer, args.method, weight_grid(len(runs), step), args.depth)
