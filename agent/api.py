@@ -18,11 +18,20 @@ from pathlib import Path
 
 from mathscout.agent.assistant import Assistant
 from mathscout.agent.following import FollowedAssistant
+from mathscout.errors import QueryError
 from mathscout.events import AgentEvent, Answer
 from mathscout.index.layout import IndexDir
 from mathscout.options import MODE, RERANK, RERANK_DEPTH, USE_LLM, K, check_options
 from mathscout.tools.session import ToolSession
 from mathscout.types import Hit
+
+
+def _text(value: object, what: str) -> str:
+    """`value` when it is text, else a QueryError saying what it is (bytes are not guessed into text)."""
+    if isinstance(value, str):
+        return value
+    hint = f": decode it first, e.g. {what}.decode('utf-8')" if isinstance(value, (bytes, bytearray)) else ""
+    raise QueryError(f"the {what} must be text (str), not {type(value).__name__}{hint}")
 
 
 class MathScout:
@@ -54,8 +63,8 @@ class MathScout:
     ) -> list[Hit]:
         """Ranked hits (as JSON: `mathscout.schema.hit_record(hit).to_dict()`, as the API). "auto" runs the planner's
         searches (rewrites, structure and text search, fusion); any other mode is that retriever alone; `rerank`
-        reorders the top `rerank_depth` hits. A bad option is a MathScoutError."""
-        return self.assistant.search(query, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth)
+        reorders the top `rerank_depth` hits. A bad option, or a query that is no text, is a MathScoutError."""
+        return self.assistant.search(_text(query, "query"), mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth)
 
     def ask(
         self,
@@ -66,9 +75,12 @@ class MathScout:
         rerank_depth: int = RERANK_DEPTH.default,
         use_llm: bool | None = USE_LLM.default,
     ) -> Answer:
-        """An answer with `[doc-id]` citations (`Answer.to_dict()` for JSON). A bad option is a MathScoutError."""
+        """An answer with `[doc-id]` citations (`Answer.to_dict()` for JSON). A bad option, or a question that is no
+        text, is a MathScoutError."""
         check_options(k=k, rerank=rerank, rerank_depth=rerank_depth)
-        return self.assistant.ask(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm)
+        return self.assistant.ask(
+            _text(question, "question"), mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm
+        )
 
     def stream(
         self,
@@ -82,7 +94,7 @@ class MathScout:
         """The same, as events (plan, tool_start/tool_end, notice, token, and finally answer)."""
         check_options(k=k, rerank=rerank, rerank_depth=rerank_depth)
         return self.assistant.stream(
-            question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm
+            _text(question, "question"), mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm
         )
 
     def session(self) -> ToolSession:
