@@ -93,17 +93,25 @@ class _BaseReranker(Composable):
 
 class EmbeddingReranker(_BaseReranker):
     """Cosine similarity of local sentence-transformer embeddings (default all-MiniLM-L6-v2), encoded by the dense
-    `Encoder` with `backend` (default `torch`, fp32: the scores the reranker was measured with)."""
+    `Encoder` with `backend` (default `torch`, fp32: the scores the reranker was measured with) on `device` (auto: CUDA
+    when torch sees a GPU, mathscout.dense.device)."""
 
     name = "embedding"
 
     def __init__(
-        self, model_path: str | Path | None = None, store=None, batch_size: int = 32, backend: str = RERANK_BACKEND
+        self,
+        model_path: str | Path | None = None,
+        store=None,
+        batch_size: int = 32,
+        backend: str = RERANK_BACKEND,
+        device: str | None = None,
     ):
         super().__init__(store)
+        from mathscout.dense.device import resolve_device
         from mathscout.dense.encoder import Encoder
 
-        self.encoder = Encoder(model_path, backend=backend)
+        resolved = resolve_device(device) if backend == "torch" else "cpu"
+        self.encoder = Encoder(model_path, backend=backend, device=resolved)
         self.batch_size = batch_size
 
     def scores(self, query: str, hits: list[Hit]) -> list[float]:
@@ -249,26 +257,46 @@ class LLMListwiseReranker(_BaseReranker):
 class CrossEncoderReranker(_BaseReranker):
     """The cross-encoder trained for the index (`mathscout train cross-encoder`, mathscout.dense.cross): the question
     and each passage read together (Zhong 2023 thesis §2.2.2, Fig. 2.2), its logit interpolated with the hit's
-    first-stage score by the weight training tuned (`weight`: 1 for the logit alone); on the backend its training chose
-    unless `backend` says otherwise. An index without one is an IndexMissingError naming the command."""
+    first-stage score by the weight training tuned for that first stage (the hits' one search component, else the
+    stored weight; `weight`: fixed, 1 for the logit alone); on the backend its training chose unless `backend` says
+    otherwise (torch where `device` resolves to CUDA). An index without one is an IndexMissingError naming the
+    command."""
 
     name = "cross"
 
     def __init__(
-        self, index, store=None, backend: str | None = None, batch_size: int | None = None, weight: float | None = None
+        self,
+        index,
+        store=None,
+        backend: str | None = None,
+        batch_size: int | None = None,
+        weight: float | None = None,
+        device: str | None = None,
     ):
         super().__init__(store)
         from mathscout.dense.cross import BATCH, open_cross_scorer
 
-        self.scorer = open_cross_scorer(getattr(index, "path", index), backend)
+        self.scorer = open_cross_scorer(getattr(index, "path", index), backend, device)
         self.batch_size = batch_size or BATCH
-        self.weight = self.scorer.weight if weight is None else weight
+        self.weight = weight  # None: the weight stored for the hits' first stage (`weight_for`)
+
+    def weight_for(self, hits: list[Hit]) -> float:
+        """The fixed `weight`, else the one tuned for the first stage whose scores the hits carry."""
+        from mathscout.dense.cross import weight_for
+
+        if self.weight is not None:
+            return self.weight
+        stages = {name for hit in hits for name in hit.components if name != "rerank"}
+        info = self.scorer.info
+        if info is None:
+            return self.scorer.weight
+        return weight_for(info, stages.pop() if len(stages) == 1 else None)
 
     def scores(self, query: str, hits: list[Hit]) -> list[float]:
         from mathscout.dense.cross import interpolate
 
         logits = self.scorer.scores(query, self.passages(hits), self.batch_size)
-        return [float(s) for s in interpolate(logits, [h.score for h in hits], self.weight)]
+        return [float(s) for s in interpolate(logits, [h.score for h in hits], self.weight_for(hits))]
 
 
 def cross_encoder_usable(index) -> bool:

@@ -2,27 +2,37 @@
 with hard negatives from the index's own first stages, stored with the index (mathscout.dense.cross).
 
     mathscout train cross-encoder --index DIR [--topics T --qrels Q] [--budget-minutes B] [--max-minutes M]
-                                  [--epochs E] [--train-topics N] [--held-out H] [--negatives n] [--depth D] [--max-length L]
+                                  [--train-topics N|all] [--held-out H] [--group N] [--in-batch K]
+                                  [--loss listwise|pointwise] [--negatives-from MINER[,MINER]] [--depth D]
+                                  [--epochs E] [--max-length L] [--lr LR] [--batch B] [--freeze-layers K]
+                                  [--init base|dense-ft|PATH] [--device auto|cpu|cuda] [--save DIR]
     mathscout train cross-encoder --index DIR --measure-backends    # step 5 again for the stored model (no training)
 
-1. Topics: a seeded sample of N train topics whose best-graded relevant answer (grade ≥ 2) is in the index, and H
-   others held out for validation (`--topics/--qrels`: train files only, dev is refused).
-2. Hard negatives: each topic's top D hits of the index's bm25, structure and (when the index has it) dense-ft
-   search (the candidates `--rerank cross` reorders), its judged answers and the answers of its own thread removed;
-   n of them drawn at random (seeded) for each training topic.
-3. Training: sentence-transformers' CrossEncoder from the offline all-MiniLM-L6-v2 weights with a one-logit head,
-   CrossEncoderTrainer with MultipleNegativesRankingLoss over (question, positive, n hard negatives) plus one in-batch
-   negative: Zhong 2023 thesis §5.2.2 Eq. 5.18's softmax of the positive against hard and in-batch negatives, with
-   the cross-encoder's score in place of the bi-encoder's S(q, p). Both texts pass through `model_input_text`
-   (formulas stay LaTeX); a pair is cut to L word pieces. Every `--eval-every` steps (and before the first) the
-   library's CrossEncoderRerankingEvaluator gives the held-out nDCG@10 of the first miner's reranked top D; the best
-   checkpoint is the model kept.
-4. Held-out: nDCG@10 of each first stage's top D on the held-out topics, before and after reranking.
+1. Topics: a seeded sample of N train topics (`all`: every one) whose best-graded relevant answer (grade ≥ 2) is in
+   the index, and H others held out for validation (`--topics/--qrels`: train files only, dev is refused).
+2. Hard negatives: each training topic's top D hits of `--negatives-from` (default the strongest first stage the
+   index has: dense-ft, else dense, else bm25 and structure), its judged answers and the answers of its own thread
+   removed; N of them drawn at random (seeded) per topic (`--group`). The held-out topics get every first stage's top
+   CROSS_DEPTH (what `--rerank cross` reorders).
+3. Training: sentence-transformers' CrossEncoder from `--init` (the packaged all-MiniLM-L6-v2, the index's dense-ft
+   model folder, or a folder) with a new one-logit head, embeddings and the lower `--freeze-layers` layers frozen;
+   CrossEncoderTrainer over (question, positive, N hard negatives) in a seeded random order (a budget-limited run sees
+   varied topics), learning rate constant after a short warm-up (stopping anywhere leaves a finished schedule), bf16
+   on CUDA. Loss (cross_recipe.py): `listwise`, the softmax cross-entropy of the positive against its group and
+   `--in-batch` other questions' positives: Zhong 2023 thesis §5.2.2 Eq. 5.18 with the cross-encoder's raw logit in
+   place of the bi-encoder's S(q, p); `pointwise`, binary cross-entropy over the same pairs. Both texts pass through
+   `model_input_text` (formulas stay LaTeX); a pair is cut to L word pieces. Every `--eval-every` steps (and before
+   the first) the library's CrossEncoderRerankingEvaluator gives the held-out nDCG@10 of the strongest first stage's
+   reranked top CROSS_DEPTH; the best checkpoint is the model kept.
+4. Held-out: nDCG@10 of each first stage's top CROSS_DEPTH on the held-out topics, before and after reranking,
+   alone and interpolated; the weight is tuned per first stage, and the strongest one's is the stored default.
 5. Backends: the held-out pairs scored by torch fp32, ONNX fp32 and ONNX int8: Kendall τ and top-10 agreement against
    fp32 per topic, ms per pair. The fastest backend that keeps the order (mean τ ≥ MIN_TAU and top-10 agreement ≥
    MIN_TOP10) is chosen and recorded; torch always qualifies.
-6. Stored: DIR/cross-encoder/ (model/, the chosen ONNX graph, loss.png, cross-encoder.json with the index build's
-   hash, the topics and qrels files, counts, epochs, held-out scores, backend measurements and times).
+6. Stored: DIR/cross-encoder/ (model/ in fp32 safetensors whatever the device, the chosen ONNX graph, loss.png,
+   cross-encoder.json with the index build's hash, the topics and qrels files, the recipe (settings, loss, device),
+   counts, held-out scores, backend measurements, times, pairs seen and ms per pair); `--save DIR` copies it there
+   (to compare models: copy one back as DIR/cross-encoder/ and rerun `mathscout run --first-stage RUN --rerank cross`).
 
 Every step is resumable: the work lives in DIR/cross-encoder.work/ (the plan, the mined candidates, the trainer's
 checkpoints at each validation); after a kill or `--max-minutes`, rerun the same command.
@@ -62,25 +72,33 @@ from mathscout.dense.cross import (
     load_cross_model,
     onnx_graph,
 )
+from mathscout.dense.device import add_device_argument, resolve_device
 from mathscout.dense.encoder import export_onnx
-from mathscout.dense.model import default_model_path, model_input_text
+from mathscout.dense.model import model_input_text
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import add_train_topic_arguments, load_topics
 from mathscout.evaluation.training.contrastive import SEED, plot_losses
+from mathscout.evaluation.training.cross_recipe import (
+    INITS,
+    LOSSES,
+    check_miners,
+    default_miners,
+    describe_loss,
+    freeze_layers,
+    group_loss,
+    report_stages,
+    resolve_init,
+    strongest_stage,
+)
 from mathscout.evaluation.training.plan import TrainingPlan, require_train_files
 from mathscout.evaluation.tuning import Scorer
 from mathscout.index.integrity import record_folder
 from mathscout.index.layout import IndexDir
-from mathscout.retrievers.registry import open_retriever, servable_modes
+from mathscout.retrievers.registry import open_retriever
 from mathscout.retrievers.rerank import passage_text
 from mathscout.types import Query
 
-MINERS = (
-    "bm25",
-    "structure",
-    "dense-ft",
-)  # first stages whose candidates give the hard negatives (those the index has)
 WORK = "cross-encoder.work"
 WEIGHTS = tuple(round(0.05 * n, 2) for n in range(21))  # the cross-encoder's share in `interpolate`, tuned held out
 MIN_TAU = 0.9  # a backend keeps the scores' order when its mean Kendall τ against torch fp32 is at least this …
@@ -90,19 +108,29 @@ BUDGET_MINUTES = 60.0  # the bound issue 34 sets on the whole training
 SAFETY = 1.5  # the time left must cover this many times the estimated validation and report
 
 
+CPU_BATCH, CUDA_BATCH = 4, 32  # questions per step: 32 pairs at group 7 on 2 cores, 256 on a GPU
+
+
 @dataclass(frozen=True)
 class Settings:
-    """What the training data and schedule depend on (a rerun must give the same, or start afresh)."""
+    """What the training data and schedule depend on (a rerun must give the same, or start afresh). The defaults are
+    for 2 CPU cores within the 60-minute budget: every train topic in a seeded order, the budget ending the training
+    (~3 s a step of 4 questions × 8 pairs at 128 word pieces with 4 layers frozen, issue 43's timings)."""
 
-    train_topics: int = 1500
+    train_topics: int | str = "all"  # or a number
     held_out: int = 60
-    negatives: int = 3  # hard negatives per question (+ the positive and 1 in-batch): 5 pairs through the model
-    depth: int = CROSS_DEPTH  # hits per first stage mined (and reranked on the held-out topics)
+    group: int = 7  # hard negatives per question: the listwise softmax is over 1 + group (+ in_batch) pairs
+    in_batch: int = 0  # other questions' positives added to each question's softmax (0: hard negatives only)
+    loss: str = "listwise"  # or "pointwise" (cross_recipe.LOSSES)
+    negatives_from: str = ""  # first stages mined, "a,b" ("" until resolved: cross_recipe.default_miners)
+    depth: int = 50  # hits per miner whose unjudged ones are the negatives
     max_length: int = 128  # word pieces of a (question, passage) pair: what reranking 100 in 1 s allows (see below)
-    batch: int = 16  # questions per step
+    batch: int = CPU_BATCH  # questions per step (CUDA_BATCH on a GPU unless given)
     epochs: int = 1
-    lr: float = 1e-4  # Zhong 2023 thesis §5.3.1 fine-tunes at 2·10⁻⁵ over 594,000 triplets; here ~100 steps
-    warmup: float = 0.1
+    lr: float = 5e-5  # Zhong 2023 thesis §5.3.1: 2·10⁻⁵ over 594,000 triplets; here a few hundred steps
+    warmup: int = 50  # steps of linear warm-up (at most a tenth of the planned steps), then constant
+    freeze_layers: int = 4  # embeddings and the lower 4 of 6 layers frozen: 96 instead of 191 ms a pair on 2 cores
+    init: str = "base"  # or dense-ft or a model folder (cross_recipe.resolve_init)
     seed: int = SEED
 
     @classmethod
@@ -136,13 +164,14 @@ def choose(topics_path: Path, qrels_path: Path, index: IndexDir, settings: Setti
     topics = [t for t in load_topics(topics_path) if any(g >= RELEVANT for g in qrels.get(t.id, {}).values())]
     rng = random.Random(settings.seed)
     rng.shuffle(topics)
-    wanted = settings.train_topics + settings.held_out
+    every = settings.train_topics == "all"
+    wanted = len(topics) if every else int(settings.train_topics) + settings.held_out
     stored = index.store.summaries(d for t in topics[: wanted * 2] for d in qrels[t.id])
     usable = [t.id for t in topics[: wanted * 2] if any(d in stored for d, g in qrels[t.id].items() if g >= RELEVANT)]
     if len(usable) < 2:
         raise MathScoutError(f"only {len(usable)} topic(s) of {topics_path} have a relevant answer in {index.path}")
     held = min(settings.held_out, max(1, len(usable) // 5))
-    return usable[held : held + settings.train_topics], usable[:held]
+    return usable[held:] if every else usable[held : held + int(settings.train_topics)], usable[:held]
 
 
 def fitted_topics(index: IndexDir) -> set[str]:
@@ -162,8 +191,11 @@ def fitted_topics(index: IndexDir) -> set[str]:
 # ---- 2. hard negatives --------------------------------------------------------------------------------------------
 
 
-def mine(index: IndexDir, topics: list[Query], depth: int, path: Path) -> dict[str, Mined]:
-    """Each topic's first-stage hits, appended to `path` topic by topic (a rerun reads them back)."""
+MINE_CHUNK = 32  # topics searched together (one batch of query vectors for a dense first stage)
+
+
+def mine(index: IndexDir, topics: list[Query], depth: int, path: Path, miners: tuple[str, ...]) -> dict[str, Mined]:
+    """Each topic's top `depth` hits of each of `miners`, appended to `path` as they come (a rerun reads them back)."""
     done: dict[str, Mined] = {}
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -177,28 +209,38 @@ def mine(index: IndexDir, topics: list[Query], depth: int, path: Path) -> dict[s
     todo = [t for t in topics if t.id not in done]
     if not todo:
         return done
-    miners = servable_modes(index, MINERS)
     retrievers = {name: open_retriever(index, name) for name in miners}
-    with open(path, "a", encoding="utf-8") as out:
-        for topic in tqdm(
-            todo,
-            desc=f"hard negatives ({', '.join(miners)}, top {depth})",
-            unit="topic",
-            file=sys.stderr,
-            initial=len(done),
-            total=len(topics),
-        ):
-            runs = {}
-            for name, retriever in retrievers.items():
+
+    def search(name: str, chunk: list[Query]) -> dict[str, list[tuple[str, float]]]:
+        retriever = retrievers[name]
+        try:
+            found = retriever.batch_search(chunk, k=depth)
+        except MathScoutError:  # a question it cannot search (no words, no formula): each topic alone
+            found = {}
+            for topic in chunk:
                 try:
-                    runs[name] = [
-                        (h.doc_id, float(h.score)) for h in retriever.batch_search([topic], k=depth)[topic.id]
-                    ]
-                except MathScoutError:  # a question this retriever cannot search (no words, no formula)
-                    runs[name] = []
-            done[topic.id] = Mined(topic.id, runs)
-            out.write(json.dumps({"topic": topic.id, "runs": runs}) + "\n")
+                    found.update(retriever.batch_search([topic], k=depth))
+                except MathScoutError:
+                    found[topic.id] = []
+        return {t.id: [(h.doc_id, float(h.score)) for h in found.get(t.id, [])] for t in chunk}
+
+    bar = tqdm(
+        desc=f"first-stage hits ({', '.join(miners)}, top {depth})",
+        unit="topic",
+        file=sys.stderr,
+        initial=len(done),
+        total=len(topics),
+    )
+    with open(path, "a", encoding="utf-8") as out, bar:
+        for start in range(0, len(todo), MINE_CHUNK):
+            chunk = todo[start : start + MINE_CHUNK]
+            found = {name: search(name, chunk) for name in miners}
+            for topic in chunk:
+                runs = {name: found[name][topic.id] for name in miners}
+                done[topic.id] = Mined(topic.id, runs)
+                out.write(json.dumps({"topic": topic.id, "runs": runs}) + "\n")
             out.flush()
+            bar.update(len(chunk))
     return done
 
 
@@ -209,8 +251,8 @@ def training_rows(
     index: IndexDir,
     settings: Settings,
 ) -> list[list[str]]:
-    """(question, positive, negative × n) texts per training topic: its best-graded stored answer and n candidates
-    that are neither judged for it nor from its own thread."""
+    """(question, positive, negative × group) texts per training topic, in a seeded random order: its best-graded
+    stored answer and `group` mined candidates that are neither judged for it nor from its own thread."""
     rng = random.Random(settings.seed)
     store = index.store
     threads = {
@@ -227,14 +269,15 @@ def training_rows(
             continue
         positive = rng.choice(sorted(d for d, g in judged.items() if g == best and d in threads))
         pool = [d for d in mined[qid].docs if d not in judged and threads.get(d) != qid]
-        if len(pool) < settings.negatives:
+        if len(pool) < settings.group:
             continue
-        negatives = rng.sample(pool, settings.negatives)
+        negatives = rng.sample(pool, settings.group)
         texts = {
             d.id: model_input_text(passage_text(d.title, d.text))
             for d in store.get_many([positive, *negatives]).values()
         }
         rows.append([model_input_text(topics[qid].text), texts[positive], *(texts[d] for d in negatives)])
+    rng.shuffle(rows)  # the trainer shuffles too; a budget's first steps then see varied topics whatever the sampler
     return rows
 
 
@@ -266,19 +309,21 @@ class Budget:
         return time.time() + needed > self.ends
 
 
+EVAL_EVERY = 100  # steps between validations: ~5 min of steps on 2 cores, each validation ~30 s (1,800 pairs)
+EXPECT_AFTER = 3  # training steps timed before the expected time is printed
 EVALUATOR = "held-out"
 METRIC = f"eval_{EVALUATOR}_ndcg@10"  # the trainer's name of the evaluator's nDCG@10
 
 
 def validation_samples(
-    topics: dict[str, Query], mined: dict[str, Mined], qrels: dict[str, dict[str, int]], index: IndexDir, depth: int
+    topics: dict[str, Query], mined: dict[str, Mined], qrels: dict[str, dict[str, int]], index: IndexDir, stage: str
 ) -> list[dict]:
-    """The held-out topics as the library's reranking evaluator reads them: the first miner's top `depth` passages in
-    its order (only the relevant ones it found count: `always_rerank_positives=False`)."""
+    """The held-out topics as the library's reranking evaluator reads them: `stage`'s top CROSS_DEPTH passages in its
+    order (the strongest first stage: what `--rerank cross` reorders; only the relevant ones it found count:
+    `always_rerank_positives=False`)."""
     samples = []
     for qid in sorted(topics):
-        runs = mined[qid].runs
-        hits = next((runs[name] for name in MINERS if runs.get(name)), [])[:depth]
+        hits = mined[qid].runs.get(stage, [])[:CROSS_DEPTH]
         found = index.store.get_many(d for d, _ in hits)
         documents = [d for d, _ in hits if d in found]
         relevant = [d for d in documents if qrels.get(qid, {}).get(d, 0) >= RELEVANT]
@@ -303,29 +348,35 @@ def train_model(
     deadline: float | None,
     every: int,
     budget: Budget | None = None,
+    device: str = "cpu",
 ) -> tuple[bool, dict]:
-    """Fine-tune from `base` with the library's trainer, validated on `samples` (held-out nDCG@10 of the first stage's
-    reranked top hits) every `every` steps and at the start, the best checkpoint kept; (finished, its history: batch
-    losses, held-out curve, best step, and `stopped_early` when the budget ended it). Checkpoints go to work/trainer
-    and a rerun resumes from the newest; at `deadline` (time.time()) it checkpoints and stops, unfinished."""
+    """Fine-tune from `base` on `device` with the library's trainer, validated on `samples` (held-out nDCG@10 of the
+    first stage's reranked top hits) every `every` steps and at the start, the best checkpoint kept; (finished, its
+    history: batch losses, held-out curve, best step, pairs seen and ms per pair, and `stopped_early` when the budget
+    ended it). Checkpoints go to work/trainer and a rerun resumes from the newest; at `deadline` (time.time()) it
+    checkpoints and stops, unfinished."""
     from datasets import Dataset
-    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
     from transformers import TrainerCallback
     from transformers.trainer_utils import get_last_checkpoint
 
-    columns = ["query", "positive", *(f"negative_{n}" for n in range(1, settings.negatives + 1))]
+    columns = ["query", "positive", *(f"negative_{n}" for n in range(1, settings.group + 1))]
     dataset = Dataset.from_dict({name: [row[i] for row in rows] for i, name in enumerate(columns)})
-    model = load_cross_model(base, settings.max_length, cached=False)  # the trainer changes it in place
+    model = load_cross_model(base, settings.max_length, cached=False, device=device)  # the trainer changes it
+    frozen = freeze_layers(model, settings.freeze_layers)
     model.train()
     output = work / "trainer"
     last = get_last_checkpoint(str(output)) if output.is_dir() else None
+    planned = -(-len(rows) // settings.batch) * settings.epochs
+    pairs_per_step = settings.batch * (1 + settings.group + min(settings.in_batch, settings.batch - 1))
     arguments = CrossEncoderTrainingArguments(
         output_dir=str(output),
         num_train_epochs=settings.epochs,
         per_device_train_batch_size=settings.batch,
         learning_rate=settings.lr,
-        warmup_steps=settings.warmup,
+        lr_scheduler_type="constant_with_warmup",  # a budget may end it anywhere: no decay left unfinished
+        warmup_steps=min(settings.warmup, planned // 10),  # step 0 of a warm-up runs at lr 0: none on tiny runs
         save_strategy="steps",
         save_steps=every,
         eval_strategy="steps",
@@ -340,7 +391,8 @@ def train_model(
         seed=settings.seed,
         data_seed=settings.seed,
         dataloader_pin_memory=False,
-        use_cpu=True,
+        use_cpu=device == "cpu",
+        bf16=device == "cuda",  # autocast; the weights stay fp32 (and are stored so)
         disable_tqdm=False,
     )
 
@@ -354,6 +406,30 @@ def train_model(
 
     evaluator = TimedEvaluator(samples, always_rerank_positives=False, name=EVALUATOR, batch_size=32, write_csv=False)
     stopped: list[int] = []
+    timing = {"steps": 0, "seconds": 0.0, "began": 0.0}
+
+    class StepTime(TrainerCallback):
+        """Seconds of the training steps alone (validations excluded) and, after a few, the expected time."""
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            timing["began"] = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            timing["seconds"] += time.perf_counter() - timing["began"]
+            timing["steps"] += 1
+            if timing["steps"] == EXPECT_AFTER:
+                step = timing["seconds"] / timing["steps"]
+                left = state.max_steps - state.global_step
+                note = f"about {left * step / 60:.1f} min for the {left:,} steps left"
+                if budget is not None:
+                    reach = max(0, int((budget.ends - time.time()) / step))
+                    note += (
+                        f"; the budget's time left covers about {min(reach, left):,} of them (with validations less)"
+                    )
+                print(
+                    f"\ntraining: {step:.2f} s a step, {1000 * step / pairs_per_step:.0f} ms a pair; {note}",
+                    file=sys.stderr,
+                )
 
     class Deadline(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -366,9 +442,14 @@ def train_model(
                 control.should_evaluate = control.should_save = control.should_training_stop = True
             return control
 
-    loss = losses.MultipleNegativesRankingLoss(model, num_negatives=1)  # Zhong 2023 thesis §5.2.2, Eq. 5.18
+    loss = group_loss(model, settings.loss, settings.in_batch)  # Zhong 2023 thesis §5.2.2, Eq. 5.18 (listwise)
     trainer = CrossEncoderTrainer(
-        model=model, args=arguments, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=[Deadline()]
+        model=model,
+        args=arguments,
+        train_dataset=dataset,
+        loss=loss,
+        evaluator=evaluator,
+        callbacks=[Deadline(), StepTime()],
     )
     if last:
         print(f"resuming from {last}", file=sys.stderr)
@@ -383,6 +464,12 @@ def train_model(
         "steps": state.global_step,
         "best_step": None,
         "best": state.best_metric,
+        "frozen_parameters": frozen,
+        "pairs_per_step": pairs_per_step,
+        "pairs_seen": state.global_step * pairs_per_step,
+        # this run's steps alone (a resumed training: the last run's)
+        "ms_per_pair": round(1000 * timing["seconds"] / max(timing["steps"] * pairs_per_step, 1), 1),
+        "warmup_steps": arguments.warmup_steps,
     }
     if state.best_model_checkpoint:
         history["best_step"] = int(Path(state.best_model_checkpoint).name.rpartition("-")[2])
@@ -390,9 +477,17 @@ def train_model(
         history["stopped_early"] = {"step": stopped[0], "of": state.max_steps, "budget_minutes": budget.minutes}
     finished = state.global_step >= state.max_steps or bool(stopped)
     if finished:  # the best checkpoint's weights (load_best_model_at_end)
-        model.eval()
-        model.save(str(work / MODEL_DIR))
+        save_fp32(model, work / MODEL_DIR)
     return finished, history
+
+
+def save_fp32(model: Any, folder: Path) -> None:
+    """The model on the CPU in fp32 safetensors, whatever device and precision trained it: a model trained on a GPU
+    loads and ranks on a CPU as it does there."""
+    model.eval()
+    model.to("cpu")
+    model.model.float()
+    model.save(str(folder), safe_serialization=True)
 
 
 # ---- 4-5. held-out scores and backends ------------------------------------------------------------------------------
@@ -421,9 +516,12 @@ def held_out_report(
     settings: Settings,
     backends: tuple[str, ...],
     agreement_topics: int,
+    stage: str | None = None,
 ) -> dict:
-    """nDCG@10 of each first stage's top `depth` and of it reranked by torch fp32 on every held-out topic; each backend's
-    Kendall τ, top-10 agreement with fp32, reranked nDCG@10 and ms per pair on the first `agreement_topics` of them."""
+    """nDCG@10 of each first stage's top hits (`mined`: CROSS_DEPTH) and of them reranked by torch fp32 on every held-out
+    topic, alone and interpolated with the weight tuned for each stage (`stage`'s is the stored default: the strongest
+    first stage; None: the mean over the stages, as models before issue 43); each backend's Kendall τ, top-10
+    agreement with fp32, reranked nDCG@10 and ms per pair on the first `agreement_topics` of them."""
     qrels = read_qrels(qrels_path)
     held_qrels = work / "qrels.held-out.txt"
     held_qrels.write_text(
@@ -478,14 +576,24 @@ def held_out_report(
 
     everyone = set(topics)
     grid = {w: {n: mean(interpolated(n, w), everyone) for n in runs} for w in WEIGHTS}
-    weight = max(WEIGHTS, key=lambda w: (round(float(np.mean(list(grid[w].values()))), 4), w))
+    weights = {n: max(WEIGHTS, key=lambda w: (grid[w][n], w)) for n in runs}  # Zhong 2023 thesis §5.2.4, per stage
+    if stage in weights:
+        weight = weights[stage]
+    else:
+        weight = max(WEIGHTS, key=lambda w: (round(float(np.mean(list(grid[w].values()))), 4), w))
     report: dict = {
         "topics": len(topics),
         "pairs": pairs["torch"],
         "measure": scorer.measure,
         "first_stage": {n: mean({q: mined[q].runs.get(n, []) for q in topics}, everyone) for n in runs},
         "reranked": {n: mean(reranked(n, "torch"), everyone) for n in runs},
-        "interpolation": {"weight": weight, "reranked": grid[weight], "grid": {f"{w:.2f}": grid[w] for w in WEIGHTS}},
+        "interpolation": {
+            "weight": weight,
+            "stage": stage,
+            "weights": weights,
+            "reranked": {n: grid[weights[n] if stage in weights else weight][n] for n in runs},
+            "grid": {f"{w:.2f}": grid[w] for w in WEIGHTS},
+        },
         "agreement_topics": len(compared),
     }
     agreement: dict[str, dict[str, Any]] = {}
@@ -535,10 +643,12 @@ def store_model(
         shutil.copy2(work / ONNX_FILES[backend], staging / ONNX_FILES[backend])
     if (trained / "loss.png").is_file():
         shutil.copy2(trained / "loss.png", staging / "loss.png")
+    interpolation = training["held_out"]["interpolation"]
     info = CrossEncoderInfo(
         backend=backend,
         max_length=settings.max_length,
-        weight=training["held_out"]["interpolation"]["weight"],
+        weight=interpolation["weight"],
+        weights=interpolation.get("weights", {}) if interpolation.get("stage") else {},
         files=record_folder(staging),
         training=training,
     )
@@ -552,34 +662,65 @@ def store_model(
     return target
 
 
+def _count_or_all(text: str) -> int | str:
+    """`--train-topics`: a number of topics, or `all`."""
+    if text == "all":
+        return text
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number or all, not {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError("at least 1")
+    return count
+
+
+def resolve_settings(args: argparse.Namespace, index: IndexDir, device: str) -> Settings:
+    """The command's settings with the index's defaults filled in: the miners (`default_miners`) and, on CUDA, the
+    larger batch."""
+    given = {f.name: getattr(args, f.name) for f in fields(Settings) if getattr(args, f.name, None) is not None}
+    given["negatives_from"] = ",".join(check_miners(index, args.negatives_from or default_miners(index)))
+    given.setdefault("batch", CUDA_BATCH if device == "cuda" else CPU_BATCH)
+    return Settings(**given)
+
+
 def train(args: argparse.Namespace) -> Path | None:
     started = time.time()
     deadline = started + args.max_minutes * 60 if args.max_minutes is not None else None
     require_train_files(args.topics, args.qrels, "training a cross-encoder")
     index = IndexDir(args.index)
-    settings = Settings(**{f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)})
+    device = resolve_device(args.device)
+    settings = resolve_settings(args, index, device)
+    base = resolve_init(settings.init, index)
+    miners, stage, stages = tuple(settings.negatives_from.split(",")), strongest_stage(index), report_stages(index)
     work = index.path / WORK
-    source = {"topics": str(args.topics.resolve()), "qrels": str(args.qrels.resolve()), "base": str(args.base)}
+    source = {"topics": str(args.topics.resolve()), "qrels": str(args.qrels.resolve()), "base": str(base)}
     planned = TrainingPlan(work, asdict(settings), source, lambda: choose(args.topics, args.qrels, index, settings))
     plan, spent = planned.data, planned.spent
     spent_before = sum(plan["seconds"].values())  # by earlier runs of a resumed training: the budget covers them
+    plan.setdefault("devices", [])
+    plan["devices"] = list(dict.fromkeys([*plan["devices"], device]))
     print(
-        f"cross-encoder: {len(plan['train'])} training and {len(plan['held_out'])} held-out topics, "
-        f"{settings.negatives} hard negatives each from the top {settings.depth}, pairs cut to {settings.max_length} "
-        f"word pieces, batch {settings.batch}, {settings.epochs} epoch(s)",
+        f"cross-encoder on {device}: {len(plan['train']):,} training and {len(plan['held_out'])} held-out topics, "
+        f"{settings.loss} over 1 positive + {settings.group} hard negatives"
+        f"{f' + {settings.in_batch} in-batch' if settings.in_batch else ''} from {', '.join(miners)}'s top "
+        f"{settings.depth}, pairs cut to {settings.max_length} word pieces, {settings.freeze_layers} layers frozen, "
+        f"from {settings.init}, batch {settings.batch} questions, lr {settings.lr:g}, {settings.epochs} epoch(s); "
+        f"validated on {stage}'s top {CROSS_DEPTH}",
         file=sys.stderr,
     )
     topics = {t.id: t for t in load_topics(args.topics) if t.id in set(plan["train"]) | set(plan["held_out"])}
     qrels = read_qrels(args.qrels)
     t0 = time.time()
-    mined = mine(index, [topics[q] for q in plan["train"] + plan["held_out"]], settings.depth, work / "mined.jsonl")
+    mined = mine(index, [topics[q] for q in plan["train"]], settings.depth, work / "mined.jsonl", miners)
+    held = mine(index, [topics[q] for q in plan["held_out"]], CROSS_DEPTH, work / "held-out.jsonl", stages)
     spent("mining", t0)
     t0 = time.time()
     finished = (work / MODEL_DIR / "config.json").is_file()
     if not finished:
         rows = training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings)
-        samples = validation_samples({q: topics[q] for q in plan["held_out"]}, mined, qrels, index, settings.depth)
-        held_pairs = [len(mined[q].docs) for q in sorted(plan["held_out"])]  # torch scores them all, ONNX a share
+        samples = validation_samples({q: topics[q] for q in plan["held_out"]}, held, qrels, index, stage)
+        held_pairs = [len(held[q].docs) for q in sorted(plan["held_out"])]  # torch scores them all, ONNX a share
         budget = Budget(
             args.budget_minutes,
             ends=started + args.budget_minutes * 60 - spent_before,
@@ -588,12 +729,14 @@ def train(args: argparse.Namespace) -> Path | None:
         )
         plan["rows"] = len(rows)
         print(
-            f"{len(rows):,} training questions × (1 positive + {settings.negatives} hard negatives + 1 in-batch); "
-            f"{-(-len(rows) // settings.batch) * settings.epochs} steps; held-out nDCG@10 every {args.eval_every} "
-            f"steps",
+            f"{len(rows):,} training questions; {-(-len(rows) // settings.batch) * settings.epochs:,} steps; "
+            f"held-out nDCG@10 every {args.eval_every} steps; the {args.budget_minutes:g}-minute budget ends it early "
+            "if need be",
             file=sys.stderr,
         )
-        finished, history = train_model(rows, samples, args.base, work, settings, deadline, args.eval_every, budget)
+        finished, history = train_model(
+            rows, samples, base, work, settings, deadline, args.eval_every, budget, device=device
+        )
         plan["history"] = history
         spent("training", t0)
         if "stopped_early" in history:
@@ -622,33 +765,40 @@ def train(args: argparse.Namespace) -> Path | None:
         work / MODEL_DIR,
         work,
         {q: topics[q] for q in plan["held_out"]},
-        mined,
+        held,
         args.qrels,
         index,
         settings,
         tuple(args.backends),
         args.agreement_topics,
+        stage,
     )
     spent("held_out", t0)
-    used = sorted({n for m in mined.values() for n in m.runs})
+    used = sorted({*miners, *stages})
+    history = plan.get("history", {})
     training = {
         "index": str(index.path.resolve()),
-        "index_build": index.build_hash(used),  # the build the negatives came from
+        "index_build": index.build_hash(used),  # the build the negatives and held-out hits came from
         "documents": index.manifest.documents,
-        "base": str(args.base),
+        "base": str(base),
         "topics": str(args.topics),
         "qrels": str(args.qrels),
         "counts": {
             "training_topics": len(plan["train"]),
             "training_questions": plan.get("rows"),
             "held_out_topics": len(plan["held_out"]),
-            "mined_from": used,
+            "mined_from": list(miners),
+            "held_out_from": list(stages),
+            "validated_on": stage,
         },
         "settings": asdict(settings),
+        "devices": plan["devices"],  # where it trained (every run of a resumed training)
         # trained or tuned on: a ranker over its logits leaves them out
         "topic_ids": plan["train"] + plan["held_out"],
-        "loss": "MultipleNegativesRankingLoss (Zhong 2023 thesis §5.2.2, Eq. 5.18), 1 in-batch negative",
-        **plan.get("history", {}),
+        "loss": describe_loss(settings.loss, settings.group, min(settings.in_batch, settings.batch - 1)),
+        "lr_schedule": "constant after a linear warm-up",
+        **history,
+        "training_minutes": round(plan["seconds"].get("training", 0.0) / 60, 1),
         "held_out": report,
         "seconds": plan["seconds"],
         "minutes": planned.minutes,
@@ -665,7 +815,9 @@ def remeasure_backends(args: argparse.Namespace) -> Path:
     index = IndexDir(args.index)
     info = CrossEncoderInfo.require(index.path)
     training = info.training
-    used = training.get("counts", {}).get("mined_from") or []
+    counts = training.get("counts", {})
+    stages = tuple(counts.get("held_out_from") or counts.get("mined_from") or [])  # before issue 43: the miners
+    used = sorted({*(counts.get("mined_from") or []), *stages})
     if not used or index.build_hash(used) != training.get("index_build"):
         raise MathScoutError(
             f"the index {index.path} is not the build its cross-encoder was trained on: retrain with "
@@ -683,7 +835,7 @@ def remeasure_backends(args: argparse.Namespace) -> Path:
     stored = index.path / FOLDER  # the model is read where it is stored, and copied once into the new folder
     work.mkdir(parents=True)
     try:
-        mined = mine(index, [topics[q] for q in held if q in topics], settings.depth, work / "mined.jsonl")
+        mined = mine(index, [topics[q] for q in held if q in topics], CROSS_DEPTH, work / "held-out.jsonl", stages)
         report = held_out_report(
             stored / MODEL_DIR,
             work,
@@ -694,6 +846,7 @@ def remeasure_backends(args: argparse.Namespace) -> Path:
             settings,
             tuple(args.backends),
             args.agreement_topics,
+            counts.get("validated_on"),
         )
         remeasured = {"at": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(time.time() - started, 1)}
         record = {**training, "held_out": report, "remeasured": remeasured}
@@ -711,24 +864,62 @@ def main(argv: list[str] | None = None) -> None:
         help="the index whose candidates give the hard negatives and which stores the model (DIR/cross-encoder/)",
     )
     add_train_topic_arguments(parser)
-    parser.add_argument("--base", type=Path, default=None, help="the weights to start from (default all-MiniLM-L6-v2)")
-    parser.add_argument("--train-topics", type=int, default=DEFAULTS.train_topics, help="questions trained on")
+    parser.add_argument(
+        "--train-topics",
+        type=_count_or_all,
+        default=DEFAULTS.train_topics,
+        help="questions trained on: a number or all (default; --topics all says the same)",
+    )
     parser.add_argument(
         "--held-out", type=int, default=DEFAULTS.held_out, help="train questions held out for the validation scores"
     )
-    parser.add_argument("--negatives", type=int, default=DEFAULTS.negatives, help="hard negatives per question")
-    parser.add_argument("--depth", type=int, default=DEFAULTS.depth, help="hits per first stage mined")
+    parser.add_argument(
+        "--group",
+        "--negatives",
+        dest="group",
+        type=int,
+        default=DEFAULTS.group,
+        help="hard negatives per question: the listwise softmax is over 1 + N (Zhong 2023 thesis Eq. 5.18)",
+    )
+    parser.add_argument(
+        "--in-batch",
+        type=int,
+        default=DEFAULTS.in_batch,
+        help="other questions' positives added to each question's group as negatives (default none)",
+    )
+    parser.add_argument("--loss", choices=LOSSES, default=DEFAULTS.loss, help="listwise (softmax) or pointwise (BCE)")
+    parser.add_argument(
+        "--negatives-from",
+        default=None,
+        help="first stages mined for negatives, comma-separated (default: dense-ft, else dense, else bm25,structure)",
+    )
+    parser.add_argument("--depth", type=int, default=DEFAULTS.depth, help="hits per miner the negatives come from")
     parser.add_argument("--max-length", type=int, default=DEFAULTS.max_length, help="word pieces per pair")
-    parser.add_argument("--batch", type=int, default=DEFAULTS.batch, help="questions per step")
+    parser.add_argument(
+        "--batch", type=int, default=None, help=f"questions per step (default {CPU_BATCH}; {CUDA_BATCH} on CUDA)"
+    )
     parser.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
     parser.add_argument("--lr", type=float, default=DEFAULTS.lr)
+    parser.add_argument(
+        "--freeze-layers",
+        type=int,
+        default=DEFAULTS.freeze_layers,
+        help="freeze the embeddings and the lower K transformer layers (0: train every weight)",
+    )
+    parser.add_argument(
+        "--init",
+        default=DEFAULTS.init,
+        help=f"the weights to start from: {' or '.join(INITS)} (the index's dense-ft model folder) or a model folder",
+    )
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    add_device_argument(parser)
     parser.add_argument(
         "--eval-every",
         type=int,
-        default=25,
+        default=EVAL_EVERY,
         help="steps between held-out validations (each one a checkpoint; the best one is kept)",
     )
+    parser.add_argument("--save", type=Path, default=None, help="also copy the stored model folder to this folder")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
     parser.add_argument(
         "--budget-minutes",
@@ -754,18 +945,26 @@ def main(argv: list[str] | None = None) -> None:
         "topics and store the one the rule chooses",
     )
     args = parser.parse_args(argv)
+    if str(args.topics) == "all" and not args.topics.exists():  # `--topics all`: every topic of the default file
+        args.topics, args.train_topics = parser.get_default("topics"), "all"
     args.backends = list(dict.fromkeys(["torch", *(b.strip() for b in args.backends.split(",") if b.strip())]))
     unknown = [b for b in args.backends if b not in BACKENDS]
     if unknown:
         raise MathScoutError(f"unknown backend(s) {', '.join(unknown)} (available: {', '.join(BACKENDS)})")
-    for name in ("train_topics", "negatives", "depth", "batch", "epochs", "eval_every"):
-        if getattr(args, name) < 1:
+    for name in ("group", "depth", "batch", "epochs", "eval_every"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise MathScoutError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("in_batch", "freeze_layers"):
+        if getattr(args, name) < 0:
+            raise MathScoutError(f"--{name.replace('_', '-')} must be at least 0")
     if not 16 <= args.max_length <= 512:
         raise MathScoutError("--max-length must be from 16 to 512 word pieces")
-    args.base = args.base or default_model_path()
     started = time.perf_counter()
     stored = remeasure_backends(args) if args.measure_backends else train(args)
+    if stored is not None and args.save is not None:
+        shutil.rmtree(args.save, ignore_errors=True)
+        shutil.copytree(stored, args.save)
+        print(f"a copy of the model: {args.save} (copy it back as {stored} to rerank with it)")
     if stored is not None:
         info = CrossEncoderInfo.require(stored.parent)
         report = info.training["held_out"]
@@ -779,7 +978,18 @@ def main(argv: list[str] | None = None) -> None:
                 f"  held-out {report['measure']} {name}: {score:.4f} -> reranked {report['reranked'][name]:.4f}, "
                 f"interpolated {fused['reranked'][name]:.4f} (torch fp32, {report['topics']} topics)"
             )
-        print(f"  interpolation weight of the cross-encoder (tuned on the held-out topics): {info.weight:.2f}")
+        weights = ", ".join(f"{n} {w:.2f}" for n, w in fused.get("weights", {}).items())
+        print(
+            f"  interpolation weight of the cross-encoder (tuned on the held-out topics): {info.weight:.2f}"
+            f" ({fused.get('stage') or 'mean of the stages'}){f'; per stage: {weights}' if weights else ''}"
+        )
+        training = info.training
+        if "pairs_seen" in training:
+            print(
+                f"  training: {training['training_minutes']} min on {', '.join(training.get('devices', []))}, "
+                f"{training['steps']:,} steps, {training['pairs_seen']:,} pairs seen, {training['ms_per_pair']} ms a "
+                f"pair (steps alone), best step {training['best_step']}"
+            )
         for backend, figures in report["backends"].items():
             print(
                 f"  {backend}: Kendall tau {figures['kendall_tau']:.3f}, top-10 agreement {figures['top10']:.2f}, "

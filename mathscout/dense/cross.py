@@ -11,9 +11,10 @@ reads it offline (files checked against their recorded sizes and checksums). Bot
 `model_input_text` (formulas kept as LaTeX, unified with the sparse side's lexer) of the question and of the passage
 (a reranker's `passage_text`: title and text), cut together to the trained number of word pieces (the longer first).
 
-Backends: `torch` (fp32, the trained model as is), `onnx` (fp32 graph) and `onnx-int8` (dynamic int8, per channel, the
-MatMuls only), exported as the bi-encoder's are (mathscout.dense.encoder); a backend not stored with the index is exported
-once into MATHSCOUT_HOME/onnx.
+Backends: `torch` (fp32, the trained model as is; on CUDA under bf16 autocast), `onnx` (fp32 graph) and `onnx-int8`
+(dynamic int8, per channel, the MatMuls only), exported as the bi-encoder's are (mathscout.dense.encoder); a backend not
+stored with the index is exported once into MATHSCOUT_HOME/onnx. The ONNX backends load the model folder's tokenizer
+only, not the torch model. Weights are stored fp32 whichever device trained them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from mathscout.dense.device import autocast, resolve_device
 from mathscout.dense.encoder import OnnxGraph, onnx_file, onnx_session, onnx_threads
 from mathscout.dense.model import model_input_text, offline_model_folder
 from mathscout.errors import IndexMissingError, MathScoutError
@@ -47,7 +49,8 @@ CROSS_DEPTH = 30
 TRAIN_COMMAND = "mathscout train cross-encoder --index {index}"
 
 _lock = threading.Lock()
-_models: dict[tuple[str, int], Any] = {}
+_models: dict[tuple[str, int, str], Any] = {}
+_tokenizers: dict[str, Any] = {}
 _sessions: dict[str, Any] = {}
 
 
@@ -64,6 +67,8 @@ class CrossEncoderInfo(TunedFile):
     weight: float = (
         1.0  # the cross-encoder's share when its scores are interpolated with the first stage's (`interpolate`)
     )
+    # the share tuned for each first stage measured held out (`weight_for`); `weight` is the strongest stage's
+    weights: dict[str, float] = field(default_factory=dict)
     files: dict[str, dict] = field(default_factory=dict)  # path inside the folder → size and CRC-32 (index integrity)
     training: dict[str, Any] = field(
         default_factory=dict
@@ -80,6 +85,10 @@ class CrossEncoderInfo(TunedFile):
             backend=file.name(data.get("backend"), "backend", BACKENDS),
             max_length=file.whole(data.get("max_length"), "max_length", 16, 512),
             weight=file.number(data.get("weight", 1.0), "weight", 0.0, 1.0),
+            weights={
+                str(k): file.number(v, "weights", 0.0, 1.0)
+                for k, v in file.mapping(data.get("weights", {}), "weights").items()
+            },
             files=file.mapping(data.get("files"), "files"),
             training=file.mapping(data.get("training", {}), "training"),
         )
@@ -100,14 +109,23 @@ class CrossEncoderInfo(TunedFile):
         return info
 
 
+def weight_for(info: CrossEncoderInfo, first_stage: str | None) -> float:
+    """The interpolation weight for hits of `first_stage`: the one tuned for it held out, else the stored `weight`."""
+    return info.weights.get(first_stage or "", info.weight)
+
+
 def measured_gain(info: CrossEncoderInfo, first_stage: str) -> bool:
-    """True when the cross-encoder's training measured that reranking `first_stage`'s top hits with the stored weight
-    beats that first stage on its held-out topics (only the stages it mined from are measured: over another one, e.g.
-    the learned ranker, it is not assumed to help)."""
+    """True when the cross-encoder's training measured that reranking `first_stage`'s top hits with the weight stored
+    for it beats that first stage on its held-out topics (only the stages it measured: over another one, e.g. the
+    learned ranker, it is not assumed to help)."""
     held_out = info.training.get("held_out", {})
     before = held_out.get("first_stage", {}).get(first_stage)
-    after = held_out.get("interpolation", {}).get("reranked", {}).get(first_stage)
-    return isinstance(before, (int, float)) and isinstance(after, (int, float)) and info.weight > 0 and after > before
+    weight = weight_for(info, first_stage)
+    interpolation = held_out.get("interpolation", {})
+    after = interpolation.get("grid", {}).get(f"{weight:.2f}", {}).get(first_stage)
+    if after is None and weight == info.weight:  # a model stored before the grid was recorded
+        after = interpolation.get("reranked", {}).get(first_stage)
+    return isinstance(before, (int, float)) and isinstance(after, (int, float)) and weight > 0 and after > before
 
 
 def interpolate(cross: Sequence[float] | np.ndarray, first: Sequence[float], weight: float) -> np.ndarray:
@@ -125,19 +143,54 @@ def interpolate(cross: Sequence[float] | np.ndarray, first: Sequence[float], wei
     return weight * z(cross) + (1.0 - weight) * z(first)
 
 
-def load_cross_model(model_dir: Path, max_length: int, cached: bool = True):
+def load_cross_model(model_dir: Path, max_length: int, cached: bool = True, device: str = "cpu"):
     """The sentence-transformers CrossEncoder in `model_dir` (or the base bi-encoder's weights with a new one-logit
-    head), offline; cached per folder and length unless `cached` is False (a model to train)."""
-    key = (str(Path(model_dir).resolve()), max_length)
+    head), offline, on `device`; cached per folder, length and device unless `cached` is False (a model to train)."""
+    key = (str(Path(model_dir).resolve()), max_length, device)
     with _lock:
         if not cached:
-            return _load(Path(model_dir), max_length)
+            return _load(Path(model_dir), max_length, device)
         if key not in _models:
-            _models[key] = _load(Path(model_dir), max_length)
+            _models[key] = _load(Path(model_dir), max_length, device)
         return _models[key]
 
 
-def _load(model_dir: Path, max_length: int):
+def load_tokenizer(model_dir: Path):
+    """The model folder's tokenizer alone (transformers AutoTokenizer, offline), cached per folder: what the ONNX
+    backends need instead of the torch model (~0.2 s instead of seconds)."""
+    key = str(Path(model_dir).resolve())
+    with _lock:
+        if key not in _tokenizers:
+            offline_model_folder(Path(model_dir))
+            from transformers import AutoTokenizer
+
+            try:
+                _tokenizers[key] = AutoTokenizer.from_pretrained(key, local_files_only=True)
+            except Exception as exc:  # a loading failure is the folder's, said in one line
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise MathScoutError(f"cannot load the cross-encoder's tokenizer in {model_dir}: {first}") from exc
+        return _tokenizers[key]
+
+
+def pair_features(tokenizer: Any, query: str, texts: list[str], max_length: int) -> dict[str, np.ndarray]:
+    """Word pieces of each (query, text) pair as the CrossEncoder's `preprocess` makes them: cut together to
+    `max_length` (the longer first), padded to the longest pair; input_ids, attention_mask, token_type_ids."""
+    encoded = tokenizer(
+        [query] * len(texts),
+        texts,
+        truncation="longest_first",
+        max_length=max_length,
+        padding=True,
+        return_tensors="np",
+    )
+    ids = np.asarray(encoded["input_ids"], dtype=np.int64)
+    features = {"input_ids": ids, "attention_mask": np.asarray(encoded["attention_mask"], dtype=np.int64)}
+    types = encoded.get("token_type_ids")
+    features["token_type_ids"] = np.asarray(types, dtype=np.int64) if types is not None else np.zeros_like(ids)
+    return features
+
+
+def _load(model_dir: Path, max_length: int, device: str = "cpu"):
     offline_model_folder(model_dir)
     import transformers
     from sentence_transformers.cross_encoder import CrossEncoder
@@ -145,7 +198,7 @@ def _load(model_dir: Path, max_length: int):
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # "classifier newly initialized" is what training starts from
     try:
-        model = CrossEncoder(str(model_dir), num_labels=1, max_length=max_length, device="cpu", local_files_only=True)
+        model = CrossEncoder(str(model_dir), num_labels=1, max_length=max_length, device=device, local_files_only=True)
     except Exception as exc:  # a loading failure is the folder's, said in one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise MathScoutError(f"cannot load the cross-encoder in {model_dir}: {first}") from exc
@@ -166,14 +219,20 @@ def onnx_graph(model_dir: Path, max_length: int) -> OnnxGraph:
 
 
 class CrossScorer:
-    """One model folder + backend: the relevance logits of passages for a question (higher is more relevant)."""
+    """One model folder + backend: the relevance logits of passages for a question (higher is more relevant). torch
+    runs on `device` ("cpu" or "cuda", bf16 autocast there); the ONNX backends on the CPU, with the tokenizer alone."""
 
-    def __init__(self, model_dir: Path, max_length: int, backend: str = "torch", graph: Path | None = None):
+    def __init__(
+        self, model_dir: Path, max_length: int, backend: str = "torch", graph: Path | None = None, device: str = "cpu"
+    ):
         if backend not in BACKENDS:
             raise MathScoutError(f"unknown cross-encoder backend '{backend}' (available: {', '.join(BACKENDS)})")
         self.model_dir, self.max_length, self.backend = Path(model_dir), max_length, backend
+        self.device = device if backend == "torch" else "cpu"
         self.weight = 1.0  # the stored interpolation weight (`open_cross_scorer`)
-        self.model = load_cross_model(self.model_dir, max_length)  # its tokenizer reads the pairs on every backend
+        self.info: CrossEncoderInfo | None = None  # the stored model's description (`open_cross_scorer`)
+        self.model = load_cross_model(self.model_dir, max_length, device=self.device) if backend == "torch" else None
+        self.tokenizer = load_tokenizer(self.model_dir) if backend != "torch" else None
         self.session = None
         if backend != "torch":
             path = graph or onnx_file(self.model_dir, backend == "onnx-int8", onnx_graph(self.model_dir, max_length))
@@ -192,16 +251,19 @@ class CrossScorer:
             return np.zeros(0, dtype=np.float32)
         if self.session is None:
             return self._torch_batches(query, texts, batch_size)
-        return self._pairs_alone(self.session, self.model.preprocess([(query, text) for text in texts]))
+        return self._pairs_alone(self.session, pair_features(self.tokenizer, query, texts, self.max_length))
 
     def _torch_batches(self, query: str, texts: list[str], batch_size: int) -> np.ndarray:
         import torch
+        from sentence_transformers.util import batch_to_device
 
+        assert self.model is not None, "the torch backend loads the model"
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.device):
             for start in range(0, len(texts), batch_size):
                 features = self.model.preprocess([(query, text) for text in texts[start : start + batch_size]])
-                out.append(self.model(features)["scores"].view(-1).float().numpy())
+                scores = self.model(batch_to_device(features, self.model.device))["scores"]
+                out.append(scores.view(-1).float().cpu().numpy())
         return np.concatenate(out)
 
     @staticmethod
@@ -211,8 +273,8 @@ class CrossScorer:
         the hits reranked beside it (dynamic int8 scales activations per pass), and on this machine it is faster than
         batches: the top 30 on int8 193 ms vs 231 ms for a batch of 30, fp32 330 vs 388 ms (20 dev questions, model
         time)."""
-        ids, mask = features["input_ids"].numpy(), features["attention_mask"].numpy()
-        types = features["token_type_ids"].numpy() if "token_type_ids" in features else np.zeros_like(ids)
+        ids, mask = np.asarray(features["input_ids"]), np.asarray(features["attention_mask"])
+        types = np.asarray(features["token_type_ids"]) if "token_type_ids" in features else np.zeros_like(ids)
 
         def one(row: int) -> float:
             kept = mask[row].astype(bool)  # the pair's own word pieces, whichever side its tokenizer pads
@@ -225,17 +287,19 @@ class CrossScorer:
             return np.array(list(pool.map(one, range(len(ids)))), dtype=np.float32)
 
 
-def open_cross_scorer(index_path: Path | str, backend: str | None = None) -> CrossScorer:
-    """The cross-encoder stored with the index, on `backend` (default: the one its training chose)."""
+def open_cross_scorer(index_path: Path | str, backend: str | None = None, device: str | None = None) -> CrossScorer:
+    """The cross-encoder stored with the index, on `backend` (default: the one its training chose, or torch where
+    `device` resolves to CUDA: mathscout.dense.device)."""
     info = CrossEncoderInfo.require(index_path)
-    backend = backend or info.backend
+    resolved = resolve_device(device)
+    backend = backend or ("torch" if resolved == "cuda" else info.backend)
     if backend not in BACKENDS:
         raise MathScoutError(f"unknown cross-encoder backend '{backend}' (available: {', '.join(BACKENDS)})")
     folder = Path(index_path) / FOLDER
     stored = ONNX_FILES.get(backend)
     graph = folder / stored if stored and stored in info.files else None
-    scorer = CrossScorer(folder / MODEL_DIR, info.max_length, backend, graph)
-    scorer.weight = info.weight
+    scorer = CrossScorer(folder / MODEL_DIR, info.max_length, backend, graph, device=resolved)
+    scorer.weight, scorer.info = info.weight, info
     return scorer
 
 

@@ -11,7 +11,7 @@ TINY_CROSS_ENCODER = [
     str(CROSS_TRAIN_TOPICS),
     "--held-out",
     str(CROSS_HELD_OUT),
-    "--negatives",
+    "--group",
     "2",
     "--depth",
     "5",

@@ -240,8 +240,8 @@ def test_the_assistant_reranks_with_the_cross_encoder_where_its_training_measure
     info = CrossEncoderInfo.require(copy)
     for gain, planned in ((0.05, True), (-0.05, False)):
         held_out = info.training["held_out"]
-        held_out["interpolation"]["reranked"]["bm25"] = held_out["first_stage"]["bm25"] + gain
-        info.weight = 0.5
+        held_out["interpolation"]["grid"]["0.50"]["bm25"] = held_out["first_stage"]["bm25"] + gain
+        info.weight, info.weights = 0.5, {"bm25": 0.5}  # measured at the weight stored for bm25
         info.write(copy)
         assert Assistant(copy, use_llm=False).toolbox.local_reranker() == "cross"
         plan, answer = plan_and_answer(copy)
