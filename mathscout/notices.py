@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from mathscout.settings import settings
+from mathscout.terminal import printable
 
 log = logging.getLogger("mathscout")
 _collectors: ContextVar[tuple[list[str], ...]] = ContextVar("mathscout_notice_collectors", default=())
@@ -48,7 +49,7 @@ def notice(message: str) -> None:
     for sink in sinks:
         sink.append(message)
     if not sinks and settings().notices_on_stderr and not quiet():
-        print(message, file=sys.stderr, flush=True)
+        print(printable(message), file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from typing import NamedTuple, TextIO
 from mathscout.latex.tokens import formula_terms, is_math_term, lex, math_term, query_terms, word_term_spans
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
+from mathscout.terminal import printable
 from mathscout.types import Document, Formula, Hit, MatchedFormula
 
 SNIPPET_CHARS = 320
@@ -189,9 +190,9 @@ class _Style:
         pieces, position = [], start
         for span_start, span_end in spans if self.colour else []:
             if span_start >= position and span_end <= end:
-                pieces += [latex[position:span_start], self(latex[span_start:span_end], "1;33")]
+                pieces += [printable(latex[position:span_start]), self(printable(latex[span_start:span_end]), "1;33")]
                 position = span_end
-        pieces.append(latex[position:end])
+        pieces.append(printable(latex[position:end]))
         shown = _SPACES.sub(" ", "".join(pieces)).strip()
         return "$" + ("… " if start else "") + shown + (" …" if end < len(latex) else "") + "$"
 
@@ -216,17 +217,17 @@ def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
     """Print hits as the schema gives them (`mathscout.schema.hit_record(hit).to_dict()`, from this process or from
     a server's JSON)."""
     if not records:
-        print(f"no results for {query!r}", file=out)
+        print(f"no results for {printable(repr(query))}", file=out)
         return
     style = _Style(out.isatty() and not settings().no_color)
     for record in records:
-        title = _SPACES.sub(" ", record.get("title") or "").strip()
-        header = (
-            f"{record['rank']:>3}. {style(record['doc_id'], '1')}  {style('score: ' + record['score_explained'], '2')}"
-        )
+        # every value is made printable before the colours are added: document text is shown, never obeyed
+        title = printable(_SPACES.sub(" ", record.get("title") or "").strip(), lines=False)
+        doc_id, score = printable(record["doc_id"], lines=False), printable(record["score_explained"], lines=False)
+        header = f"{record['rank']:>3}. {style(doc_id, '1')}  {style('score: ' + score, '2')}"
         print(header + (f"  {style(title, '1;36')}" if title else ""), file=out)
         if record.get("snippet"):
-            snippet = marked_snippet(record["snippet"], record.get("marks") or [])
+            snippet = printable(marked_snippet(record["snippet"], record.get("marks") or []))
             print(f"     {style.highlights(snippet)}", file=out)
         formulas = [MatchedFormula(**f) for f in record.get("formulas") or []]
         if formulas:

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from mathscout.errors import MathScoutError
 from mathscout.events import AgentEvent
 from mathscout.notices import quiet
+from mathscout.terminal import printing
 from mathscout.ui.cli import add_search_options, strict_json
 
 
@@ -98,7 +99,7 @@ def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
         return
     if not quiet():
         for notice in record.get("notices", []):
-            print(f"note: {notice}", file=sys.stderr)
+            print(f"note: {notice}", file=printing(sys.stderr))
     print(record["text"], file=out)
     print_trace(record, out, with_calls=True)
 
@@ -143,14 +144,14 @@ def _ask_service(args: argparse.Namespace, question: str, out: TextIO) -> bool:
     for event in [AgentEvent("notice", text=n) for n in record["notices"]] + [
         AgentEvent("tool_end", call=c) for c in calls
     ]:
-        _progress(event, sys.stderr)
+        _progress(event, printing(sys.stderr))
     print(record["text"], file=out)
     print_trace(record, out, with_calls=quiet())
     return True
 
 
 def run(args: argparse.Namespace) -> None:
-    out: TextIO = getattr(args, "out", None) or sys.stdout
+    out: TextIO = printing(getattr(args, "out", None) or sys.stdout)  # document text is shown, never obeyed
     question = " ".join(args.question)
     if args.server:
         _ask_server(args, question, out)
@@ -179,7 +180,7 @@ def run(args: argparse.Namespace) -> None:
         else:
             if streamed and event.kind != "notice":  # the LLM wrote text before calling more tools
                 out.write("\n")
-            _progress(event, sys.stderr)
+            _progress(event, printing(sys.stderr))
     if answer is None:
         return
     if answer.text.strip() != streamed.strip():  # the planner changed, or invented citations were removed

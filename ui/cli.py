@@ -16,12 +16,13 @@ from mathscout.dense.device import add_device_argument
 from mathscout.errors import MathScoutError
 from mathscout.limits import PORT, RERANK_DEPTH, RERANKERS, K, rerank_argument
 from mathscout.options import MODE
+from mathscout.terminal import json_escaped, printable
 
 
 def strict_json(data) -> str:
     """`data` as strict JSON: a NaN or infinity (which JSON has not) is one clear error before anything is printed."""
-    try:
-        return json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False)
+    try:  # the control characters JSON leaves raw (DEL, C1, bidirectional) as \u escapes: shown, never obeyed
+        return json_escaped(json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False))
     except ValueError as exc:
         raise MathScoutError(
             f"the result holds a number JSON cannot represent ({exc}): check the index's tuned files "
@@ -33,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: `mathscout search: error: … (see 'mathscout search --help')`, exit 2."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"{self.prog}: error: {printable(message, lines=False)} (see '{self.prog} --help')\n")
 
 
 def _cmd_index(args: argparse.Namespace) -> None:
@@ -207,11 +208,11 @@ def _interactive(search: _LocalSearch, request, as_json: bool, out: TextIO) -> N
         try:
             if line.startswith(":"):
                 settings, as_json, message = _prompt_command(line, settings, as_json, search.modes())
-                print(message, file=out)
+                print(printable(message), file=out)
             else:
                 _search_once(search, replace(settings, query=line).checked(), as_json, out)
         except MathScoutError as exc:
-            print(f"error: {exc}", file=out)
+            print(f"error: {printable(exc, lines=False)}", file=out)
 
 
 def _prompt_command(line: str, settings, as_json: bool, modes: list[str]):
@@ -414,6 +415,7 @@ def _add_index(sub, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --input on an existing index: do not keep its tuned files (structure.json, fusion.json, models)",
     )
+    add_device_argument(p)  # where the dense encoding runs
     p.set_defaults(func=_cmd_index)
 
 
@@ -429,7 +431,6 @@ def _add_search(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON (stdout carries only the JSON)")
     p.add_argument(
         "--server", metavar="URL", help="search through a running 'mathscout serve' (e.g. http://127.0.0.1:7860)"
-    add_device_argument(p)  # where the dense encoding runs
     )
     p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
     p.add_argument(
@@ -699,8 +700,8 @@ def main(argv: list[str] | None = None) -> int:
         with _results_stream(getattr(args, "json", False)) as out:
             args.out = out
             args.func(args)
-    except MathScoutError as exc:
-        print(f"mathscout: error: {exc}", file=sys.stderr)
+    except MathScoutError as exc:  # the message may quote a query, an id or a file: shown, never obeyed
+        print(f"mathscout: error: {printable(exc, lines=False)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mathscout: interrupted", file=sys.stderr)
@@ -713,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
             message = f"a module is missing ({exc}): reinstall MathScout ('bash scripts/setup.sh')"
         if message is None:
             raise
-        print(f"mathscout: error: {message}", file=sys.stderr)
+        print(f"mathscout: error: {printable(message, lines=False)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `mathscout search … | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

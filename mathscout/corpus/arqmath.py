@@ -18,8 +18,10 @@ from xml.parsers import expat
 
 from mathscout.corpus.documents import make_document
 from mathscout.corpus.html import html_to_text
+from mathscout.corpus.ids import control_in_id
 from mathscout.corpus.jsonl import bounded_lines, too_long
 from mathscout.limits import MAX_ID_CHARS, MAX_LINE_BYTES, MAX_NESTING, MAX_TITLE_CHARS
+from mathscout.terminal import has_control
 from mathscout.types import Document
 
 QUESTION, ANSWER = "1", "2"
@@ -105,6 +107,9 @@ def read_posts_xml(path: Path, report) -> Iterator[Document]:
             report.skip(
                 where[:200], "answer without Id" if not post_id else f"'Id' longer than {MAX_ID_CHARS} characters"
             )
+            continue
+        if control := has_control(post_id):
+            report.skip(where[:200], control_in_id("'Id'", control))
             continue
         text = html_to_text(row.get("Body", ""))
         if not text:

@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mathscout.corpus.documents import make_document
+from mathscout.corpus.ids import control_in_id
 from mathscout.limits import MAX_DOCUMENT_CHARS, MAX_ID_CHARS
+from mathscout.terminal import has_control
 from mathscout.types import Document
 
 NOTE_SUFFIXES = (".md", ".tex", ".txt")
@@ -97,6 +99,8 @@ def read_folder(root: Path, report) -> Iterator[Document]:
         try:
             if name.endswith(NOTE_SUFFIXES) and len(rel) > MAX_ID_CHARS:
                 report.skip(rel[:80] + "…", f"path longer than {MAX_ID_CHARS} characters (a note's id is its path)")
+            elif name.endswith(NOTE_SUFFIXES) and (control := has_control(rel)):
+                report.skip(rel, control_in_id("its path (a note's id)", control))
             elif name.endswith(NOTE_SUFFIXES):
                 doc = _read_note(path, rel, report)
                 if doc is not None:

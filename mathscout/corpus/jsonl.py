@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mathscout.corpus.documents import make_document
+from mathscout.corpus.ids import control_in_id
 from mathscout.limits import MAX_ID_CHARS, MAX_LINE_BYTES, MAX_NESTING
+from mathscout.terminal import has_control
 from mathscout.types import Document
 
 
@@ -73,6 +75,8 @@ def record_id(value) -> tuple[str | None, str]:
         return None, "no 'id'"
     if len(doc_id) > MAX_ID_CHARS:
         return None, f"'id' longer than {MAX_ID_CHARS} characters"
+    if control := has_control(doc_id):
+        return None, control_in_id("'id'", control)
     return doc_id, ""
 
 

@@ -58,6 +58,7 @@ LAYERS = {
             "settings",
             "stemmer",
             "store",
+            "terminal",
             "types",
             "usage",
         )

@@ -74,6 +74,14 @@ def bad_ids(folder: Path) -> Path:
     return path
 
 
+def control_ids(folder: Path) -> Path:
+    """Ids holding an escape sequence (a terminal's window title), a C1 control, a bidirectional override."""
+    path = folder / "ctl.jsonl"
+    ids = ["a\x1b]0;pwned\x07", "b\x9b2J", "c\u202e"]
+    path.write_text("".join(json.dumps({"id": i, "text": "text $x$"}) + "\n" for i in ids) + normal_lines())
+    return path
+
+
 def links_out(folder: Path) -> Path:
     """A notes folder holding a link to a file outside it, a link inside it, a loop of folder links, a broken link."""
     secret = folder / "secret.md"
@@ -117,6 +125,14 @@ CASES = {
             "ids.jsonl:6: 'id' longer than 512 characters",
         ),
         3,
+    ),
+    "ids holding control characters": Case(
+        control_ids,
+        tuple(
+            f"ctl.jsonl:{n}: 'id' holds a control character ({c})"
+            for n, c in ((1, "U+001B"), (2, "U+009B"), (3, "U+202E"))
+        ),
+        2,
     ),
     "links out of the folder": Case(
         links_out,
