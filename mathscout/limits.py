@@ -146,6 +146,11 @@ def rerank_argument(text: str) -> str | None:
 MAX_REQUEST_BYTES = (
     1 << 20
 )  # 1 MiB: the largest request body the server reads (413 beyond; a question is ≤ 2,000 chars)
+MAX_REQUEST_HEAD_BYTES = (
+    1 << 17
+)  # 128 KiB: the largest URL, and the largest request line and headers in all (414 / 431 beyond); a 10,000-character query fits percent-encoded
+LLM_RATE = Limit("LLM rate", 1, 10_000, "questions a minute each client address may have the LLM answer")
+LLM_BUDGET = Limit("LLM budget", 1, 1_000_000, "questions in any 24 hours the LLM may answer for all clients")
 
 # ---- ingestion bounds (issue 32): what one document may cost, whatever the input ------------------------------
 # Measured on the shared collection (37,651 documents, 509,539 formulas): the longest text is 259,853 characters

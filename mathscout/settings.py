@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mathscout.errors import MathScoutError
+from mathscout.limits import LLM_BUDGET, LLM_RATE
 
 LOCAL_KEY = "not-needed"  # a local OpenAI-compatible server ignores the key; the client requires one
 
@@ -109,6 +110,35 @@ class Settings:
         "MATHSCOUT_AUTH",
         "serve.auth",
         "USER:PASSWORD: the login `serve` requires and the one `search`/`ask --server` send",
+    )
+    allow_hosts: str | None = _setting(
+        None,
+        "MATHSCOUT_ALLOW_HOSTS",
+        "serve.allow_hosts",
+        "host names, comma-separated, `serve` answers for besides localhost, 127.0.0.1, [::1] and its --host "
+        "(`--allow-host`)",
+    )
+    llm_public: bool = _setting(
+        False,
+        "MATHSCOUT_LLM_PUBLIC",
+        "serve.llm_public",
+        "`serve` lets clients beyond its own machine have the LLM answer (`--llm-public`)",
+    )
+    llm_rate: int = _setting(
+        6,
+        "MATHSCOUT_LLM_RATE",
+        "serve.llm_rate",
+        f"{LLM_RATE.meaning} on `serve` (`--llm-rate`)",
+        low=LLM_RATE.low,
+        high=LLM_RATE.high,
+    )
+    llm_budget: int = _setting(
+        200,
+        "MATHSCOUT_LLM_BUDGET",
+        "serve.llm_budget",
+        f"{LLM_BUDGET.meaning} on `serve` (`--llm-budget`)",
+        low=LLM_BUDGET.low,
+        high=LLM_BUDGET.high,
     )
     debug: bool = _setting(
         False,

@@ -24,9 +24,12 @@ from mathscout.index.layout import IndexDir
 from mathscout.options import AUTO, MODE
 from mathscout.ui import services
 from mathscout.ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
+from mathscout.ui.hosts import HostCheck, HostPolicy
 from mathscout.ui.indexes import discover_indexes
 from mathscout.ui.inputs import formula_problem
+from mathscout.ui.llm_allowance import LlmAllowance, LlmPolicy
 from mathscout.ui.login import LoginGuard
+from mathscout.ui.redact import PathRedactor
 from mathscout.ui.style import CSS, HEAD, SCROLL_TO_ANSWER
 
 LATEX_DELIMITERS: list[dict[str, str | bool]] = [
@@ -167,14 +170,21 @@ def insert_formula(question: str | None, latex: str | None) -> str:
     return f"{(question or '').rstrip()} ${latex}$".strip()
 
 
-def build_app(pool: AssistantPool) -> gr.Blocks:
-    """The page: chat with formula input and examples on the left; settings, results and trace on the right."""
+def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.Blocks:
+    """The page: chat with formula input and examples on the left; settings, results and trace on the right.
+    `allowance` says who may have the LLM answer (default: the settings' policy)."""
     default = pool.assistant(None)
     llm_usable, llm_reason = default.llm_status
     choices = list(pool.choices.values())
+    allowance = allowance or LlmAllowance()
 
-    def respond(message, index_key, mode, k, rerank, use_llm, state, history):
-        """One turn; the chat so far comes from the session's server-side state, never from the browser."""
+    def respond(message, index_key, mode, k, rerank, use_llm, state, history, request: gr.Request):
+        """One turn; the chat so far comes from the session's server-side state, never from the browser. The LLM
+        answers when it is switched on and this client may use it now (else a note says why)."""
+        notice = None
+        if use_llm and llm_usable and (message or "").strip():
+            client = request.client.host if request and request.client else ""
+            use_llm, notice = allowance.question(client, default, True, None)
         first = True
         for out in run_turn(
             pool,
@@ -186,6 +196,7 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
             k=k,
             rerank=rerank,
             use_llm=bool(use_llm) and llm_usable,
+            notices=[notice] if notice else [],
         ):
             yield out.chat, out.results, out.trace, ("" if first else gr.skip()), out.state, out.chat
             first = False
@@ -196,7 +207,7 @@ def build_app(pool: AssistantPool) -> gr.Blocks:
         except Exception as exc:  # an index that cannot be opened: say so, keep the page as it is
             log.exception("cannot open index %r", index_key)
             reason = str(exc) if isinstance(exc, MathScoutError) else f"{type(exc).__name__}: {exc}"
-            gr.Warning(f"cannot open this index: {reason}")
+            gr.Warning(f"cannot open this index: {PathRedactor.of_pool(pool)(reason)}")
             return gr.update()
         return gr.update(
             choices=mode_choices(modes),
@@ -378,8 +389,12 @@ def _warm_reranker(key: str, assistant) -> list[str]:
 
 
 def _listen(site, host: str, port: int, started: float, said: str, on_ready=None) -> None:
-    """Serve `site` with uvicorn; `said` and "ready" are printed, and `on_ready()` called, once the socket listens."""
+    """Serve `site` with uvicorn; `said` and "ready" are printed, and `on_ready()` called, once the socket listens.
+    A request uvicorn cannot parse (a URL or head over MAX_REQUEST_HEAD_BYTES, not HTTP) gets the API's JSON error."""
     import uvicorn
+
+    from mathscout.limits import MAX_REQUEST_HEAD_BYTES
+    from mathscout.ui.http_protocol import JsonErrorsH11Protocol
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
@@ -389,7 +404,17 @@ def _listen(site, host: str, port: int, started: float, said: str, on_ready=None
                     on_ready()
                 print(f"MathScout: ready in {time.perf_counter() - started:.1f} s: {said}", flush=True)
 
-    Server(uvicorn.Config(site, host=host, port=port, log_level="warning", access_log=False)).run()
+    Server(
+        uvicorn.Config(
+            site,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            http=JsonErrorsH11Protocol,
+            h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        )
+    ).run()
 
 
 def serve(
@@ -402,8 +427,12 @@ def serve(
     auth: str | None = None,
     use_llm: bool | None = None,
     quiet: bool = False,
+    allow_hosts: Sequence[str] = (),
+    llm: LlmPolicy | None = None,
 ) -> None:
-    """Start the page and block until interrupted. Non-local binding and share links need `public=True`."""
+    """Start the page and block until interrupted. Non-local binding and share links need `public=True`. The site
+    answers requests for localhost, 127.0.0.1, [::1], `host` and `allow_hosts` (`mathscout.ui.hosts`); `llm` says
+    who may have the LLM answer (default: the settings' policy; `mathscout.ui.llm_allowance`)."""
     if host not in LOCAL_HOSTS and not public:
         raise MathScoutError(
             f"binding to {host} makes the page reachable from other machines: add --public to "
@@ -419,10 +448,12 @@ def serve(
         if not sep or not user or not password:
             raise MathScoutError("--auth needs USER:PASSWORD (both non-empty)")
         credentials = LoginGuard(user, password)
+    hosts = HostPolicy.for_server(host, allow_hosts)
+    policy = llm or LlmPolicy.configured(share=share)
     if public and credentials is None:
         print(
             "MathScout: warning: --public without --auth: anyone who can reach this address can use the page "
-            "and its LLM quota; add --auth USER:PASSWORD",
+            f"(and the LLM: {policy.who()}); add --auth USER:PASSWORD",
             file=sys.stderr,
             flush=True,
         )
@@ -436,6 +467,8 @@ def serve(
             file=sys.stderr,
             flush=True,
         )
+    allowance = LlmAllowance(policy)
+    print(f"MathScout: {allowance.describe(*pool.assistant(None).llm_status)}", flush=True)
     cache, record = private_cache(), None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # (re-raised by uvicorn after its
     try:  # shutdown) a SIGTERM then ends the process through the `finally` below, which removes the cache and record
@@ -445,7 +478,7 @@ def serve(
                 "(the JSON API is not served with --share) (Ctrl-C stops)",
                 flush=True,
             )
-            build_app(pool).queue(default_concurrency_limit=CONCURRENCY).launch(
+            build_app(pool, allowance).queue(default_concurrency_limit=CONCURRENCY).launch(
                 server_name=host,
                 server_port=port,
                 share=True,
@@ -456,7 +489,7 @@ def serve(
             )
             return
         _check_port(host, port)
-        site = build_site(pool, credentials)
+        site = build_site(pool, credentials, hosts, allowance)
         modes = sum(len(pool.assistant(key).modes()) for key in pool.choices)
 
         def register() -> None:  # the command line of this OS user finds the server (mathscout.ui.services)
@@ -488,15 +521,22 @@ def private_cache() -> str:
     return cache
 
 
-def build_site(pool: AssistantPool, guard: LoginGuard | None = None):
+def build_site(
+    pool: AssistantPool,
+    guard: LoginGuard | None = None,
+    hosts: HostPolicy | None = None,
+    llm: LlmAllowance | None = None,
+):
     """The JSON API with the page mounted on it (one ASGI app). The page takes no files from a request: Gradio
     checks that every file a request names was uploaded to its cache only once its Blocks has launched, which a
-    mounted Blocks never does, so it is marked launched; the index folders are blocked paths too."""
+    mounted Blocks never does, so it is marked launched; the index folders are blocked paths too. Every route
+    answers only the hosts of `hosts` (default: localhost, 127.0.0.1, [::1]); `llm` as `build_app`'s allowance."""
     from mathscout.ui.http_api import create_api
 
-    app = build_app(pool).queue(default_concurrency_limit=CONCURRENCY)
+    allowance = llm or LlmAllowance()
+    app = build_app(pool, allowance).queue(default_concurrency_limit=CONCURRENCY)
     site = gr.mount_gradio_app(
-        create_api(pool, guard),
+        create_api(pool, guard, allowance),
         app,
         path="/",
         auth=guard.check if guard else None,
@@ -505,6 +545,7 @@ def build_site(pool: AssistantPool, guard: LoginGuard | None = None):
         **LOOK,
     )
     app.has_launched = True
+    site.add_middleware(HostCheck, policy=hosts or HostPolicy())  # outermost: before the login and the body
     return site
 
 

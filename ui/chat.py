@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,6 +24,7 @@ from mathscout.options import MODE
 from mathscout.ui.cards import CardContext, link_citations, renderable_math, results_html
 from mathscout.ui.indexes import IndexChoice
 from mathscout.ui.inputs import check_question
+from mathscout.ui.redact import PathRedactor
 from mathscout.ui.trace import progress_markdown, trace_markdown
 
 log = logging.getLogger("mathscout.ui")
@@ -130,6 +131,7 @@ class TurnView:
     working_title: str = "Working…"
     done: bool = False
     linked: bool = False  # `answer` is the final, checked answer with citations linked to the cards
+    public: Callable[[str], str] = str  # steps and notes as a visitor reads them (mathscout.ui.redact)
 
     def messages(self) -> list[dict]:
         """While working: the input notes first (said at once); when done, every note follows the answer, since
@@ -141,7 +143,7 @@ class TurnView:
         out.append(
             {
                 "role": "assistant",
-                "content": progress_markdown(self.steps),
+                "content": progress_markdown([self.public(step) for step in self.steps]),
                 "metadata": {"title": self.working_title, "status": "done" if self.done else "pending"},
             }
         )
@@ -149,7 +151,7 @@ class TurnView:
             shown = self.answer if self.linked else sanitize_answer(self.answer)
             out.append({"role": "assistant", "content": renderable_math(shown)})
         notes = (self.input_notices if notes_at_end else []) + [
-            _literal_math(sanitize_answer(n)) for n in self.agent_notices
+            _literal_math(sanitize_answer(self.public(n))) for n in self.agent_notices
         ]
         if notes:
             out.append({"role": "assistant", "content": _notes(notes)})
@@ -194,8 +196,10 @@ def run_turn(
     k: int,
     rerank: bool,
     use_llm: bool | None,
+    notices: Sequence[str] = (),
 ) -> Iterator[TurnOutput]:
-    """Answer one message, yielding updates as the assistant works; never raises."""
+    """Answer one message, yielding updates as the assistant works; never raises. `notices` are said first (the
+    server's, e.g. why the LLM does not answer); no step, note or trace names a path of the server."""
     history = list(history or [])
     state = state or SessionState()
     panel, trace = panel_html(state), EMPTY_TRACE
@@ -205,7 +209,8 @@ def run_turn(
             history + [{"role": "assistant", "content": f"**Note:** {checked.problem}"}], panel, trace, state
         )
         return
-    view = TurnView(checked.echo, list(checked.notices))
+    public = PathRedactor.of_pool(pool, log_changes=False)
+    view = TurnView(checked.echo, [*checked.notices, *notices], public=public)
     started = time.perf_counter()
     try:
         assistant = pool.assistant(index_key)
@@ -251,7 +256,7 @@ def run_turn(
         f"{answer.seconds or time.perf_counter() - started:.1f} s"
     )
     view.done = True
-    yield TurnOutput(history + view.messages(), panel_html(state), trace_markdown(answer), state)
+    yield TurnOutput(history + view.messages(), panel_html(state), public(trace_markdown(answer)), state)
 
 
 def _apply(view: TurnView, event: AgentEvent) -> Answer | None:

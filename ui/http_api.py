@@ -11,14 +11,17 @@
 Options are checked by mathscout.limits as on the command line. Every failure under /api and /docs is JSON
 `{"error": "one line"}` (`mathscout.schema.ErrorRecord`): 400 for bad input, 401 without the login (HTTP Basic, when `--auth` is
 set; failures slowed as on the page, 429 while one is), 404 for an unknown document or route, 405 for a wrong
-method, 413 for a body over MAX_REQUEST_BYTES, 500 for anything unforeseen (never a traceback).
+method, 413 for a body over MAX_REQUEST_BYTES, 414 / 431 for a URL / head over MAX_REQUEST_HEAD_BYTES, 403 / 429 for
+an LLM reranker this client may not use now (`mathscout.ui.llm_allowance`), 500 for anything unforeseen (never a
+traceback). A message names no path of the server (`mathscout.ui.redact`).
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +30,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 
-from mathscout import __version__, options
+from mathscout import __version__, limits, options
 from mathscout.agent.planned import open_mode
 from mathscout.errors import MathScoutError
 from mathscout.limits import MAX_REQUEST_BYTES
@@ -38,7 +42,10 @@ from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, SearchRe
 from mathscout.tools.searching import SearchRequest, run_search
 from mathscout.ui import services
 from mathscout.ui.chat import AssistantPool
+from mathscout.ui.http_protocol import head_refusal
+from mathscout.ui.llm_allowance import LlmAllowance, LlmRefused
 from mathscout.ui.login import CLIENT, LoginGuard
+from mathscout.ui.redact import PathRedactor
 
 MIB = MAX_REQUEST_BYTES / 2**20
 DRAIN_BYTES = 64 * MAX_REQUEST_BYTES  # an oversized body is read and dropped up to here before its 413
@@ -54,8 +61,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     "4XX": {
         "model": ErrorRecord,
         "description": "refused: bad input (400), no login (401), unknown document or "
-        f"route (404), wrong method (405), body over {MIB:g} MiB (413), failed "
-        "logins being slowed (429)",
+        f"route (404), wrong method (405), body over {MIB:g} MiB (413), URL or headers too long (414, 431), a "
+        "host this server is not for (421), failed logins being slowed or the LLM's rate or budget spent (429), "
+        "an LLM reranker this client may not use (403)",
     },
     "5XX": {"model": ErrorRecord, "description": "internal error (500, one line) or a missing optional part (501)"},
 }
@@ -69,6 +77,16 @@ class AskBody(BaseModel):
     rerank_depth: int | str = Field(options.RERANK_DEPTH.default, description=options.RERANK_DEPTH.help)
     use_llm: bool | None = Field(options.USE_LLM.default, description=options.USE_LLM.help)
     index: str | None = Field(options.INDEX.default, description=options.INDEX.help)
+
+    @field_validator("k", "rerank_depth", mode="before")
+    @classmethod
+    def _whole(cls, value: Any, info: ValidationInfo) -> Any:
+        """Checked as the Python API checks it (mathscout.limits), before pydantic would read JSON's true as 1."""
+        limit = limits.K if info.field_name == "k" else limits.RERANK_DEPTH
+        try:
+            return limit.check(value)
+        except MathScoutError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("*")
     @classmethod
@@ -86,9 +104,26 @@ def _error(status: int, message: str, headers: Mapping[str, str] | None = None) 
     return JSONResponse({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
 
 
+class AnyText(Convertor):
+    """A path parameter that may hold any character, a newline too (starlette's `path` stops at one): a document id
+    is any text (`GET /api/documents/a%0Ab`)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("text", AnyText())
+
+
 class Gate:
     """ASGI middleware before every route (API, docs and page): notes the client's address for the login guard,
-    refuses the page's file routes (404) and reads no request body past MAX_REQUEST_BYTES (413)."""
+    refuses the page's file routes (404), reads no request body past MAX_REQUEST_BYTES (413) and refuses a URL or
+    head over MAX_REQUEST_HEAD_BYTES (414, 431: the protocol refuses those that arrive in pieces)."""
 
     def __init__(self, app):
         self.app = app
@@ -104,6 +139,9 @@ class Gate:
             return await _error(413, f"the request body is over {MIB:g} MiB ({MAX_REQUEST_BYTES:,} bytes): send less")(
                 scope, receive, send
             )
+        too_long = head_refusal(scope)
+        if too_long is not None:
+            return await _error(*too_long)(scope, receive, send)
         replayed = False
 
         async def replay() -> dict:
@@ -168,8 +206,18 @@ def _login_check(guard: LoginGuard | None):
     return check
 
 
-def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
-    """The API over the pool's indexes (the page's own assistants, so both share opened retrievers)."""
+def _client(request: Request) -> str:
+    return request.client.host if request.client else ""
+
+
+def create_api(pool: AssistantPool, guard: LoginGuard | None = None, llm: LlmAllowance | None = None) -> FastAPI:
+    """The API over the pool's indexes (the page's own assistants, so both share opened retrievers); `llm` says who
+    may have the LLM answer (default: the settings' policy)."""
+    allowance = llm or LlmAllowance()
+
+    def public(text: str) -> str:
+        return PathRedactor.of_pool(pool)(text)
+
     app = FastAPI(
         title="MathScout API",
         version=__version__,
@@ -194,6 +242,8 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
             str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path") and not isinstance(p, int)
         )
         message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        if where and message.startswith(where.replace("_", " ") + " "):  # mathscout.limits names the option itself
+            return _error(400, message)
         return _error(400, f"{where or 'request body'}: {message}")
 
     @app.exception_handler(Exception)
@@ -202,7 +252,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
 
     @app.get("/api/health", dependencies=login, summary="version and the offered indexes with their modes")
     def health() -> dict[str, Any]:
-        indexes = [_index_entry(pool, key) for key in pool.choices]
+        indexes = [_index_entry(pool, key, public) for key in pool.choices]
         return {"status": "ok", "version": __version__, "default_index": pool.default_key, "indexes": indexes}
 
     @app.get(
@@ -212,6 +262,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
         response_model=SearchRecord,
     )
     def search(
+        request: Request,
         q: str,
         mode: str = options.MODE.default,
         k: str = str(options.K.default),
@@ -220,10 +271,13 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
         index: str | None = options.INDEX.default,
     ):
         def run() -> dict[str, Any]:
-            request = SearchRequest.parse(q, mode, k, rerank, rerank_depth)
-            return run_search(request, pool.assistant(index).toolbox, open_mode).to_dict()
+            checked = SearchRequest.parse(q, mode, k, rerank, rerank_depth)
+            assistant = pool.assistant(index)
+            kind, notice = allowance.search(_client(request), assistant, checked.rerank)
+            record = run_search(replace(checked, rerank=kind), assistant.toolbox, open_mode).to_dict()
+            return _told(record, notice, public)
 
-        return _call(run)
+        return _call(run, public)
 
     @app.post(
         "/api/ask",
@@ -231,22 +285,24 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
         summary="ask the assistant (as `mathscout ask --json`)",
         response_model=AnswerRecord,
     )
-    def ask(body: AskBody):
+    def ask(request: Request, body: AskBody):
         def run() -> dict[str, Any]:
             if not body.question.strip():
                 raise MathScoutError("the question is empty: ask in words and/or LaTeX like $x^2+1$")
             k, rerank, rerank_depth = options.check_options(
                 k=body.k, rerank=body.rerank, rerank_depth=body.rerank_depth
             )
-            answer = pool.assistant(body.index).ask(
-                body.question, mode=body.mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=body.use_llm
+            assistant = pool.assistant(body.index)
+            use_llm, notice = allowance.question(_client(request), assistant, body.use_llm, rerank)
+            answer = assistant.ask(
+                body.question, mode=body.mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm
             )
-            return answer.to_dict()
+            return _told(answer.to_dict(), notice, public)
 
-        return _call(run)
+        return _call(run, public)
 
     @app.get(
-        "/api/documents/{doc_id:path}",
+        "/api/documents/{doc_id:text}",
         dependencies=login,
         summary="one document of an index",
         response_model=DocumentRecord,
@@ -258,17 +314,17 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None) -> FastAPI:
                 raise HTTPException(404, f"no document with id {doc_id!r} in index '{pool.choice(index).key}'")
             return document_record(found).to_dict()
 
-        return _call(run)
+        return _call(run, public)
 
     _add_docs(app, login)
     return app
 
 
-def _index_entry(pool: AssistantPool, key: str) -> dict[str, Any]:
+def _index_entry(pool: AssistantPool, key: str, public: Callable[[str], str]) -> dict[str, Any]:
     """One offered index as its current build describes it: key, label, modes and the build's generation."""
     from mathscout.ui.indexes import index_label
 
-    assistant = _call(lambda: pool.assistant(key))
+    assistant = _call(lambda: pool.assistant(key), public)
     return {
         "key": key,
         "label": index_label(key, assistant.index),
@@ -304,7 +360,7 @@ def _add_docs(app: FastAPI, login: list) -> None:
             raise HTTPException(404, f"no file /docs/{name}: the API's routes are listed at /docs")
         return FileResponse(assets / name)
 
-    for path in ("/api", "/api/{rest:path}", "/docs", "/docs/{rest:path}", "/openapi.json"):
+    for path in ("/api", "/api/{rest:text}", "/docs", "/docs/{rest:text}", "/openapi.json"):
         # every method; after the real routes (an ASGI app as the endpoint: starlette's annotation names request handlers)
         app.router.add_route(path, Unknown(app), include_in_schema=False)  # type: ignore[arg-type]
 
@@ -334,14 +390,29 @@ class Unknown:
         await response(scope, receive, send)
 
 
-def _call(work):
-    """Run `work`, turning MathScout's errors into 400 and a missing optional part into 501 (anything else is
-    the one-line 500 of the app's handler; the traceback goes to the server's log only)."""
+def _told(record: dict[str, Any], notice: str | None, public: Callable[[str], str]) -> dict[str, Any]:
+    """A search's or an answer's record as a client reads it: the allowance's notice first, no server path in its
+    notices or failed tool calls."""
+    record["notices"] = [public(n) for n in ([notice] if notice else []) + record.get("notices", [])]
+    for call in record.get("trace", []):
+        if call.get("error"):
+            call["error"] = public(call["error"])
+    return record
+
+
+def _call(work, public: Callable[[str], str]):
+    """Run `work`, turning MathScout's errors into 400, a missing optional part into 501 and a refused LLM
+    reranker into its 403 / 429, each message without the server's paths (anything else is the one-line 500 of the
+    app's handler; the traceback goes to the server's log only)."""
     try:
         return work()
     except MathScoutError as exc:
-        raise HTTPException(400, str(exc)) from None
+        raise HTTPException(400, public(str(exc))) from None
+    except LlmRefused as exc:
+        refusal = exc.refusal
+        wait = {"Retry-After": str(refusal.retry_after)} if refusal.retry_after else None
+        raise HTTPException(refusal.status, refusal.notice("rerank with embedding or cross instead"), wait) from None
     except ImportError as exc:
         from mathscout.extras import missing_extra
 
-        raise HTTPException(501, missing_extra(exc) or f"a module is missing on the server ({exc})") from None
+        raise HTTPException(501, public(missing_extra(exc) or f"a module is missing on the server ({exc})")) from None

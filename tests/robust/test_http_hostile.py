@@ -1,9 +1,14 @@
-"""Hostile HTTP requests to a real `mathscout serve` on 127.0.0.1 (issue 32, items 1, 2, 3 and 10).
+"""Hostile HTTP requests to a real `mathscout serve` on 127.0.0.1 (issue 32, items 1, 2, 3 and 10; issue 42,
+items 2 and 7).
 
-Two servers run for the whole module over a copy of the tiny index with a secret file beside it: the default
-`serve` (no login) and one with `--auth`. Add a case by adding one entry to a table:
+Three servers run for the whole module over a copy of the tiny index with a secret file beside it, and an index
+of documents with odd ids: the default `serve` (no login), one with `--auth`, and one listening on 0.0.0.0
+(`--public --allow-host scout.example`). Add a case by adding one entry to a table:
 
     HOSTILE        (method, path, body, status, words of the one-line error): failures of /api and /docs
+    HOSTILE_HEADERS (headers, path, status, words): requests refused for their head
+    HOSTS          (Host header, answered by a loopback server, answered by the 0.0.0.0 one): DNS rebinding
+    ODD_IDS        document ids the API must fetch percent-encoded
     file_targets   files no route may serve; every route of the app is probed (enumerated in-process, so a
                    route a new Gradio adds is probed too), and every input of every page event
 """
@@ -24,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from mathscout.limits import MAX_REQUEST_BYTES
-from tests.support.harness import Server, assert_http_error
+from tests.support.harness import Server, assert_http_error, page_ask
 
 LOGIN = "u:p"
 SECRET = "top-secret-" + uuid.uuid4().hex
@@ -32,6 +37,14 @@ CACHED = "cached-secret-" + uuid.uuid4().hex  # in the folder a server is told i
 FORWARDED = "X-Forwarded-For"  # uvicorn trusts it from 127.0.0.1 (a local proxy): tests speak from many addresses
 FUZZ_ADDRESS = "192.0.2.250"
 CHROMIUM = "/usr/bin/chromium"
+PUBLIC_NAME = "scout.example"  # the public server's --allow-host
+ODD_IDS = [  # ids of the odd index: each must come back from GET /api/documents/{percent-encoded id}
+    "line\nbreak",
+    "carriage\r\nreturn and\ttab",
+    "a/b?c#d%e&f=g",
+    "../../etc/passwd",
+    "ünï©ødé ∑",
+]
 
 
 # ---- the servers ----------------------------------------------------------------------------------------
@@ -59,11 +72,25 @@ def file_targets(index) -> dict[str, bytes]:
     }
 
 
-def _serve(home: Path, index: Path, cache: Path, auth: str | None):
+@pytest.fixture(scope="module")
+def odd_index(tmp_path_factory) -> Path:
+    """A structure index of a document per ODD_IDS id (each holds a formula)."""
+    from mathscout.retrievers.indexing import build_index
+
+    folder = tmp_path_factory.mktemp("odd")
+    with open(folder / "odd.jsonl", "w", encoding="utf-8") as out:
+        for n, doc_id in enumerate(ODD_IDS):
+            out.write(json.dumps({"id": doc_id, "title": f"odd id {n}", "text": f"An odd id: $x^{n + 2} + 1$."}) + "\n")
+    build_index([folder / "odd.jsonl"], folder / "odd", ["structure"])
+    return folder / "odd"
+
+
+def _serve(home: Path, index: Path, cache: Path, auth: str | None, *more: str):
     server = Server(
         home,
         "--index",
         str(index),
+        *more,
         auth=auth,
         extra_env={"GRADIO_TEMP_DIR": str(cache), "GRADIO_EXAMPLES_CACHE": str(index.parent / "examples")},
     )
@@ -77,14 +104,30 @@ def home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def open_server(home, index, tmp_path_factory):
-    with _serve(home, index, tmp_path_factory.mktemp("open-cache"), None) as server:
+def open_server(home, index, odd_index, tmp_path_factory):
+    with _serve(home, index, tmp_path_factory.mktemp("open-cache"), None, "--index", str(odd_index)) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def auth_server(home, index, tmp_path_factory):
-    with _serve(home, index, tmp_path_factory.mktemp("auth-cache"), LOGIN) as server:
+def auth_server(home, index, odd_index, tmp_path_factory):
+    with _serve(home, index, tmp_path_factory.mktemp("auth-cache"), LOGIN, "--index", str(odd_index)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def spare_index(index, tmp_path_factory) -> Path:
+    """A second copy of the index, offered by the public server only: a test removes it while it serves."""
+    spare = tmp_path_factory.mktemp("spare") / "spare"
+    shutil.copytree(index, spare)
+    return spare
+
+
+@pytest.fixture(scope="module")
+def public_server(home, index, spare_index, tmp_path_factory):
+    """`serve --host 0.0.0.0 --public --allow-host scout.example` (no login): the Host rules of a public server."""
+    more = ("--index", str(spare_index), "--host", "0.0.0.0", "--public", "--allow-host", PUBLIC_NAME)
+    with _serve(home, index, tmp_path_factory.mktemp("public-cache"), None, *more) as server:
         yield server
 
 
@@ -449,6 +492,13 @@ HOSTILE = [  # method, path, body, status, words of the error
     ("GET", "/docs/", None, 404, "no route"),
     ("POST", "/gradio_api/upload", "x", 404, "no files"),
     ("GET", "/gradio_api/file=https://example.org/x.html", None, 404, "no files"),
+    # issue 42, item 7
+    ("POST", "/api/ask", '{"question": "x", "k": true}', 400, "k must be a whole number"),
+    ("POST", "/api/ask", '{"question": "x", "rerank_depth": false}', 400, "rerank depth must be a whole number"),
+    ("POST", "/api/ask", '{"question": "x", "k": 2.5}', 400, "k must be a whole number"),
+    ("GET", "/api/search?q=" + "x" * (1 << 20), None, 414, "URL is over 128 KiB"),
+    ("GET", "/api/search?q=x&k=" + "1" * (200 << 10), None, 414, "URL is over 128 KiB"),
+    ("GET", "/api/documents/no%0Asuch%0Adoc?index=odd", None, 404, "no document with id 'no\\nsuch\\ndoc'"),
 ]
 
 
@@ -461,6 +511,129 @@ def test_a_hostile_request_gets_one_json_error_line(server_name, request, method
     assert headers["content-type"] == "application/json"
     if status == 405:
         assert headers["allow"]
+
+
+HOSTILE_HEADERS = [  # headers, path, status, words of the error
+    ({"X-Big": "y" * (1 << 20)}, "/api/health", 431, "headers are over 128 KiB"),
+    ({f"X-Many-{n}": "y" * 1000 for n in range(200)}, "/api/health", 431, "headers are over 128 KiB"),
+]
+
+
+@pytest.mark.parametrize("headers, path, status, words", HOSTILE_HEADERS, ids=lambda v: str(v)[:40])
+def test_a_hostile_head_gets_one_json_error_line(open_server, headers, path, status, words):
+    got, answered, answer = open_server.request("GET", path, headers=headers)
+    assert words in assert_http_error(got, answer, status)
+    assert answered["content-type"] == "application/json"
+    assert open_server.request("GET", "/api/health")[0] == 200
+
+
+def test_a_request_that_is_no_http_gets_one_json_error_line(open_server):
+    import socket
+
+    with socket.create_connection(("127.0.0.1", open_server.port), timeout=30) as raw:
+        raw.sendall(b"HELLO THERE\r\n\r\n")
+        head, _, body = b"".join(iter(lambda: raw.recv(1 << 16), b"")).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in head.lower()
+    assert "not a valid HTTP/1.1 request" in assert_http_error(400, body, 400)
+
+
+# ---- issue 42, item 2: DNS rebinding: a Host header the server is not for ----------------------------------
+
+HOSTS = [  # Host header, answered by a server on 127.0.0.1, answered by one on 0.0.0.0 with --allow-host scout.example
+    ("evil.example", False, False),
+    ("evil.example:7860", False, False),
+    ("127.0.0.1.evil.example", False, False),
+    ("localhost.evil.example:80", False, False),
+    ("evil.example@127.0.0.1", False, False),
+    ("127.0.0.1 evil.example", False, False),
+    ("scout.example.evil.example", False, False),
+    ("", False, False),
+    ("scout.example", False, True),
+    ("Scout.Example.:8443", False, True),
+    ("192.0.2.7:7860", False, True),  # an IP address: a rebinding page needs a name; a loopback server wants its own
+    ("[2001:db8::7]:80", False, True),
+    ("localhost", True, True),
+    ("LOCALHOST.:1234", True, True),
+    ("127.0.0.1:1", True, True),
+    ("[::1]:7860", True, True),
+]
+HOST_ROUTES = [  # method, path, body: the API, the docs and the page
+    ("GET", "/api/health", None),
+    ("GET", "/api/search?q=x", None),
+    ("GET", "/api/documents/x", None),
+    ("POST", "/api/ask", "{}"),
+    ("GET", "/openapi.json", None),
+    ("GET", "/", None),
+    ("GET", "/config", None),
+    ("POST", "/gradio_api/queue/join", "{}"),
+    ("GET", "/gradio_api/info", None),
+]
+
+
+@pytest.mark.parametrize("server_name", [*SERVERS, "public_server"])
+@pytest.mark.parametrize("host, on_loopback, on_public", HOSTS, ids=lambda v: str(v)[:30])
+def test_a_host_the_server_is_not_for_is_refused_on_every_route(server_name, request, host, on_loopback, on_public):
+    server = request.getfixturevalue(server_name)
+    answered = on_public if server_name == "public_server" else on_loopback
+    login = LOGIN if server.auth else None
+    for method, path, body in HOST_ROUTES:
+        status, headers, got = server.request(method, path, body, login=login, headers={"Host": host})
+        if answered:
+            assert status != 421, (method, path, got[:300])
+        else:
+            assert "does not answer for the host" in assert_http_error(status, got, 421), (method, path)
+            assert headers["content-type"] == "application/json"
+
+
+def test_every_route_of_the_app_refuses_a_rebound_name(open_server, site_routes):
+    """Every route the app has (enumerated in-process), as a page at evil.example rebound to 127.0.0.1 sends it."""
+    requests = [(m, re.sub(r"\{[^}]+\}", "x", t)) for m, t in site_routes if m != "HEAD"]
+    headers = {"Host": f"evil.example:{open_server.port}", "Origin": f"http://evil.example:{open_server.port}"}
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda r: fetch(open_server, r[0], r[1], b"{}", headers, seconds=30), requests))
+    assert [(r, status) for r, (status, _) in zip(requests, answers) if status != 421] == []
+    assert all("does not answer for the host" in assert_http_error(status, got, 421) for status, got in answers)
+
+
+def test_the_public_server_says_who_may_reach_it(public_server):
+    log = public_server.log_text()
+    assert "--public without --auth: anyone who can reach this address can use the page" in log
+    assert "LLM: none (LLM switched off" in log
+
+
+# ---- issue 42, item 7: ids with any character; no path of the server in a message -------------------------
+
+
+@pytest.mark.parametrize("server_name", SERVERS)
+def test_any_document_id_is_fetched_percent_encoded(server_name, request):
+    server = request.getfixturevalue(server_name)
+    for doc_id in ODD_IDS:
+        path = "/api/documents/" + urllib.parse.quote(doc_id, safe="") + "?index=odd"
+        status, _, body = server.request("GET", path, login=LOGIN if server.auth else None)
+        assert status == 200, (doc_id, body[:300])
+        assert json.loads(body)["doc_id"] == doc_id
+
+
+def test_no_message_names_a_path_of_the_server(public_server, spare_index):
+    """An offered index removed while the server runs: the API's errors and the page's notes say so by its name;
+    the paths go to the server's log only."""
+    spare_index.rename(spare_index.with_name("spare-removed"))
+    try:
+        answers = [
+            public_server.request("GET", "/api/health"),
+            public_server.request("GET", "/api/search?q=x&index=spare"),
+            public_server.request("GET", "/api/documents/x?index=spare"),
+            public_server.request("POST", "/api/ask", {"question": "x", "index": "spare"}),
+        ]
+        for status, _, body in answers:
+            message = assert_http_error(status, body, 400)
+            assert "index 'spare'" in message and "/" not in message, message
+        page = page_ask(public_server, "why is $a^2+b^2=c^2$?", index="spare")
+        assert "index &#x27;spare&#x27;" in page or "index 'spare'" in page, page[-2000:]
+        assert str(spare_index.parent) not in page and "/tmp" not in page, page[-2000:]
+        assert str(spare_index) in public_server.log_text()  # the owner still learns where
+    finally:
+        spare_index.with_name("spare-removed").rename(spare_index)
 
 
 def test_a_body_streamed_past_the_limit_is_cut_while_it_is_read(open_server):

@@ -9,6 +9,7 @@ A case is one function call:
 
     status, headers, body = server.request("POST", "/api/ask", {"question": "\\ud800"})
     assert_http_error(status, body, 400)            # 4xx, JSON {"error": one line}
+    chat = page_ask(server, "Why is $a^2+b^2=c^2$?", use_llm=True)   # the page's own event, as a browser sends it
 """
 
 from __future__ import annotations
@@ -135,12 +136,20 @@ class Server:
     """A real `mathscout serve` subprocess on 127.0.0.1 (a free port), for as long as the `with` block lasts."""
 
     def __init__(
-        self, home: Path, *args: str, auth: str | None = None, timeout: float = 300, extra_env: dict | None = None
+        self,
+        home: Path,
+        *args: str,
+        auth: str | None = None,
+        timeout: float = 300,
+        extra_env: dict | None = None,
+        llm: bool = False,
     ):
+        """`llm`: the server may call the LLM that `extra_env` names (OPENAI_BASE_URL); else it runs with --no-llm."""
         self.home, self.auth, self.timeout = Path(home), auth, timeout
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.args = ["serve", "--port", str(self.port), "--no-llm", *(["--auth", auth] if auth else []), *args]
+        no_llm = [] if llm else ["--no-llm"]
+        self.args = ["serve", "--port", str(self.port), *no_llm, *(["--auth", auth] if auth else []), *args]
         self.extra_env = extra_env or {}
         self.log = self.home / f"serve-{self.port}.log"
         self.process: subprocess.Popen | None = None
@@ -205,6 +214,34 @@ class Server:
             return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
 
 
+def page_ask(
+    server: Server,
+    question: str,
+    *,
+    use_llm: bool = False,
+    index: str | None = None,
+    headers: dict | None = None,
+    timeout: float = 120,
+) -> str:
+    """Ask a server without a login through the chat page's own event (Gradio's call API, every input as the page's
+    /config gives it, as a browser's session sends it): the text of its event stream (the chat, results, trace)."""
+    sent = {"Content-Type": "application/json", **(headers or {})}
+
+    def call(method: str, path: str, body: dict | None = None) -> bytes:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(server.url + path, data=data, headers=sent, method=method)
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read()
+
+    config = json.loads(call("GET", "/config"))
+    components = {c["id"]: c.get("props", {}) for c in config["components"]}
+    event = next(d for d in config["dependencies"] if d.get("api_name") == "ask")
+    given = {"ms-question": question, "ms-llm": use_llm, **({"ms-index": index} if index else {})}
+    data = [given.get(components[i].get("elem_id"), components[i].get("value")) for i in event["inputs"]]
+    started = json.loads(call("POST", "/gradio_api/call/ask", {"data": data}))
+    return call("GET", f"/gradio_api/call/ask/{started['event_id']}").decode("utf-8", errors="replace")
+
+
 def python() -> str:
     return sys.executable
 
@@ -218,6 +255,7 @@ __all__ = [
     "assert_no_crash",
     "free_port",
     "os",
+    "page_ask",
     "run_measured",
     "snapshot",
 ]
