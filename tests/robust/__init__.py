@@ -2,10 +2,12 @@
 or HTTP 4xx with one line), nothing changed on disk, and memory under MEMORY_BOUND_MIB measured over the whole
 process tree (the harness: tests/support/harness.py).
 
-Add a case by adding one test (or one parameter) in the file of its kind: test_http_hostile.py (payloads to a
-real server), test_damaged_files.py (files an index holds), test_crafted_index_files.py (index files of every kind as
-a hostile author writes them, checksums recorded again), test_hostile_corpora.py (inputs to `mathscout index`),
-test_command_line.py (bad command lines and limits), test_index_safety.py (a user's files, kills, concurrent and
-damaged builds), test_document_markup.py (document text is never markup), test_scanners.py (scanners over any text
-in linear time). Shared fixtures of ../conftest.py (tiny_corpus, tiny_index, …) are available here.
+Add a case by adding one test (or one parameter) in the file of its kind: test_http_hostile.py (payloads to a real
+server: Host headers, heads, ids, paths in messages), test_http_llm.py (who may spend the owner's LLM tokens),
+test_python_api.py (values of the wrong kind given to the Python API), test_damaged_files.py (files an index holds),
+test_crafted_index_files.py (index files of every kind as a hostile author writes them, checksums recorded again),
+test_hostile_corpora.py (inputs to `mathscout index`), test_command_line.py (bad command lines and limits),
+test_index_safety.py (a user's files, kills, concurrent and damaged builds), test_document_markup.py (document text
+is never markup), test_scanners.py (scanners over any text in linear time). Shared fixtures of ../conftest.py
+(tiny_corpus, tiny_index, …) are available here.
 """
