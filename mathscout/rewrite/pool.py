@@ -7,11 +7,12 @@ CPU-time and address-space limits (`resource.setrlimit`), so even a call the par
 cannot run away. Start-up (importing SymPy) is not charged to a request's deadline.
 
 A request's `seconds` is its whole time limit, the wait for a worker included (issue 42): a caller that gets no
-worker in time is told so (`WorkerReply.stopped`) and goes on without SymPy. The pool grows to `size` workers as
-requests come (a spare starts importing SymPy for each waiting request), and one warm worker is kept for a client
+worker in time is told so (`WorkerReply.stopped`) and goes on without SymPy. One warm worker is kept for a client
 that holds none (`mathscout.clients.CLIENT`: the HTTP server's client address), so one client's slow computations
 never take every worker; waiting requests are served by the fewest workers their client holds, then in order of
-arrival. (Workers keep the normal CPU priority: lowering a slow request's worker starved it behind every other
+arrival. The pool grows to `size` workers with the clients waiting: a spare starts importing SymPy for each waiting
+request whose client holds no worker, never for one client's extra requests (they would only burn the CPU that the
+others' requests need). (Workers keep the normal CPU priority: lowering a slow request's worker starved it behind every other
 process of a busy machine, quick requests included.)
 """
 
@@ -244,8 +245,9 @@ class WorkerPool:
 
     def _top_up(self) -> None:
         """Start workers (under the lock): `warm` in all while idle, and one ready or starting for each waiting
-        request and one more, within `size` and STARTING_AT_ONCE."""
-        wanted = max(self.warm - len(self._busy), len(self._turns) + 1)
+        request whose client holds none and one more, within `size` and STARTING_AT_ONCE."""
+        held = Counter(self._busy.values())
+        wanted = max(self.warm - len(self._busy), 1 + sum(1 for turn in self._turns if not held[turn.client]))
         while (
             not self._closed
             and len(self._idle) + self._starting < wanted
