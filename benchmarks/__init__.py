@@ -54,7 +54,7 @@ BENCHMARKS = {
     ),
     "robust": (
         "mathscout.benchmarks.robust",
-        "build memory over hostile corpora (a gzip bomb, a 50 MB document, a line nested 100,000 deep) against a normal build: process tree peak RSS and ratio",
+        "build memory over hostile corpora (a gzip bomb, a 50 MB document, a line nested 100,000 deep) against a normal build: process tree peak RSS and ratio; what one query may cost: the longest scan of a 100 KB query, a plain question's latency while six slow computations run",
     ),
     "rerank": (
         "mathscout.benchmarks.rerank",

@@ -3,10 +3,13 @@
 100,000 deep and a 50 MB note (built cut to the document bound), next to a normal build of the shared collection,
 with the ratio of each to the normal one.
 
-    mathscout bench robust [--docs N] [--output DIR]
+    mathscout bench robust [--docs N] [--output DIR] [--part builds|queries|all] [--index DIR]
 
 Goal: no growth, at most 1.5 GB (1,536 MiB) each. `--docs N`: the normal build over the collection's first N
 documents (default: all 37,651; ~6 min here). Each build's stderr is kept in DIR/index.log.
+
+Then what one query may cost (issue 42, `query_costs.py`): the longest scan of a 100 KB query, and the latency of
+a plain question while six slow computations run (goal <= 1 s), over `--index` (default: the demo index).
 """
 
 from __future__ import annotations
@@ -109,7 +112,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--output", type=Path, default=None, help="keep the corpora, indexes and log here (default: removed)"
     )
+    parser.add_argument(
+        "--part", choices=("builds", "queries", "all"), default="all", help="the build memory, the query costs, or both"
+    )
+    parser.add_argument("--index", type=Path, default=None, help="the index of the query costs (default: the demo)")
     args = parser.parse_args(argv)
+    if args.part != "queries":
+        _builds(args)
+    if args.part != "builds":
+        from mathscout.agent.assistant import Assistant
+        from mathscout.benchmarks.query_costs import report
+
+        report(Assistant(args.index, use_llm=False))
+
+
+def _builds(args: argparse.Namespace) -> None:
+    """The build memory over hostile corpora (the table above)."""
     out = args.output or Path(tempfile.mkdtemp(prefix="mathscout-robust-"))
     out.mkdir(parents=True, exist_ok=True)
     label = f"normal ({args.docs:,} shared docs)" if args.docs else "normal 1x (shared collection)"

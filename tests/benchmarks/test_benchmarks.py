@@ -1,5 +1,6 @@
 """`mathscout bench` (mathscout.benchmarks): an unknown benchmark is one line naming the others; the scale
-benchmark's dense stage derives vectors and measures the ANN's recall against exact search."""
+benchmark's dense stage derives vectors and measures the ANN's recall against exact search; the robust benchmark's
+query costs cover every scanner and shape."""
 
 from __future__ import annotations
 
@@ -43,3 +44,12 @@ def test_scale_bench_dense_stage_derives_vectors_and_measures_recall_against_fla
     measured = scale_dense.query(vectors, derived["dimension"], tmp_path / "ivfpq.faiss", queries, dict)
     assert measured["recall"]["recall@10"] >= 0.9 and measured["max_score_difference_vs_flat"] < 1e-5
     assert set(measured["latency"]) == {"dense-ann@100", "dense-ann@1000", "dense-flat@1000"}
+
+
+def test_robust_bench_names_the_longest_scan_of_every_scanner_and_shape():
+    from mathscout.benchmarks.query_costs import longest_scans
+    from mathscout.benchmarks.scanners import SCANNERS, SHAPES
+
+    worst, path, words = longest_scans(chars=1_000)
+    assert worst.scanner in SCANNERS and worst.shape in SHAPES and worst.ms >= 0
+    assert path.scanner == "search path" and words.shape == "words"
