@@ -2,7 +2,7 @@
 
     from mathscout import MathScout           # the public name (this package's MathScout is the same class)
     scout = MathScout()                      # the demo index (built on first use), or MathScout("path/to/index")
-    scout.search("sum of $\\frac{1}{n^2}$", mode="structure", k=5)   # -> list[Hit]
+    scout.search("sum of $\\frac{1}{n^2}$", mode="structure", k=5)   # -> SearchResult: list[Hit], .notices
     answer = scout.ask("Why is $\\cos^2 x + \\sin^2 x = 1$?")       # -> Answer (text with [doc-id] citations)
     tools = scout.tools                      # LangChain tools for your own agent
 

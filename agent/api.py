@@ -3,8 +3,10 @@
 from mathscout.agent import MathScout
 
 scout = MathScout()                                  # the demo index, built on first use
-for hit in scout.search("$x^2+y^2=z^2$", mode="structure", k=3):
+found = scout.search("$x^2+y^2=z^2$", mode="structure", k=3)   # the hits (a list) and what the search said
+for hit in found:
     print(hit.rank, hit.doc_id, round(hit.score, 3))
+print(found.notices, found.to_dict()["rerank"])      # as `mathscout search --json` and GET /api/search
 answer = scout.ask("How do I simplify $\\frac{t+1}{t}$?")
 print(answer.text)                                   # markdown with [doc-id] citations
 print([call.tool for call in answer.trace])          # the tool calls behind it
@@ -21,9 +23,9 @@ from mathscout.agent.following import FollowedAssistant
 from mathscout.errors import QueryError
 from mathscout.events import AgentEvent, Answer
 from mathscout.index.layout import IndexDir
-from mathscout.options import MODE, RERANK, RERANK_DEPTH, USE_LLM, K, check_options
+from mathscout.options import MODE, RERANK, RERANK_DEPTH, USE_LLM, K
+from mathscout.tools.searching import SearchResult, check_options
 from mathscout.tools.session import ToolSession
-from mathscout.types import Hit
 
 
 def _text(value: object, what: str) -> str:
@@ -60,11 +62,13 @@ class MathScout:
         k: int = K.default,
         rerank: str | bool | None = RERANK.default,
         rerank_depth: int = RERANK_DEPTH.default,
-    ) -> list[Hit]:
-        """Ranked hits (as JSON: `mathscout.schema.hit_record(hit).to_dict()`, as the API). "auto" runs the planner's
-        searches (rewrites, structure and text search, fusion); any other mode is that retriever alone; `rerank`
-        reorders the top `rerank_depth` hits. A bad option, or a query that is no text, is a MathScoutError."""
-        return self.assistant.search(_text(query, "query"), mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth)
+    ) -> SearchResult:
+        """Ranked hits, a list of `Hit`, with what the search said (`.notices`, `.record`; `.to_dict()` is the JSON of
+        `mathscout search --json` and GET /api/search): the one search service every entry point runs. "auto" runs
+        the planner's searches (rewrites, structure and text search, fusion); any other mode is that retriever
+        alone; `rerank` reorders the top `rerank_depth` hits. A bad option, or a query that is no text, is a
+        MathScoutError."""
+        return self.assistant.search(query, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth)
 
     def ask(
         self,

@@ -12,20 +12,20 @@ from mathscout.agent.config import LLMConfig
 from mathscout.agent.llm import LLMAgent, LLMUnavailable
 from mathscout.agent.offline import OfflinePlanner
 from mathscout.agent.planned import offered_modes, open_mode
-from mathscout.errors import MathScoutError, QueryError
+from mathscout.errors import MathScoutError
 from mathscout.events import AgentEvent, Answer, EventQueue
 from mathscout.index.layout import IndexDir
-from mathscout.limits import AGENT_K, QUERY, K, rerank_kind
+from mathscout.limits import AGENT_K, K
 from mathscout.limits import RERANK_DEPTH as RERANK_DEPTH_LIMIT
-from mathscout.notices import notice as say
 from mathscout.options import AUTO, MODE, RERANK, RERANK_DEPTH, USE_LLM
 from mathscout.options import K as K_OPTION
 from mathscout.question import read_question
 from mathscout.render import explain_hits
+from mathscout.retrievers.registry import AUTO_RERANK, rerank_kind
 from mathscout.retrievers.scores import describe_hits
+from mathscout.tools.searching import SearchRequest, SearchResult, resolve_rerank, run_search
 from mathscout.tools.session import ToolSession
 from mathscout.tools.toolbox import ToolBox
-from mathscout.types import Hit
 
 
 def _open_index(index: IndexDir | Path | str | None) -> IndexDir:
@@ -93,30 +93,20 @@ class Assistant:
         k: int = K_OPTION.default,
         rerank: str | bool | None = RERANK.default,
         rerank_depth: int = RERANK_DEPTH.default,
-    ) -> list[Hit]:
-        """Ranked hits with titles, snippets, matched formulas and what each score means. The first stage is
-        `open_mode`'s: "auto" runs the offline planner's searches (rewrites, structure and text search, fusion), any
-        other mode is that retriever alone. `rerank` (a kind of mathscout.limits.RERANKERS) reorders the first
-        stage's top `rerank_depth` hits."""
-        if mode not in self.modes():
-            raise QueryError(f"unknown search mode '{mode}' for this index (modes: {', '.join(self.modes())})")
-        query, cut = QUERY.cut(query)  # before anything scans it, with the notice every entry point gives
-        if cut:
-            say(cut)
-        question = read_question(query, QUERY)
-        if question.problem:
-            raise QueryError(question.problem)
-        k, kind, rerank_depth = K.check(k), rerank_kind(rerank), RERANK_DEPTH_LIMIT.check(rerank_depth)
-        first = open_mode(self.toolbox, mode)
-        if kind is not None:
-            from mathscout.retrievers.rerank import Reranked
+    ) -> SearchResult:
+        """Ranked hits with titles, snippets, matched formulas and what each score means, and what the search said
+        (`.notices`, `.record`, `.to_dict()`): the one search service (`mathscout.tools.searching.run_search`), as
+        the command line and the HTTP API run it. The first stage is `open_mode`'s: "auto" runs the offline
+        planner's searches (rewrites, structure and text search, fusion), any other mode is that retriever alone.
+        `rerank` (auto or a reranker of mathscout.retrievers.registry.RERANKERS) reorders the first stage's top
+        `rerank_depth` hits. A bad option is a MathScoutError."""
+        return self.run_search(SearchRequest.parse(query, mode, k, rerank, rerank_depth))
 
-            first = Reranked(
-                first, self.toolbox.reranker(self.toolbox.local_reranker() if kind == "auto" else kind), rerank_depth
-            )
-        hits = first.search(question.text, k=k)
-        explain_hits(hits, self.index.store, question.text)
-        return describe_hits(hits)
+    def run_search(self, request: SearchRequest, *, llm: bool | None = None) -> SearchResult:
+        """A checked request through the one search service; `llm`: whether an LLM may rerank an `auto` search
+        (None: when this assistant's LLM is usable, `llm_status`; a server passes its allowance's word)."""
+        allowed = self.llm_status[0] if llm is None else llm and self.llm_status[0]
+        return run_search(request, self.toolbox, open_mode, llm=allowed)
 
     def stream(
         self,
@@ -129,38 +119,16 @@ class Assistant:
         use_llm: bool | None = USE_LLM.default,
     ) -> Iterator[AgentEvent]:
         """The work on one question as events; the last one is the "answer" (with the options it used). Never
-        raises for bad input. `rerank`: False/None (no), True or "auto" (the LLM's listwise reranker when the LLM
-        answers, else the index's cross-encoder when it has one, else local embeddings), or a reranker of mathscout.limits.RERANKERS; `rerank_depth`: how many
-        first-stage hits it reorders."""
-        for event in self._stream(question, mode=mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm):
-            if event.kind == "answer" and event.answer is not None:
-                self._finish(event.answer, k, rerank, rerank_depth)
-            yield event
-
-    def _finish(self, answer: Answer, k, rerank, rerank_depth) -> None:
-        """The answer's options as used (k after the assistant's cap), and its hits' titles and score explanations."""
-        try:
-            answer.k = AGENT_K.cap(K.check(k))[0]
-        except MathScoutError:
-            answer.k = K_OPTION.default
-        try:
-            answer.rerank = rerank_kind(rerank)
-        except MathScoutError:
-            answer.rerank = None
-        answer.rerank_depth = rerank_depth if isinstance(rerank_depth, int) else RERANK_DEPTH.default
-        answer.index = self.index.path.name
-        explain_hits(answer.hits, self.index.store, answer.question)
-        describe_hits(answer.hits)
-
-    def _stream(self, question: str, *, mode: str, k, rerank, rerank_depth, use_llm) -> Iterator[AgentEvent]:
-        started = time.perf_counter()
+        raises for bad input: a bad option is a notice and its default is used. `rerank`: False/None (no), True or
+        "auto" (the one rule of `mathscout.tools.searching.resolve_rerank`: the LLM's listwise reranker when the LLM
+        answers, else the index's cross-encoder when it has one, else local embeddings), or a reranker of
+        mathscout.retrievers.registry.RERANKERS; `rerank_depth`: how many first-stage hits it reorders."""
         notices: list[str] = []
         try:
             kind = rerank_kind(rerank)
         except MathScoutError as exc:
             notices.append(f"{exc}: no reranking.")
             kind = None
-        rerank = kind is not None
         try:
             rerank_depth = RERANK_DEPTH_LIMIT.check(rerank_depth)
         except MathScoutError as exc:
@@ -173,6 +141,32 @@ class Assistant:
         except MathScoutError as exc:
             notices.append(f"{exc}: {K_OPTION.default} hits shown.")
             k = K_OPTION.default
+        used: dict[str, str | None] = {"rerank": None}
+        for event in self._stream(question, mode, k, kind, rerank_depth, use_llm, notices, used):
+            if event.kind == "answer" and event.answer is not None:
+                self._finish(event.answer, k, used["rerank"], rerank_depth)
+            yield event
+
+    def _finish(self, answer: Answer, k: int, rerank: str | None, rerank_depth: int) -> None:
+        """The answer's options as used (checked once, by `stream`), and its hits' titles and score explanations."""
+        answer.k, answer.rerank, answer.rerank_depth = k, rerank, rerank_depth
+        answer.index = self.index.path.name
+        explain_hits(answer.hits, self.index.store, answer.question)
+        describe_hits(answer.hits)
+
+    def _stream(
+        self,
+        question: str,
+        mode: str,
+        k: int,
+        kind: str | None,
+        rerank_depth: int,
+        use_llm: bool | None,
+        notices: list[str],
+        used: dict[str, str | None],
+    ) -> Iterator[AgentEvent]:
+        started = time.perf_counter()
+        rerank = kind is not None
         mode = (mode or MODE.default).strip()
         if mode not in self.modes():
             notices.append(
@@ -211,7 +205,8 @@ class Assistant:
                 api_key=self.config.key,
                 timeout=self.config.timeout,
             )
-            chosen = "llm" if kind in (None, "auto") else kind
+            chosen = resolve_rerank(kind or AUTO_RERANK, self.toolbox, llm=True)
+            used["rerank"] = chosen if rerank else None
             session = ToolSession(
                 self.toolbox,
                 emit=events.put,
@@ -230,7 +225,8 @@ class Assistant:
                 notices.append(notice)
                 events = EventQueue()  # the LLM's tool events not yet shown are dropped
                 yield AgentEvent("notice", text=notice)
-        chosen = self.toolbox.local_reranker() if kind in (None, "auto") else kind
+        chosen = resolve_rerank(kind or AUTO_RERANK, self.toolbox, llm=False)
+        used["rerank"] = chosen if rerank else None
         session = ToolSession(
             self.toolbox, emit=events.put, rerank_kind=chosen, rerank_depth=rerank_depth, notices=list(notices)
         )

@@ -13,5 +13,8 @@ class QueryError(MathScoutError):
     """The query cannot be searched (empty, unreadable)."""
 
 
+EMPTY_QUERY = "the query is empty: type some words and/or a formula like $x^2+1$"
+
+
 class DamagedIndexError(MathScoutError):
     """A file of an index is truncated, garbled or foreign; the message names it and the rebuild command."""

@@ -103,42 +103,8 @@ QUESTION = TextLimit("question", 2_000)  # a question, not a document (the chat 
 QUERY = TextLimit("query", 10_000)  # a search (`search`, GET /api/search, MathScout.search)
 
 
-# ---- named choices, checked alike everywhere (command line, Python API, HTTP API) --------------------------
-
-RERANKERS = (
-    "auto",
-    "embedding",
-    "openai-embedding",
-    "llm",
-    "cross",
-)  # auto: the LLM when configured, else the index's cross-encoder, else embedding
-_RERANK_ALIASES = {"openai": "openai-embedding", "llm-listwise": "llm", "cross-encoder": "cross"}
-_NO_RERANK = ("", "none", "off", "no", "false")
-
-
-def rerank_kind(value: object) -> str | None:
-    """A `--rerank KIND` value: None for no reranking (None, False, "none", "off"), "auto" for True, else one
-    of RERANKERS; anything else is a MathScoutError naming the choices."""
-    if value is None or value is False:
-        return None
-    if value is True:
-        return "auto"
-    text = str(value).strip().lower()
-    if text in _NO_RERANK:
-        return None
-    text = _RERANK_ALIASES.get(text, text)
-    if text not in RERANKERS:
-        raise MathScoutError(f"unknown reranker {value!r} (choose from {', '.join(RERANKERS)}, or none)")
-    return text
-
-
-def rerank_argument(text: str) -> str | None:
-    """argparse `type=` for --rerank."""
-    try:
-        return rerank_kind(text)
-    except MathScoutError as exc:
-        hint = "; write --rerank auto before a query" if " " in text.strip() or "$" in text else ""
-        raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
+# The named choices of `rerank` are the reranker table's (`mathscout.retrievers.registry.RERANKERS`, `rerank_kind`),
+# the only list of them, from which their validation, help and the page's menu are made.
 
 
 # ---- the HTTP server (`mathscout serve`) ----------------------------------------------------------------------

@@ -35,7 +35,7 @@ K = Option("k", 10, "hits to return (1–10,000; an answer shows at most 50, wit
 RERANK = Option(
     "rerank",
     None,
-    "rerank the top hits: auto, embedding, openai-embedding, llm, cross (the index's trained cross-encoder), or none",
+    "rerank the top hits: auto or a reranker of the index's table (mathscout.retrievers.registry.RERANKERS), or none",
 )
 RERANK_DEPTH = Option("rerank_depth", 10, "first-stage hits reranked (1–1,000)")  # Zhong 2023 thesis ch. 6: the top 10
 INDEX = Option("index", None, "the index (default: the one the server or command names first, else the demo)")
@@ -45,12 +45,3 @@ DEVICE = Option("device", "auto", "auto (CUDA when torch sees a GPU, else the CP
 
 SEARCH_OPTIONS = (MODE, K, RERANK, RERANK_DEPTH, INDEX)
 ASK_OPTIONS = (*SEARCH_OPTIONS, USE_LLM)
-
-
-def check_options(
-    *, k: object = K.default, rerank: object = RERANK.default, rerank_depth: object = RERANK_DEPTH.default
-) -> tuple[int, str | None, int]:
-    """(k, reranker kind, rerank depth) checked as every entry point checks them; a MathScoutError otherwise."""
-    from mathscout import limits
-
-    return limits.K.check(k), limits.rerank_kind(rerank), limits.RERANK_DEPTH.check(rerank_depth)

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mathscout.corpus.math_spans import formulas_and_words
+from mathscout.errors import EMPTY_QUERY, QueryError
 from mathscout.latex.bare import delimit_bare_math
-from mathscout.limits import QUESTION, TextLimit
+from mathscout.limits import QUERY, QUESTION, TextLimit
 from mathscout.structure.parser import parse_latex
 
 MAX_QUESTION_CHARS = QUESTION.chars  # a question, not a document (the chat page cuts at the same length)
@@ -119,14 +120,44 @@ def computation_order(words: str, formulas: list[str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class SearchQuery:
+    """A query as every search reads it (`read_query`): `text` as typed (cut to length, control characters as
+    spaces), `searched` with its bare formulas between `$…$`, its formulas and what was said."""
+
+    text: str
+    searched: str
+    formulas: tuple[str, ...]
+    bare: tuple[str, ...]  # formulas typed without $…$
+    notices: tuple[str, ...]
+
+
+def _bounded(raw: str | None, limit: TextLimit) -> tuple[str, list[str]]:
+    """The text cut to `limit` before anything scans it (with its notice), control characters as spaces."""
+    text, cut = limit.cut(raw or "")
+    return _CONTROL.sub(" ", text).strip(), [cut] if cut else []
+
+
+def read_query(raw: str | None, limit: TextLimit = QUERY) -> SearchQuery:
+    """The one reading of a search's query, whichever entry point sent it: cut to `limit` first (a notice), control
+    characters as spaces, formulas typed without `$…$` delimited (a notice naming them); an empty query is a
+    QueryError."""
+    text, notices = _bounded(raw, limit)
+    if not text:
+        raise QueryError(EMPTY_QUERY)
+    read = delimit_bare_math(text)
+    if read.formulas:
+        notices.append("read as math (typed without $…$): " + ", ".join(f"`{f}`" for f in read.formulas))
+    formulas = formulas_and_words(read.text).formulas
+    return SearchQuery(text, read.text, tuple(formulas), tuple(read.formulas), tuple(notices))
+
+
 def read_question(raw: str | None, limit: TextLimit = QUESTION) -> Question:
     """Bound and classify a question; never raises (an empty one has kind "empty"). The text is cut to `limit`
     (with its notice) before anything scans it."""
-    text, cut = limit.cut(raw or "")
-    text = _CONTROL.sub(" ", text).strip()
+    text, notices = _bounded(raw, limit)
     if not text:
         return Question("", "empty")
-    notices = [cut] if cut else []
     formulas, words = formulas_and_words(delimit_bare_math(text).text)  # formulas typed without `$` are math too
     topical = [w for w in _WORD.findall(words) if w.lower() not in FILLER]
     chosen = choose_formulas(formulas, bool(topical))

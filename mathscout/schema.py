@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from mathscout.options import MODE
 from mathscout.render import plain_snippet
 
+RERANK_RAN = "the reranker that ran ('auto' resolved to one), or null for none"
+
 
 class Record(BaseModel):
     """A record of the schema; `to_dict()` is its JSON-ready form (what `--json` prints and the API answers)."""
@@ -57,7 +59,7 @@ class SearchRecord(Record):
     query: str
     mode: str
     k: int
-    rerank: str | None = None
+    rerank: str | None = Field(None, description=RERANK_RAN)
     rerank_depth: int = 10
     index: str = Field("", description="the index searched")
     formulas: list[str] = Field(default_factory=list, description="the query's formulas, those typed without $…$ too")
@@ -98,7 +100,7 @@ class AnswerRecord(Record):
     hits: list[HitRecord] = Field(default_factory=list)
     mode: str = MODE.default
     k: int = 10
-    rerank: str | None = None
+    rerank: str | None = Field(None, description=RERANK_RAN)
     rerank_depth: int = 10
     index: str = ""
     planner: str = Field("offline", description="offline, or llm:<model>")

@@ -6,14 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from mathscout.errors import QueryError
+from mathscout.errors import EMPTY_QUERY, QueryError
 from mathscout.latex.bare import delimit_bare_math
 from mathscout.limits import K
 from mathscout.notices import notice
 from mathscout.types import Hit, Query
 
 MAX_QUERY_CHARS = 10_000
-EMPTY_QUERY = "the query is empty: type some words and/or a formula like $x^2+1$"
 
 
 def prepare_query(query: str | Query) -> Query:

@@ -319,3 +319,143 @@ def open_retriever(index: IndexDir | Path | str, mode: str, **options) -> Retrie
     for name in spec.requires:
         index.component_path(name)
     return spec.open(index, **options)
+
+
+# ---- rerankers: one table, from which the choices, their validation, the help and the page's menu are made --------
+
+
+@dataclass(frozen=True)
+class RerankerEntry:
+    """One reranker: `opener(index=…, store=…, **options)` gives it (a "module:function" target); `needs`: what it
+    needs, in words; `score`: what its score (`components["rerank"]`) means; `aliases`: other spellings `--rerank`
+    accepts; `label`: its name in the page's menu; `llm`: it calls the LLM's endpoint (a server counts it against
+    the LLM's allowance, `mathscout.ui.llm_allowance`)."""
+
+    name: str
+    opener: str
+    description: str
+    needs: str
+    score: str
+    aliases: tuple[str, ...] = ()
+    label: str = ""
+    llm: bool = False
+
+    def open(self, index=None, store=None, **options):
+        return resolve(self.opener)(index=index, store=store, **options)
+
+
+AUTO_RERANK = "auto"  # not a reranker: the rule `auto_reranker` applies (the same for every search and question)
+AUTO_RERANK_MEANING = (
+    "the LLM's listwise reranker when an LLM is configured and this client may use it, else the index's trained "
+    "cross-encoder when it has one, else local embeddings"
+)
+NO_RERANK = ("", "none", "off", "no", "false")
+RERANKERS: tuple[RerankerEntry, ...] = (
+    RerankerEntry(
+        "embedding",
+        R + "rerank:open_embedding",
+        "cosine of local all-MiniLM-L6-v2 embeddings (Rohatgi et al. 2020 §2.2)",
+        needs="the dense extra (sentence-transformers); runs offline",
+        score="embedding cosine of query and passage",
+        label="embedding — local embeddings",
+    ),
+    RerankerEntry(
+        "openai-embedding",
+        R + "rerank:open_openai_embedding",
+        "cosine of embeddings from an OpenAI-compatible /v1/embeddings endpoint",
+        needs="an LLM endpoint (OPENAI_API_KEY or OPENAI_BASE_URL)",
+        score="embedding cosine of query and passage (the endpoint's model)",
+        aliases=("openai",),
+        label="openai-embedding — the endpoint's embeddings",
+        llm=True,
+    ),
+    RerankerEntry(
+        "llm",
+        R + "rerank:open_llm",
+        "a chat model sorts the passages (listwise, Zhong 2023 thesis ch. 6 prompt)",
+        needs="an LLM endpoint (OPENAI_API_KEY or OPENAI_BASE_URL)",
+        score="position in the model's order (higher is better)",
+        aliases=("llm-listwise",),
+        label="llm — the LLM sorts the passages",
+        llm=True,
+    ),
+    RerankerEntry(
+        "cross",
+        R + "rerank:open_cross",
+        "the index's trained cross-encoder reads question and passage together (mathscout train cross-encoder)",
+        needs="a trained cross-encoder in the index and the dense extra",
+        score="cross-encoder logit interpolated with the first-stage score (weight tuned per first stage)",
+        aliases=("cross-encoder",),
+        label="cross — the index's cross-encoder",
+    ),
+)
+
+
+def reranker_kinds() -> tuple[str, ...]:
+    """Every value `--rerank` names, `auto` first (aliases aside)."""
+    return (AUTO_RERANK, *(entry.name for entry in RERANKERS))
+
+
+def llm_rerankers() -> frozenset[str]:
+    """The rerankers that call the LLM's endpoint."""
+    return frozenset(entry.name for entry in RERANKERS if entry.llm)
+
+
+def reranker_entry(kind: str) -> RerankerEntry:
+    """The entry of a reranker's name or alias, else MathScoutError naming the choices."""
+    for entry in RERANKERS:
+        if kind == entry.name or kind in entry.aliases:
+            return entry
+    raise MathScoutError(f"unknown reranker {kind!r} (choose from {', '.join(reranker_kinds())}, or none)")
+
+
+def rerank_kind(value: object) -> str | None:
+    """A `rerank` value as every entry point reads it: None for no reranking (None, False, "none", "off"), "auto"
+    for True, else a reranker's name (an alias read as its name); anything else is a MathScoutError naming the
+    choices."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return AUTO_RERANK
+    text = str(value).strip().lower()
+    if text in NO_RERANK:
+        return None
+    if text == AUTO_RERANK:
+        return text
+    try:
+        return reranker_entry(text).name
+    except MathScoutError:
+        raise MathScoutError(
+            f"unknown reranker {value!r} (choose from {', '.join(reranker_kinds())}, or none)"
+        ) from None
+
+
+def rerank_argument(text: str) -> str | None:
+    """argparse `type=` for --rerank."""
+    import argparse
+
+    try:
+        return rerank_kind(text)
+    except MathScoutError as exc:
+        hint = "; write --rerank auto before a query" if " " in text.strip() or "$" in text else ""
+        raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
+
+
+def rerank_help() -> str:
+    """What `rerank` may be, in words (the command line's --help, the HTTP API's description)."""
+    kinds = "; ".join(f"{entry.name} ({entry.description}; needs {entry.needs})" for entry in RERANKERS)
+    return f"rerank the top hits: {AUTO_RERANK} ({AUTO_RERANK_MEANING}); {kinds}; or none"
+
+
+def rerank_choices() -> list[tuple[str, str]]:
+    """The page's reranker menu: (label, value), no reranking first."""
+    return [
+        ("none — the first stage's order", "none"),
+        (f"{AUTO_RERANK} — the best reranker available", AUTO_RERANK),
+        *((entry.label or entry.name, entry.name) for entry in RERANKERS),
+    ]
+
+
+def reranker_score_meanings() -> dict[str, str]:
+    """Reranker name → what its score means."""
+    return {entry.name: entry.score for entry in RERANKERS}

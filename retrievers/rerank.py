@@ -311,30 +311,42 @@ def cross_encoder_usable(index) -> bool:
     )
 
 
-def local_reranker_kind(index) -> str:
-    """The reranker `auto` means without an LLM: the index's trained cross-encoder when it has one, else local
+def auto_reranker(index, llm: bool) -> str:
+    """What `rerank="auto"` means, the one rule of every search and question: the LLM's listwise reranker when `llm`
+    (an LLM is configured and may be used), else the index's trained cross-encoder when it has one, else local
     embeddings."""
+    if llm:
+        return "llm"
     return "cross" if cross_encoder_usable(index) else "embedding"
 
 
+def open_embedding(index=None, store=None, **options) -> Reranker:
+    return EmbeddingReranker(store=store, **options)
+
+
+def open_openai_embedding(index=None, store=None, **options) -> Reranker:
+    return OpenAIEmbeddingReranker(store=store, **options)
+
+
+def open_llm(index=None, store=None, **options) -> Reranker:
+    return LLMListwiseReranker(store=store, **options)
+
+
+def open_cross(index=None, store=None, **options) -> Reranker:
+    if index is None:
+        raise MathScoutError("the cross-encoder reranker reads the model stored with an index: give the index")
+    return CrossEncoderReranker(index, store=store, **options)
+
+
 def open_reranker(kind: str = "auto", store=None, index=None, **options) -> Reranker:
-    """`auto` (the LLM when one is configured, `Settings.llm_configured`, else the index's cross-encoder when it has
-    one, else local embeddings), `embedding`, `openai-embedding`
-    (or `openai`), `llm`, `cross` (the cross-encoder stored with `index`); options go to the reranker (model,
+    """A reranker of the table (`mathscout.retrievers.registry.RERANKERS`, by name or alias) or `auto`
+    (`auto_reranker`, the LLM when one is configured, `Settings.llm_configured`); options go to the reranker (model,
     base_url, api_key, timeout, model_path, backend)."""
-    if kind == "auto":
-        kind = "llm" if settings().llm_configured else local_reranker_kind(index)
-    if kind in ("cross", "cross-encoder"):
-        if index is None:
-            raise MathScoutError("the cross-encoder reranker reads the model stored with an index: give the index")
-        return CrossEncoderReranker(index, store=store, **options)
-    if kind == "embedding":
-        return EmbeddingReranker(store=store, **options)
-    if kind in ("openai-embedding", "openai"):
-        return OpenAIEmbeddingReranker(store=store, **options)
-    if kind in ("llm", "llm-listwise"):
-        return LLMListwiseReranker(store=store, **options)
-    raise MathScoutError(f"unknown reranker '{kind}' (choose from auto, embedding, openai-embedding, llm, cross)")
+    from mathscout.retrievers.registry import AUTO_RERANK, reranker_entry
+
+    if kind == AUTO_RERANK:
+        kind = auto_reranker(index, settings().llm_configured)
+    return reranker_entry(kind).open(index=index, store=store, **options)
 
 
 class _ReadsPassages(Protocol):

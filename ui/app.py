@@ -22,12 +22,23 @@ from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.options import AUTO, MODE
+from mathscout.retrievers.registry import rerank_choices, rerank_kind
 from mathscout.ui import services
-from mathscout.ui.chat import EMPTY_RESULTS, EMPTY_TRACE, MAX_K, AssistantPool, SessionState, run_turn
+from mathscout.ui.chat import (
+    EMPTY_RESULTS,
+    EMPTY_TRACE,
+    MAX_K,
+    AssistantPool,
+    SessionState,
+    TurnOutput,
+    refused_turn,
+    run_turn,
+    search_turn,
+)
 from mathscout.ui.hosts import HostCheck, HostPolicy
 from mathscout.ui.indexes import discover_indexes
 from mathscout.ui.inputs import formula_problem
-from mathscout.ui.llm_allowance import LlmAllowance, LlmPolicy
+from mathscout.ui.llm_allowance import LlmAllowance, LlmPolicy, LlmRefused
 from mathscout.ui.login import LoginGuard
 from mathscout.ui.redact import PathRedactor
 from mathscout.ui.style import CSS, HEAD, SCROLL_TO_ANSWER
@@ -170,6 +181,34 @@ def insert_formula(question: str | None, latex: str | None) -> str:
     return f"{(question or '').rstrip()} ${latex}$".strip()
 
 
+def page_search(
+    pool: AssistantPool,
+    allowance: LlmAllowance,
+    client: str,
+    message: str | None,
+    history: list[dict] | None,
+    state: SessionState | None,
+    *,
+    index_key: str | None,
+    mode: str,
+    k: int | str,
+    rerank: str | bool | None,
+) -> TurnOutput:
+    """The page's "Search" button: one search through the one search service (`mathscout.ui.chat.search_turn`), an
+    LLM reranker (or `auto` with an LLM) only as the server's allowance lets this client, as on GET /api/search."""
+    llm, notices = False, []
+    try:
+        llm, notice = allowance.search(client, pool.assistant(index_key), rerank_kind(rerank))
+        notices = [notice] if notice else []
+    except LlmRefused as exc:
+        return refused_turn(message, history, state, exc.refusal.notice("rerank with embedding or cross instead"))
+    except MathScoutError:
+        pass  # a bad option or index: the search says so, as it says everything else
+    return search_turn(
+        pool, message, history, state, index_key=index_key, mode=mode, k=k, rerank=rerank, llm=llm, notices=notices
+    )
+
+
 def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.Blocks:
     """The page: chat with formula input and examples on the left; settings, results and trace on the right.
     `allowance` says who may have the LLM answer (default: the settings' policy)."""
@@ -200,6 +239,23 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
         ):
             yield out.chat, out.results, out.trace, ("" if first else gr.skip()), out.state, out.chat
             first = False
+
+    def search(message, index_key, mode, k, rerank, state, history, request: gr.Request):
+        """One search (the "Search" button); the chat so far comes from the session's server-side state."""
+        client = request.client.host if request and request.client else ""
+        out = page_search(
+            pool,
+            allowance,
+            client,
+            message,
+            history[-MAX_CHAT_MESSAGES:],
+            state,
+            index_key=index_key,
+            mode=mode,
+            k=k,
+            rerank=rerank,
+        )
+        return out.chat, out.results, out.trace, "", out.state, out.chat
 
     def change_index(index_key):
         try:
@@ -249,6 +305,7 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
                         placeholder="e.g. How do I simplify $\\frac{t+1}{t}$?  (Enter sends, Shift+Enter: new line)",
                     )
                     send = gr.Button("Ask", variant="primary", scale=1, min_width=90, elem_id="ms-send")
+                    find = gr.Button("Search", variant="secondary", scale=1, min_width=90, elem_id="ms-search")
                 with gr.Accordion("Formula editor (live preview)", open=False, elem_id="ms-formula-panel"):
                     with gr.Row(equal_height=True):
                         formula = gr.Textbox(
@@ -291,7 +348,9 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
                     )
                     with gr.Row():
                         k = gr.Slider(1, MAX_K, value=10, step=1, label="Results (k)", elem_id="ms-k")
-                        rerank = gr.Checkbox(False, label="Rerank the results", elem_id="ms-rerank")
+                        rerank = gr.Dropdown(
+                            rerank_choices(), value="none", label="Rerank the results", elem_id="ms-rerank"
+                        )
                     llm = gr.Checkbox(
                         llm_usable,
                         label="Use an LLM to plan and write the answer",
@@ -319,6 +378,14 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
             concurrency_limit=CONCURRENCY,
             show_progress="hidden",
         ).then(None, js=SCROLL_TO_ANSWER, api_visibility="private", queue=False)  # the answer from its start
+        find.click(
+            search,
+            inputs=[question, index, mode, k, rerank, state, history],
+            outputs=[chatbot, results, trace, question, state, history],
+            api_name="search",
+            concurrency_limit=CONCURRENCY,
+            show_progress="hidden",
+        )
         chatbot.clear(
             lambda: (SessionState(), [], EMPTY_RESULTS, EMPTY_TRACE),
             None,

@@ -20,7 +20,8 @@ from mathscout.errors import MathScoutError
 from mathscout.events import AgentEvent, Answer, ToolCall
 from mathscout.index.layout import IndexDir
 from mathscout.markup import sanitize_answer
-from mathscout.options import MODE
+from mathscout.options import MODE, RERANK_DEPTH
+from mathscout.tools.searching import SearchRequest, SearchResult
 from mathscout.ui.cards import CardContext, link_citations, renderable_math, results_html
 from mathscout.ui.indexes import IndexChoice
 from mathscout.ui.inputs import check_question
@@ -183,6 +184,9 @@ class TurnOutput:
     results: str
     trace: str
     state: SessionState
+    record: dict[str, Any] | None = (
+        None  # a search's record (`SearchResult.to_dict()`), as the other entry points give it
+    )
 
 
 def run_turn(
@@ -194,7 +198,7 @@ def run_turn(
     index_key: str | None,
     mode: str,
     k: int,
-    rerank: bool,
+    rerank: str | bool | None,
     use_llm: bool | None,
     notices: Sequence[str] = (),
 ) -> Iterator[TurnOutput]:
@@ -218,9 +222,7 @@ def run_turn(
         yield TurnOutput(history + view.messages(), panel, trace, state)
         answer: Answer | None = None
         shown = time.perf_counter()
-        for event in assistant.stream(
-            checked.text, mode=mode or MODE.default, k=k, rerank=bool(rerank), use_llm=use_llm
-        ):
+        for event in assistant.stream(checked.text, mode=mode or MODE.default, k=k, rerank=rerank, use_llm=use_llm):
             answer = _apply(view, event) or answer
             if event.kind == "token" and time.perf_counter() - shown < TOKEN_UPDATE_SECONDS:
                 continue  # tokens are sent in batches: every update carries the whole chat to the browser
@@ -257,6 +259,67 @@ def run_turn(
     )
     view.done = True
     yield TurnOutput(history + view.messages(), panel_html(state), public(trace_markdown(answer)), state)
+
+
+def search_turn(
+    pool: AssistantPool,
+    message: str | None,
+    history: list[dict] | None,
+    state: SessionState | None,
+    *,
+    index_key: str | None,
+    mode: str,
+    k: int | str,
+    rerank: str | bool | None,
+    rerank_depth: int | str = RERANK_DEPTH.default,
+    llm: bool = False,
+    notices: Sequence[str] = (),
+) -> TurnOutput:
+    """The page's search (its "Search" button): the one search service (`mathscout.tools.searching.run_search`, as
+    the command line, the HTTP API and the Python API run it) over the chosen index, its options checked once here;
+    the hits become the panel's cards, the notices notes in the chat. `llm`: whether an LLM may rerank an `auto`
+    search (the server's allowance); `notices` are said first. Never raises."""
+    history = list(history or [])
+    state = state or SessionState()
+    text = (message or "").strip()
+    public = PathRedactor.of_pool(pool, log_changes=False)
+    echo = [{"role": "user", "content": sanitize_answer(text)}] if text else []
+    try:
+        assistant = pool.assistant(index_key)
+        request = SearchRequest.parse(message or "", mode or MODE.default, k, rerank, rerank_depth)
+        result = assistant.run_search(request, llm=llm)
+        cards = _search_cards(assistant.index, result, state.next_turn)
+    except MathScoutError as exc:
+        note = _notes([_literal_math(sanitize_answer(public(str(exc))))])
+        return TurnOutput(
+            history + echo + [{"role": "assistant", "content": note}], panel_html(state), EMPTY_TRACE, state
+        )
+    state = state.with_turn(text, cards)
+    record = result.record
+    summary = (
+        f"**Search** ({record.mode}, k {record.k}{f', reranked by {record.rerank}' if record.rerank else ''}): "
+        f"{len(result)} hit{'s' * (len(result) != 1)} in the panel on the right."
+    )
+    said = [_literal_math(sanitize_answer(public(n))) for n in [*notices, *record.notices]]
+    chat = (
+        history + echo + [{"role": "assistant", "content": "\n\n".join([summary, *([_notes(said)] if said else [])])}]
+    )
+    data = result.to_dict()
+    data["notices"] = [*notices, *data["notices"]]  # the server's first, as GET /api/search gives them
+    return TurnOutput(chat, panel_html(state), EMPTY_TRACE, state, data)
+
+
+def refused_turn(message: str | None, history: list[dict] | None, state: SessionState | None, note: str) -> TurnOutput:
+    """A message the page does not run (e.g. an LLM reranker this client may not use now), with the note why."""
+    said = [{"role": "user", "content": sanitize_answer((message or "").strip())}]
+    said.append({"role": "assistant", "content": _notes([_literal_math(sanitize_answer(note))])})
+    return TurnOutput(list(history or []) + said, panel_html(state), EMPTY_TRACE, state or SessionState())
+
+
+def _search_cards(index: IndexDir, result: SearchResult, turn: int) -> str:
+    """A search's hit cards, their documents read from the build that answered."""
+    documents = index.store.get_many([h.doc_id for h in result])
+    return results_html(result, documents, CardContext(result.record.query, turn, result.record.mode))
 
 
 def _apply(view: TurnView, event: AgentEvent) -> Answer | None:

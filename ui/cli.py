@@ -14,7 +14,7 @@ from typing import TextIO
 
 from mathscout.dense.device import add_device_argument
 from mathscout.errors import MathScoutError
-from mathscout.limits import LLM_BUDGET, LLM_RATE, PORT, RERANK_DEPTH, RERANKERS, K, rerank_argument
+from mathscout.limits import LLM_BUDGET, LLM_RATE, PORT, RERANK_DEPTH, K
 from mathscout.options import MODE
 from mathscout.terminal import json_escaped, printable
 
@@ -158,10 +158,13 @@ class _LocalSearch:
         return offered_modes(self.toolbox)
 
     def run(self, request):
+        """The one search service (`run_search`), as the HTTP API and the Python API run it; `auto` reranks with the
+        LLM when one is configured."""
         from mathscout.agent.planned import open_mode
+        from mathscout.settings import settings
         from mathscout.tools.searching import run_search
 
-        return run_search(request, self.toolbox, open_mode)
+        return run_search(request, self.toolbox, open_mode, llm=settings().llm_configured)
 
 
 def _say_notices(notices: list[str]) -> None:
@@ -179,7 +182,7 @@ def _search_once(search: _LocalSearch, request, as_json: bool, out: TextIO) -> N
         print(strict_json(result.to_dict()), file=out)
         return
     _say_notices(result.notices)
-    print_hit_records([h.to_dict() for h in result.hits], request.query, out)
+    print_hit_records([h.to_dict() for h in result.record.hits], request.query, out)
 
 
 PROMPT_HELP = """commands (anything else is searched):
@@ -219,7 +222,7 @@ def _prompt_command(line: str, settings, as_json: bool, modes: list[str]):
     """(settings, as_json, message) after one `:command` of the search prompt; MathScoutError if it is wrong."""
     from dataclasses import replace
 
-    from mathscout.limits import rerank_kind
+    from mathscout.retrievers.registry import rerank_kind
 
     name, _, value = line[1:].partition(" ")
     name, value = name.strip().lower(), value.strip()
@@ -477,6 +480,7 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
 def _add_rerank(p: argparse.ArgumentParser) -> None:
     """--rerank KIND and --rerank-depth N, the same on search, ask and run (defaults: the option table)."""
     from mathscout import options
+    from mathscout.retrievers.registry import rerank_argument, rerank_help
 
     p.add_argument(
         options.RERANK.flag,
@@ -485,7 +489,7 @@ def _add_rerank(p: argparse.ArgumentParser) -> None:
         default=options.RERANK.default,
         type=rerank_argument,
         metavar="KIND",
-        help=f"rerank the top hits: {', '.join(RERANKERS)} (a bare --rerank means auto; default none)",
+        help=f"{rerank_help()} (a bare --rerank means auto; default none)",
     )
     p.add_argument(
         options.RERANK_DEPTH.flag,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +33,12 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 
-from mathscout import __version__, limits, options
-from mathscout.agent.planned import open_mode
+from mathscout import __version__, options
 from mathscout.errors import MathScoutError
 from mathscout.limits import MAX_REQUEST_BYTES
+from mathscout.retrievers.registry import rerank_help
 from mathscout.schema import AnswerRecord, DocumentRecord, ErrorRecord, SearchRecord, document_record
-from mathscout.tools.searching import SearchRequest, run_search
+from mathscout.tools.searching import SearchRequest, check_options
 from mathscout.ui import services
 from mathscout.ui.chat import AssistantPool
 from mathscout.ui.http_protocol import head_refusal
@@ -73,20 +72,21 @@ class AskBody(BaseModel):
     question: str = Field(description="words and LaTeX, e.g. 'Why is $\\cos^2 x + \\sin^2 x = 1$?'")
     mode: str = Field(options.MODE.default, description=options.MODE.help)
     k: int | str = Field(options.K.default, description=options.K.help)
-    rerank: str | bool | None = Field(options.RERANK.default, description=options.RERANK.help)
+    rerank: str | bool | None = Field(options.RERANK.default, description=rerank_help())
     rerank_depth: int | str = Field(options.RERANK_DEPTH.default, description=options.RERANK_DEPTH.help)
     use_llm: bool | None = Field(options.USE_LLM.default, description=options.USE_LLM.help)
     index: str | None = Field(options.INDEX.default, description=options.INDEX.help)
 
-    @field_validator("k", "rerank_depth", mode="before")
+    @field_validator("k", "rerank", "rerank_depth", mode="before")
     @classmethod
-    def _whole(cls, value: Any, info: ValidationInfo) -> Any:
-        """Checked as the Python API checks it (mathscout.limits), before pydantic would read JSON's true as 1."""
-        limit = limits.K if info.field_name == "k" else limits.RERANK_DEPTH
+    def _checked(cls, value: Any, info: ValidationInfo) -> Any:
+        """Checked once, here, as the Python API checks it (`mathscout.tools.searching.check_options`), before
+        pydantic would read JSON's true as 1; the reranker as its name (`true` is auto, `none` is null)."""
         try:
-            return limit.check(value)
+            checked = check_options(**{info.field_name: value})
         except MathScoutError as exc:
             raise ValueError(str(exc)) from None
+        return dict(zip(("k", "rerank", "rerank_depth"), checked))[info.field_name]
 
     @field_validator("*")
     @classmethod
@@ -271,11 +271,10 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None, llm: LlmAll
         index: str | None = options.INDEX.default,
     ):
         def run() -> dict[str, Any]:
-            checked = SearchRequest.parse(q, mode, k, rerank, rerank_depth)
+            checked = SearchRequest.parse(q, mode, k, rerank, rerank_depth)  # checked once, here
             assistant = pool.assistant(index)
-            kind, notice = allowance.search(_client(request), assistant, checked.rerank)
-            record = run_search(replace(checked, rerank=kind), assistant.toolbox, open_mode).to_dict()
-            return _told(record, notice, public)
+            llm, notice = allowance.search(_client(request), assistant, checked.rerank)
+            return _told(assistant.run_search(checked, llm=llm).to_dict(), notice, public)
 
         return _call(run, public)
 
@@ -289,13 +288,15 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None, llm: LlmAll
         def run() -> dict[str, Any]:
             if not body.question.strip():
                 raise MathScoutError("the question is empty: ask in words and/or LaTeX like $x^2+1$")
-            k, rerank, rerank_depth = options.check_options(
-                k=body.k, rerank=body.rerank, rerank_depth=body.rerank_depth
-            )
-            assistant = pool.assistant(body.index)
-            use_llm, notice = allowance.question(_client(request), assistant, body.use_llm, rerank)
+            assistant = pool.assistant(body.index)  # the options were checked once, by AskBody's validators
+            use_llm, notice = allowance.question(_client(request), assistant, body.use_llm, body.rerank)
             answer = assistant.ask(
-                body.question, mode=body.mode, k=k, rerank=rerank, rerank_depth=rerank_depth, use_llm=use_llm
+                body.question,
+                mode=body.mode,
+                k=body.k,
+                rerank=body.rerank,
+                rerank_depth=body.rerank_depth,
+                use_llm=use_llm,
             )
             return _told(answer.to_dict(), notice, public)
 

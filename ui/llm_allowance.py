@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mathscout.retrievers.registry import AUTO_RERANK, llm_rerankers
 from mathscout.ui.login import MAX_TRACKED
 
-LLM_RERANKERS = frozenset({"llm", "openai-embedding"})  # rerankers that call the LLM's endpoint
+LLM_RERANKERS = llm_rerankers()  # rerankers that call the LLM's endpoint (the reranker table's `llm` column)
 DAY_MINUTES = 24 * 60
 
 
@@ -173,20 +174,20 @@ class LlmAllowance:
             raise LlmRefused(refusal)
         return False, refusal.notice("the offline planner answered")
 
-    def search(self, client: str, assistant: Any, rerank: str | None) -> tuple[str | None, str | None]:
-        """(reranker kind, notice) for one search of `client`: "auto" is the LLM's reranker when the LLM answers
-        and this client may use it now, else the index's local one (with a notice when refused); an LLM reranker
-        asked for by name that is refused raises LlmRefused."""
-        if rerank == "auto" and not assistant.llm_status[0]:
-            return assistant.toolbox.local_reranker(), None
-        if rerank != "auto" and rerank not in LLM_RERANKERS:
-            return rerank, None
-        if rerank != "auto" and assistant.use_llm is False:
+    def search(self, client: str, assistant: Any, rerank: str | None) -> tuple[bool, str | None]:
+        """(may the LLM rerank, notice) for one search of `client`: for "auto", True when the LLM answers and this
+        client may use it now, else False (the search's one rule, `mathscout.tools.searching.resolve_rerank`, then
+        picks the index's local reranker; with a notice when refused); an LLM reranker asked for by name that is
+        refused raises LlmRefused."""
+        if rerank == AUTO_RERANK and not assistant.llm_status[0]:
+            return False, None
+        if rerank != AUTO_RERANK and rerank not in LLM_RERANKERS:
+            return False, None
+        if rerank != AUTO_RERANK and assistant.use_llm is False:
             raise LlmRefused(NO_LLM)
         refusal = self.take(client)
         if refusal is None:
-            return rerank, None
-        if rerank != "auto":
+            return True, None
+        if rerank != AUTO_RERANK:
             raise LlmRefused(refusal)
-        local = assistant.toolbox.local_reranker()
-        return local, refusal.notice(f"reranked by {local} instead")
+        return False, refusal.notice(f"reranked by {assistant.toolbox.local_reranker()} instead")

@@ -253,7 +253,7 @@ def test_rerank_reorders_the_top_hits_with_local_embeddings(assistant):
     assert len(deeper.trace[-1].arguments["hit_ids"]) == 20 and deeper.rerank_depth == 20
     deepest = assistant.ask("does the harmonic series diverge", k=5, rerank=True, rerank_depth=80)
     assert len(deepest.trace[-1].arguments["hit_ids"]) == 80  # past the 50 a question's searches usually fetch
-    assert reranked.to_dict()["rerank"] == "auto" and reranked.to_dict()["rerank_depth"] == 10
+    assert reranked.to_dict()["rerank"] == "embedding" and reranked.to_dict()["rerank_depth"] == 10
     assert all("rerank" in h.components for h in reranked.hits)
     scores = [h.components["rerank"] for h in reranked.hits]
     assert scores == sorted(scores, reverse=True) and {h.doc_id for h in reranked.hits} <= set(
