@@ -8,6 +8,8 @@ test_python_api.py (values of the wrong kind given to the Python API), test_dama
 test_crafted_index_files.py (index files of every kind as a hostile author writes them, checksums recorded again),
 test_hostile_corpora.py (inputs to `mathscout index`), test_command_line.py (bad command lines and limits),
 test_index_safety.py (a user's files, kills, concurrent and damaged builds), test_document_markup.py (document text
-is never markup), test_scanners.py (scanners over any text in linear time). Shared fixtures of ../conftest.py
-(tiny_corpus, tiny_index, …) are available here.
+is never markup), test_scanners.py (scanners over any text in linear time: SCANNERS and SHAPES of
+mathscout/benchmarks/scanners.py), test_query_costs.py (what one query may cost over HTTP: long queries, the query
+limit on every route, one client's slow questions beside another's), test_terminal_output.py (document text never
+controls a terminal). Shared fixtures of ../conftest.py (tiny_corpus, tiny_index, …) are available here.
 """
