@@ -158,7 +158,7 @@ class LlmAllowance:
         )
 
     def question(
-        self, client: str, assistant: Any, use_llm: bool | None, rerank: str | None
+        self, client: str, assistant: Any, use_llm: bool | None, rerank: str | bool | None
     ) -> tuple[bool | None, str | None]:
         """(use_llm, notice) for one question of `client` to `assistant` (`use_llm` and `rerank` as asked, the
         reranker's kind checked): False with the refusal as a notice when the LLM would answer but may not.
