@@ -442,9 +442,9 @@ def extractive_answer(
     opening = [computed_line(computation)] if computation is not None else []
     if not hits:
         searched = _formula_list(question.formulas) if question.formulas else f"“{_quoted(question.text, 120)}”"
-        nothing = (
-            f"No document in this index matches {searched}. Try other words, a formula written between $…$, "
-            "or another search mode."
+        nothing = (  # `$…$` as code: the answer is Markdown whose `$…$` are formulas (the page renders them)
+            f"No document in this index matches {searched}. Try other words, a formula written between dollar signs "
+            "(`$…$`), or another search mode."
         )
         return "\n\n".join([*opening, nothing])
     summary = summary_line(hits, documents, question, scorer, notices)

@@ -90,3 +90,9 @@ def open_mode(index: IndexDir | ToolBox | str, mode: str, **options) -> Retrieve
 def offered_modes(toolbox: ToolBox) -> list[str]:
     """`auto` (the planner chooses), then every registry mode the toolbox's index serves."""
     return [AUTO, *toolbox.modes()]
+
+
+def menu_modes(toolbox: ToolBox) -> list[str]:
+    """`auto`, then the registry modes a menu offers for the toolbox's index (`ToolBox.menu_modes`): the chat page's
+    search modes, a part of `offered_modes`."""
+    return [AUTO, *toolbox.menu_modes()]

@@ -167,6 +167,22 @@ class ToolBox:
         """The search modes this index supports, in registry order."""
         return [mode for mode in available_modes() if self.mode_usable(mode)]
 
+    def fuses_as_tuned(self) -> bool:
+        """True when hybrid fuses what it was made for: the index has dense vectors or tuned fusion weights. Without
+        either it fuses structure and BM25 with untuned equal weights, which is not worth choosing over BM25 (the
+        measured baseline): the assistant's text search is then BM25 (`text_mode`), and menus leave hybrid out."""
+        from mathscout.retrievers.fusion import FusionConfig
+
+        try:
+            return "dense" in self.index.components or FusionConfig.read(self.index) is not None
+        except MathScoutError:  # damaged weights: searching hybrid says so
+            return False
+
+    def menu_modes(self) -> list[str]:
+        """The modes a menu offers for this index (the chat page's): `modes()`, hybrid only when `fuses_as_tuned()`.
+        Every mode of `modes()` is still accepted when named (`--mode hybrid`, the API)."""
+        return [mode for mode in self.modes() if mode != "hybrid" or self.fuses_as_tuned()]
+
     def offered(self) -> dict[str, str | None]:
         """Tool name → None when it works on this index, else the reason it is not offered."""
         components = self.index.components
@@ -189,11 +205,9 @@ class ToolBox:
         """The best word-level retriever of the index: its learned ranker when it has one (`mathscout train
         ranker`), else MABOWDOR fusion when it has dense vectors or tuned weights, else BM25 (the measured
         baseline; TypesExp only when there is no BM25)."""
-        from mathscout.retrievers.fusion import FusionConfig
-
         if self.mode_usable("ranked"):
             return "ranked"
-        if self.mode_usable("hybrid") and ("dense" in self.index.components or FusionConfig.read(self.index)):
+        if self.mode_usable("hybrid") and self.fuses_as_tuned():
             return "hybrid"
         for mode in ("bm25", "dense", "types"):
             if self.mode_usable(mode):

@@ -7,6 +7,7 @@ component renders the `$…$` / `$$…$$` math inside them with KaTeX. Matched f
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 
 from mathscout.corpus.math_spans import find_math
 from mathscout.latex.tokens import lex, query_terms
+from mathscout.markup import safe_math
 from mathscout.render import MARK, make_snippet, match_formulas
+from mathscout.retrievers.registry import available_modes, score_meanings
 from mathscout.retrievers.scores import explain_score
 from mathscout.structure.parser import parse_latex
 from mathscout.types import Document, Hit, MatchedFormula
@@ -23,16 +26,6 @@ HIGHLIGHT_COLOUR = "#d9480f"
 MAX_FORMULAS_PER_CARD = 2
 MAX_RENDERED_FORMULA = 400  # longer formulas are shown as source with the matched parts marked
 FULL_TEXT_CHARS = 1_500
-COMPONENT_LABELS = {
-    "bm25": "text",
-    "rm3": "text+rm3",
-    "types": "types",
-    "structure": "structure",
-    "dense": "dense",
-    "fused": "fused",
-    "hybrid": "fused",
-    "rerank": "rerank",
-}
 
 _THREAD = re.compile(r"^(?P<prefix>\w+):(?P<site>[a-z0-9.-]+\.[a-z]{2,}):(?P<qid>\d+)$")
 _POST_ID = re.compile(r"^(?:\w+:)?(?P<n>\d+)$")
@@ -122,13 +115,45 @@ def source_label(document: Document) -> str:
 
 
 def title_of(document: Document, limit: int = 110) -> str:
-    """The document's title, or its first line (encyclopedia entries) / first words."""
+    """The document's title, or its first line (encyclopedia entries) / first words, cut at a word before `limit`
+    characters but never inside a formula (a cut formula cannot be rendered): a formula the cut would fall in is kept
+    whole when it ends within half as much again, else left out (kept when the title starts with it)."""
     title = " ".join((document.title or document.text.strip().split("\n", 1)[0]).split())
     if len(title) <= limit:
         return title
     cut = title.rfind(" ", 0, limit)
-    title = title[: cut if cut > limit // 2 else limit] + " …"
-    return title if title.count("$") % 2 == 0 else title.replace("$", "")
+    cut = cut if cut > limit // 2 else limit
+    for span in find_math(title):
+        if span.start < cut < span.end or span.start < limit < span.end:  # the cut or the limit falls in it
+            cut = (
+                span.end if span.end <= limit * 3 // 2 else (span.start or (span.end if span.end <= 3 * limit else cut))
+            )
+            break
+    return title[:cut].rstrip() + " …"
+
+
+def _plain_html(text: str) -> str:
+    """Text outside formulas as HTML: escaped, and every `$` written `&#36;` in an element of its own, where neither the
+    page's Markdown (which takes `$…$` in the source for math) nor KaTeX's auto-render (one text node at a time) can
+    pair it with another: a price ("$10 or $16") stays text."""
+    return html.escape(text, quote=False).replace("$", '<span class="ms-dollar">&#36;</span>')
+
+
+def math_text_html(text: str) -> str:
+    """Text with formulas as HTML for the results panel: its formulas (`find_math`'s, under any delimiter) as `$…$` on
+    one line, made safe (`mathscout.markup.safe_math`), which KaTeX renders as in the snippets; the rest escaped text."""
+    pieces, position = [], 0
+    for span in find_math(text):
+        latex = safe_math(" ".join(span.latex.split()))
+        pieces += [_plain_html(text[position : span.start]), f"${html.escape(latex, quote=False)}$"]
+        position = span.end
+    pieces.append(_plain_html(text[position:]))
+    return "".join(pieces)
+
+
+def title_html(document: Document) -> str:
+    """The card's title (`title_of`) with its formulas rendered (`math_text_html`)."""
+    return math_text_html(title_of(document))
 
 
 def _safe_to_colour(latex: str, start: int, end: int) -> bool:
@@ -230,14 +255,14 @@ def _full_text_html(document: Document) -> str:
     for formula in sorted(document.formulas, key=lambda f: f.start):
         if formula.start < position or formula.end > len(text):
             continue
-        pieces.append(html.escape(text[position : formula.start], quote=False).replace("\n", "<br>"))
+        pieces.append(_plain_html(text[position : formula.start]).replace("\n", "<br>"))
         pieces.append(html.escape(" ".join(text[formula.start : formula.end].split()), quote=False))
         position = formula.end
     rest = text[position:]
     if len(document.text) > FULL_TEXT_CHARS:
         rest = rest[: rest.rfind(" ")] if " " in rest else rest
-        rest = (rest if rest.count("$") % 2 == 0 else rest.replace("$", "")) + " …"
-    pieces.append(html.escape(rest, quote=False).replace("\n", "<br>"))
+        rest += " …"
+    pieces.append(_plain_html(rest).replace("\n", "<br>"))
     return "".join(pieces)
 
 
@@ -245,15 +270,35 @@ def _score(value: float) -> str:
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
+@functools.cache
+def score_chips() -> dict[str, tuple[str, str]]:
+    """The one table of the scores a card shows as chips: a hit component's name → (its label, what it means). Each
+    search mode's score, labelled as the page's mode menu names the mode (its registry label's first words: `bm25` is
+    "text") and explained by the registry's `score`, and the reranker's. A hit's other components (a rewrite's form
+    number, the match tier) are not scores a reader can weigh: the main score's explanation names them."""
+    meanings = score_meanings()
+    chips = {
+        name: ((spec.label or name).split(" — ")[0], meanings.get(name) or spec.description)
+        for name, spec in available_modes().items()
+    }
+    chips["rerank"] = ("rerank", "the reranker's score of the first stage's top hits")
+    return chips
+
+
 def scores_html(hit: Hit, mode: str) -> str:
+    """The hit's score, explained in its tooltip, then a chip for each of its components in `score_chips()`."""
     chips = [
         f'<span class="ms-score ms-score-main" title="{html.escape(explain_score(hit))} ({html.escape(mode)})">'
         f"score {_score(hit.score)}</span>"
     ]
+    shown = score_chips()
     for name, value in hit.components.items():
-        label = COMPONENT_LABELS.get(name, name)
+        if name not in shown:
+            continue
+        label, meaning = shown[name]
         chips.append(
-            f'<span class="ms-score" title="{html.escape(name)} score">{html.escape(label)} {_score(value)}</span>'
+            f'<span class="ms-score" title="{html.escape(meaning)}">{html.escape(label, quote=False)} {_score(value)}'
+            "</span>"
         )
     return '<div class="ms-scores">' + "".join(chips) + "</div>"
 
@@ -288,7 +333,7 @@ def hit_card(hit: Hit, document: Document | None, context: CardContext) -> str:
         [
             f'<div class="ms-hit" id="{card_id}">',
             f'<div class="ms-hit-head"><span class="ms-rank">{hit.rank}</span> '
-            f'<span class="ms-title">{html.escape(title_of(document), quote=False)}</span></div>',
+            f'<span class="ms-title">{title_html(document)}</span></div>',
             '<div class="ms-meta">' + " · ".join(m for m in meta if m) + "</div>",
             scores_html(hit, context.mode),
             "".join(formula_html(f) for f in formulas[:MAX_FORMULAS_PER_CARD]),
