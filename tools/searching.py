@@ -94,6 +94,12 @@ class SearchResult(list[Hit]):
     def to_dict(self) -> dict[str, Any]:
         return self.record.to_dict()
 
+    def __getattr__(self, name: str) -> Any:
+        """The record's other fields (`query`, `mode`, `k`, `rerank`, `formulas`, `seconds`, …) as the result's."""
+        if name == "record":  # not set yet (a copy being built): no recursion through the record
+            raise AttributeError(name)
+        return getattr(self.record, name)
+
 
 # (toolbox, mode) → the mode's first stage: the entry layer hands down `mathscout.agent.planned.open_mode`, which
 # opens "auto" too; without it, the registry's modes only (opened once by the toolbox)
