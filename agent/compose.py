@@ -16,7 +16,7 @@ import numpy as np
 from mathscout.corpus.math_spans import find_math
 from mathscout.events import Expansion, Rewrite
 from mathscout.markup import document_markdown, safe_math
-from mathscout.notices import notice
+from mathscout.notices import warning
 from mathscout.question import Question
 from mathscout.rewrite.compute import Computation
 from mathscout.types import Document, Hit, Query
@@ -256,7 +256,7 @@ def score_candidates(
         message = (
             f"The summary's {scorer.name} sentence scores failed ({reason}): the best hits' first sentences are quoted."
         )
-        notice(message) if notices is None else notices.append(message)
+        warning(message) if notices is None else notices.append(message)
         return
     similarity = {title: Candidate("", 1, 0, title, signals=row).similarity() for title, row in zip(titles, title_rows)}
     for candidate, signals in zip(candidates, rows):

@@ -14,6 +14,7 @@ the stream through a queue as they happen.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import re
 import threading
@@ -134,7 +135,9 @@ class OfflinePlanner:
             finally:
                 events.put(_FINISHED)
 
-        threading.Thread(target=work, name="mathscout-search", daemon=True).start()
+        # in a copy of this thread's context: what the search says reaches the caller's notice collectors
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(work,), name="mathscout-search", daemon=True).start()
         while (event := events.get()) is not _FINISHED:
             yield event
         error = failed[0] if failed else None

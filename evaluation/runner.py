@@ -8,14 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from tqdm import tqdm
-
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.runs import format_run_lines, format_task2_lines, write_lines, write_run
 from mathscout.evaluation.topics import load_topics
 from mathscout.index.layout import IndexDir
 from mathscout.limits import ARQMATH_RUN_K, RERANK_DEPTH, K
-from mathscout.notices import notice
+from mathscout.notices import warning
+from mathscout.progress import bar as progress_bar
 from mathscout.retrievers.base import Retriever
 from mathscout.retrievers.registry import open_retriever
 from mathscout.types import Hit
@@ -66,13 +65,13 @@ def run_topics(
     failures: list[str] = []
     latencies: list[float] = []
     started = time.perf_counter()
-    for topic in tqdm(topics, desc=f"{mode} run", unit="topic", file=sys.stderr, disable=None):
+    for topic in progress_bar(topics, desc=f"{mode} run", unit="topic", file=sys.stderr):
         t0 = time.perf_counter()
         try:
             hits = retriever.batch_search([topic], k=k)[topic.id]  # ranking only: runs need no snippets
         except Exception as exc:  # noqa: BLE001 — one bad topic must not cost the whole run
             failures.append(topic.id)
-            notice(f"topic {topic.id} skipped: {_describe(exc)}")
+            warning(f"topic {topic.id} skipped: {_describe(exc)}")
             continue
         latencies.append(time.perf_counter() - t0)
         results[topic.id] = hits
@@ -97,7 +96,7 @@ def _run_k(k: int, fmt: str) -> int:
         return k
     capped, said = ARQMATH_RUN_K.cap(k)
     if said:
-        notice(f"notice: {said}")
+        warning(said)
     return capped
 
 
@@ -129,14 +128,14 @@ def run_task2(
     retriever = cast("StructureRetriever", open_retriever(index, mode, **(options or {})))  # TASK2_MODES
     results: dict = {}
     started = time.perf_counter()
-    for topic in tqdm(topics, desc="task 2 run", unit="topic", file=sys.stderr, disable=None):
+    for topic in progress_bar(topics, desc="task 2 run", unit="topic", file=sys.stderr):
         if topic.id in without:
             continue
         assert topic.formula is not None  # the topics without one are left out
         try:
             results[topic.id] = retriever.formula_hits(topic.formula, k)
         except Exception as exc:  # noqa: BLE001 — an unreadable query formula must not cost the whole run
-            notice(f"topic {topic.id} skipped: {_describe(exc)}")
+            warning(f"topic {topic.id} skipped: {_describe(exc)}")
     if not any(results.values()):
         raise MathScoutError(f"no formula of the {len(topics)} topics matched; no run written")
     if fmt == "arqmath":

@@ -36,7 +36,7 @@ from mathscout.evaluation.measures import (
 from mathscout.evaluation.runs import Run, RunEntry, read_run, write_run
 from mathscout.evaluation.scope import TopicScope, add_topics_argument, coverage_warning, topic_scope
 from mathscout.index.layout import IndexDir
-from mathscout.notices import notice
+from mathscout.notices import warning as warn
 from mathscout.retrievers.fusion import DEPTH, METHODS, FusionConfig, Ranking, TopicMatrix, describe_weights, method
 from mathscout.types import Hit
 
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     answered = {q for run in runs.values() for q in run}
     unanswered = sum(1 for q in scorer.topics if q not in answered)
     if warning := coverage_warning(len(scorer.topics), unanswered, "every run", "--topics run"):
-        notice(f"{warning}; the folds hold mostly such topics")
+        warn(f"{warning}; the folds hold mostly such topics")
     step = args.step or default_step(len(runs))
     grid = GridSearch(runs, scorer, args.method, weight_grid(len(runs), step), args.depth)
     cv = cross_validate(grid, args.folds, args.seed)

@@ -14,8 +14,14 @@ store, index, LaTeX, engines). Layers and a question's path: docs/architecture.m
 (`mathscout.evaluation.experiment`) are imported lazily so that `import mathscout` stays light.
 """
 
+import logging
+
 __version__ = "0.1.0"
 __all__ = ["Experiment", "MathScout", "__version__"]
+
+# a library logs and prints nothing of its own: the application shows the `mathscout` logs if it wants them
+# (mathscout/logs.py; the command line does)
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
 def __getattr__(name: str):

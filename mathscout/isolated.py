@@ -62,6 +62,9 @@ def _plain(exc: BaseException) -> BaseException:
 def _run_step(result_fd: int, caller: int) -> None:
     """In the child: read (function, args) from stdin, run it, write ("ok", result) or ("error", exc, traceback)."""
     die_with_parent(caller)
+    from mathscout.logs import configure_child
+
+    configure_child()  # logs as the command line that started it, if one did
     message: tuple[Any, ...]
     try:
         function, args = pickle.load(sys.stdin.buffer)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
 import re
 import subprocess
@@ -139,6 +140,7 @@ def boot(building: bool = False) -> None:
 
         _silence_lucene_warnings()
         _java_output_to_stderr()
+        _java_log_level()  # after: log4j's console, made here, writes to the System.out of its making
         jvm_archive.forget_unmapped(archive_options, vm_info())
         _booted = True
 
@@ -184,6 +186,25 @@ def _java_output_to_stderr() -> None:
 
     system = _autoclass("java.lang.System")
     system.setOut(system.err)
+
+
+def _java_log_level() -> None:
+    """Anserini's log4j2 logs at INFO on the console ('index.SimpleIndexer … Using WhitespaceAnalyzer'): only when
+    MathScout's own logs are shown at info (`-v`, MATHSCOUT_LOG=info); else warnings, errors alone under --quiet."""
+    from jnius import autoclass as _autoclass
+    from jnius import cast
+
+    ours = logging.getLogger("mathscout")
+    name = "INFO" if ours.isEnabledFor(logging.INFO) else "WARN" if ours.isEnabledFor(logging.WARNING) else "ERROR"
+    with jni_lock:
+        manager = _autoclass("org.apache.logging.log4j.LogManager")
+        level = _autoclass("org.apache.logging.log4j.Level").getLevel(name)
+        # log4j keeps a context per class loader: Anserini's classes log in the system loader's (the classpath's)
+        loader = _autoclass("java.lang.ClassLoader").getSystemClassLoader()
+        for found in (manager.getContext(loader, False), manager.getContext(False)):
+            context = cast("org.apache.logging.log4j.core.LoggerContext", found)
+            context.getConfiguration().getRootLogger().setLevel(level)
+            context.updateLoggers()
 
 
 def _silence_lucene_warnings() -> None:

@@ -1,10 +1,13 @@
 """Notices: one-line things said along the way (a query cut to length, a formula also searched in another form,
-an index opened read-only). They are data, not output:
+an index opened read-only). They are data and diagnostics, not output:
 
-- every notice goes to the `mathscout` logger (INFO) and to the collectors of the calls that are running
-  (`with collecting() as notices:` — a context variable, so each thread or task collects its own);
-- they reach stderr only where an entry point asked for that (`show_on_stderr()`: the command line does) and no
-  collector takes them (its owner shows or returns them), never from a library call, never under `--quiet`.
+- every notice goes to the collectors of the calls that are running (`with collecting() as notices:` — a context
+  variable, so each thread or task collects its own): a search result or an answer carries them as `notices`, and
+  its owner shows them with the result (on stdout, in `--json`, in the page);
+- and to the logger of the package that said it (`mathscout.<package>`): INFO, or WARNING for what a user must act
+  on (`warning()`: a topic left out of a run, a component left out of an index); a collected notice is logged at
+  INFO at most, since the result shows it. A library call prints nothing (mathscout/logs.py); the command line
+  shows warnings on stderr, and the rest with -v or MATHSCOUT_LOG.
 
 stdout carries results only (hits, answers, JSON).
 """
@@ -19,9 +22,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from mathscout.settings import settings
-from mathscout.terminal import printable
 
-log = logging.getLogger("mathscout")
 _collectors: ContextVar[tuple[list[str], ...]] = ContextVar("mathscout_notice_collectors", default=())
 
 
@@ -37,19 +38,25 @@ def set_quiet() -> None:
     os.environ["TRANSFORMERS_VERBOSITY"] = "error"
 
 
-def show_on_stderr() -> None:
-    """Print notices on stderr from now on, in this process and the ones it starts (the command line's choice)."""
-    os.environ["MATHSCOUT_NOTICES_ON_STDERR"] = "1"  # read back through mathscout.settings
+def _logger(depth: int) -> logging.Logger:
+    """The logger of the module `depth` frames up: `mathscout.<package>.<module>`, else `mathscout`."""
+    name = sys._getframe(depth).f_globals.get("__name__", "")
+    return logging.getLogger(name if name == "mathscout" or name.startswith("mathscout.") else "mathscout")
 
 
-def notice(message: str) -> None:
-    """Say one line: logged, handed to every running collector, else printed on stderr where an entry point asked."""
-    log.info(message)
+def notice(message: str, level: int = logging.INFO, _depth: int = 2) -> None:
+    """Say one line: handed to every running collector, and logged (`level`, at most INFO when collected) to the
+    logger of the caller's package."""
     sinks = _collectors.get()
     for sink in sinks:
         sink.append(message)
-    if not sinks and settings().notices_on_stderr and not quiet():
-        print(printable(message), file=sys.stderr, flush=True)
+    _logger(_depth).log(min(level, logging.INFO) if sinks else level, message, stacklevel=_depth)
+
+
+def warning(message: str) -> None:
+    """A notice a user must act on (a run without some topics, an index without a component): shown on stderr by
+    the command line unless a collector takes it (its owner shows it with the result)."""
+    notice(message, logging.WARNING, _depth=3)
 
 
 @contextmanager

@@ -150,13 +150,19 @@ class Settings:
         False,
         "MATHSCOUT_QUIET",
         "output.quiet",
-        "no notices or progress bars (`--quiet` sets it for the processes a command starts)",
+        "no logs but errors and no progress bars (`--quiet` sets it for the processes a command starts)",
     )
-    notices_on_stderr: bool = _setting(
-        False,
-        "MATHSCOUT_NOTICES_ON_STDERR",
+    log: str | None = _setting(
         None,
-        "notices are printed on stderr (set by the command line for the processes it starts)",
+        "MATHSCOUT_LOG",
+        "output.log",
+        "what the command line logs on stderr: debug, info, warning or error (unset: warning; `-v` info, `-vv` debug)",
+    )
+    command_line: bool = _setting(
+        False,
+        "MATHSCOUT_COMMAND_LINE",
+        None,
+        "set by the command line for the processes it starts: they log as it does, with progress bars on a terminal",
     )
     no_color: bool = _setting(
         False, "NO_COLOR", "output.no_color", "the terminal's output without colours (the no-color.org variable)"

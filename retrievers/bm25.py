@@ -16,8 +16,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from mathscout import java
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
@@ -25,6 +23,7 @@ from mathscout.index.layout import IndexDir
 from mathscout.latex.aliases import LEGACY_VOCABULARY, VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import document_terms, formula_terms, is_math_term, query_terms
 from mathscout.notices import notice
+from mathscout.progress import bar as progress_bar
 from mathscout.render import make_snippet, match_formulas
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.store import DocumentStore
@@ -80,7 +79,7 @@ class BM25Component:
         )
         _set_ram_buffer(indexer, RAM_BUFFER_MB)
         total = store.count()
-        bar = tqdm(total=total, desc="bm25", unit=" docs", file=sys.stderr, mininterval=1.0)
+        bar = progress_bar(total=total, desc="bm25", unit=" docs", file=sys.stderr, mininterval=1.0)
         docs = terms = 0
         batch: list[str] = []
         try:

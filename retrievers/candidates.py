@@ -24,7 +24,7 @@ from mathscout.errors import QueryError
 from mathscout.index.layout import IndexDir
 from mathscout.latex.tokens import is_math_term, query_formulas, query_terms
 from mathscout.limits import TextLimit
-from mathscout.notices import notice
+from mathscout.notices import warning
 from mathscout.question import read_question  # the planner's classifier of question kinds
 from mathscout.retrievers.base import RankResult, prepare_query
 from mathscout.retrievers.equivalence import EquivalenceMatcher, RewriteMatches
@@ -143,7 +143,7 @@ class CandidateGenerator:
                     runs[name] = retriever.batch_search([query], self.depth)[query.id]
             except QueryError as exc:
                 if explain:
-                    notice(f"notice: {name}: {exc}")
+                    warning(f"{name}: {exc}")
                 runs[name] = []
             seconds[name] = time.perf_counter() - started
         perfect = None

@@ -20,7 +20,7 @@ from typing import Any
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.limits import K
-from mathscout.notices import notice
+from mathscout.notices import warning
 from mathscout.retrievers.base import BaseRetriever, Composable, QueryStage, Reranker, Retriever, prepare_query
 from mathscout.retrievers.fusion import DEPTH, Stage
 from mathscout.retrievers.rerank import DEFAULT_DEPTH, Reranked
@@ -106,7 +106,7 @@ class ScoredBy(Composable):
                 h.doc_id: h.score for h in self.retriever.batch_search([query], max(self.reads, len(hits)))[query.id]
             }
         except QueryError as exc:
-            notice(f"notice: {self.name}: {exc}; first-stage order kept")
+            warning(f"{self.name}: {exc}; first-stage order kept")
             own = {}
         found = sorted((h for h in hits if h.doc_id in own), key=lambda h: -own[h.doc_id])
         others = [h for h in hits if h.doc_id not in own]

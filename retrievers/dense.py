@@ -29,7 +29,7 @@ from mathscout.index.arrays import load_array
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
 from mathscout.limits import EF_SEARCH, PASSAGES, Limit
-from mathscout.notices import notice
+from mathscout.notices import warning
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
@@ -92,8 +92,8 @@ def open_encoder(meta: dict[str, Any], model: str | Path | None, component: str)
             f"was built with ({meta['model']}) or rebuild the component"
         )
     if model_fingerprint(folder) != meta.get("model_key", model_fingerprint(folder)):
-        notice(
-            f"notice: the dense model {folder} is not the one the '{component}' index was built with "
+        warning(
+            f"the dense model {folder} is not the one the '{component}' index was built with "
             f"({meta['model']}); scores may be off"
         )
     return encoder

@@ -17,6 +17,7 @@ mode fuses the retrievers named in the index's `fusion.json` (written by `mathsc
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +32,7 @@ from mathscout.index.layout import IndexDir
 from mathscout.index.stored import StoredFile
 from mathscout.index.tuned import TunedFile
 from mathscout.limits import FUSION_DEPTH
-from mathscout.notices import notice
+from mathscout.notices import warning
 from mathscout.retrievers.base import BaseRetriever, Retriever, prepare_query
 from mathscout.retrievers.registry import available_modes, open_retriever, servable_modes
 from mathscout.types import Hit, Query
@@ -261,7 +262,13 @@ class FusedRetriever(BaseRetriever):
         if self.parallel and len(self.stages) > 1:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(len(self.stages), thread_name_prefix="fusion")
-            results = list(self._pool.map(lambda stage: self._run_stage(stage, query, explain), self.stages))
+            # each stage in a copy of this thread's context: what it says reaches the caller's notice collectors
+            contexts = [contextvars.copy_context() for _ in self.stages]
+            results = list(
+                self._pool.map(
+                    lambda stage, context: context.run(self._run_stage, stage, query, explain), self.stages, contexts
+                )
+            )
         else:
             results = [self._run_stage(stage, query, explain) for stage in self.stages]
         self.timings = {stage.name: seconds for stage, (_, _, seconds) in zip(self.stages, results)}
@@ -354,8 +361,8 @@ def open_hybrid(index: IndexDir, **options) -> FusedRetriever:
     config = FusionConfig.read(index)
     if config is None:
         config = fallback_config(index)
-        notice(
-            f"notice: {index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
+        warning(
+            f"{index.path} has no tuned fusion weights ({WEIGHTS_FILE}): fusing "
             f"{', '.join(config.weights)} with equal weights; tune them with 'mathscout train fusion'"
         )
     stages = [

@@ -14,6 +14,7 @@ structure search's Zhong 2023 thesis Eq. 3.18 BM25 term; their variants (one for
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.notices import notice
+from mathscout.notices import notice, warning
 from mathscout.render import make_snippet
 from mathscout.retrievers.base import BaseRetriever, Composable, RankResult, prepare_query
 from mathscout.retrievers.structure import EXPLAINED_HITS, highlight_weights, query_kind, split_query
@@ -31,6 +32,8 @@ from mathscout.structure.paths import leaf_count, path_prefixes
 from mathscout.structure.scoring import B2, length_penalty, symbol_factor
 from mathscout.structure.search import PART, FormulaHit
 from mathscout.types import Hit, MatchedFormula, Query
+
+log = logging.getLogger(__name__)
 
 # A rewritten form's perfect match counts as much as a match of the formula as written with every symbol substituted
 # (Zhong 2023 thesis, Eq. 3.14 at S'_sym = b2, §3.2.1 α-equivalence), never more: renamed-variable matches of what the user wrote stay
@@ -294,10 +297,10 @@ class StructureRewriteRetriever(BaseRetriever):
                 hits, variants = ranking.hits, ranking.variants
                 rewritten += len(variants) > 1
             except QueryError as exc:
-                notice(f"notice: topic {query.id}: {exc}")
+                warning(f"topic {query.id}: {exc}")
                 hits = []
             runs[query.id] = hits
-        notice(
+        log.debug(
             f"structure-rewrite: {len(queries)} queries ({rewritten} rewritten) in {time.perf_counter() - started:.1f} s"
         )
         return runs

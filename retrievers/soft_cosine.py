@@ -26,7 +26,6 @@ from typing import Any, cast
 
 import numpy as np
 from scipy import sparse
-from tqdm import tqdm
 
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.arrays import load_arrays, reading
@@ -35,6 +34,7 @@ from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.index.stored import StoredFile
 from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import document_terms
+from mathscout.progress import bar as progress_bar
 from mathscout.render import make_snippet, match_formulas
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, query_index_terms
@@ -121,7 +121,7 @@ class SoftCosineComponent:
         sentences = target / "sentences.txt"
         texts: list[list[str]] = []
         with open(sentences, "w", encoding="utf-8") as out:
-            for document in tqdm(
+            for document in progress_bar(
                 store.iter_documents(),
                 total=store.count(),
                 desc="scm terms",

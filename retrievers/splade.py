@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from mathscout import java
+from mathscout.dense.model import libraries_quiet
 from mathscout.dense.untrusted import check_model_folder
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
+from mathscout.progress import bar as progress_bar
 from mathscout.retrievers.base import BaseRetriever, RankResult
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
@@ -61,9 +61,10 @@ class SpladeEncoder:
 
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
-            self.model = AutoModelForMaskedLM.from_pretrained(
-                str(path), local_files_only=True, trust_remote_code=False, use_safetensors=True
-            ).eval()
+            with libraries_quiet():
+                self.model = AutoModelForMaskedLM.from_pretrained(
+                    str(path), local_files_only=True, trust_remote_code=False, use_safetensors=True
+                ).eval()
         except (OSError, ValueError) as exc:
             raise MathScoutError(f"cannot load the SPLADE checkpoint {path}: {str(exc).splitlines()[0]}") from exc
         self.torch = torch
@@ -129,7 +130,7 @@ class SpladeComponent:
             batch.clear()
 
         try:
-            for document in tqdm(
+            for document in progress_bar(
                 store.iter_documents(),
                 total=store.count(),
                 desc="splade",

@@ -9,6 +9,7 @@ its words. Older components without text lists fall back to the union of both ra
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
@@ -25,7 +26,7 @@ from mathscout.index.stored import StoredFile
 from mathscout.index.tuned import TunedFile
 from mathscout.latex.aliases import VOCABULARY, recorded_vocabulary
 from mathscout.latex.tokens import formula_terms, query_terms
-from mathscout.notices import notice
+from mathscout.notices import notice, warning
 from mathscout.render import make_snippet
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.settings import settings
@@ -48,6 +49,8 @@ from mathscout.structure.scoring import (
 from mathscout.structure.search import FormulaHit, PreparedQuery, StructureSearcher
 from mathscout.structure.text_lists import TextLists, build_text_lists
 from mathscout.types import Formula, Hit, MatchedFormula, Query, renumbered
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mathscout.retrievers.bm25 import BM25Retriever
@@ -317,8 +320,8 @@ class StructureRetriever(BaseRetriever):
                 != recorded_vocabulary(index.manifest.components.get("bm25", {}))
             )
         ):
-            notice(
-                f"notice: the structure and bm25 components of {index.path} were built with different token "
+            warning(
+                f"the structure and bm25 components of {index.path} were built with different token "
                 f"vocabularies: rebuild both ('mathscout index --index {index.path} --components bm25,structure') "
                 "for exact text scores in structure search"
             )
@@ -614,11 +617,11 @@ class StructureRetriever(BaseRetriever):
             try:
                 ranking = self.rank(prepare_query(query), k)
             except QueryError as exc:
-                notice(f"notice: topic {query.id}: {exc}")
+                warning(f"topic {query.id}: {exc}")
                 ranking = RankResult([])
             renumbered(ranking.hits)
             rankings[query.id] = ranking
-        notice(f"structure: {len(queries)} queries in {time.perf_counter() - started:.1f} s")
+        log.debug(f"structure: {len(queries)} queries in {time.perf_counter() - started:.1f} s")
         return rankings
 
 

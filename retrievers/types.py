@@ -18,12 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from mathscout import java
 from mathscout.errors import IndexMissingError
 from mathscout.index.components import BuildOptions
 from mathscout.index.layout import IndexDir
+from mathscout.progress import bar as progress_bar
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.bm25 import BM25Retriever
 from mathscout.settings import settings
@@ -92,7 +91,7 @@ class TypesComponent:
                 batch = []
 
         def texts() -> Iterator[str]:
-            for document in tqdm(
+            for document in progress_bar(
                 store.iter_documents(), total=total, desc="types", unit=" docs", file=sys.stderr, mininterval=1.0
             ):
                 doc_ids.append(document.id)

@@ -88,10 +88,13 @@ def dev_subset(shared_data, dev_topic_ids, tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def notices_stay_data():
-    """A test that runs the command line in this process (`main([...])`) turns notices on stderr on for the process:
-    turn it off again, so later tests see what a library call does (notices logged and collected, never printed)."""
+    """A test that runs the command line in this process (`main([...])`) configures logging for the process: undo it,
+    so later tests see what a library call does (notices logged to no handler and collected, never printed)."""
     yield
-    os.environ.pop("MATHSCOUT_NOTICES_ON_STDERR", None)
+    from mathscout import logs
+
+    if os.environ.get("MATHSCOUT_COMMAND_LINE"):
+        logs.reset()
 
 
 @pytest.fixture(scope="module")

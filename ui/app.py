@@ -20,9 +20,11 @@ import gradio as gr
 from mathscout.config import DEMO_CORPUS
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError, QueryError
+from mathscout.index.layout import IndexDir
 from mathscout.options import AUTO, MODE
 from mathscout.retrievers.registry import rerank_choices, rerank_kind
 from mathscout.ui import services
+from mathscout.ui.access_log import AccessLog
 from mathscout.ui.chat import (
     EMPTY_RESULTS,
     EMPTY_TRACE,
@@ -125,24 +127,31 @@ def mode_choices(modes: Sequence[str]) -> list[tuple[str, str]]:
     return [(mode_label(m), m) for m in ordered]
 
 
-def page_modes(assistant) -> list[str]:
-    """The search modes the page offers for an assistant's index: `auto`, then those its menu offers
-    (`mathscout.agent.planned.menu_modes`, the one list; hybrid only where it fuses what it was made for)."""
-    from mathscout.agent.planned import menu_modes
-
-    return menu_modes(assistant.toolbox)
-
-
-def mode_help(modes: Sequence[str]) -> str:
-    """The help under the mode menu, built from the modes the index has (`page_modes`): auto first, the others by their
-    short names; what the index lacks is not listed, only where more modes come from."""
-    others = [label.split(" — ")[0] for label, mode in mode_choices(modes) if mode != AUTO]
-    text = "auto: the agent plans the search (start here)"
-    if others:
-        text += f"; or pick one: {', '.join(others)}"
-    if any(m not in modes for m in _menu()):
-        text += ". More modes come with more index components or training (docs/usage.md, Your own data)"
-    return text + "."
+def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
+    """Which modes the index does not offer and why, e.g. 'not on this index: dense, types (missing components:
+    dense, types …)'; `auto` runs on every index."""
+    components = set(index.components)
+    missing_modes, missing_components, other = [], [], []
+    for name, spec in _menu().items():
+        if name in modes or name == AUTO:
+            continue
+        label = (spec.label or name).split(" — ")[0]
+        needs = [c for c in spec.requires if c not in components]
+        if needs:
+            missing_modes.append(label)
+            missing_components += [c for c in needs if c not in missing_components]
+        elif name == "ranked":
+            other.append(f"{label} (no trained ranker: mathscout train ranker --index DIR)")
+        else:
+            other.append(f"{label} (nothing to fuse on this index)")
+    parts = []
+    if missing_modes:
+        parts.append(
+            f"{', '.join(missing_modes)} (the index lacks the {', '.join(missing_components)} "
+            f"component{'s' * (len(missing_components) > 1)}: mathscout index --index DIR --components NAME)"
+        )
+    parts += other
+    return "not on this index: " + "; ".join(parts) if parts else "every search mode works on this index"
 
 
 def formula_preview(latex: str | None) -> str:
@@ -251,7 +260,7 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
 
     def change_index(index_key):
         try:
-            modes = page_modes(pool.assistant(index_key))
+            modes = pool.assistant(index_key).modes()
         except Exception as exc:  # an index that cannot be opened: say so, keep the page as it is
             log.exception("cannot open index %r", index_key)
             reason = str(exc) if isinstance(exc, MathScoutError) else f"{type(exc).__name__}: {exc}"
@@ -260,7 +269,7 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
         return gr.update(
             choices=mode_choices(modes),
             value=MODE.default if MODE.default in modes else modes[0],
-            info=mode_help(modes),
+            info=missing_modes_note(pool.index(index_key), modes),
         )
 
     with gr.Blocks(title="MathScout") as app:
@@ -284,7 +293,7 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
                     feedback_options=None,
                     buttons=["copy"],
                     placeholder="<b>Ask a math question.</b><br>Answers appear here with rendered formulas and "
-                    "citations; the documents behind them are listed under Search results.",
+                    "citations; the documents behind them appear on the right.",
                 )
                 with gr.Row(equal_height=True):
                     question = gr.Textbox(
@@ -332,10 +341,10 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
                         info=None if len(choices) > 1 else "one index available (start with --index DIR for more)",
                     )
                     mode = gr.Dropdown(
-                        mode_choices(page_modes(default)),
+                        mode_choices(default.modes()),
                         value=MODE.default,
                         label="Search mode",
-                        info=mode_help(page_modes(default)),
+                        info=missing_modes_note(pool.index(None), default.modes()),
                         elem_id="ms-mode",
                     )
                     with gr.Row():
@@ -534,7 +543,7 @@ def serve(
         if share:  # Gradio's share link needs its own launch: the page only
             print(
                 f"MathScout: serving {', '.join(pool.choices)} on http://{host}:{port} and a gradio.live link "
-                "(the JSON API is not served with --share) (Ctrl-C stops)",
+                f"(the JSON API is not served with --share){_stops()}",
                 flush=True,
             )
             build_app(pool, allowance).queue(default_concurrency_limit=CONCURRENCY).launch(
@@ -561,12 +570,20 @@ def serve(
             port,
             started,
             f"serving {', '.join(pool.choices)} ({modes} search modes warmed) on "
-            f"http://{host}:{port} (page), http://{host}:{port}/api (JSON API, docs at /docs) (Ctrl-C stops)",
+            f"http://{host}:{port} (page), http://{host}:{port}/api (JSON API, docs at /docs){_stops()}",
             register,
         )
     finally:
         services.unregister(record)
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def _stops() -> str:
+    """' (Ctrl-C stops)' for a server in the foreground of a terminal; nothing in the background or a service."""
+    try:
+        return " (Ctrl-C stops)" if sys.stdin.isatty() and os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp() else ""
+    except (AttributeError, OSError, ValueError):  # no terminal, stdin closed or replaced
+        return ""
 
 
 def private_cache() -> str:
@@ -604,7 +621,8 @@ def build_site(
         **LOOK,
     )
     app.has_launched = True
-    site.add_middleware(HostCheck, policy=hosts or HostPolicy())  # outermost: before the login and the body
+    site.add_middleware(HostCheck, policy=hosts or HostPolicy())  # before the login and the body
+    site.add_middleware(AccessLog)  # outermost: one line per request, refused ones too (logged at info)
     return site
 
 

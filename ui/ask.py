@@ -1,6 +1,7 @@
-"""`mathscout ask "…"`: the answer streamed to stdout, live progress on stderr, then a short trace summary.
+"""`mathscout ask "…"`: the answer streamed to stdout, then a short trace summary.
 
-The tool calls are listed once: live on stderr as they run (silenced by --quiet), and in full in `--json`.
+The tool calls and notes are listed once: on a terminal live on stderr as they run (`mathscout.progress.shown`:
+not under --quiet, not into a pipe or a file), else in the trace after the answer on stdout; in full in `--json`.
 With `--server URL` the question goes to a running `mathscout serve` (POST /api/ask) instead.
 """
 
@@ -13,7 +14,7 @@ from typing import Any, TextIO
 
 from mathscout.errors import MathScoutError
 from mathscout.events import AgentEvent
-from mathscout.notices import quiet
+from mathscout.progress import shown
 from mathscout.terminal import printing
 from mathscout.ui.cli import add_search_options, strict_json
 
@@ -47,7 +48,8 @@ def _arguments(arguments: dict[str, Any], limit: int = 120) -> str:
 
 
 def _progress(event: AgentEvent, out: TextIO) -> None:
-    if quiet():
+    """One step, live on a terminal (`shown()`); else nothing (the trace after the answer lists them)."""
+    if not shown():
         return
     if event.kind == "plan":
         print(f"plan: {event.text}", file=out)
@@ -61,12 +63,15 @@ def _progress(event: AgentEvent, out: TextIO) -> None:
 
 
 def print_trace(record: dict, out: TextIO, with_calls: bool = False) -> None:
-    """The trace summary of an answer (as `Answer.to_dict()` gives it); the numbered tool calls with `with_calls`."""
+    """The trace summary of an answer (as `Answer.to_dict()` gives it); the notes and the numbered tool calls with
+    `with_calls` (when they were not shown live)."""
     print(
         f"\n--- trace: planner {record['planner']}, mode {record['mode']}, {len(record['trace'])} tool calls, "
         f"{record['seconds']:.2f} s",
         file=out,
     )
+    for notice in record.get("notices", []) if with_calls else []:
+        print(f"note: {notice}", file=out)
     for n, call in enumerate(record["trace"] if with_calls else [], 1):
         result = f"FAILED: {call['error']}" if call.get("error") else call["summary"]
         print(
@@ -97,9 +102,6 @@ def _ask_server(args: argparse.Namespace, question: str, out: TextIO) -> None:
     if args.json:
         print(strict_json(record), file=out)
         return
-    if not quiet():
-        for notice in record.get("notices", []):
-            print(f"note: {notice}", file=printing(sys.stderr))
     print(record["text"], file=out)
     print_trace(record, out, with_calls=True)
 
@@ -146,7 +148,7 @@ def _ask_service(args: argparse.Namespace, question: str, out: TextIO) -> bool:
     ]:
         _progress(event, printing(sys.stderr))
     print(record["text"], file=out)
-    print_trace(record, out, with_calls=quiet())
+    print_trace(record, out, with_calls=not shown())
     return True
 
 
@@ -187,4 +189,4 @@ def run(args: argparse.Namespace) -> None:
         print("\n\n--- answer (checked) ---\n" + answer.text if streamed else answer.text, file=out)
     else:
         print(file=out)
-    print_trace(answer.to_dict(), out, with_calls=quiet())
+    print_trace(answer.to_dict(), out, with_calls=not shown())

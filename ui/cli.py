@@ -138,7 +138,7 @@ def _print_search_result(result: dict, query: str, as_json: bool, out: TextIO) -
         return
     from mathscout.render import print_hit_records
 
-    _say_notices(result.get("notices", []))
+    _say_notices(result.get("notices", []), out)
     print_hit_records(result["hits"], query, out)
 
 
@@ -167,11 +167,10 @@ class _LocalSearch:
         return run_search(request, self.toolbox, open_mode, llm=settings().llm_configured)
 
 
-def _say_notices(notices: list[str]) -> None:
-    from mathscout.notices import notice
-
+def _say_notices(notices: list[str], out: TextIO) -> None:
+    """A result's notices (also searched forms, a query cut to length, …): part of the result, before its hits."""
     for text in notices:
-        notice(f"note: {text}")
+        print(f"note: {printable(text)}", file=out)
 
 
 def _search_once(search: _LocalSearch, request, as_json: bool, out: TextIO) -> None:
@@ -181,7 +180,7 @@ def _search_once(search: _LocalSearch, request, as_json: bool, out: TextIO) -> N
     if as_json:
         print(strict_json(result.to_dict()), file=out)
         return
-    _say_notices(result.notices)
+    _say_notices(result.notices, out)
     print_hit_records([h.to_dict() for h in result.record.hits], request.query, out)
 
 
@@ -280,7 +279,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
 def _cmd_eval(args: argparse.Namespace) -> None:
     from mathscout.evaluation.measures import compare_runs, evaluate_run
     from mathscout.evaluation.report import format_comparison, format_evaluation
-    from mathscout.notices import notice
+    from mathscout.notices import warning
 
     scoring = dict(
         prime=args.prime, measure_set=args.measures, topics_with_relevant=args.topics_with_relevant, topics=args.topics
@@ -292,8 +291,8 @@ def _cmd_eval(args: argparse.Namespace) -> None:
         comparison = compare_runs(args.run, args.qrels, correction=args.correction, **scoring)
         results = comparison.results
     for result in results:
-        if warning := result.coverage_warning():
-            notice(warning)
+        if said := result.coverage_warning():
+            warning(said)
     if args.by_family:
         from mathscout.evaluation.families import families_json, family_scores, format_families
 
@@ -683,7 +682,14 @@ def _common_options(top_level: bool) -> argparse.ArgumentParser:
         "-q",
         action="store_true",
         default=False if top_level else argparse.SUPPRESS,
-        help="no notices or progress on stderr (errors still)",
+        help="nothing on stderr but errors: no warnings, logs or progress",
+    )
+    common.add_argument(
+        "--verbose",
+        "-v",
+        action="count",
+        default=0 if top_level else argparse.SUPPRESS,
+        help="log what is done on stderr (-v info, -vv debug; or set MATHSCOUT_LOG)",
     )
     return common
 
@@ -734,14 +740,14 @@ def _results_stream(as_json: bool):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from mathscout.notices import show_on_stderr
-
-    show_on_stderr()  # the command line shows notices; a library call only logs and collects them
     if args.quiet:
         from mathscout.notices import set_quiet
 
         set_quiet()
     try:
+        from mathscout import logs
+
+        logs.configure(args.verbose, args.quiet)  # a library call logs nothing; a command its warnings, or more
         with _results_stream(getattr(args, "json", False)) as out:
             args.out = out
             args.func(args)

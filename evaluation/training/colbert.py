@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
@@ -69,6 +68,7 @@ from mathscout.evaluation.training.cross_encoder import choose
 from mathscout.evaluation.training.plan import TrainingPlan, require_train_files
 from mathscout.index.integrity import record_file, record_folder
 from mathscout.index.layout import IndexDir
+from mathscout.progress import bar as progress_bar
 from mathscout.retrievers.base import prepare_query
 from mathscout.retrievers.colbert import ColbertRetriever
 from mathscout.retrievers.colbert_model import (
@@ -171,7 +171,9 @@ def encode_and_mine(
     width = max(settings.depth, settings.held_out_depth)
     bm25 = open_retriever(index, "bm25") if "bm25" in index.components else None
     chunks = []
-    progress = tqdm(total=len(topics), desc="questions (encode, mine colbert + bm25)", unit="q", file=sys.stderr)
+    progress = progress_bar(
+        total=len(topics), desc="questions (encode, mine colbert + bm25)", unit="q", file=sys.stderr
+    )
     for number, begin in enumerate(range(0, len(topics), CHUNK)):
         path = work / f"questions.{number:05d}.npz"
         part = topics[begin : begin + CHUNK]
@@ -312,7 +314,7 @@ def searched_ndcg(
         for row in held
     ]
     trained = []
-    for row in tqdm(held, desc="held-out questions searched with the trained model", unit="q", file=sys.stderr):
+    for row in progress_bar(held, desc="held-out questions searched with the trained model", unit="q", file=sys.stderr):
         docs, scores = retriever.rank_vectors(adapter.apply(questions.tokens(row)), 10)
         trained.append(dict(zip(docs.tolist(), scores.tolist())))
     grades = [relevant[row] for row in held]
@@ -403,7 +405,7 @@ def fit(
         order = list(pairs)
         random.Random(f"{settings.seed}-{epoch}").shuffle(order)
         started = time.perf_counter()
-        bar = tqdm(
+        bar = progress_bar(
             total=steps, initial=state["step"], desc=f"epoch {epoch}/{settings.epochs}", unit="step", file=sys.stderr
         )
         while state["step"] < steps:

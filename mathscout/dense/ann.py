@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from mathscout.errors import MathScoutError
+from mathscout.progress import bar as progress_bar
 from mathscout.settings import settings
 
 VECTORS = "passage_vectors.f32"
@@ -117,7 +117,9 @@ def build_ivfpq(
     nbits = min(settings.nbits, max(1, int(math.log2(max(len(sample), 2)))))
     quantizer = faiss.IndexFlatIP(dimension)
     index = faiss.IndexIVFPQ(quantizer, dimension, nlist, settings.m, nbits, faiss.METRIC_INNER_PRODUCT)
-    bar = tqdm(total=rows, desc=f"{label} IVF-PQ train + add", unit=" passages", file=sys.stderr, mininterval=2.0)
+    bar = progress_bar(
+        total=rows, desc=f"{label} IVF-PQ train + add", unit=" passages", file=sys.stderr, mininterval=2.0
+    )
     index.train(sample)
     train_seconds = time.perf_counter() - started
     del sample
@@ -147,7 +149,7 @@ def build_hnsw(vectors: np.ndarray, m: int, ef_construction: int, label: str = "
 
     index = faiss.IndexHNSWFlat(vectors.shape[1], m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = ef_construction
-    with tqdm(
+    with progress_bar(
         total=len(vectors), desc=f"{label} HNSW (M = {m})", unit=" passages", file=sys.stderr, mininterval=2.0
     ) as bar:
         for start in range(0, len(vectors), HNSW_BLOCK_ROWS):

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from mathscout.dense.ann import (
     ANN_ABOVE,
@@ -63,6 +62,7 @@ from mathscout.dense.encoder import (
 from mathscout.dense.model import render_text
 from mathscout.errors import MathScoutError
 from mathscout.index.stored import StoredFile
+from mathscout.progress import bar as progress_bar
 from mathscout.settings import DenseOptions
 from mathscout.store import DocumentStore
 from mathscout.types import Document
@@ -257,7 +257,7 @@ def build_dense(
     passage_docs: list[np.ndarray] = []
     passages = truncated = 0
     encoding_started = time.perf_counter()
-    bar = tqdm(
+    bar = progress_bar(
         total=documents_total,
         desc=f"{label} encode",
         unit=" docs",

@@ -30,7 +30,7 @@ import numpy as np
 
 from mathscout.dense.device import autocast, resolve_device
 from mathscout.dense.encoder import OnnxGraph, onnx_file, onnx_session, onnx_threads
-from mathscout.dense.model import model_input_text, offline_model_folder
+from mathscout.dense.model import libraries_quiet, model_input_text, offline_model_folder
 from mathscout.errors import IndexMissingError, MathScoutError
 from mathscout.index.integrity import verify_folder
 from mathscout.index.stored import StoredFile
@@ -192,18 +192,16 @@ def pair_features(tokenizer: Any, query: str, texts: list[str], max_length: int)
 
 def _load(model_dir: Path, max_length: int, device: str = "cpu"):
     offline_model_folder(model_dir)
-    import transformers
     from sentence_transformers.cross_encoder import CrossEncoder
 
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # "classifier newly initialized" is what training starts from
-    try:
-        model = CrossEncoder(str(model_dir), num_labels=1, max_length=max_length, device=device, local_files_only=True)
+    try:  # quiet: "classifier newly initialized" is what training starts from; no 'Loading weights' bar
+        with libraries_quiet():
+            model = CrossEncoder(
+                str(model_dir), num_labels=1, max_length=max_length, device=device, local_files_only=True
+            )
     except Exception as exc:  # a loading failure is the folder's, said in one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise MathScoutError(f"cannot load the cross-encoder in {model_dir}: {first}") from exc
-    finally:
-        transformers.logging.set_verbosity(verbosity)
     model.max_seq_length = max_length
     model.eval()
     return model

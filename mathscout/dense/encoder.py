@@ -29,7 +29,7 @@ import numpy as np
 
 from mathscout.config import home
 from mathscout.dense.device import autocast
-from mathscout.dense.model import default_model_path, load_sentence_model
+from mathscout.dense.model import default_model_path, libraries_quiet, load_sentence_model
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.dense.untrusted import check_graph
 from mathscout.errors import MathScoutError
@@ -153,16 +153,18 @@ def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
         axes[graph.output] = {0: "batch", 1: "length"} if graph.output == "hidden" else {0: "batch"}
         tmp = plain.with_suffix(f".tmp{os.getpid()}")
         try:
-            torch.onnx.export(
-                _graph_module(graph),
-                example,
-                str(tmp),
-                input_names=["input_ids", "attention_mask", "token_type_ids"],
-                output_names=[graph.output],
-                dynamic_axes=axes,
-                opset_version=17,
-                dynamo=False,
-            )
+            module = _graph_module(graph)
+            with libraries_quiet():  # the tracer's warnings about the model's Python branches: not the user's
+                torch.onnx.export(
+                    module,
+                    example,
+                    str(tmp),
+                    input_names=["input_ids", "attention_mask", "token_type_ids"],
+                    output_names=[graph.output],
+                    dynamic_axes=axes,
+                    opset_version=17,
+                    dynamo=False,
+                )
         except Exception as exc:
             tmp.unlink(missing_ok=True)
             raise MathScoutError(
@@ -174,7 +176,10 @@ def export_onnx(graph: OnnxGraph, plain: Path, int8: Path | None) -> None:
 
         tmp = int8.with_suffix(f".tmp{os.getpid()}.onnx")
         ops = list(graph.int8_ops) if graph.int8_ops is not None else None
-        quantize_dynamic(str(plain), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=ops)
+        with libraries_quiet():  # onnxruntime's pre-processing advice
+            quantize_dynamic(
+                str(plain), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=ops
+            )
         os.replace(tmp, int8)
 
 

@@ -9,10 +9,13 @@ Zhong 2023 thesis §5.3.1) while keeping it readable LaTeX for the model: `\\dfr
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,6 +75,48 @@ def offline_model_folder(folder: Path) -> Path:
     return folder
 
 
+class _QuantisationAdvice(logging.Filter):
+    """onnxruntime's quantiser advises ('Please consider to run pre-processing before quantization') through the
+    root logger: not MathScout's to show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or f"onnxruntime{os.sep}quantization" not in record.pathname
+
+
+@contextlib.contextmanager
+def libraries_quiet() -> Iterator[None]:
+    """Around a model load, an ONNX export or a quantisation: the libraries' progress bars ('Loading weights'),
+    their info, the tracer's TracerWarnings, the exporter's UserWarnings and onnxruntime's advice are not MathScout's
+    output (a library call prints nothing; the command line shows its own progress); their errors still raise."""
+    import torch
+    import transformers
+
+    verbosity = transformers.logging.get_verbosity()
+    bars = transformers.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()  # also huggingface_hub's
+    root = logging.getLogger()
+    advice = _QuantisationAdvice()
+    root.addFilter(advice)
+    # logging.warning() on a root without handlers would configure one (basicConfig) in the application's process
+    placeholder = logging.NullHandler() if not root.handlers else None
+    if placeholder is not None:
+        root.addHandler(placeholder)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"onnxruntime")
+            yield
+    finally:
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+        root.removeFilter(advice)
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.logging.enable_progress_bar()
+
+
 def load_sentence_model(path: str | Path | None = None, device: str = "cpu") -> SentenceTransformer:
     """The sentence-transformers model in `path` (default: default_model_path()) on `device`, offline, cached per path
     and device; a clear MathScoutError when the folder is missing or holds no model."""
@@ -84,7 +129,8 @@ def load_sentence_model(path: str | Path | None = None, device: str = "cpu") -> 
         from sentence_transformers import SentenceTransformer
 
         try:
-            model = SentenceTransformer(str(folder), device=device, local_files_only=True)
+            with libraries_quiet():
+                model = SentenceTransformer(str(folder), device=device, local_files_only=True)
         except Exception as exc:  # any loading failure is the folder's fault, said in one line
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise MathScoutError(f"cannot load the dense model in {folder}: {first}") from exc

@@ -16,8 +16,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tqdm import tqdm
-
 from mathscout.corpus import IngestReport, estimate_documents, read_corpus
 from mathscout.errors import DamagedIndexError, MathScoutError
 from mathscout.index.components import (
@@ -40,10 +38,16 @@ from mathscout.index.safety import (
     swap_in,
 )
 from mathscout.isolated import run_isolated
+from mathscout.notices import warning
+from mathscout.progress import bar as progress_bar
 from mathscout.store import DocumentStore
 from mathscout.usage import process_usage
 
 _log = log
+
+
+def _warn(head: str, reasons: Sequence[str]) -> None:
+    warning("\n".join([head, *(f"  - {reason}" for reason in reasons)]))
 
 
 def store_record(report: IngestReport, building: Path) -> dict:
@@ -60,7 +64,7 @@ def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
     """Read `inputs` into `store` (every corpus format `mathscout.corpus.read_corpus` knows); the ingest report."""
     report = IngestReport()
     started = time.perf_counter()
-    bar = tqdm(total=estimate_documents(inputs), desc="ingest", unit=" docs", file=sys.stderr, mininterval=1.0)
+    bar = progress_bar(total=estimate_documents(inputs), desc="ingest", unit=" docs", file=sys.stderr, mininterval=1.0)
 
     def counted(docs):
         for doc in docs:
@@ -78,20 +82,18 @@ def ingest_inputs(inputs: Sequence[Path], store: DocumentStore) -> IngestReport:
         f"ingested {added_docs:,} documents, {added_formulas:,} formulas in {seconds:.1f} s "
         f"({added_docs / max(seconds, 1e-9):,.0f} docs/s, {added_formulas / max(seconds, 1e-9):,.0f} formulas/s)"
     )
+    # what was left out or changed of the user's documents: a warning, with the first reasons
     if report.skipped:
-        _log(f"skipped {report.skipped:,} inputs; first reasons:")
-        for reason in report.reasons:
-            _log(f"  - {reason}")
+        _warn(f"skipped {report.skipped:,} inputs; first reasons:", report.reasons)
     if report.replaced:
-        _log(f"replaced invalid Unicode in {report.replaced:,} records (kept); first ones:")
-        for reason in report.replacements:
-            _log(f"  - {reason}")
+        _warn(f"replaced invalid Unicode in {report.replaced:,} records (kept); first ones:", report.replacements)
     if report.truncated:
-        _log(f"cut {report.truncated:,} over-long documents or titles to their bounds (kept); first ones:")
-        for reason in report.truncations:
-            _log(f"  - {reason}")
+        _warn(
+            f"cut {report.truncated:,} over-long documents or titles to their bounds (kept); first ones:",
+            report.truncations,
+        )
     if report.duplicates:
-        _log(f"ignored {report.duplicates:,} documents whose id was already seen")
+        _warn(f"ignored {report.duplicates:,} documents whose id was already seen", [])
     return report
 
 
@@ -157,8 +159,8 @@ def _plan(index_path: Path, requested: Sequence[str] | None, fresh: bool) -> tup
     if requested:
         names = list(requested)
         dropped = [n for n in old if n not in names]
-        if dropped:
-            _log(
+        if dropped:  # what the index had and will not have: said even without -v
+            warning(
                 f"rebuilding {index_path} with --components {','.join(names)}: dropping its "
                 f"{', '.join(dropped)} component(s) (leave out --components to keep every component)"
             )

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from mathscout.errors import MathScoutError
 from mathscout.extras import missing_module
-from mathscout.notices import notice
+from mathscout.notices import warning
 from mathscout.store import DocumentStore
 
 
@@ -80,5 +80,5 @@ def default_components() -> list[str]:
         if spec.installed():
             names.append(name)
         else:
-            notice(f"notice: the {name} component is left out: {missing_module(spec.needs)}")
+            warning(f"the {name} component is left out: {missing_module(spec.needs)}")
     return names

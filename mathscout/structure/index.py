@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
+from mathscout.progress import bar as progress_bar
 from mathscout.settings import settings
 from mathscout.structure.lexer import LEXER
 from mathscout.structure.lists import (
@@ -311,7 +311,7 @@ def build_path_index(
     Entries are flushed as a segment whenever they pass `segment_bytes` and the segments merged at the end."""
     started = time.perf_counter()
     writer = PathIndexWriter(n_formulas, Path(target), segment_bytes, progress)
-    for fid, doc, latex in tqdm(
+    for fid, doc, latex in progress_bar(
         formulas,
         total=n_formulas,
         desc="path index",

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from mathscout.errors import MathScoutError
 from mathscout.isolated import die_with_parent
+from mathscout.progress import bar as progress_bar
 from mathscout.settings import settings
 from mathscout.structure.index import BuildReport, PathIndexWriter, default_segment_bytes, write_index_tables
 from mathscout.structure.segments import Segment, merge_segments, remove_segments, renumber_segment
@@ -148,7 +148,7 @@ def _run_workers(
                 args=(number, str(store_path), first, end, str(folder), segment_bytes, counters[number], results),
             )
         )
-    bar = tqdm(
+    bar = progress_bar(
         total=n_formulas,
         desc=f"path index ({workers} workers)",
         unit=" formulas",
@@ -212,7 +212,7 @@ def _global_segments(
     """Every worker's segments in global ids, in formula order (worker 0's need no renumbering)."""
     segments: list[Segment] = []
     later = [(r, maps[i]) for i, r in enumerate(results) if i > 0]
-    bar = tqdm(
+    bar = progress_bar(
         total=sum(len(r.segments) for r, _ in later),
         desc="path index renumber (segments)",
         unit=" segments",

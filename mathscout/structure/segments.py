@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from tqdm import tqdm
 
+from mathscout.progress import bar as progress_bar
 from mathscout.structure.postings import encode_varbyte, get_varbyte, put_varbyte
 
 ROW = np.dtype(
@@ -127,7 +127,7 @@ def merge_segments(
     out_bytes = np.zeros(n_lists, dtype=np.int64)
     out_entries = np.zeros(n_lists, dtype=np.int64)
     total = sum(s.postings.stat().st_size for s in segments)
-    bar = tqdm(
+    bar = progress_bar(
         total=total,
         desc=f"path index merge ({len(segments)} segments)",
         unit="B",

@@ -19,9 +19,9 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from mathscout.errors import DamagedIndexError, MathScoutError
+from mathscout.progress import bar as progress_bar
 from mathscout.settings import settings
 from mathscout.structure.lists import load_json_gz, load_npz_member, save_json_gz
 
@@ -153,7 +153,7 @@ def build_text_lists(store, folder: Path, segment_postings: int | None = None, v
     the merge of the segments, each with its ETA."""
     from mathscout.latex.tokens import document_terms
 
-    documents = tqdm(
+    documents = progress_bar(
         store.iter_documents(), total=store.count(), desc="text lists", unit=" docs", file=sys.stderr, mininterval=2.0
     )  # closes itself when the documents run out, before the merge's bar
     return TextLists.build((document_terms(doc, vocabulary) for doc in documents), segment_postings, Path(folder))
@@ -258,7 +258,7 @@ def _write_merged(
         t = end
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int32)), "fortran_order": False, "shape": (total,)}
     spool = path.parent / ".text-tf-merge"
-    bar = tqdm(
+    bar = progress_bar(
         total=2 * total,
         desc=f"text lists merge ({len(segments)} segments)",
         unit=" values",

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.index.layout import IndexDir
-from mathscout.notices import notice
+from mathscout.notices import warning
 from mathscout.retrievers.base import BaseRetriever, RankResult, prepare_query
 from mathscout.retrievers.shards.cluster import MAX_RESTARTS, MAX_TASK_RETRIES, connect, ray_module, worker_env
 from mathscout.retrievers.shards.layout import ShardSet
@@ -104,9 +104,7 @@ class ShardPool:
             try:  # once more, on the actor Ray restarted or on a new one
                 answers.append(self._retry(shard, lambda actor: actor.rank.remote(mode, queries, k, options, vectors)))
             except _unreachable() as again:
-                notice(
-                    f"notice: {self.describe(shard)} is unreachable ({_first_line(again or reason)}): partial results"
-                )
+                warning(f"{self.describe(shard)} is unreachable ({_first_line(again or reason)}): partial results")
                 answers.append(None)
                 missing.append(shard)
         return answers, missing
@@ -209,7 +207,7 @@ class ShardedRetriever(BaseRetriever):
             for query, (hits, _) in zip(chunk, found):
                 runs[query.id] = ShardedHits(hits, gone)
         if missing:
-            notice(f"notice: partial run: {', '.join(sorted(missing))} did not answer some queries")
+            warning(f"partial run: {', '.join(sorted(missing))} did not answer some queries")
         return runs
 
     def _rank(
@@ -228,7 +226,7 @@ class ShardedRetriever(BaseRetriever):
             if len(errors) == len(per_shard):  # the query itself is unusable (every shard says so)
                 if not per_query_errors:
                     raise QueryError(errors[0])
-                notice(f"notice: topic {query.id}: {errors[0]}")
+                warning(f"topic {query.id}: {errors[0]}")
                 out.append(([], {}))
                 continue
             answered = [s for s in per_shard if not s.error]

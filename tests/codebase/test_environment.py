@@ -20,6 +20,8 @@ SETTINGS = PACKAGE / "settings.py"
 HANDED_DOWN = {
     "mathscout.notices": "--quiet and the notices' stream, set for the libraries (tqdm, transformers) and the "
     "processes a command starts (settings.md: set by MathScout for the processes it starts)",
+    "mathscout.logs": "MATHSCOUT_LOG and MATHSCOUT_COMMAND_LINE, the command line's level and mark, set for the "
+    "processes it starts (settings.md: set by MathScout for the processes it starts)",
     "mathscout.java": "JAVA_HOME, set to the Java chosen for pyjnius, which starts the JVM from it",
     "mathscout.dense.model": "HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE defaulted for huggingface: no downloads",
     "mathscout.rewrite.pool": "the SymPy workers' environment: this process's, unbuffered",

@@ -179,8 +179,9 @@ def test_an_old_pickled_types_component_never_runs_and_names_its_rebuild(typed_i
     assert not marker(index).exists(), "the pickle in vectors.kv ran"
     assert outcome.returncode == 0 and "Traceback" not in outcome.stderr, outcome.stderr[-2000:]
     assert "abelian" in outcome.stdout
-    said = [line for line in outcome.stderr.splitlines() if "vectors.kv" in line]
-    assert len(said) == 1, outcome.stderr[-2000:]
+    # a note of the result (stdout), said once
+    said = [line for line in (outcome.stdout + outcome.stderr).splitlines() if "vectors.kv" in line]
+    assert len(said) == 1, outcome.stdout[-2000:] + outcome.stderr[-2000:]
     assert "old format" in said[0] and f"mathscout index --index {index} --components types" in said[0], said
 
 

@@ -520,7 +520,7 @@ def test_kill_9_mid_swap_in_a_mount_point_leaves_the_old_index_or_none_and_the_n
         (folder / ".mathscout-lock").unlink()  # the killed build's lock file (its lock died with it)
         assert snapshot(folder) == before, n  # the old index, byte for byte
     rebuilt = in_mount_namespace(
-        f"mount --bind '{last}' '{last}'; {' '.join(MATHSCOUT)} index --input '{tiny_corpus}' "
+        f"mount --bind '{last}' '{last}'; {' '.join(MATHSCOUT)} -v index --input '{tiny_corpus}' "
         f"--index '{last}' --components structure",
         tmp_path,
     )

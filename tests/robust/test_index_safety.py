@@ -71,7 +71,7 @@ def test_rebuild_keeps_components_and_tuned_files_unless_asked(tiny_index, tiny_
         "".join(tiny_corpus.read_text(encoding="utf-8").splitlines(keepends=True)[:100]), encoding="utf-8"
     )
 
-    result = run_cli(["index", "--input", str(smaller), "--index", str(index)], tmp_path)
+    result = run_cli(["-v", "index", "--input", str(smaller), "--index", str(index)], tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "keeping its components bm25, structure" in result.stderr and "keeping tuned files" in result.stderr
     rebuilt = IndexDir(index)
@@ -177,7 +177,7 @@ def test_kill_9_during_a_rebuild_keeps_the_old_index_and_the_next_build_cleans_u
         h.doc_id for h in before
     ]
 
-    result = run_cli(["index", "--input", str(tiny_corpus), "--index", str(index)], tmp_path)
+    result = run_cli(["-v", "index", "--input", str(tiny_corpus), "--index", str(index)], tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "removed leftovers of interrupted builds" in result.stderr
     assert not list(tmp_path.glob(".idx.*"))

@@ -96,5 +96,7 @@ def test_a_library_call_writes_nothing_and_the_command_line_shows_the_notices(tm
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     shown = run_cli(["search", "--mode", "structure-rewrite", "--k", "2", "\\frac{t+1}{t}"], tmp_path)
-    assert "note: read as math (typed without $…$): `\\frac{t+1}{t}`" in shown.stderr
-    assert "note: rewrite: also searched $1 + \\frac{1}{t}$ (expand)" in shown.stderr
+    # the result's notes come with its hits (stdout); nothing on stderr
+    assert "note: read as math (typed without $…$): `\\frac{t+1}{t}`" in shown.stdout
+    assert "note: rewrite: also searched $1 + \\frac{1}{t}$ (expand)" in shown.stdout
+    assert shown.returncode == 0 and shown.stderr == ""

@@ -198,7 +198,13 @@ def _last_rendering(stderr: str, desc: str) -> str:
     return shown[-1]
 
 
-def test_the_structure_build_shows_every_stage_with_its_eta(formulas, shared_data, tmp_path, capsys):
+@pytest.fixture
+def bars_shown(monkeypatch):
+    """Progress bars as a command on a terminal shows them (a library call into a pipe shows none)."""
+    monkeypatch.setattr("mathscout.progress.shown", lambda: True)
+
+
+def test_the_structure_build_shows_every_stage_with_its_eta(formulas, shared_data, tmp_path, capsys, bars_shown):
     build_path_index(formulas, len(formulas), tmp_path / "paths", segment_bytes=64 * 1024)
     store = DocumentStore.create(tmp_path / "store.sqlite")
     store.add(make_document(r["id"], r["text"]) for r in first_records(shared_data, N_DOCS))
@@ -220,7 +226,7 @@ def subset_store(shared_data, tmp_path_factory) -> DocumentStore:
 
 
 @pytest.mark.parametrize("workers", [2, 3])
-def test_a_build_by_worker_processes_writes_the_one_process_files(subset_store, tmp_path, capsys, workers):
+def test_a_build_by_worker_processes_writes_the_one_process_files(subset_store, tmp_path, capsys, workers, bars_shown):
     from mathscout.structure.parallel import build_path_index_parallel
 
     n = subset_store.formula_count()
