@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
+import logging
 import threading
 import time
 from pathlib import Path
@@ -42,6 +42,8 @@ from mathscout.retrievers.colbert_model import ColbertTraining, DocumentMap, bui
 from mathscout.retrievers.dense import load_faiss, open_encoder
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
+
+log = logging.getLogger(__name__)
 
 NPROBE, TOKEN_DEPTH, CANDIDATES, MAX_QUERY_TOKENS = 16, 64, 1000, 128
 META = "meta.json"
@@ -92,12 +94,11 @@ class ColbertComponent:
         stored = (folder / "vectors.npy").stat().st_size + (folder / "offsets.npy").stat().st_size
         ivf = (target / "ivfpq.faiss").stat().st_size
         documents = max(store.count(), 1)
-        print(
+        log.info(
             f"colbert: {total:,} token vectors ({total / documents:.0f} per document), IVF{meta['lists']},"
             f"PQ{meta['pq_bytes']} trained on {meta['train_sample']:,} in {meta['train_seconds']:.1f} s; "
             f"{(stored + ivf) / documents / 1024:.1f} KiB per document (float16 vectors "
-            f"{stored / documents / 1024:.1f} + codes {ivf / documents / 1024:.1f})",
-            file=sys.stderr,
+            f"{stored / documents / 1024:.1f} + codes {ivf / documents / 1024:.1f})"
         )
         return meta | {"bytes_per_doc": round((stored + ivf) / documents), "bytes": ivf}
 

@@ -18,6 +18,7 @@ S = (1 − α)·I + α·S_sem:
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ from mathscout.retrievers.bm25 import DEFAULT_B, DEFAULT_K1, EXPLAINED_HITS, que
 from mathscout.store import DocumentStore
 from mathscout.types import Hit, Query
 from mathscout.types_expansion.embeddings import train_word2vec
+
+log = logging.getLogger(__name__)
 
 TERMS, DOCUMENTS, SIMILARITY, NORMS = "terms.json", "documents.npz", "similarity.npz", "norms.npz"
 MIN_DOCUMENTS, MAX_TERMS = 2, 100_000  # "removing all tokens that occurred less than twice … 100,000 most frequent"
@@ -176,10 +179,9 @@ class SoftCosineComponent:
         sparse.save_npz(target / SIMILARITY, similarity)
         np.savez(target / NORMS, squared=squared, soft=soft)
         seconds = time.perf_counter() - started
-        print(
+        log.info(
             f"scm: {documents.shape[0]:,} documents, {len(dictionary):,} terms, {similarity.nnz:,} term "
-            f"similarities; word2vec {train_seconds:.0f} s, matrix {matrix_seconds:.0f} s, {seconds:.0f} s in all",
-            file=sys.stderr,
+            f"similarities; word2vec {train_seconds:.0f} s, matrix {matrix_seconds:.0f} s, {seconds:.0f} s in all"
         )
         return {
             "docs": documents.shape[0],

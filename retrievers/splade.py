@@ -10,6 +10,7 @@ same way and searched with pyserini's LuceneImpactSearcher (score = Σ query wei
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,8 @@ from mathscout.retrievers.base import BaseRetriever, RankResult
 from mathscout.settings import settings
 from mathscout.store import DocumentStore
 from mathscout.types import Document, Hit, Query
+
+log = logging.getLogger(__name__)
 
 MODEL_ENV = "MATHSCOUT_SPLADE_MODEL"  # named in error messages (mathscout.settings)
 MAX_DOC_TOKENS = 512
@@ -146,10 +149,9 @@ class SpladeComponent:
         finally:
             indexer.close()
         seconds = time.perf_counter() - started
-        print(
+        log.info(
             f"splade: {docs:,} documents in {seconds:.1f} s ({docs / max(seconds, 1e-9):.1f} docs/s), "
-            f"{postings / max(docs, 1):.0f} terms per document",
-            file=sys.stderr,
+            f"{postings / max(docs, 1):.0f} terms per document"
         )
         return {
             "docs": docs,

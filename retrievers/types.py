@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -32,6 +33,8 @@ from mathscout.types_expansion.detect import TypeDetector, read_terms
 from mathscout.types_expansion.dictionary import SHARED_PLANETMATH
 from mathscout.types_expansion.embeddings import EPOCHS, MIN_COUNT, VECTOR_SIZE, WINDOW, WORKERS, train_type_embeddings
 from mathscout.types_expansion.expand import NEIGHBOURS, TYPE_BOOST, ExpandedQuery, expand_query, load_type_model
+
+log = logging.getLogger(__name__)
 
 TYPE_INDEX = "lucene"
 FIELD = "contents"
@@ -110,11 +113,10 @@ class TypesComponent:
             indexer.close()
         model.save(target)
         words_per_second = stats.tokens / max(stats.seconds, 1e-9)
-        print(
+        log.info(
             f"types: {stats.documents:,} texts, {stats.tokens:,} tokens, {stats.type_mentions:,} type mentions; "
             f"detection {stats.seconds:.1f} s ({words_per_second:,.0f} tokens/s); word2vec {train_seconds:.1f} s; "
-            f"{len(model.types):,} of {len(detector):,} types have vectors",
-            file=sys.stderr,
+            f"{len(model.types):,} of {len(detector):,} types have vectors"
         )
         return {
             "documents": len(doc_ids),

@@ -77,24 +77,20 @@ def test_the_log_level_is_asked_for_with_v_or_mathscout_log(tiny_index, tmp_path
     verbose = run_cli(["-v", *query], home)
     assert verbose.returncode == 0 and "rewrite: also searched" in verbose.stderr
     assert verbose.stdout == quiet.stdout
-    logged = subprocess.run(
-        [sys.executable, "-m", "mathscout.cli", *query],
-        capture_output=True,
-        text=True,
-        env={**env(home), "MATHSCOUT_LOG": "info"},
-        cwd=REPO,
-        timeout=300,
-    )
+
+    def with_log(level: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "mathscout.cli", *query],
+            capture_output=True,
+            text=True,
+            env={**env(home), "MATHSCOUT_LOG": level},
+            cwd=REPO,
+            timeout=300,
+        )
+
+    logged = with_log("info")
     assert logged.returncode == 0 and "rewrite: also searched" in logged.stderr
-    wrong = subprocess.run(
-        [sys.executable, "-m", "mathscout.cli", *query],
-        capture_output=True,
-        text=True,
-        env={**env(home), "MATHSCOUT_LOG": "loud"},
-        cwd=REPO,
-        timeout=300,
-    )
-    assert "MATHSCOUT_LOG is 'loud'" in one_line_error(wrong)
+    assert "MATHSCOUT_LOG is 'loud'" in one_line_error(with_log("loud"))
 
 
 @pytest.mark.slow
