@@ -350,6 +350,7 @@ AUTO_RERANK_MEANING = (
     "cross-encoder when it has one, else local embeddings"
 )
 NO_RERANK = ("", "none", "off", "no", "false")
+LLM_ENDPOINT = "an LLM endpoint (OPENAI_API_KEY or OPENAI_BASE_URL, or [llm] in the config file)"
 RERANKERS: tuple[RerankerEntry, ...] = (
     RerankerEntry(
         "embedding",
@@ -363,7 +364,7 @@ RERANKERS: tuple[RerankerEntry, ...] = (
         "openai-embedding",
         R + "rerank:open_openai_embedding",
         "cosine of embeddings from an OpenAI-compatible /v1/embeddings endpoint",
-        needs="an LLM endpoint (OPENAI_API_KEY or OPENAI_BASE_URL)",
+        needs=LLM_ENDPOINT,
         score="embedding cosine of query and passage (the endpoint's model)",
         aliases=("openai",),
         label="openai-embedding — the endpoint's embeddings",
@@ -373,7 +374,7 @@ RERANKERS: tuple[RerankerEntry, ...] = (
         "llm",
         R + "rerank:open_llm",
         "a chat model sorts the passages (listwise, Zhong 2023 thesis ch. 6 prompt)",
-        needs="an LLM endpoint (OPENAI_API_KEY or OPENAI_BASE_URL)",
+        needs=LLM_ENDPOINT,
         score="position in the model's order (higher is better)",
         aliases=("llm-listwise",),
         label="llm — the LLM sorts the passages",

@@ -106,7 +106,7 @@ class SearchResult(list[Hit]):
 ModeOpener = Callable[[Any, str], Retriever]
 
 
-def resolve_rerank(kind: str | None, toolbox, llm: bool) -> str | None:
+def resolve_rerank(kind: str, toolbox, llm: bool) -> str:
     """The reranker a search runs for `kind`: `auto` is the one rule of `mathscout.retrievers.rerank.auto_reranker`
     (the LLM's listwise reranker when `llm`: an LLM is configured and this caller may use it, else the index's
     trained cross-encoder when it has one, else local embeddings); any other kind is itself."""
@@ -134,7 +134,7 @@ def run_search(
         raise QueryError(
             f"unknown search mode '{mode}' for this index (modes: {', '.join(search_modes(toolbox, open_mode))})"
         )
-    kind = resolve_rerank(request.rerank, toolbox, llm)
+    kind = resolve_rerank(request.rerank, toolbox, llm) if request.rerank else None
     first = open_mode(toolbox, mode) if open_mode else toolbox.retriever(mode)
     notices = list(query.notices) + toolbox.open_notices(mode)
     with collecting() as said:

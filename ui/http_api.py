@@ -82,11 +82,12 @@ class AskBody(BaseModel):
     def _checked(cls, value: Any, info: ValidationInfo) -> Any:
         """Checked once, here, as the Python API checks it (`mathscout.tools.searching.check_options`), before
         pydantic would read JSON's true as 1; the reranker as its name (`true` is auto, `none` is null)."""
+        name = str(info.field_name)
         try:
-            checked = check_options(**{info.field_name: value})
+            checked = check_options(**{name: value})
         except MathScoutError as exc:
             raise ValueError(str(exc)) from None
-        return dict(zip(("k", "rerank", "rerank_depth"), checked))[info.field_name]
+        return dict(zip(("k", "rerank", "rerank_depth"), checked))[name]
 
     @field_validator("*")
     @classmethod
