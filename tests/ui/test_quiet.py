@@ -47,6 +47,7 @@ def test_index_is_silent_and_verbose_shows_its_log(tiny_corpus, tmp_path):
     assert "\r" not in loud.stderr  # into a pipe: no progress bar, even with -v
 
 
+@pytest.mark.slow  # five real commands, ~40 s
 def test_search_ask_and_run_are_silent(tiny_index, topics, tmp_path):
     """The result's notes come with the result on stdout (and in --json); the run has no line per topic."""
     home = tmp_path / "home"
@@ -68,6 +69,7 @@ def test_search_ask_and_run_are_silent(tiny_index, topics, tmp_path):
     assert "3 topics" in ran.stdout and "structure: 1 queries" not in ran.stdout
 
 
+@pytest.mark.slow  # four real commands, ~30 s
 def test_the_log_level_is_asked_for_with_v_or_mathscout_log(tiny_index, tmp_path):
     """-v and MATHSCOUT_LOG=info show the logs on stderr (stdout unchanged); a wrong level is one line."""
     home = tmp_path / "home"
@@ -111,7 +113,6 @@ def test_serve_in_the_background_is_silent(tiny_index, tmp_path):
     silent(stopped)
 
 
-@pytest.mark.slow
 def test_the_python_api_prints_nothing(tiny_index, tmp_path):
     """`MathScout(index).search` and `.ask` in a fresh process: nothing on stdout or stderr."""
     script = (
