@@ -81,7 +81,7 @@ def test_rebuild_keeps_components_and_tuned_files_unless_asked(tiny_index, tiny_
     assert open_retriever(rebuilt, "structure").search("$a^2+b^2=c^2$", k=3)
 
     result = run_cli(
-        ["index", "--input", str(smaller), "--index", str(index), "--components", "bm25", "--fresh"], tmp_path
+        ["-v", "index", "--input", str(smaller), "--index", str(index), "--components", "bm25", "--fresh"], tmp_path
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "dropping its structure component" in result.stderr and "--fresh" in result.stderr
