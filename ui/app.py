@@ -20,7 +20,6 @@ import gradio as gr
 from mathscout.config import DEMO_CORPUS
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError, QueryError
-from mathscout.index.layout import IndexDir
 from mathscout.options import AUTO, MODE
 from mathscout.retrievers.registry import rerank_choices, rerank_kind
 from mathscout.ui import services
@@ -127,31 +126,24 @@ def mode_choices(modes: Sequence[str]) -> list[tuple[str, str]]:
     return [(mode_label(m), m) for m in ordered]
 
 
-def missing_modes_note(index: IndexDir, modes: Sequence[str]) -> str:
-    """Which modes the index does not offer and why, e.g. 'not on this index: dense, types (missing components:
-    dense, types …)'; `auto` runs on every index."""
-    components = set(index.components)
-    missing_modes, missing_components, other = [], [], []
-    for name, spec in _menu().items():
-        if name in modes or name == AUTO:
-            continue
-        label = (spec.label or name).split(" — ")[0]
-        needs = [c for c in spec.requires if c not in components]
-        if needs:
-            missing_modes.append(label)
-            missing_components += [c for c in needs if c not in missing_components]
-        elif name == "ranked":
-            other.append(f"{label} (no trained ranker: mathscout train ranker --index DIR)")
-        else:
-            other.append(f"{label} (nothing to fuse on this index)")
-    parts = []
-    if missing_modes:
-        parts.append(
-            f"{', '.join(missing_modes)} (the index lacks the {', '.join(missing_components)} "
-            f"component{'s' * (len(missing_components) > 1)}: mathscout index --index DIR --components NAME)"
-        )
-    parts += other
-    return "not on this index: " + "; ".join(parts) if parts else "every search mode works on this index"
+def page_modes(assistant) -> list[str]:
+    """The search modes the page offers for an assistant's index: `auto`, then those its menu offers
+    (`mathscout.agent.planned.menu_modes`, the one list; hybrid only where it fuses what it was made for)."""
+    from mathscout.agent.planned import menu_modes
+
+    return menu_modes(assistant.toolbox)
+
+
+def mode_help(modes: Sequence[str]) -> str:
+    """The help under the mode menu, built from the modes the index has (`page_modes`): auto first, the others by their
+    short names; what the index lacks is not listed, only where more modes come from."""
+    others = [label.split(" — ")[0] for label, mode in mode_choices(modes) if mode != AUTO]
+    text = "auto: the agent plans the search (start here)"
+    if others:
+        text += f"; or pick one: {', '.join(others)}"
+    if any(m not in modes for m in _menu()):
+        text += ". More modes come with more index components or training (docs/usage.md, Your own data)"
+    return text + "."
 
 
 def formula_preview(latex: str | None) -> str:
@@ -260,7 +252,7 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
 
     def change_index(index_key):
         try:
-            modes = pool.assistant(index_key).modes()
+            modes = page_modes(pool.assistant(index_key))
         except Exception as exc:  # an index that cannot be opened: say so, keep the page as it is
             log.exception("cannot open index %r", index_key)
             reason = str(exc) if isinstance(exc, MathScoutError) else f"{type(exc).__name__}: {exc}"
@@ -269,7 +261,7 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
         return gr.update(
             choices=mode_choices(modes),
             value=MODE.default if MODE.default in modes else modes[0],
-            info=missing_modes_note(pool.index(index_key), modes),
+            info=mode_help(modes),
         )
 
     with gr.Blocks(title="MathScout") as app:
@@ -293,7 +285,7 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
                     feedback_options=None,
                     buttons=["copy"],
                     placeholder="<b>Ask a math question.</b><br>Answers appear here with rendered formulas and "
-                    "citations; the documents behind them appear on the right.",
+                    "citations; the documents behind them are listed under Search results.",
                 )
                 with gr.Row(equal_height=True):
                     question = gr.Textbox(
@@ -341,10 +333,10 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
                         info=None if len(choices) > 1 else "one index available (start with --index DIR for more)",
                     )
                     mode = gr.Dropdown(
-                        mode_choices(default.modes()),
+                        mode_choices(page_modes(default)),
                         value=MODE.default,
                         label="Search mode",
-                        info=missing_modes_note(pool.index(None), default.modes()),
+                        info=mode_help(page_modes(default)),
                         elem_id="ms-mode",
                     )
                     with gr.Row():
