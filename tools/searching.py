@@ -132,7 +132,8 @@ def run_search(
     mode = request.mode
     if not (open_mode is not None and mode == AUTO) and not toolbox.mode_usable(mode):
         raise QueryError(
-            f"unknown search mode '{mode}' for this index (modes: {', '.join(search_modes(toolbox, open_mode))})"
+            toolbox.mode_problem(mode)
+            or f"unknown search mode '{mode}' for this index (modes: {', '.join(search_modes(toolbox, open_mode))})"
         )
     kind = resolve_rerank(request.rerank, toolbox, llm) if request.rerank else None
     first = open_mode(toolbox, mode) if open_mode else toolbox.retriever(mode)

@@ -122,6 +122,20 @@ class ToolBox:
                 return False
         return True
 
+    def mode_problem(self, mode: str) -> str | None:
+        """Why a mode of the registry that `mode_usable` refuses cannot run on this index, from its own files (a
+        damaged `fusion.json` or `ranker.json`); None when nothing more specific than "not on this index" is known."""
+        if mode == "ranked":
+            return self.ranker_problem()
+        if mode == "hybrid":
+            from mathscout.retrievers.fusion import FusionConfig
+
+            try:
+                FusionConfig.read(self.index)
+            except MathScoutError as exc:
+                return str(exc)
+        return None
+
     def ranker_problem(self) -> str | None:
         """Why the index's learned ranker (`ranker.json`) cannot be used, e.g. one trained on another feature list;
         None when it can be used or when the index has none."""
