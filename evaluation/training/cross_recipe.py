@@ -96,9 +96,9 @@ def freeze_layers(model: Any, count: int) -> int:
 
 def group_loss(model: Any, kind: str, in_batch: int):
     """The loss over each question's group (positive, negative_1 … negative_N) and `in_batch` other questions'
-    positives: `listwise`, the softmax cross-entropy of the positive's logit against the group's (Zhong 2023 thesis
-    §5.2.2 Eq. 5.18 with the cross-encoder's raw logit as S(q, p)); `pointwise`, binary cross-entropy of every pair
-    (positive 1, negatives 0) over the same pairs, for the ablation."""
+    positives: `listwise`, the softmax cross-entropy of the positive's logit against the group's
+    (Zhong 2023 thesis §5.2.2 Eq. 5.18 with the cross-encoder's raw logit as S(q, p)); `pointwise`, binary
+    cross-entropy of every pair (positive 1, negatives 0) over the same pairs, for the ablation."""
     import torch
 
     if kind not in LOSSES:

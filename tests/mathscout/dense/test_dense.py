@@ -104,6 +104,7 @@ def test_hnsw_is_built_in_blocks_under_a_progress_bar(dense_index, monkeypatch, 
     flat = faiss.read_index(str(dense_index / "dense" / "flat.faiss"))
     vectors = flat.reconstruct_n(0, flat.ntotal)
     monkeypatch.setattr(ann, "HNSW_BLOCK_ROWS", 40)
+    monkeypatch.setattr("mathscout.progress.shown", lambda: True)  # as in a command on a terminal
     hnsw = ann.build_hnsw(vectors, 32, 40, label="test")
     final = [p for p in capsys.readouterr().err.replace("\r", "\n").splitlines() if p.startswith("test HNSW (M = 32)")][
         -1
