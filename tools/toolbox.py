@@ -124,7 +124,14 @@ class ToolBox:
 
     def mode_problem(self, mode: str) -> str | None:
         """Why a mode of the registry that `mode_usable` refuses cannot run on this index, from its own files (a
-        damaged `fusion.json` or `ranker.json`); None when nothing more specific than "not on this index" is known."""
+        damaged `fusion.json` or `ranker.json`, a missing component and the command that adds it); None when nothing
+        more specific than "not on this index" is known."""
+        spec = available_modes().get(mode)
+        for name in spec.requires if spec else ():
+            try:
+                self.index.component_path(name)
+            except MathScoutError as exc:
+                return str(exc)
         if mode == "ranked":
             return self.ranker_problem()
         if mode == "hybrid":

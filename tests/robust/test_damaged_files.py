@@ -220,8 +220,8 @@ def test_a_rebuild_replaces_an_index_whose_manifest_is_damaged(tiny_index, tiny_
     (index / "fusion.json").write_text('{"weights": {"bm25": 1}}', encoding="utf-8")
     (index / "manifest.json").write_text("null", encoding="utf-8")
     outcome = run_measured(
-        ["index", "--input", str(tiny_corpus), "--index", str(index), "--components", "bm25"], tmp_path
-    )
+        ["-v", "index", "--input", str(tiny_corpus), "--index", str(index), "--components", "bm25"], tmp_path
+    )  # -v: the build's account of what it replaced is an info log
     assert outcome.returncode == 0, outcome.stderr[-2000:]
     assert "manifest" in outcome.stderr and "damaged" in outcome.stderr, outcome.stderr
     assert sorted(p.name for p in index.iterdir()) == ["bm25", "fusion.json", "manifest.json", "store.sqlite"]
@@ -442,7 +442,7 @@ def test_an_index_folder_that_is_a_mount_point_builds_rebuilds_and_searches(tiny
     find = f"{cli} search --index '{mount}' --mode bm25 --json triangle"
     result = in_mount_namespace(
         f"mount -t tmpfs tmpfs '{mount}'; mkdir '{mount}/lost+found'; {build} --components bm25,structure; "
-        f"{find} > '{out}/first.json'; {build} 2> '{out}/rebuild.log'; {find} > '{out}/second.json'; "
+        f"{find} > '{out}/first.json'; {cli} -v index --input '{tiny_corpus}' --index '{mount}' 2> '{out}/rebuild.log'; {find} > '{out}/second.json'; "
         f"ls -A '{mount}' > '{out}/listing'",
         tmp_path,
     )

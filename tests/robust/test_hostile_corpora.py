@@ -155,8 +155,9 @@ def test_hostile_corpus(name, tmp_path):
     given = case.write(inputs)
     before = snapshot(inputs)
     outcome = run_measured(
-        ["index", "--input", str(given), "--index", str(tmp_path / "idx"), "--components", "bm25,structure"], tmp_path
-    )
+        ["-v", "index", "--input", str(given), "--index", str(tmp_path / "idx"), "--components", "bm25,structure"],
+        tmp_path,
+    )  # -v: the build's report (documents ingested, lines skipped) is logged; skipped input is also a warning
     assert_no_crash(outcome)
     assert outcome.returncode == 0, outcome.stderr[-3000:]
     for line in case.reports:
