@@ -17,6 +17,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from mathscout.clients import address_of
 from mathscout.config import DEMO_CORPUS
 from mathscout.corpus.math_spans import find_math
 from mathscout.errors import MathScoutError, QueryError
@@ -215,8 +216,7 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
         answers when it is switched on and this client may use it now (else a note says why)."""
         notice = None
         if use_llm and llm_usable and (message or "").strip():
-            client = request.client.host if request and request.client else ""
-            use_llm, notice = allowance.question(client, default, True, None)
+            use_llm, notice = allowance.question(address_of(request), default, True, None)
         first = True
         for out in run_turn(
             pool,
@@ -235,11 +235,10 @@ def build_app(pool: AssistantPool, allowance: LlmAllowance | None = None) -> gr.
 
     def search(message, index_key, mode, k, rerank, state, history, request: gr.Request):
         """One search (the "Search" button); the chat so far comes from the session's server-side state."""
-        client = request.client.host if request and request.client else ""
         out = page_search(
             pool,
             allowance,
-            client,
+            address_of(request),
             message,
             history[-MAX_CHAT_MESSAGES:],
             state,

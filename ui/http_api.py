@@ -34,6 +34,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 
 from mathscout import __version__, options
+from mathscout.clients import address_of
 from mathscout.errors import MathScoutError
 from mathscout.limits import MAX_REQUEST_BYTES
 from mathscout.retrievers.registry import rerank_help
@@ -207,10 +208,6 @@ def _login_check(guard: LoginGuard | None):
     return check
 
 
-def _client(request: Request) -> str:
-    return request.client.host if request.client else ""
-
-
 def create_api(pool: AssistantPool, guard: LoginGuard | None = None, llm: LlmAllowance | None = None) -> FastAPI:
     """The API over the pool's indexes (the page's own assistants, so both share opened retrievers); `llm` says who
     may have the LLM answer (default: the settings' policy)."""
@@ -274,7 +271,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None, llm: LlmAll
         def run() -> dict[str, Any]:
             checked = SearchRequest.parse(q, mode, k, rerank, rerank_depth)  # checked once, here
             assistant = pool.assistant(index)
-            llm, notice = allowance.search(_client(request), assistant, checked.rerank)
+            llm, notice = allowance.search(address_of(request), assistant, checked.rerank)
             return _told(assistant.run_search(checked, llm=llm).to_dict(), notice, public)
 
         return _call(run, public)
@@ -290,7 +287,7 @@ def create_api(pool: AssistantPool, guard: LoginGuard | None = None, llm: LlmAll
             if not body.question.strip():
                 raise MathScoutError("the question is empty: ask in words and/or LaTeX like $x^2+1$")
             assistant = pool.assistant(body.index)  # the options were checked once, by AskBody's validators
-            use_llm, notice = allowance.question(_client(request), assistant, body.use_llm, body.rerank)
+            use_llm, notice = allowance.question(address_of(request), assistant, body.use_llm, body.rerank)
             answer = assistant.ask(
                 body.question,
                 mode=body.mode,

@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,18 @@ def assert_clean_refusal(outcome: Outcome) -> str:
     """Exit 2, no traceback, exactly one 'mathscout[ command]: error: …' line on stderr, nothing on stdout."""
     line = one_line_error(subprocess.CompletedProcess([], outcome.returncode, outcome.stdout, outcome.stderr))
     assert outcome.stdout.strip() == "", outcome.stdout[-1000:]
+    return line
+
+
+def refused_unchanged(index: Path, command: Sequence[str], home: Path, ran: Callable[[], bool] = lambda: False) -> str:
+    """Run `command` (its `{index}` filled in) against a damaged or crafted `index`: no payload ran (`ran()`), one
+    clean error line, nothing changed on disk, memory under the bound. The error line."""
+    before = snapshot(index)
+    outcome = run_measured([arg.format(index=index) for arg in command], home)
+    assert not ran(), "a payload in the index ran"
+    line = assert_clean_refusal(outcome)
+    assert snapshot(index) == before
+    assert outcome.peak_mib < MEMORY_BOUND_MIB
     return line
 
 
