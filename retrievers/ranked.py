@@ -124,6 +124,11 @@ def save_model(booster, config: RankerConfig, folder: Path) -> Path:
     return config.write(folder)
 
 
+def no_ranker_message(folder: Path) -> str:
+    """What to say when `folder` has no learned ranker: the file that is missing and the command that trains one."""
+    return f"{folder} has no learned ranker ({CONFIG_FILE}): train one with 'mathscout train ranker --index {folder}'"
+
+
 class Ranker:
     """A trained model with its configuration: candidates → scores."""
 
@@ -136,10 +141,7 @@ class Ranker:
     def load(cls, folder: Path) -> Ranker:
         config = RankerConfig.read(folder)
         if config is None:
-            raise IndexMissingError(
-                f"{folder} has no learned ranker ({CONFIG_FILE}): train one with "
-                f"'mathscout train ranker --index {folder}'"
-            )
+            raise IndexMissingError(no_ranker_message(folder))
         path = folder / config.model.get("file", MODEL_FILE)
         rebuild = f"retrain with 'mathscout train ranker --index {folder}'"
         try:

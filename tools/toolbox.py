@@ -133,7 +133,9 @@ class ToolBox:
             except MathScoutError as exc:
                 return str(exc)
         if mode == "ranked":
-            return self.ranker_problem()
+            from mathscout.retrievers.ranked import has_ranker, no_ranker_message
+
+            return self.ranker_problem() or (None if has_ranker(self.index) else no_ranker_message(self.index.path))
         if mode == "hybrid":
             from mathscout.retrievers.fusion import FusionConfig
 
