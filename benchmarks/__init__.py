@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from mathscout.errors import MathScoutError
+from mathscout.errors import MathScoutError, did_you_mean
 
 BENCHMARKS = {
     "parse": ("mathscout.benchmarks.parse_rate", "LaTeX parse rate and speed: MathScout's OPT parser vs pya0"),
@@ -69,6 +69,8 @@ BENCHMARKS = {
 
 def run_benchmark(name: str, argv: list[str]) -> None:
     if name not in BENCHMARKS:
-        listing = "; ".join(f"{n}: {d}" for n, (_, d) in sorted(BENCHMARKS.items()))
-        raise MathScoutError(f"unknown benchmark '{name}' (available — {listing})")
+        raise MathScoutError(
+            f"unknown benchmark '{name}'{did_you_mean(name, BENCHMARKS)} (available: {', '.join(sorted(BENCHMARKS))}; "
+            "'mathscout bench --help' says what each measures)"
+        )
     importlib.import_module(BENCHMARKS[name][0]).main(argv)

@@ -286,8 +286,9 @@ def _headroom(best_run: str, best_score: float, cv: CrossValidation) -> str:
     )
 
 
-def _check_servable(index: IndexDir, names: list[str]) -> None:
-    """The hybrid mode of `index` must be able to open every weighted run's retriever (runs are named by mode)."""
+def _check_servable(index: IndexDir, names: list[str], components: bool = True) -> None:
+    """The hybrid mode of `index` must be able to open every weighted run's retriever (runs are named by mode): each
+    name a search mode other than the fusion itself, and (with `components`) its components in the index."""
     from mathscout.retrievers.registry import available_modes
 
     modes = available_modes()
@@ -302,7 +303,7 @@ def _check_servable(index: IndexDir, names: list[str]) -> None:
                 f"the run name '{name}' is not a search mode ({', '.join(sorted(modes))}): name each "
                 f"run after the mode that produced it, so that --mode hybrid can run it"
             )
-        for component in modes[name].requires:
+        for component in modes[name].requires if components else ():
             index.component_path(component)
 
 
@@ -340,9 +341,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.folds < 2:
         raise MathScoutError("--folds must be at least 2")
+    index = IndexDir(args.index) if args.index else None  # a missing or damaged index is said before any tuning
 
     started = time.perf_counter()
     runs = load_runs(args.runs)
+    if index is not None:
+        _check_servable(index, list(runs), components=False)  # the names now; the weighted runs' components below
     scorer = Scorer(
         args.qrels, args.prime, args.measures, topic_scope(args.topics, (q for r in runs.values() for q in r))
     )
@@ -407,8 +411,8 @@ def main(argv: list[str] | None = None) -> None:
                 tag=f"{args.name}-{slug}",
             )
             print(f"wrote {path}")
-    if args.index:
-        _check_servable(IndexDir(args.index), [n for n, w in cv.final_weights.items() if w > 0])
+    if index is not None:
+        _check_servable(index, [n for n, w in cv.final_weights.items() if w > 0])
     if args.index or args.save:
         config = FusionConfig(
             weights=cv.final_weights,

@@ -213,6 +213,15 @@ def explain_hits(hits: list[Hit], store: DocumentStore, query: str) -> dict[str,
     return documents
 
 
+def score_legend(explained: str) -> tuple[str, str]:
+    """An `explain_score` text split into (figures, 'NAME = MEANING'): the legend a printer says once for every hit
+    whose score means the same; ('…', '') when the text has no meaning part."""
+    figures, _, meaning = explained.partition(" = ")
+    first_number = re.match(r"(.*?)\s+[-+]?(?:\d|\.\d|nan|inf)", figures)  # the figures' words before their number
+    name = first_number.group(1).strip() if first_number else "score"
+    return figures, f"{name} = {meaning}" if meaning else ""
+
+
 def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
     """Print hits as the schema gives them (`mathscout.schema.hit_record(hit).to_dict()`, from this process or from
     a server's JSON)."""
@@ -220,15 +229,22 @@ def print_hit_records(records: list[dict], query: str, out: TextIO) -> None:
         print(f"no results for {printable(repr(query))}", file=out)
         return
     style = _Style(out.isatty() and not settings().no_color)
-    for record in records:
+    split = [
+        score_legend(printable(r.get("score_explained") or f"score {r['score']:.3g}", lines=False)) for r in records
+    ]
+    legend = list(dict.fromkeys(meaning for _, meaning in split if meaning))
+    if legend:  # what the scores mean, once (each hit then shows its figures)
+        print(style("scores: " + "; ".join(legend), "2"), file=out)
+        print(file=out)
+    for record, (figures, _) in zip(records, split, strict=True):
         # every value is made printable before the colours are added: document text is shown, never obeyed
         title = printable(_SPACES.sub(" ", record.get("title") or "").strip(), lines=False)
-        doc_id, score = printable(record["doc_id"], lines=False), printable(record["score_explained"], lines=False)
-        header = f"{record['rank']:>3}. {style(doc_id, '1')}  {style('score: ' + score, '2')}"
+        doc_id = printable(record["doc_id"], lines=False)
+        header = f"{record['rank']:>3}. {style(doc_id, '1')}  {style(figures, '2')}"
         print(header + (f"  {style(title, '1;36')}" if title else ""), file=out)
-        if record.get("snippet"):
-            snippet = printable(marked_snippet(record["snippet"], record.get("marks") or []))
-            print(f"     {style.highlights(snippet)}", file=out)
+        if record.get("snippet"):  # the matches in the terminal's bold colour; no marks at all when not a terminal
+            marks = (record.get("marks") or []) if style.colour else []
+            print(f"     {style.highlights(printable(marked_snippet(record['snippet'], marks)))}", file=out)
         formulas = [MatchedFormula(**f) for f in record.get("formulas") or []]
         if formulas:
             print("     formulas: " + "   ".join(style.formula(f) for f in formulas), file=out)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mathscout.errors import MathScoutError
+from mathscout.errors import MathScoutError, did_you_mean
 from mathscout.index.components import ComponentSpec, register_component
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.base import Retriever
@@ -307,7 +307,9 @@ def open_retriever(index: IndexDir | Path | str, mode: str, **options) -> Retrie
     """The retriever for `mode` over `index`; clear errors for unknown modes or missing components."""
     modes = available_modes()
     if mode not in modes:
-        raise MathScoutError(f"unknown search mode '{mode}' (available: {', '.join(sorted(modes))})")
+        raise MathScoutError(
+            f"unknown search mode '{mode}'{did_you_mean(mode, modes)} (available: {', '.join(sorted(modes))})"
+        )
     index = index if isinstance(index, IndexDir) else IndexDir(index)
     from mathscout.retrievers.shards.layout import is_sharded
 
@@ -407,7 +409,10 @@ def reranker_entry(kind: str) -> RerankerEntry:
     for entry in RERANKERS:
         if kind == entry.name or kind in entry.aliases:
             return entry
-    raise MathScoutError(f"unknown reranker {kind!r} (choose from {', '.join(reranker_kinds())}, or none)")
+    raise MathScoutError(
+        f"unknown reranker {kind!r}{did_you_mean(kind, reranker_kinds())} (choose from {', '.join(reranker_kinds())}, "
+        "or none)"
+    )
 
 
 def rerank_kind(value: object) -> str | None:
@@ -427,7 +432,8 @@ def rerank_kind(value: object) -> str | None:
         return reranker_entry(text).name
     except MathScoutError:
         raise MathScoutError(
-            f"unknown reranker {value!r} (choose from {', '.join(reranker_kinds())}, or none)"
+            f"unknown reranker {value!r}{did_you_mean(text, reranker_kinds())} (choose from "
+            f"{', '.join(reranker_kinds())}, or none)"
         ) from None
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mathscout.errors import QueryError
+from mathscout.errors import QueryError, did_you_mean
 from mathscout.limits import RERANK_DEPTH, K
 from mathscout.notices import collecting
 from mathscout.options import AUTO, MODE, RERANK
@@ -133,7 +133,8 @@ def run_search(
     if not (open_mode is not None and mode == AUTO) and not toolbox.mode_usable(mode):
         raise QueryError(
             toolbox.mode_problem(mode)
-            or f"unknown search mode '{mode}' for this index (modes: {', '.join(search_modes(toolbox, open_mode))})"
+            or f"unknown search mode '{mode}' for this index{did_you_mean(mode, search_modes(toolbox, open_mode))} "
+            f"(modes: {', '.join(search_modes(toolbox, open_mode))})"
         )
     kind = resolve_rerank(request.rerank, toolbox, llm) if request.rerank else None
     first = open_mode(toolbox, mode) if open_mode else toolbox.retriever(mode)

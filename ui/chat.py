@@ -298,7 +298,7 @@ def search_turn(
     record = result.record
     summary = (
         f"**Search** ({record.mode}, k {record.k}{f', reranked by {record.rerank}' if record.rerank else ''}): "
-        f"{len(result)} hit{'s' * (len(result) != 1)} in the panel on the right."
+        f"{len(result)} hit{'s' * (len(result) != 1)}, shown as cards under 'Results for'."
     )
     said = [_literal_math(sanitize_answer(public(n))) for n in [*notices, *record.notices]]
     chat = (

@@ -90,7 +90,10 @@ def test_each_hit_of_the_answer_says_what_its_score_is(assistant):
     explained = [hit["score_explained"] for hit in record["hits"]]
     # a formula alone: documents ranked by match tier first (mathscout.structure.search.match_tier)
     top = record["hits"][0]  # the formula's forms fused as structure-rewrite fuses them: its score is tier-ranked
-    assert explained[0].startswith(f"ranked by match tier, then score {top['score']:.3g} ")
+    assert (
+        explained[0].startswith(f"tier {top['components']['tier']:.0f}, score {top['score']:.3g} (")
+        and "= ranked by match tier" in explained[0]
+    )
     assert f"structure {top['components']['structure']:.3g}" in explained[0]
     assert len(explained) == 3 and all("structure" in e for e in explained)
     assert record["text"].startswith("**Computed by SymPy:** $\\frac{x^2-1}{x-1} = x + 1$")
@@ -103,8 +106,10 @@ def test_search_scores_say_what_they_are(tiny_index):
     bm25 = open_retriever(tiny_index, "bm25").search("integral of $x^2$", k=1)[0]
     assert explain_score(bm25) == f"bm25 {bm25.score:.3g} = Okapi BM25, words + math tokens"
     structure = open_retriever(tiny_index, "structure").search("$\\int_0^1 x^2 dx$", k=1)[0]
-    assert explain_score(structure).startswith(
-        f"ranked by match tier, then score {structure.score:.3g} (tier 2: holds the formula as written"
+    explained = explain_score(structure)
+    assert explained.startswith(f"tier {dict(structure.components)['tier']:.0f}, score {structure.score:.3g} (")
+    assert explained.endswith(
+        "= ranked by match tier, then score (tier 2: holds the formula as written, 1: its whole structure, 0: a part)"
     )
 
 

@@ -36,8 +36,6 @@ KNOWN = {
     ): "the composition operators: base.py's `>>`, `+`, `%` build compose.py's stages (imported on first use), "
     "which build fusion, reranking and rewriting, which open modes through the registry, which opens shards; "
     "breaking it means moving the operators' targets behind the registry (a retriever layer refactor)",
-    frozenset({"mathscout.ui.cli", "mathscout.ui.ask"}): "`ask` is a command of cli.py's parser (cli imports ask "
-    "on first use) and ask.py prints with cli.py's output helpers: the entry layer's own split, no core module",
     frozenset({"mathscout.benchmarks.scale", "mathscout.benchmarks.scale_dense"}): "`bench scale` runs the dense "
     "part from scale_dense.py, which reuses scale.py's timing helpers: a benchmark's own two files",
 }

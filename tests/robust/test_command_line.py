@@ -62,10 +62,26 @@ BAD = {  # name: (argv with {placeholders}, text the one line must contain)
     "port too big": ("serve --port 99999", "port must be a whole number from 1 to 65,535"),
     "port zero": ("serve --port 0", "port must be"),
     "unknown command": ("nonsense", "invalid choice"),
+    "mistyped command": (
+        "serch x",
+        "invalid choice: 'serch' (choose from 'index', 'search', 'run', 'eval', 'bench', "
+        "'train', 'serve', 'ask') (did you mean 'search'?) (see 'mathscout --help')",
+    ),
+    "mistyped option": (
+        "search --index {index} --mdoe bm25 x",
+        "mathscout search: error: unrecognized arguments: --mdoe (did you mean '--mode'?) "
+        "(see 'mathscout search --help')",
+    ),
+    "mistyped choice": ("eval --run {run-good} --qrels {qrels} --measures arqmat", "(did you mean 'arqmath'?)"),
     "no command": ("", "required"),
     "missing index": ("search --index {out}-nowhere x", "no index at"),
     "index is a file": ("search --index {a-file} x", "no index at"),
     "unknown mode": ("search --index {index} --mode nope x", "unknown search mode 'nope'"),
+    "mistyped mode": (
+        "search --index {index} --mode bm52 x",
+        "unknown search mode 'bm52' for this index (did you mean 'bm25'?)",
+    ),
+    "mistyped reranker": ("search --index {index} --rerank embeding x", "(did you mean 'embedding'?)"),
     "missing component": ("search --index {index} --mode dense x", "--components dense"),
     "empty query": ("search --index {index} ''", "the query is empty"),
     "malformed formula": ("search --index {index} --mode structure '$\\frac{{$'", "could not read the formula"),
@@ -79,7 +95,13 @@ BAD = {  # name: (argv with {placeholders}, text the one line must contain)
     "conflicting qrels": ("eval --run {run-good} --qrels {qrels-conflict}", "judges 1 document(s) twice"),
     "qrels columns": ("eval --run {run-good} --qrels {qrels-columns}", "expected a qrels line"),
     "unknown trainer": ("train nope", "unknown trainer 'nope'"),
+    "mistyped trainer": ("train fuson", "unknown trainer 'fuson' (did you mean 'fusion'?)"),
     "unknown benchmark": ("bench nope", "unknown benchmark 'nope'"),
+    "mistyped benchmark": ("bench structur", "(did you mean 'structure'?)"),
+    "fusion into a missing index": (  # said before any tuning (a few seconds, not the tuning's minutes)
+        "train fusion --index {out}-nowhere --runs bm25={run-good} --qrels {qrels}",
+        "no index at",
+    ),
     "index without input": ("index --index {out}-idx", "give --input"),
     "missing input": ("index --input {out}-none.jsonl --index {out}-idx", "input not found"),
 }

@@ -225,7 +225,7 @@ def test_a_rebuild_replaces_an_index_whose_manifest_is_damaged(tiny_index, tiny_
 
 def test_json_output_refuses_numbers_json_has_not():
     from mathscout.errors import MathScoutError
-    from mathscout.ui.cli import strict_json
+    from mathscout.ui.commands.common import strict_json
 
     assert json.loads(strict_json({"score": 1.5})) == {"score": 1.5}
     for value in (float("inf"), float("nan")):

@@ -89,6 +89,20 @@ def test_version_and_quiet(tmp_path, small_index):
     assert also.returncode == 0 and also.stderr.strip() == ""
 
 
+def test_bench_and_train_help_list_what_they_run(tmp_path):
+    from mathscout.benchmarks import BENCHMARKS
+    from mathscout.ui.registry import trainers
+
+    for command, table in (("bench", BENCHMARKS), ("train", trainers())):
+        shown = run_cli([command, "--help"], tmp_path)
+        assert shown.returncode == 0 and shown.stderr == ""
+        listed = shown.stdout[shown.stdout.index("\nbenchmarks:\n" if command == "bench" else "\ntrainers:\n") :]
+        # one line a name, its description beside it (wrapped under it), in name order
+        names = [line.split()[0] for line in listed.splitlines()[1:] if line.startswith("  ") and line[2] != " "]
+        assert names == sorted(table), shown.stdout
+        assert all(len(line) <= 100 for line in listed.splitlines())
+
+
 def test_the_search_prompt_understands_its_own_commands(tmp_path, small_index):
     lines = ":help\n:mode structure\n:k 2\n$a^2+b^2=c^2$\n:mode nonsense\n:frobnicate\n:k 0\n:quit\nnever searched\n"
     result = subprocess.run(

@@ -177,7 +177,7 @@ def test_the_command_line_uses_the_server(server, tmp_path):
     )  # a guard only: measured ≈ 0.5 s on a quiet machine (README); loose here for a busy one
     assert not (env_home / "indexes").exists()
     text = run_cli(["search", "--server", url, "--auth", LOGIN, "--k", "2", "pythagorean theorem"], env_home)
-    assert text.returncode == 0 and text.stdout.lstrip().startswith("1. ")
+    assert text.returncode == 0 and text.stdout.startswith("scores: ") and "\n  1. " in text.stdout
     ask = run_cli(["ask", "--server", url, "--auth", LOGIN, "--k", "2", "What is $\\int_0^1 x^2 dx$?"], env_home)
     assert ask.returncode == 0 and ask.stdout.startswith("**Computed by SymPy:**") and "--- trace:" in ask.stdout
     assert "wants a login" in one_line_error(run_cli(["search", "--server", url, "x"], env_home))

@@ -189,8 +189,9 @@ def test_stale_and_foreign_records_are_not_used(service, tiny_index, code):
 
 def test_no_service_means_a_local_search(tiny_index, code, tmp_path):
     result = _cli(["search", "--index", str(tiny_index), "--k", "2", QUERY], tmp_path, code)
-    hits = [line for line in result.stdout.splitlines() if line.strip() and not line.startswith("note: ")]
-    assert not _through_service(result) and hits[0].lstrip().startswith("1. ")  # the result's notes come first
+    lines = [line for line in result.stdout.splitlines() if line.strip() and not line.startswith("note: ")]
+    # the result's notes come first, then what the scores mean (once), then the hits
+    assert not _through_service(result) and lines[0].startswith("scores: ") and lines[1].lstrip().startswith("1. ")
     assert not (tmp_path / "services").exists()  # nothing is created by looking
 
 

@@ -16,10 +16,10 @@ from mathscout.errors import MathScoutError
 from mathscout.events import AgentEvent
 from mathscout.progress import shown
 from mathscout.terminal import printing
-from mathscout.ui.cli import add_search_options, strict_json
+from mathscout.ui.commands.common import add_search_options, strict_json
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
+def add(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ask", parents=[common], help="ask the assistant: a cited answer and the tool calls behind it")
     p.add_argument("question", nargs="+", help="words and LaTeX, e.g. 'why is $\\cos^2 x + \\sin^2 x = 1$?'")
     p.add_argument(
