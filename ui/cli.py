@@ -34,7 +34,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-        command = commands.get(getattr(args, "command", None), parser)
+        command = commands.get(str(getattr(args, "command", "")), parser)
         options = [o for action in command._actions for o in action.option_strings]
         hint = next((did_you_mean(word.split("=")[0], options) for word in unknown if word.startswith("-")), "")
         command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
