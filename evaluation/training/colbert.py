@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from mathscout.dense.device import add_device_argument, resolve_device
 from mathscout.dense.query_adapter import QueryAdapter
 from mathscout.errors import IndexMissingError, MathScoutError, QueryError
 from mathscout.evaluation.measures import read_qrels
@@ -269,14 +270,15 @@ def maxsim_logits(queries: list, documents, owner, scale: float):
     import torch
 
     tokens = torch.cat(queries)
-    lengths = torch.tensor([len(q) for q in queries])
-    row_query = torch.repeat_interleave(torch.arange(len(queries)), lengths)
+    device = tokens.device  # where the step runs (--device): every tensor made here goes there too
+    lengths = torch.tensor([len(q) for q in queries], device=device)
+    row_query = torch.repeat_interleave(torch.arange(len(queries), device=device), lengths)
     sims = tokens @ documents.T  # every query token against every document token
     count = int(owner.max()) + 1
-    best = torch.zeros(len(tokens), count).scatter_reduce(  # max over each document's tokens
+    best = torch.zeros(len(tokens), count, device=device, dtype=sims.dtype).scatter_reduce(  # max over doc tokens
         1, owner.expand(len(tokens), -1), sims, reduce="amax", include_self=False
     )
-    summed = torch.zeros(len(queries), count).index_add(0, row_query, best)  # sum over each query's tokens
+    summed = torch.zeros(len(queries), count, device=device, dtype=best.dtype).index_add(0, row_query, best)
     return scale * summed / lengths[:, None]
 
 
@@ -333,9 +335,11 @@ def fit(
     settings: Settings,
     checkpoint: Path,
     deadline: float | None,
+    device: str = "cpu",
 ) -> dict[str, Any] | None:
-    """Train A and (`settings.document_side`) B, resuming from `checkpoint`; the state with the best held-out epoch's
-    ("best": {"query": A, "document": B or None}), or None when `deadline` (time.time()) stopped it (checkpointed)."""
+    """Train A and (`settings.document_side`) B on `device`, resuming from `checkpoint`; the state with the best
+    held-out epoch's ("best": {"query": A, "document": B or None}, on the CPU), or None when `deadline` (time.time())
+    stopped it (checkpointed)."""
     import torch
 
     documents = DocumentTokens(retriever)
@@ -355,8 +359,8 @@ def fit(
     if steps < 1:
         raise MathScoutError(f"{len(pairs)} training pairs make no batch of {settings.batch}")
     dim = questions.vectors.shape[1]
-    matrix = torch.nn.Parameter(torch.zeros(dim, dim))  # A
-    document_matrix = torch.nn.Parameter(torch.zeros(dim, dim)) if settings.document_side else None  # B
+    matrix = torch.nn.Parameter(torch.zeros(dim, dim, device=device))  # A
+    document_matrix = torch.nn.Parameter(torch.zeros(dim, dim, device=device)) if settings.document_side else None  # B
     trained = [matrix] if document_matrix is None else [matrix, document_matrix]
     optimizer = torch.optim.AdamW(trained, lr=settings.lr, weight_decay=0.0)
     state: dict[str, Any] = {"epoch": 0, "step": 0, "losses": [], "curve": [], "best_epoch": 0, "best": None}
@@ -370,20 +374,20 @@ def fit(
         print(f"resuming at epoch {state['epoch'] + 1}, step {state['step']} ({checkpoint})", file=sys.stderr)
 
     def save() -> None:
-        matrices = [p.detach().clone() for p in trained]
+        matrices = [p.detach().cpu().clone() for p in trained]  # a checkpoint a CPU can resume
         torch.save({"matrices": matrices, "optimizer": optimizer.state_dict(), "state": state}, checkpoint)
 
     def current() -> dict[str, Any]:
         return {
-            "query": matrix.detach().clone(),
-            "document": None if document_matrix is None else document_matrix.detach().clone(),
+            "query": matrix.detach().cpu().clone(),
+            "document": None if document_matrix is None else document_matrix.detach().cpu().clone(),
         }
 
     def evaluate() -> float | None:
-        adapter = QueryAdapter(matrix.detach().numpy().copy())
+        adapter = QueryAdapter(matrix.detach().cpu().numpy().copy())
         scorer = retriever
         if document_matrix is not None and bool(document_matrix.detach().any()):  # B = 0: the stored vectors exactly
-            scorer = retriever.with_documents(DocumentMap.of(document_matrix.detach().numpy(), retriever.vectors))
+            scorer = retriever.with_documents(DocumentMap.of(document_matrix.detach().cpu().numpy(), retriever.vectors))
         value = held_out_ndcg(scorer, questions, held, relevant, adapter, settings.held_out_depth)
         return None if value is None else float(value)  # a plain float: the checkpoint is read weights-only
 
@@ -419,15 +423,15 @@ def fit(
                 pool = pools[row]
                 for doc in rng.sample(pool, min(settings.negatives, len(pool))):
                     column.setdefault(doc, len(column))
-            vectors, owner = documents.read(list(column))
+            vectors, owner = (tensor.to(device) for tensor in documents.read(list(column)))
             if document_matrix is not None:  # d' = normalise(d + d·B): each max's gradient reaches B through its token
                 vectors = torch.nn.functional.normalize(vectors + vectors @ document_matrix, dim=-1)
             q = [
                 torch.nn.functional.normalize(t + t @ matrix, dim=-1)  # t' = normalise(t + t·A), Lee et al. 2021 §4.3
-                for t in (torch.from_numpy(questions.tokens(row)) for row, _ in chunk)
+                for t in (torch.from_numpy(questions.tokens(row)).to(device) for row, _ in chunk)
             ]
             logits = maxsim_logits(q, vectors, owner, settings.scale)
-            targets = torch.tensor([column[positive] for _, positive in chunk])
+            targets = torch.tensor([column[positive] for _, positive in chunk], device=device)
             for r, (row, positive) in enumerate(chunk):  # relevant documents are never negatives
                 others = [column[d] for d in relevant[row] if d in column and d != positive]
                 if others:
@@ -535,7 +539,10 @@ def train(args: argparse.Namespace) -> Path | None:
     train_rows = [row for row, q in enumerate(questions.ids) if q not in held_set]
     held_rows = [row for row, q in enumerate(questions.ids) if q in held_set]
     t0 = time.time()
-    state = fit(retriever, questions, train_rows, held_rows, relevant, settings, work / "checkpoint.pt", deadline)
+    device = resolve_device(args.device)
+    state = fit(
+        retriever, questions, train_rows, held_rows, relevant, settings, work / "checkpoint.pt", deadline, device
+    )
     plan.spent("training", t0)
     if state is None:
         print(f"stopped after {args.max_minutes} min; rerun the same command to resume from {work}", file=sys.stderr)
@@ -570,6 +577,7 @@ def train(args: argparse.Namespace) -> Path | None:
         "topics": str(args.topics),
         "qrels": str(args.qrels),
         "settings": asdict(settings),
+        "device": device,
         "topic_ids": chosen["train"]
         + chosen["held_out"],  # trained or tuned on: a ranker over its scores leaves them out
         "loss": "Zhong 2023 thesis §5.2.2 Eq. 5.18, S = scale x MaxSim (Zhong et al. 2022 Eq. 3) / query tokens",
@@ -628,6 +636,7 @@ def main(argv: list[str] | None = None) -> None:
         help="train the query side alone (the documents' token vectors stay as built), for comparison",
     )
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
+    add_device_argument(parser)  # where the adapters train (the questions' encoding follows the index's backend)
     args = parser.parse_args(argv)
     for name in ("train_topics", "negatives", "depth", "held_out_depth", "mining_candidates", "batch", "epochs"):
         if getattr(args, name) < 1:

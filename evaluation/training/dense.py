@@ -323,7 +323,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-hard-negatives", action="store_true", help="in-batch negatives only (no tag-sharing negative)"
     )
-    add_device_argument(parser)  # --method full: where the model trains (query-side trains on the CPU)
+    add_device_argument(
+        parser
+    )  # where the model (full) or the query adapter against every document (query-side) trains
     args = parser.parse_args(argv)
     for path in (args.topics, args.qrels, *((args.docs,) if args.method == "full" else ())):
         if not path.is_file():
@@ -346,6 +348,7 @@ def main(argv: list[str] | None = None) -> None:
             lr=args.lr or QuerySideSettings.lr,
             negatives=args.negatives,
             held_out=args.held_out,
+            device=resolve_device(args.device),
         )
         result = train_query_side(args.index or default_index_path(), args.topics, args.qrels, output, settings)
         print(f"fine-tuned model: {result} ({(time.perf_counter() - started) / 60:.1f} min)")

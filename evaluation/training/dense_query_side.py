@@ -48,6 +48,7 @@ class QuerySideSettings:
     negatives: str = "collection"  # or "batch" (Zhong 2023 thesis, Eq. 5.18's in-batch denominator)
     held_out: int = 1000
     min_grade: int = 2  # pairs: (question, answer graded ≥ this)
+    device: str = "cpu"  # where A trains against every document (resolved --device: cpu or cuda)
 
 
 @dataclass
@@ -119,7 +120,7 @@ def load_training_data(retriever, topics_path: Path, qrels_path: Path, cache: Pa
 class PassageScorer:
     """Every document's score for a batch of queries: the max over its passages (as the dense search does)."""
 
-    def __init__(self, passages: np.ndarray, passage_doc: np.ndarray, documents: int):
+    def __init__(self, passages: np.ndarray, passage_doc: np.ndarray, documents: int, device: str = "cpu"):
         import torch
 
         order = np.argsort(passage_doc, kind="stable")
@@ -129,7 +130,7 @@ class PassageScorer:
         slots = []  # slot k: each document's k-th passage (its first when it has fewer)
         for k in range(int(counts.max())):
             rows = order[np.minimum(starts + np.minimum(k, np.maximum(counts - 1, 0)), len(order) - 1)]
-            slots.append(torch.from_numpy(passages[rows]))
+            slots.append(torch.from_numpy(passages[rows]).to(device))
         self.slots = slots
 
     def __call__(self, queries):
@@ -161,9 +162,10 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
     pairs = [p for p in data.pairs if p[0] not in held_set]
     if len(pairs) < settings.batch:
         raise MathScoutError(f"{len(pairs)} training pairs make no batch of {settings.batch}")
-    questions = torch.from_numpy(data.vectors)
+    device = settings.device
+    questions = torch.from_numpy(data.vectors).to(device)
     dim = questions.shape[1]
-    matrix = torch.nn.Parameter(torch.zeros(dim, dim))
+    matrix = torch.nn.Parameter(torch.zeros(dim, dim, device=device))
     optimizer = torch.optim.AdamW([matrix], lr=settings.lr, weight_decay=0.0)
 
     def mapped(q):
@@ -191,8 +193,8 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
         started = time.perf_counter()
         for start in range(0, len(pairs) - settings.batch + 1, settings.batch):
             chunk = pairs[start : start + settings.batch]
-            rows = torch.tensor([q for q, _ in chunk])
-            targets = torch.tensor([d for _, d in chunk])
+            rows = torch.tensor([q for q, _ in chunk], device=device)
+            targets = torch.tensor([d for _, d in chunk], device=device)
             q = mapped(questions[rows])
             if settings.negatives == "collection":
                 logits = SCALE * scorer(q)
@@ -203,7 +205,7 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
                 loss = torch.nn.functional.cross_entropy(logits, targets)
             else:  # Zhong 2023 thesis, Eq. 5.18 in-batch: the batch's positives (max over their passages)
                 in_batch = torch.stack([(q @ slot[targets].T) for slot in scorer.slots]).amax(dim=0)
-                loss = torch.nn.functional.cross_entropy(SCALE * in_batch, torch.arange(len(chunk)))
+                loss = torch.nn.functional.cross_entropy(SCALE * in_batch, torch.arange(len(chunk), device=device))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -227,7 +229,7 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
         "losses": losses,
         "steps_per_epoch": len(pairs) // settings.batch,
     }
-    return best.numpy(), record
+    return best.cpu().numpy(), record
 
 
 def train_query_side(
@@ -248,7 +250,7 @@ def train_query_side(
     checkpoint = output.with_name(output.name + ".checkpoint")
     data = load_training_data(retriever, topics_path, qrels_path, checkpoint, settings.min_grade)
     passages = np.asarray(retriever.passage_vectors())
-    scorer = PassageScorer(passages, retriever.passage_doc, len(retriever.doc_ids))
+    scorer = PassageScorer(passages, retriever.passage_doc, len(retriever.doc_ids), settings.device)
     matrix, record = fit(data, scorer, settings)
     tmp = output.with_name(output.name + ".saving")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -293,3 +293,40 @@ def test_the_tiny_training_runs_on_cuda(small_index, cross_train_files, tmp_path
     assert training["devices"] == ["cuda"] and training["settings"]["batch"] == 4
     assert len(open_cross_scorer(index, "torch", "cpu").scores(QUESTION, PASSAGES)) == len(PASSAGES)
     assert len(open_cross_scorer(index, device="cuda").scores(QUESTION, PASSAGES)) == len(PASSAGES)
+
+
+@pytest.mark.parametrize("command", [["train", "dense"], ["train", "colbert"], ["train", "cross-encoder"], ["index"]])
+def test_every_neural_step_offers_the_device(command, capsys):
+    """`--device auto|cpu|cuda` on each command that runs a neural model (issue 43), spelled as the option table says."""
+    from mathscout.cli import main
+
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    shown = capsys.readouterr().out
+    assert "--device {auto,cpu,cuda}" in shown, shown
+
+
+@pytest.mark.gpu
+def test_the_query_and_token_adapters_train_on_cuda():
+    """The query-side adapter (train dense) and the colbert MaxSim step run on CUDA and come back to the CPU."""
+    if not _cuda():
+        pytest.skip("no CUDA device")
+    import numpy as np
+    import torch
+
+    from mathscout.evaluation.training.colbert import maxsim_logits
+    from mathscout.evaluation.training.dense_query_side import PassageScorer, QuerySideSettings, TrainingData, fit
+
+    rng = np.random.default_rng(0)
+    passages = rng.normal(size=(700, 16)).astype(np.float32)
+    owner = np.concatenate([np.arange(500), rng.integers(0, 500, 200)])
+    questions = rng.normal(size=(300, 16)).astype(np.float32)
+    data = TrainingData(
+        [str(i) for i in range(300)], questions, [{i % 500: 2} for i in range(300)], [(i, i % 500) for i in range(300)]
+    )
+    settings = QuerySideSettings(epochs=1, batch=32, held_out=50, device="cuda")
+    matrix, record = fit(data, PassageScorer(passages, owner, 500, "cuda"), settings)
+    assert isinstance(matrix, np.ndarray) and matrix.shape == (16, 16) and record["steps_per_epoch"] > 0
+    queries = [torch.randn(3, 8, device="cuda"), torch.randn(5, 8, device="cuda")]
+    logits = maxsim_logits(queries, torch.randn(7, 8, device="cuda"), torch.tensor([0, 0, 1, 1, 1, 2, 2]).cuda(), 10.0)
+    assert logits.shape == (2, 3) and logits.device.type == "cuda"
