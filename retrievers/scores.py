@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from mathscout.retrievers.registry import score_meanings
+from mathscout.retrievers.registry import available_modes, score_meanings
 from mathscout.types import Hit
 
 
@@ -14,7 +14,8 @@ def explain_score(hit: Hit) -> str:
     parts = dict(hit.components)
     if not parts:
         return f"score {hit.score:.3g}"
-    listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items())
+    # the retrievers' scores; bookkeeping components (a rewrite's form number, the match tier) are said in words
+    listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items() if name in available_modes())
     if "rerank" in parts:
         first = ", ".join(f"{name} {value:.3g}" for name, value in parts.items() if name != "rerank")
         return f"rerank {hit.score:.3g} (first stage: {first or 'none'}) = the reranker's score of the top hits"
