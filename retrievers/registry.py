@@ -303,13 +303,17 @@ def score_meanings() -> dict[str, str]:
     return {entry.name: entry.score for entry in RETRIEVERS if entry.score}
 
 
+def unknown_mode(mode: str, modes: list[str], scope: str = "") -> str:
+    """The one message for a search mode that is not among `modes` (`scope`: where, e.g. " for this index"), with the
+    closest one when it looks mistyped."""
+    return f"unknown search mode '{mode}'{scope}{did_you_mean(mode, modes)} (modes: {', '.join(modes)})"
+
+
 def open_retriever(index: IndexDir | Path | str, mode: str, **options) -> Retriever:
     """The retriever for `mode` over `index`; clear errors for unknown modes or missing components."""
     modes = available_modes()
     if mode not in modes:
-        raise MathScoutError(
-            f"unknown search mode '{mode}'{did_you_mean(mode, modes)} (available: {', '.join(sorted(modes))})"
-        )
+        raise MathScoutError(unknown_mode(mode, sorted(modes)))
     index = index if isinstance(index, IndexDir) else IndexDir(index)
     from mathscout.retrievers.shards.layout import is_sharded
 
@@ -409,9 +413,14 @@ def reranker_entry(kind: str) -> RerankerEntry:
     for entry in RERANKERS:
         if kind == entry.name or kind in entry.aliases:
             return entry
-    raise MathScoutError(
-        f"unknown reranker {kind!r}{did_you_mean(kind, reranker_kinds())} (choose from {', '.join(reranker_kinds())}, "
-        "or none)"
+    raise _unknown_reranker(kind, kind)
+
+
+def _unknown_reranker(shown: object, typed: str) -> MathScoutError:
+    """The one error for a reranker name no entry has: `shown` as the user gave it, `typed` as it was looked up."""
+    kinds = reranker_kinds()
+    return MathScoutError(
+        f"unknown reranker {shown!r}{did_you_mean(typed, kinds)} (choose from {', '.join(kinds)}, or none)"
     )
 
 
@@ -431,10 +440,7 @@ def rerank_kind(value: object) -> str | None:
     try:
         return reranker_entry(text).name
     except MathScoutError:
-        raise MathScoutError(
-            f"unknown reranker {value!r}{did_you_mean(text, reranker_kinds())} (choose from "
-            f"{', '.join(reranker_kinds())}, or none)"
-        ) from None
+        raise _unknown_reranker(value, text) from None
 
 
 def rerank_argument(text: str) -> str | None:

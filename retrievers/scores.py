@@ -15,7 +15,8 @@ def explain_score(hit: Hit) -> str:
     if not parts:
         return f"score {hit.score:.3g}"
     # the retrievers' scores; bookkeeping components (a rewrite's form number, the match tier) are said in words
-    listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items() if name in available_modes())
+    modes = available_modes()
+    listed = ", ".join(f"{name} {value:.3g}" for name, value in parts.items() if name in modes)
     if "rerank" in parts:
         first = ", ".join(f"{name} {value:.3g}" for name, value in parts.items() if name != "rerank")
         return f"rerank {hit.score:.3g} (first stage: {first or 'none'}) = the reranker's score of the top hits"

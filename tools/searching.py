@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mathscout.errors import QueryError, did_you_mean
+from mathscout.errors import QueryError
 from mathscout.limits import RERANK_DEPTH, K
 from mathscout.notices import collecting
 from mathscout.options import AUTO, MODE, RERANK
@@ -23,7 +23,7 @@ from mathscout.options import K as K_OPTION
 from mathscout.question import read_query
 from mathscout.render import explain_hits
 from mathscout.retrievers.base import Retriever
-from mathscout.retrievers.registry import AUTO_RERANK, rerank_kind
+from mathscout.retrievers.registry import AUTO_RERANK, rerank_kind, unknown_mode
 from mathscout.retrievers.scores import describe_hits
 from mathscout.schema import SearchRecord, hit_record
 from mathscout.types import Hit
@@ -132,9 +132,7 @@ def run_search(
     mode = request.mode
     if not (open_mode is not None and mode == AUTO) and not toolbox.mode_usable(mode):
         raise QueryError(
-            toolbox.mode_problem(mode)
-            or f"unknown search mode '{mode}' for this index{did_you_mean(mode, search_modes(toolbox, open_mode))} "
-            f"(modes: {', '.join(search_modes(toolbox, open_mode))})"
+            toolbox.mode_problem(mode) or unknown_mode(mode, search_modes(toolbox, open_mode), " for this index")
         )
     kind = resolve_rerank(request.rerank, toolbox, llm) if request.rerank else None
     first = open_mode(toolbox, mode) if open_mode else toolbox.retriever(mode)

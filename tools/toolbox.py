@@ -135,7 +135,7 @@ class ToolBox:
         if mode == "ranked":
             from mathscout.retrievers.ranked import has_ranker, no_ranker_message
 
-            return self.ranker_problem() or (None if has_ranker(self.index) else no_ranker_message(self.index.path))
+            return self.ranker_problem() if has_ranker(self.index) else no_ranker_message(self.index.path)
         if mode == "hybrid":
             from mathscout.retrievers.fusion import FusionConfig
 

@@ -323,9 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-hard-negatives", action="store_true", help="in-batch negatives only (no tag-sharing negative)"
     )
-    add_device_argument(
-        parser
-    )  # where the model (full) or the query adapter against every document (query-side) trains
+    # where the model (full) or the query adapter against every document (query-side) trains
+    add_device_argument(parser)
     args = parser.parse_args(argv)
     for path in (args.topics, args.qrels, *((args.docs,) if args.method == "full" else ())):
         if not path.is_file():

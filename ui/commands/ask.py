@@ -9,36 +9,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
 from mathscout.errors import MathScoutError
 from mathscout.events import AgentEvent
 from mathscout.progress import shown
 from mathscout.terminal import printing
-from mathscout.ui.commands.common import add_search_options, strict_json
+from mathscout.ui.commands.common import add_index_option, add_search_options, add_service_options, strict_json
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("ask", parents=[common], help="ask the assistant: a cited answer and the tool calls behind it")
     p.add_argument("question", nargs="+", help="words and LaTeX, e.g. 'why is $\\cos^2 x + \\sin^2 x = 1$?'")
-    p.add_argument(
-        "--index",
-        type=Path,
-        help="index directory (default: the embedded demo index; with --server, the name of one the server offers)",
-    )
+    add_index_option(p)
     add_search_options(p)
     p.add_argument("--no-llm", action="store_true", help="never call an LLM (offline planner only)")
     p.add_argument("--json", action="store_true", help="print the answer, hits and trace as JSON")
-    p.add_argument("--server", metavar="URL", help="ask a running 'mathscout serve' (e.g. http://127.0.0.1:7860)")
-    p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
-    p.add_argument(
-        "--local",
-        action="store_true",
-        help="answer in this process, even when a MathScout service of "
-        "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
-        "such a service answers, with the same output, unless an LLM is to write the answer",
-    )
+    add_service_options(p, "ask", "answer", ", unless an LLM is to write the answer")
     p.set_defaults(func=run)
 
 

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from mathscout.ui.commands.common import LazyHelp, listing
+from mathscout.ui.commands.common import add_table_command, listing
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
+    p = add_table_command(
+        sub,
+        common,
         "bench",
-        parents=[common],
-        help="benchmarks against peers, printed with ratios",
-        epilog=LazyHelp(_benchmarks),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "benchmarks against peers, printed with ratios",
+        "the benchmark (listed below)",
+        _benchmarks,
     )
-    p.add_argument("name", help="the benchmark (listed below)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="its own options ('mathscout bench NAME --help')")
     p.set_defaults(func=run)
 
 

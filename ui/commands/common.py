@@ -1,16 +1,16 @@
-"""What several commands share: strict JSON output, notices before hits, the index a command opens, and the search
-options of `search`, `ask` and `run` (from the option table, mathscout.options)."""
+"""What several commands share: strict JSON output, the index a command opens, the options of `search`, `ask` and
+`run` (from the option table, mathscout.options), and the table commands `bench` and `train`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from collections.abc import Callable
-from typing import TextIO
+from pathlib import Path
 
 from mathscout.errors import MathScoutError
 from mathscout.limits import RERANK_DEPTH, K
-from mathscout.terminal import json_escaped, printable
+from mathscout.terminal import json_escaped
 
 
 def strict_json(data) -> str:
@@ -34,10 +34,46 @@ def open_index(args: argparse.Namespace):
     return IndexDir(args.index)
 
 
-def say_notices(notices: list[str], out: TextIO) -> None:
-    """A result's notices (also searched forms, a query cut to length, …): part of the result, before its hits."""
-    for text in notices:
-        print(f"note: {printable(text)}", file=out)
+def add_index_option(p: argparse.ArgumentParser) -> None:
+    """--index of `search` and `ask`: a folder here, or the name of an index a server offers."""
+    p.add_argument(
+        "--index",
+        type=Path,
+        help="index directory (default: the embedded demo index; with --server, the name of one the server offers)",
+    )
+
+
+def add_service_options(p: argparse.ArgumentParser, server_help: str, local_verb: str, local_tail: str = "") -> None:
+    """--server, --auth and --local of `search` and `ask`: who answers (a given server, the user's running service,
+    or this process)."""
+    p.add_argument(
+        "--server", metavar="URL", help=f"{server_help} a running 'mathscout serve' (e.g. http://127.0.0.1:7860)"
+    )
+    p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help=f"{local_verb} in this process, even when a MathScout service of "
+        "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
+        f"such a service answers, with the same output{local_tail}",
+    )
+
+
+def add_table_command(
+    sub, common: argparse.ArgumentParser, name: str, help: str, name_help: str, listed: Callable[[], str]
+) -> argparse.ArgumentParser:
+    """A command that runs one entry of a table (`bench NAME …`, `train NAME …`): its help lists the table (`listed`,
+    made only when help is printed) and the entry's own options follow its name."""
+    p = sub.add_parser(
+        name,
+        parents=[common],
+        help=help,
+        epilog=LazyHelp(listed),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("name", help=name_help)
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=f"its own options ('mathscout {name} NAME --help')")
+    return p
 
 
 def add_search_options(p: argparse.ArgumentParser) -> None:

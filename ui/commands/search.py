@@ -4,36 +4,27 @@ or the interactive search prompt."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TextIO
 
-from mathscout.errors import MathScoutError, did_you_mean
+from mathscout.errors import MathScoutError
 from mathscout.limits import K
 from mathscout.terminal import printable
-from mathscout.ui.commands.common import add_search_options, open_index, say_notices, strict_json
+from mathscout.ui.commands.common import (
+    add_index_option,
+    add_search_options,
+    add_service_options,
+    open_index,
+    strict_json,
+)
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("search", parents=[common], help="search an index (interactive when no query is given)")
     p.add_argument("query", nargs="*", help="words and LaTeX, e.g. 'prove $a^2+b^2=c^2$'")
-    p.add_argument(
-        "--index",
-        type=Path,
-        help="index directory (default: the embedded demo index; with --server, the name of one the server offers)",
-    )
+    add_index_option(p)
     add_search_options(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON (stdout carries only the JSON)")
-    p.add_argument(
-        "--server", metavar="URL", help="search through a running 'mathscout serve' (e.g. http://127.0.0.1:7860)"
-    )
-    p.add_argument("--auth", metavar="USER:PASSWORD", help="the server's login (or set MATHSCOUT_AUTH)")
-    p.add_argument(
-        "--local",
-        action="store_true",
-        help="search in this process, even when a MathScout service of "
-        "yours serves the index ('mathscout serve', or 'serve --background'): without --server or --local "
-        "such a service answers, with the same output",
-    )
+    add_service_options(p, "search through", "search")
     p.set_defaults(func=run)
 
 
@@ -103,6 +94,12 @@ def _print_search_result(result: dict, query: str, as_json: bool, out: TextIO) -
     print_hit_records(result["hits"], query, out)
 
 
+def say_notices(notices: list[str], out: TextIO) -> None:
+    """A result's notices (also searched forms, a query cut to length, …): part of the result, before its hits."""
+    for text in notices:
+        print(f"note: {printable(text)}", file=out)
+
+
 class _LocalSearch:
     """Searches of one index in this process (retrievers and rerankers opened once, by a ToolBox); every mode,
     `auto` included, opened by the one mode resolver (`mathscout.agent.planned.open_mode`)."""
@@ -129,14 +126,7 @@ class _LocalSearch:
 
 
 def _search_once(search: _LocalSearch, request, as_json: bool, out: TextIO) -> None:
-    from mathscout.render import print_hit_records
-
-    result = search.run(request)
-    if as_json:
-        print(strict_json(result.to_dict()), file=out)
-        return
-    say_notices(result.notices, out)
-    print_hit_records([h.to_dict() for h in result.record.hits], request.query, out)
+    _print_search_result(search.run(request).to_dict(), request.query, as_json, out)
 
 
 PROMPT_HELP = """commands (anything else is searched):
@@ -176,7 +166,7 @@ def _prompt_command(line: str, settings, as_json: bool, modes: list[str]):
     """(settings, as_json, message) after one `:command` of the search prompt; MathScoutError if it is wrong."""
     from dataclasses import replace
 
-    from mathscout.retrievers.registry import rerank_kind
+    from mathscout.retrievers.registry import rerank_kind, unknown_mode
 
     name, _, value = line[1:].partition(" ")
     name, value = name.strip().lower(), value.strip()
@@ -186,9 +176,7 @@ def _prompt_command(line: str, settings, as_json: bool, modes: list[str]):
         return settings, as_json, "modes: " + ", ".join(modes)
     if name == "mode" and value:
         if value not in modes:
-            raise MathScoutError(
-                f"unknown search mode '{value}'{did_you_mean(value, modes)} (modes: {', '.join(modes)})"
-            )
+            raise MathScoutError(unknown_mode(value, modes))
         return replace(settings, mode=value), as_json, f"mode {value}"
     if name == "k" and value:
         k = K.check(value)

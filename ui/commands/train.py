@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 
 from mathscout.errors import MathScoutError, did_you_mean
-from mathscout.ui.commands.common import LazyHelp, listing
+from mathscout.ui.commands.common import add_table_command, listing
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
+    p = add_table_command(
+        sub,
+        common,
         "train",
-        parents=[common],
-        help="train a model or tune an index (dense, cross-encoder, fusion weights, ranker, …)",
-        epilog=LazyHelp(_trainers),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "train a model or tune an index (dense, cross-encoder, fusion weights, ranker, …)",
+        "what to train (listed below)",
+        _trainers,
     )
-    p.add_argument("name", help="what to train (listed below)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="its own options ('mathscout train NAME --help')")
     p.set_defaults(func=run)
 
 
