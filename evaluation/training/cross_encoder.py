@@ -9,7 +9,10 @@ with hard negatives from the index's own first stages, stored with the index (ma
     mathscout train cross-encoder --index DIR --measure-backends    # step 5 again for the stored model (no training)
 
 1. Topics: a seeded sample of N train topics (`all`: every one) whose best-graded relevant answer (grade ≥ 2) is in
-   the index, and H others held out for validation (`--topics/--qrels`: train files only, dev is refused).
+   the index, and H others held out for validation (`--topics/--qrels`: train files only, dev is refused). The
+   held-out ones are drawn from the topics the strongest first stage was not fit on (dense-ft's own held-out topics,
+   recorded with its model): on topics it trained on it looks far stronger than on new questions, and the
+   interpolation weight tuned there would lean on it.
 2. Hard negatives: each training topic's top D hits of `--negatives-from` (default the strongest first stage the
    index has: dense-ft, else dense, else bm25 and structure), its judged answers and the answers of its own thread
    removed; N of them drawn at random (seeded) per topic (`--group`). The held-out topics get every first stage's top
@@ -90,6 +93,7 @@ from mathscout.evaluation.training.cross_recipe import (
     report_stages,
     resolve_init,
     strongest_stage,
+    unseen_topics,
 )
 from mathscout.evaluation.training.plan import TrainingPlan, require_train_files
 from mathscout.evaluation.tuning import Scorer
@@ -158,19 +162,27 @@ class Mined:
 # ---- 1. topics ------------------------------------------------------------------------------------------------------
 
 
-def choose(topics_path: Path, qrels_path: Path, index: IndexDir, settings: Settings) -> tuple[list[str], list[str]]:
-    """(training topic ids, held-out topic ids): a seeded sample of the topics whose positive is in the index."""
+def choose(
+    topics_path: Path, qrels_path: Path, index: IndexDir, settings: Settings, unseen: set[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """(training topic ids, held-out topic ids): a seeded sample of the topics whose positive is in the index; the
+    held-out ones among `unseen` (the topics the strongest first stage was not fit on, cross_recipe.unseen_topics)."""
     qrels = read_qrels(qrels_path)
     topics = [t for t in load_topics(topics_path) if any(g >= RELEVANT for g in qrels.get(t.id, {}).values())]
     rng = random.Random(settings.seed)
     rng.shuffle(topics)
     every = settings.train_topics == "all"
     wanted = len(topics) if every else int(settings.train_topics) + settings.held_out
+    if unseen is not None:  # the held-out candidates first, then the others in the same seeded order
+        first = {t.id for t in [t for t in topics if t.id in unseen][: settings.held_out * 2]}
+        topics = [t for t in topics if t.id in first] + [t for t in topics if t.id not in first]
     stored = index.store.summaries(d for t in topics[: wanted * 2] for d in qrels[t.id])
     usable = [t.id for t in topics[: wanted * 2] if any(d in stored for d, g in qrels[t.id].items() if g >= RELEVANT)]
     if len(usable) < 2:
         raise MathScoutError(f"only {len(usable)} topic(s) of {topics_path} have a relevant answer in {index.path}")
     held = min(settings.held_out, max(1, len(usable) // 5))
+    if unseen is not None:
+        held = min(held, sum(t in unseen for t in usable)) or held
     return usable[held:] if every else usable[held : held + int(settings.train_topics)], usable[:held]
 
 
@@ -695,7 +707,10 @@ def train(args: argparse.Namespace) -> Path | None:
     miners, stage, stages = tuple(settings.negatives_from.split(",")), strongest_stage(index), report_stages(index)
     work = index.path / WORK
     source = {"topics": str(args.topics.resolve()), "qrels": str(args.qrels.resolve()), "base": str(base)}
-    planned = TrainingPlan(work, asdict(settings), source, lambda: choose(args.topics, args.qrels, index, settings))
+    unseen = unseen_topics(index, stage)
+    planned = TrainingPlan(
+        work, asdict(settings), source, lambda: choose(args.topics, args.qrels, index, settings, unseen)
+    )
     plan, spent = planned.data, planned.spent
     spent_before = sum(plan["seconds"].values())  # by earlier runs of a resumed training: the budget covers them
     plan.setdefault("devices", [])
@@ -790,6 +805,9 @@ def train(args: argparse.Namespace) -> Path | None:
             "mined_from": list(miners),
             "held_out_from": list(stages),
             "validated_on": stage,
+            # the held-out topics (validation, interpolation weights) are ones the validated first stage was not fit on
+            "held_out_unseen_by_first_stage": stage != "dense-ft"
+            or (unseen is not None and unseen >= set(plan["held_out"])),
         },
         "settings": asdict(settings),
         "devices": plan["devices"],  # where it trained (every run of a resumed training)

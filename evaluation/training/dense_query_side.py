@@ -224,6 +224,7 @@ def fit(data: TrainingData, scorer: PassageScorer, settings: QuerySideSettings) 
     record = {
         "pairs": len(pairs),
         "held_out_questions": len(held),
+        "held_out_ids": [data.ids[i] for i in held],  # topics it was not fit on (a later model tunes on them)
         "held_out_ndcg10": [round(v, 4) for v in curve if v is not None],
         "best_epoch": best_epoch,
         "losses": losses,

@@ -125,6 +125,23 @@ def test_freeze_layers_freezes_the_embeddings_and_the_lower_layers():
         freeze_layers(load_cross_model(default_model_path(), 64, cached=False), 7)
 
 
+def test_the_held_out_topics_are_ones_the_first_stage_was_not_fit_on(small_index, cross_train_files):
+    """Held out among the topics dense-ft held out (cross_recipe.unseen_topics), the others trained on, in the seeded
+    order; without that record the choice is the one before it."""
+    from mathscout.evaluation.training.cross_encoder import Settings, choose
+    from mathscout.index.layout import IndexDir
+
+    topics, qrels = cross_train_files
+    index, settings = IndexDir(small_index), Settings(held_out=4)
+    trained, held = choose(topics, qrels, index, settings)
+    assert len(held) == 4 and not set(trained) & set(held)
+    unseen = set(trained[-6:])
+    trained_now, held_now = choose(topics, qrels, index, settings, unseen)
+    assert len(held_now) == 4 and set(held_now) <= unseen and not set(trained_now) & set(held_now)
+    assert sorted(trained_now + held_now) == sorted(trained + held)  # every usable topic still used
+    assert [t for t in trained_now if t not in unseen] == [t for t in held + trained if t not in unseen]  # same order
+
+
 @pytest.fixture(scope="module")
 def recipe_index(small_index, cross_train_files, tmp_path_factory):
     """A tiny training with every recipe option away from its default, from a bi-encoder folder whose embeddings were

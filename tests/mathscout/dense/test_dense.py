@@ -512,6 +512,38 @@ def test_dense_ft_reuses_the_document_vectors(query_side_model, dense_index, den
 
 
 @pytest.mark.model
+def test_the_cross_encoder_holds_out_what_dense_ft_held_out(
+    query_side_model, dense_index, monkeypatch, tmp_path, capsys
+):
+    """dense-ft's training records the topics it held out; the cross-encoder's held-out topics are drawn from them."""
+    from mathscout.errors import DamagedIndexError
+    from mathscout.evaluation.training.cross_recipe import unseen_topics
+    from mathscout.notices import collecting
+    from mathscout.retrievers.indexing import add_components
+
+    model, index = tmp_path / "model", tmp_path / "index"
+    shutil.copytree(query_side_model, model)
+    shutil.copytree(dense_index, index)
+    monkeypatch.setenv("MATHSCOUT_DENSE_FT_MODEL", str(model))
+    add_components(index, ["dense-ft"])
+    record = json.loads((model / "training.json").read_text())
+    assert record["held_out_ids"] == []  # held_out=0: nothing held out
+
+    def recorded(**fields) -> set[str] | None:
+        (model / "training.json").write_text(json.dumps({**record, **fields}))
+        return unseen_topics(IndexDir(index), "dense-ft")
+
+    assert recorded(held_out_ids=["A.301", "A.302"]) == {"A.301", "A.302"}
+    assert unseen_topics(IndexDir(index), "bm25") is None  # an untrained first stage: no limit
+    del record["held_out_ids"]
+    with collecting() as said:
+        assert recorded() is None  # a model trained before it was recorded: not known, and said
+    assert len(said) == 1 and "does not record the topics it held out" in said[0]
+    with pytest.raises(DamagedIndexError, match=r"held_out_ids is 'A\.301', not a list"):
+        recorded(held_out_ids="A.301")
+
+
+@pytest.mark.model
 def test_query_side_refuses_dev_and_broken_adapters(shared_data, dense_index, query_side_model, tmp_path):
     from mathscout.dense.encoder import Encoder
     from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
