@@ -11,8 +11,8 @@ with hard negatives from the index's own first stages, stored with the index (ma
 1. Topics: a seeded sample of N train topics (`all`: every one) whose best-graded relevant answer (grade ≥ 2) is in
    the index, and H others held out for validation (`--topics/--qrels`: train files only, dev is refused). The
    held-out ones are drawn from the topics the strongest first stage was not fit on (dense-ft's own held-out topics,
-   recorded with its model): on topics it trained on it looks far stronger than on new questions, and the
-   interpolation weight tuned there would lean on it.
+   recorded with its model), so that the validation and the interpolation weight are measured on questions no part
+   of the ranking was fit on.
 2. Hard negatives: each training topic's top D hits of `--negatives-from` (default the strongest first stage the
    index has: dense-ft, else dense, else bm25 and structure), its judged answers and the answers of its own thread
    removed; N of them drawn at random (seeded) per topic (`--group`). The held-out topics get every first stage's top

@@ -55,9 +55,9 @@ def report_stages(index: IndexDir) -> tuple[str, ...]:
 
 def unseen_topics(index: IndexDir, stage: str) -> set[str] | None:
     """The train topics `stage` was not fit on, where the cross-encoder's held-out topics (its validation and its
-    interpolation weight) are drawn from: a first stage scores the topics it was trained on far above others (dense-ft's
-    top 30: 0.878 nDCG@10 on topics it saw, 0.653 on dev), which would tune the weight toward it. None: no limit
-    (an untrained first stage), or not known (a dense-ft model that does not record its held-out topics; a notice)."""
+    interpolation weight) are drawn from, so that neither flatters a first stage on questions it was trained on. None:
+    no limit (an untrained first stage), or not known (a dense-ft model that does not record its held-out topics; a
+    warning)."""
     if stage != "dense-ft":
         return None
     from mathscout.dense.build import read_meta
