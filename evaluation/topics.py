@@ -29,6 +29,36 @@ class Topic(Query):
     tags: tuple[str, ...] = ()
 
 
+# The shared collection's sources and their shares of its dev questions (data README: 300 MSE, 90 MathOverflow,
+# 150 MATH, 30 ProofNet, 15 physics, 15 stats of 600); its train questions are 78 % MATH problems.
+COLLECTION_MIX = {"mse": 0.5, "mo": 0.15, "math": 0.25, "proofnet": 0.05, "phys": 0.025, "stats": 0.025}
+
+
+def source_of(topic_id: str) -> str:
+    """A shared-collection question's source: its id's prefix (`mse:math.stackexchange.com:440` → mse)."""
+    return topic_id.partition(":")[0]
+
+
+def in_collection_mix(topic_ids: list[str], mix: dict[str, float] = COLLECTION_MIX) -> list[str]:
+    """`topic_ids` reordered so that every prefix holds the sources in `mix`'s shares as far as each lasts (smooth
+    weighted round robin; each source keeps its own order); unchanged when a topic's source is not in `mix` (another
+    collection's topics)."""
+    queues: dict[str, list[str]] = {}
+    for topic in topic_ids:
+        queues.setdefault(source_of(topic), []).append(topic)
+    if not queues or any(source not in mix for source in queues):
+        return list(topic_ids)
+    taken = dict.fromkeys(queues, 0)
+    order: list[str] = []
+    while len(order) < len(topic_ids):
+        left = [s for s in queues if taken[s] < len(queues[s])]
+        total = sum(mix[s] for s in left)
+        source = max(left, key=lambda s: mix[s] / total * (len(order) + 1) - taken[s])
+        order.append(queues[source][taken[source]])
+        taken[source] += 1
+    return order
+
+
 def add_train_topic_arguments(parser: argparse.ArgumentParser) -> None:
     """A trainer's --topics and --qrels, the shared collection's train files by default."""
     parser.add_argument("--topics", type=Path, default=SHARED_COLLECTION / "topics.train.jsonl")

@@ -2,7 +2,8 @@
 with hard negatives from the index's own first stages, stored with the index (mathscout.dense.cross).
 
     mathscout train cross-encoder --index DIR [--topics T --qrels Q] [--budget-minutes B] [--max-minutes M]
-                                  [--train-topics N|all] [--held-out H] [--group N] [--in-batch K]
+                                  [--train-topics N|all] [--held-out H] [--topic-order mixed|seeded]
+                                  [--group N] [--in-batch K]
                                   [--loss listwise|pointwise] [--negatives-from MINER[,MINER]] [--depth D]
                                   [--epochs E] [--max-length L] [--lr LR] [--batch B] [--freeze-layers K]
                                   [--init base|dense-ft|PATH] [--device auto|cpu|cuda] [--save DIR]
@@ -12,15 +13,16 @@ with hard negatives from the index's own first stages, stored with the index (ma
    the index, and H others held out for validation (`--topics/--qrels`: train files only, dev is refused). The
    held-out ones are drawn from the topics the strongest first stage was not fit on (dense-ft's own held-out topics,
    recorded with its model), so that the validation and the interpolation weight are measured on questions no part
-   of the ranking was fit on.
+   of the ranking was fit on. `--topic-order mixed` (default) puts the seeded order in the shared collection's
+   source mix (its dev questions' shares: half MSE; its train questions are 78 % MATH problems), so that the held-out
+   topics and a budget that ends the pass early see each source in its share; `seeded` keeps the seeded order.
 2. Hard negatives: each training topic's top D hits of `--negatives-from` (default the strongest first stage the
    index has: dense-ft, else dense, else bm25 and structure), its judged answers and the answers of its own thread
    removed; N of them drawn at random (seeded) per topic (`--group`). The held-out topics get every first stage's top
    CROSS_DEPTH (what `--rerank cross` reorders).
 3. Training: sentence-transformers' CrossEncoder from `--init` (the packaged all-MiniLM-L6-v2, the index's dense-ft
    model folder, or a folder) with a new one-logit head, embeddings and the lower `--freeze-layers` layers frozen;
-   CrossEncoderTrainer over (question, positive, N hard negatives) in a seeded random order (a budget-limited run sees
-   varied topics), learning rate constant after a short warm-up (stopping anywhere leaves a finished schedule), bf16
+   CrossEncoderTrainer over (question, positive, N hard negatives) in the plan's topic order (step 1), learning rate constant after a short warm-up (stopping anywhere leaves a finished schedule), bf16
    on CUDA. Loss (cross_recipe.py): `listwise`, the softmax cross-entropy of the positive against its group and
    `--in-batch` other questions' positives: Zhong 2023 thesis §5.2.2 Eq. 5.18 with the cross-encoder's raw logit in
    place of the bi-encoder's S(q, p); `pointwise`, binary cross-entropy over the same pairs. Both texts pass through
@@ -80,7 +82,7 @@ from mathscout.dense.encoder import export_onnx
 from mathscout.dense.model import model_input_text
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import read_qrels
-from mathscout.evaluation.topics import add_train_topic_arguments, load_topics
+from mathscout.evaluation.topics import add_train_topic_arguments, in_collection_mix, load_topics
 from mathscout.evaluation.training.contrastive import SEED, plot_losses
 from mathscout.evaluation.training.cross_recipe import (
     INITS,
@@ -136,15 +138,18 @@ class Settings:
     freeze_layers: int = 4  # embeddings and the lower 4 of 6 layers frozen: 96 instead of 191 ms a pair on 2 cores
     init: str = "base"  # or dense-ft or a model folder (cross_recipe.resolve_init)
     seed: int = SEED
+    topic_order: str = "mixed"  # the seeded order in the collection's source mix (topics.in_collection_mix) or "seeded"
 
     @classmethod
     def recorded(cls, training: dict[str, Any]) -> Settings:
         """The settings a stored model's training record holds (fields it does not know are left out)."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in training.get("settings", {}).items() if k in known})
+        given = {"topic_order": "seeded", **training.get("settings", {})}  # a model trained before the mix: seeded
+        return cls(**{k: v for k, v in given.items() if k in known})
 
 
 DEFAULTS = Settings()
+TOPIC_ORDERS = ("mixed", "seeded")
 
 
 @dataclass
@@ -171,6 +176,9 @@ def choose(
     topics = [t for t in load_topics(topics_path) if any(g >= RELEVANT for g in qrels.get(t.id, {}).values())]
     rng = random.Random(settings.seed)
     rng.shuffle(topics)
+    if settings.topic_order == "mixed":  # a budget that ends the pass early sees each source in its share
+        by_id = {t.id: t for t in topics}
+        topics = [by_id[i] for i in in_collection_mix([t.id for t in topics])]
     every = settings.train_topics == "all"
     wanted = len(topics) if every else int(settings.train_topics) + settings.held_out
     if unseen is not None:  # the held-out candidates first, then the others in the same seeded order
@@ -263,8 +271,9 @@ def training_rows(
     index: IndexDir,
     settings: Settings,
 ) -> list[list[str]]:
-    """(question, positive, negative × group) texts per training topic, in a seeded random order: its best-graded
-    stored answer and `group` mined candidates that are neither judged for it nor from its own thread."""
+    """(question, positive, negative × group) texts per training topic, in `topics`' order (the plan's: seeded, in
+    the source mix; the trainer keeps it): its best-graded stored answer and `group` mined candidates that are neither
+    judged for it nor from its own thread."""
     rng = random.Random(settings.seed)
     store = index.store
     threads = {
@@ -274,7 +283,7 @@ def training_rows(
         ).items()
     }
     rows = []
-    for qid in sorted(topics):
+    for qid in topics:
         judged = qrels[qid]
         best = max((g for d, g in judged.items() if d in threads), default=0)
         if best < RELEVANT:
@@ -289,7 +298,6 @@ def training_rows(
             for d in store.get_many([positive, *negatives]).values()
         }
         rows.append([model_input_text(topics[qid].text), texts[positive], *(texts[d] for d in negatives)])
-    rng.shuffle(rows)  # the trainer shuffles too; a budget's first steps then see varied topics whatever the sampler
     return rows
 
 
@@ -351,6 +359,16 @@ def validation_samples(
     return samples
 
 
+def batches_in_order(dataset: Any, **options: Any) -> Any:
+    """The trainer's batches in the rows' own order (the plan's: seeded, in the source mix) instead of the library's
+    random one, so that a budget ending the pass early has seen each source in its share. Module-level: the trainer
+    stores its arguments with each checkpoint."""
+    from sentence_transformers.base.sampler import DefaultBatchSampler
+    from torch.utils.data import SequentialSampler
+
+    return DefaultBatchSampler(SequentialSampler(dataset), **options)
+
+
 def train_model(
     rows: list[list[str]],
     samples: list[dict],
@@ -386,6 +404,7 @@ def train_model(
         output_dir=str(output),
         num_train_epochs=settings.epochs,
         per_device_train_batch_size=settings.batch,
+        batch_sampler=batches_in_order,
         learning_rate=settings.lr,
         lr_scheduler_type="constant_with_warmup",  # a budget may end it anywhere: no decay left unfinished
         warmup_steps=min(settings.warmup, planned // 10),  # step 0 of a warm-up runs at lr 0: none on tiny runs
@@ -890,6 +909,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--held-out", type=int, default=DEFAULTS.held_out, help="train questions held out for the validation scores"
+    )
+    parser.add_argument(
+        "--topic-order",
+        choices=TOPIC_ORDERS,
+        default=DEFAULTS.topic_order,
+        help="mixed (default): the seeded order with each source of the shared collection in its share of the dev "
+        "questions (train is 78%% MATH problems, dev 50%% MSE), for the training and the held-out topics alike; "
+        "seeded: the seeded order alone",
     )
     parser.add_argument(
         "--group",

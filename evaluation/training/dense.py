@@ -47,11 +47,9 @@ from mathscout.config import SHARED_COLLECTION, default_index_path
 from mathscout.dense.device import add_device_argument, resolve_device
 from mathscout.dense.model import default_model_path, model_input_text
 from mathscout.errors import MathScoutError
-from mathscout.evaluation.topics import add_train_topic_arguments, require_train_topics
+from mathscout.evaluation.topics import COLLECTION_MIX, add_train_topic_arguments, require_train_topics, source_of
 from mathscout.evaluation.training.contrastive import SCALE, SEED, plot_losses, read_checkpoint
 from mathscout.evaluation.training.dense_query_side import QuerySideSettings, train_query_side
-
-DEV_MIX = {"mse": 0.5, "mo": 0.15, "math": 0.25, "proofnet": 0.05, "phys": 0.025, "stats": 0.025}  # dev's 600 topics
 
 
 @dataclass(frozen=True)
@@ -61,10 +59,6 @@ class Triplet:
     negative: str
     source: str
     ids: tuple[str, str, str] = ("", "", "")  # (topic, positive answer, negative answer)
-
-
-def source_of(topic_id: str) -> str:
-    return topic_id.partition(":")[0]
 
 
 def _topical(tags: list[str]) -> list[str]:
@@ -109,7 +103,7 @@ def load_triplets(topics_path: Path, qrels_path: Path, docs_path: Path, pairs: i
         if best[qid][1] in texts:
             by_source[source_of(qid)].append(qid)
     chosen: list[str] = []
-    for source, share in DEV_MIX.items():
+    for source, share in COLLECTION_MIX.items():
         pool = by_source.get(source, [])
         rng.shuffle(pool)
         chosen += pool[: round(pairs * share)]
@@ -253,7 +247,7 @@ def train(
                 "hard_negatives": hard_negatives,
                 "losses": losses,
                 "loss": "Zhong 2023 thesis Eq. 5.18, cosine x 20",
-                "sources": {s: sum(1 for t in triplets if t.source == s) for s in DEV_MIX},
+                "sources": {s: sum(1 for t in triplets if t.source == s) for s in COLLECTION_MIX},
             },
             indent=1,
         ),

@@ -125,6 +125,25 @@ def test_freeze_layers_freezes_the_embeddings_and_the_lower_layers():
         freeze_layers(load_cross_model(default_model_path(), 64, cached=False), 7)
 
 
+def test_a_budget_sees_the_train_topics_in_the_collections_source_mix(shared_data):
+    """The train topics are 78 % MATH problems, dev's half MSE: the mixed order gives every prefix (what a budget
+    that ends the pass early trains on, and the held-out topics) the sources' shares while each lasts."""
+    import random
+    from collections import Counter
+
+    from mathscout.evaluation.topics import COLLECTION_MIX, in_collection_mix, load_topics, source_of
+
+    ids = [t.id for t in load_topics(shared_data / "collection" / "topics.train.jsonl")]
+    random.Random(13).shuffle(ids)
+    mixed = in_collection_mix(ids)
+    assert sorted(mixed) == sorted(ids)
+    assert Counter(source_of(t) for t in ids[:1000])["math"] > 700  # the seeded order alone
+    first = Counter(source_of(t) for t in mixed[:1000])
+    assert all(abs(first[source] - 1000 * share) <= 1 for source, share in COLLECTION_MIX.items()), first
+    assert [t for t in mixed if source_of(t) == "mse"] == [t for t in ids if source_of(t) == "mse"]  # each in order
+    assert in_collection_mix(["A.301", "A.302", "mse:x:1"]) == ["A.301", "A.302", "mse:x:1"]  # another collection
+
+
 def test_the_held_out_topics_are_ones_the_first_stage_was_not_fit_on(small_index, cross_train_files):
     """Held out among the topics dense-ft held out (cross_recipe.unseen_topics), the others trained on, in the seeded
     order; without that record the choice is the one before it."""
