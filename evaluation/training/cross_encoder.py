@@ -22,9 +22,10 @@ with hard negatives from the index's own first stages, stored with the index (ma
    CROSS_DEPTH (what `--rerank cross` reorders).
 3. Training: sentence-transformers' CrossEncoder from `--init` (the packaged all-MiniLM-L6-v2, the index's dense-ft
    model folder, or a folder) with a new one-logit head, embeddings and the lower `--freeze-layers` layers frozen;
-   CrossEncoderTrainer over (question, positive, N hard negatives) in the plan's topic order (step 1), learning rate constant after a short warm-up (stopping anywhere leaves a finished schedule), bf16
-   on CUDA. Loss (cross_recipe.py): `listwise`, the softmax cross-entropy of the positive against its group and
-   `--in-batch` other questions' positives: Zhong 2023 thesis §5.2.2 Eq. 5.18 with the cross-encoder's raw logit in
+   CrossEncoderTrainer over (question, positive, N hard negatives) in the plan's topic order (step 1), learning
+   rate constant after a short warm-up (stopping anywhere leaves a finished schedule), bf16 on CUDA. Loss
+   (cross_recipe.py): `listwise`, the softmax cross-entropy of the positive against its group and `--in-batch`
+   other questions' positives: Zhong 2023 thesis §5.2.2 Eq. 5.18 with the cross-encoder's raw logit in
    place of the bi-encoder's S(q, p); `pointwise`, binary cross-entropy over the same pairs. Both texts pass through
    `model_input_text` (formulas stay LaTeX); a pair is cut to L word pieces. Every `--eval-every` steps (and before
    the first) the library's CrossEncoderRerankingEvaluator gives the held-out nDCG@10 of the strongest first stage's
@@ -92,6 +93,7 @@ from mathscout.evaluation.training.cross_recipe import (
     describe_loss,
     freeze_layers,
     group_loss,
+    held_out_unseen,
     report_stages,
     resolve_init,
     strongest_stage,
@@ -177,13 +179,13 @@ def choose(
     rng = random.Random(settings.seed)
     rng.shuffle(topics)
     if settings.topic_order == "mixed":  # a budget that ends the pass early sees each source in its share
-        by_id = {t.id: t for t in topics}
-        topics = [by_id[i] for i in in_collection_mix([t.id for t in topics])]
+        position = {topic_id: n for n, topic_id in enumerate(in_collection_mix([t.id for t in topics]))}
+        topics.sort(key=lambda t: position[t.id])
     every = settings.train_topics == "all"
     wanted = len(topics) if every else int(settings.train_topics) + settings.held_out
-    if unseen is not None:  # the held-out candidates first, then the others in the same seeded order
-        first = {t.id for t in [t for t in topics if t.id in unseen][: settings.held_out * 2]}
-        topics = [t for t in topics if t.id in first] + [t for t in topics if t.id not in first]
+    if unseen is not None:  # the first held-out candidates to the front (a stable sort: the order otherwise kept)
+        front = set([t.id for t in topics if t.id in unseen][: settings.held_out * 2])
+        topics.sort(key=lambda t: t.id not in front)
     stored = index.store.summaries(d for t in topics[: wanted * 2] for d in qrels[t.id])
     usable = [t.id for t in topics[: wanted * 2] if any(d in stored for d, g in qrels[t.id].items() if g >= RELEVANT)]
     if len(usable) < 2:
@@ -825,8 +827,7 @@ def train(args: argparse.Namespace) -> Path | None:
             "held_out_from": list(stages),
             "validated_on": stage,
             # the held-out topics (validation, interpolation weights) are ones the validated first stage was not fit on
-            "held_out_unseen_by_first_stage": stage != "dense-ft"
-            or (unseen is not None and unseen >= set(plan["held_out"])),
+            "held_out_unseen_by_first_stage": held_out_unseen(stage, unseen, plan["held_out"]),
         },
         "settings": asdict(settings),
         "devices": plan["devices"],  # where it trained (every run of a resumed training)

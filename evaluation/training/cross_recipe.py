@@ -53,17 +53,26 @@ def report_stages(index: IndexDir) -> tuple[str, ...]:
     return tuple(servable_modes(index, FIRST_STAGES))
 
 
+TRAINED_STAGE = "dense-ft"  # the one first stage fit on train topics (its model records the ones it held out)
+
+
+def dense_ft_folder(index: IndexDir) -> Path:
+    """The model folder the index's dense-ft component was built with (the index has one)."""
+    from mathscout.dense.build import read_meta
+
+    return Path(read_meta(index.component_path(TRAINED_STAGE))["model"])
+
+
 def unseen_topics(index: IndexDir, stage: str) -> set[str] | None:
     """The train topics `stage` was not fit on, where the cross-encoder's held-out topics (its validation and its
     interpolation weight) are drawn from, so that neither flatters a first stage on questions it was trained on. None:
     no limit (an untrained first stage), or not known (a dense-ft model that does not record its held-out topics; a
     warning)."""
-    if stage != "dense-ft":
+    if stage != TRAINED_STAGE:
         return None
-    from mathscout.dense.build import read_meta
     from mathscout.index.stored import StoredFile
 
-    folder = Path(read_meta(index.component_path(stage))["model"])
+    folder = dense_ft_folder(index)
     path = folder / "training.json"
     if path.is_file():
         stored = StoredFile(path, "the dense-ft model's training record", "retrain it with 'mathscout train dense'")
@@ -78,17 +87,20 @@ def unseen_topics(index: IndexDir, stage: str) -> set[str] | None:
     return None
 
 
+def held_out_unseen(stage: str, unseen: set[str] | None, held_out: list[str]) -> bool:
+    """Whether `held_out` are topics `stage` was not fit on (`unseen`: unseen_topics' answer)."""
+    return stage != TRAINED_STAGE or (unseen is not None and unseen >= set(held_out))
+
+
 def resolve_init(choice: str, index: IndexDir) -> Path:
     """The weights a training starts from: `base` (the packaged all-MiniLM-L6-v2), `dense-ft` (the folder the index's
     dense-ft component records) or a model folder; a new one-logit head is put on any of them."""
     if choice == "base":
         return default_model_path()
     if choice == "dense-ft":
-        from mathscout.dense.build import read_meta
-
-        if "dense-ft" not in index.components:
+        if TRAINED_STAGE not in index.components:
             raise MathScoutError(f"--init dense-ft: the index {index.path} has no dense-ft component")
-        folder = Path(read_meta(index.component_path("dense-ft"))["model"])
+        folder = dense_ft_folder(index)
         if (folder / "query_adapter.npz").is_file():
             notice(
                 f"notice: dense-ft ({folder}) was fine-tuned on the query side only: its transformer is the base "
