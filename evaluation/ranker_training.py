@@ -199,6 +199,16 @@ def train(args: argparse.Namespace) -> None:
     seen = frozenset(set().union(*fitted.values()))
     for n, (topics_path, qrels_path) in enumerate(zip(args.topics, args.qrels)):
         topics = choose_topics(topics_path, qrels_path, args.sample, args.seed, seen)
+        if not topics:
+            fitters = " and ".join(name for name, ids in fitted.items() if ids)
+            why = (
+                f"the {fitters} of {index.path} was trained or tuned on every judged one (its scores there are fitted, "
+                "not what a new question gets); give other --topics, or --cross-depth 0 to leave the cross-encoder's "
+                "features out"
+                if fitters
+                else f"{qrels_path} judges none of them"
+            )
+            raise MathScoutError(f"no topic of {topics_path} is left to train the ranker on: {why}")
         found = cached_candidates(index, topics, caches[n] if caches else None, args.depth, cross_depth=cross_depth)
         scorer = Scorer(qrels_path)
         arqmath = scorer.spec.name == "arqmath"  # --prime and --judged-only concern ARQMath judgements only

@@ -229,6 +229,7 @@ def cross_index(small_index, cross_train_files, tmp_path_factory) -> Path:
     main([*arguments, "--max-minutes", "0"])
     checkpoints = sorted(p.name for p in (index / WORK / "trainer").glob("checkpoint-*"))
     assert checkpoints == ["checkpoint-1"], checkpoints  # stopped after its first step, resumable
+    assert (index / WORK / "rows.jsonl").is_file()  # the training rows, which the resumed run reads back
     assert not (index / "cross-encoder").exists()
     main(arguments)
     assert not (index / WORK).exists()  # the work folder goes once the model is stored

@@ -37,11 +37,12 @@ with hard negatives from the index's own first stages, stored with the index (ma
    MIN_TOP10) is chosen and recorded; torch always qualifies.
 6. Stored: DIR/cross-encoder/ (model/ in fp32 safetensors whatever the device, the chosen ONNX graph, loss.png,
    cross-encoder.json with the index build's hash, the topics and qrels files, the recipe (settings, loss, device),
-   counts, held-out scores, backend measurements, times, pairs seen and ms per pair); `--save DIR` copies it there
+   counts, held-out scores, backend measurements, times, pairs seen and ms per pair, and the topics the stored
+   checkpoint trained on, which a ranker over its logits leaves out); `--save DIR` copies it there
    (to compare models: copy one back as DIR/cross-encoder/ and rerun `mathscout run --first-stage RUN --rerank cross`).
 
-Every step is resumable: the work lives in DIR/cross-encoder.work/ (the plan, the mined candidates, the trainer's
-checkpoints at each validation); after a kill or `--max-minutes`, rerun the same command.
+Every step is resumable: the work lives in DIR/cross-encoder.work/ (the plan, the mined candidates, the training rows,
+the trainer's checkpoints at each validation); after a kill or `--max-minutes`, rerun the same command.
 
 Time budget (`--budget-minutes`, default 60, over every run of a resumed training): training ends early, with a last
 validation and the best checkpoint kept as the model, once the time left only covers that validation and steps 4-6 at
@@ -57,6 +58,7 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -250,7 +252,7 @@ def mine(index: IndexDir, topics: list[Query], depth: int, path: Path, miners: t
         desc=f"first-stage hits ({', '.join(miners)}, top {depth})",
         unit="topic",
         file=sys.stderr,
-        initial=len(done),
+        initial=len(topics) - len(todo),
         total=len(topics),
     )
     with open(path, "a", encoding="utf-8") as out, bar:
@@ -272,10 +274,10 @@ def training_rows(
     qrels: dict[str, dict[str, int]],
     index: IndexDir,
     settings: Settings,
-) -> list[list[str]]:
-    """(question, positive, negative × group) texts per training topic, in `topics`' order (the plan's: seeded, in
-    the source mix; the trainer keeps it): its best-graded stored answer and `group` mined candidates that are neither
-    judged for it nor from its own thread."""
+) -> dict[str, list[str]]:
+    """Topic id → (question, positive, negative × group) texts, in `topics`' order (the plan's: seeded, in the source
+    mix; the trainer keeps it): its best-graded stored answer and `group` mined candidates that are neither judged for
+    it nor from its own thread; topics without a stored positive or `group` such candidates are left out."""
     rng = random.Random(settings.seed)
     store = index.store
     threads = {
@@ -284,7 +286,7 @@ def training_rows(
             {d for m in mined.values() for d in m.docs} | {d for t in topics for d in qrels[t]}
         ).items()
     }
-    rows = []
+    rows = {}
     for qid in topics:
         judged = qrels[qid]
         best = max((g for d, g in judged.items() if d in threads), default=0)
@@ -299,8 +301,36 @@ def training_rows(
             d.id: model_input_text(passage_text(d.title, d.text))
             for d in store.get_many([positive, *negatives]).values()
         }
-        rows.append([model_input_text(topics[qid].text), texts[positive], *(texts[d] for d in negatives)])
+        rows[qid] = [model_input_text(topics[qid].text), texts[positive], *(texts[d] for d in negatives)]
     return rows
+
+
+ROWS_FILE = "rows.jsonl"  # the training rows, written once: a resumed training reads them instead of rebuilding
+
+
+def cached_rows(path: Path, build: Callable[[], dict[str, list[str]]]) -> dict[str, list[str]]:
+    """`build()`'s rows, written to `path` (atomically) the first time and read back by a rerun (a resumed training:
+    building them again from the store took 2.5 minutes of its budget on the full index)."""
+    if path.is_file():
+        rows = {}
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                record = json.loads(line)
+                rows[record["topic"]] = record["texts"]
+        return rows
+    rows = build()
+    part = path.with_name(f".{path.name}.part")
+    with open(part, "w", encoding="utf-8") as out:
+        for qid, texts in rows.items():
+            out.write(json.dumps({"topic": qid, "texts": texts}) + "\n")
+    part.replace(path)
+    return rows
+
+
+def topics_seen(row_topics: list[str], batch: int, step: int | None) -> list[str]:
+    """The training topics the model at `step` has been trained on: the trainer takes the rows in order, `batch`
+    at a time (an epoch past the first adds none); `step` None: every one."""
+    return list(row_topics) if step is None else list(row_topics[: step * batch])
 
 
 # ---- 3. training ----------------------------------------------------------------------------------------------------
@@ -754,7 +784,11 @@ def train(args: argparse.Namespace) -> Path | None:
     t0 = time.time()
     finished = (work / MODEL_DIR / "config.json").is_file()
     if not finished:
-        rows = training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings)
+        rows_by_topic = cached_rows(
+            work / ROWS_FILE,
+            lambda: training_rows({q: topics[q] for q in plan["train"]}, mined, qrels, index, settings),
+        )
+        rows = list(rows_by_topic.values())
         samples = validation_samples({q: topics[q] for q in plan["held_out"]}, held, qrels, index, stage)
         held_pairs = [len(held[q].docs) for q in sorted(plan["held_out"])]  # torch scores them all, ONNX a share
         budget = Budget(
@@ -774,6 +808,8 @@ def train(args: argparse.Namespace) -> Path | None:
             rows, samples, base, work, settings, deadline, args.eval_every, budget, device=device
         )
         plan["history"] = history
+        # the stored checkpoint's topics (a budget may end the pass early): what a ranker over its logits leaves out
+        plan["trained_on"] = topics_seen(list(rows_by_topic), settings.batch, history["best_step"])
         spent("training", t0)
         if "stopped_early" in history:
             early = history["stopped_early"]
@@ -812,6 +848,7 @@ def train(args: argparse.Namespace) -> Path | None:
     spent("held_out", t0)
     used = sorted({*miners, *stages})
     history = plan.get("history", {})
+    trained_on = plan.get("trained_on", plan["train"])  # a work folder of an older version: every planned topic
     training = {
         "index": str(index.path.resolve()),
         "index_build": index.build_hash(used),  # the build the negatives and held-out hits came from
@@ -822,6 +859,7 @@ def train(args: argparse.Namespace) -> Path | None:
         "counts": {
             "training_topics": len(plan["train"]),
             "training_questions": plan.get("rows"),
+            "trained_on_topics": len(trained_on),
             "held_out_topics": len(plan["held_out"]),
             "mined_from": list(miners),
             "held_out_from": list(stages),
@@ -831,8 +869,9 @@ def train(args: argparse.Namespace) -> Path | None:
         },
         "settings": asdict(settings),
         "devices": plan["devices"],  # where it trained (every run of a resumed training)
-        # trained or tuned on: a ranker over its logits leaves them out
-        "topic_ids": plan["train"] + plan["held_out"],
+        # trained (up to the stored checkpoint) or tuned on, the held-out ones last: a ranker over its logits leaves
+        # them out
+        "topic_ids": trained_on + plan["held_out"],
         "loss": describe_loss(settings.loss, settings.group, min(settings.in_batch, settings.batch - 1)),
         "lr_schedule": "constant after a linear warm-up",
         **history,

@@ -144,6 +144,23 @@ def test_a_budget_sees_the_train_topics_in_the_collections_source_mix(shared_dat
     assert in_collection_mix(["A.301", "A.302", "mse:x:1"]) == ["A.301", "A.302", "mse:x:1"]  # another collection
 
 
+def test_a_resumed_training_reads_its_rows_back_and_records_the_topics_its_checkpoint_saw(tmp_path):
+    """The training rows are written once to the work folder (a resume read them instead of rebuilding them: 2.5
+    minutes of its budget on the full index), in their order; the topics a checkpoint trained on are the first
+    step × batch rows', every one past the first epoch."""
+    from mathscout.evaluation.training.cross_encoder import cached_rows, topics_seen
+
+    built = {"t3": ["q3", "$x^2$", "n1"], "t1": ["q1", "p1 \u00e9", "n2"], "t2": ["q2", "p2", "n3"]}
+    calls = []
+    path = tmp_path / "rows.jsonl"
+    assert cached_rows(path, lambda: calls.append(1) or built) == built
+    again = cached_rows(path, lambda: calls.append(1) or {})
+    assert again == built and list(again) == ["t3", "t1", "t2"] and calls == [1]
+    assert topics_seen(list(built), batch=2, step=1) == ["t3", "t1"]
+    assert topics_seen(list(built), batch=2, step=5) == ["t3", "t1", "t2"]
+    assert topics_seen(list(built), batch=2, step=None) == ["t3", "t1", "t2"]
+
+
 def test_the_held_out_topics_are_ones_the_first_stage_was_not_fit_on(small_index, cross_train_files):
     """Held out among the topics dense-ft held out (cross_recipe.unseen_topics), the others trained on, in the seeded
     order; without that record the choice is the one before it."""

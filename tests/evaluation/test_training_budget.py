@@ -16,7 +16,8 @@ def test_a_spent_time_budget_ends_training_early_with_a_usable_model(small_index
     """`--budget-minutes 0`: the training stops after its first step (of 4), validates it and stores that model,
     recording where it stopped; the model scores passages."""
     from mathscout.dense.cross import CrossEncoderInfo, open_cross_scorer
-    from mathscout.evaluation.training.cross_encoder import WORK, main
+    from mathscout.evaluation.training.cross_encoder import WORK, fitted_topics, main
+    from mathscout.index.layout import IndexDir
 
     index = tmp_path / "small"
     shutil.copytree(small_index, index)
@@ -44,4 +45,8 @@ def test_a_spent_time_budget_ends_training_early_with_a_usable_model(small_index
     assert training["stopped_early"] == {"step": 1, "of": 4, "budget_minutes": 0.0}
     assert training["steps"] == 1 and [step for step, _ in training["held_out_curve"]] == [0, 1]
     assert training["best_step"] == 1 and not (index / WORK).exists()
+    # the stored checkpoint saw one batch of 2: those topics and the held-out ones are what a ranker leaves out
+    assert training["counts"]["trained_on_topics"] == 2 < training["counts"]["training_questions"]
+    assert fitted_topics(IndexDir(index)) == set(training["topic_ids"])
+    assert len(training["topic_ids"]) == 2 + training["counts"]["held_out_topics"]
     assert len(open_cross_scorer(index).scores("What is $x^2$?", ["$x^2$ is x times x."])) == 1

@@ -284,11 +284,17 @@ def test_the_ranker_reads_the_cross_encoder_as_features(cross_index, cross_ranke
         "cross.zscore",
         "cross.found",
     ]
-    # the cross-encoder's training and tuning topics are left out of the ranker's (its logits there are fitted)
-    assert config.training["left_out"]["cross-encoder"] == TRAIN_TOPICS + HELD_OUT
+    # the topics the stored checkpoint trained on and the tuning ones are left out of the ranker's (its logits there
+    # are fitted)
+    from mathscout.dense.cross import CrossEncoderInfo
+
+    counts = CrossEncoderInfo.require(cross_index).training["counts"]
+    fitted = counts["trained_on_topics"] + counts["held_out_topics"]
+    assert HELD_OUT < fitted <= TRAIN_TOPICS + HELD_OUT
+    assert config.training["left_out"]["cross-encoder"] == fitted
     without = RankerConfig.read(cross_ranker / "without")
     assert without.training["left_out"]["cross-encoder"] == 0
-    assert config.training["topics"] + TRAIN_TOPICS + HELD_OUT == without.training["topics"]
+    assert config.training["topics"] + fitted == without.training["topics"]
     assert RankerConfig.read(cross_ranker / "without").cross_depth == 0
     assert not any(f.startswith("cross.") for f in RankerConfig.read(cross_ranker / "without").features)
     index = IndexDir(cross_index)
@@ -302,6 +308,27 @@ def test_the_ranker_reads_the_cross_encoder_as_features(cross_index, cross_ranke
     assert {d for d, f in zip(docs, found) if f == 1.0} == set(read)  # scored: exactly the consensus top 30
     hits = ranked.search(QUESTION, k=10)
     assert len(hits) == 10 and "cross" in ranked.timings
+
+
+def test_a_ranker_with_no_topic_left_beside_the_cross_encoders_says_so(cross_index, cross_train_files, tmp_path):
+    """Topics the cross-encoder was fitted on cannot train a ranker over its logits: when those are all the topics
+    given, one line says why and what to do."""
+    from mathscout.dense.cross import CrossEncoderInfo
+    from mathscout.evaluation.ranker_training import main
+
+    topics, qrels = cross_train_files
+    fitted = set(CrossEncoderInfo.require(cross_index).training["topic_ids"])
+    only_fitted = tmp_path / "fitted.jsonl"
+    only_fitted.write_text(
+        "".join(
+            line + "\n" for line in topics.read_text(encoding="utf-8").splitlines() if json.loads(line)["id"] in fitted
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(
+        MathScoutError, match=r"no topic of .* is left to train the ranker on: the cross-encoder of .* was"
+    ):
+        main(["--index", str(cross_index), "--topics", str(only_fitted), "--qrels", str(qrels), "--sample", "0"])
 
 
 def test_a_ranker_that_reads_the_cross_encoder_needs_it(cross_index, cross_ranker, tmp_path):
