@@ -310,14 +310,16 @@ ROWS_FILE = "rows.jsonl"  # the training rows, written once: a resumed training 
 
 def cached_rows(path: Path, build: Callable[[], dict[str, list[str]]]) -> dict[str, list[str]]:
     """`build()`'s rows, written to `path` (atomically) the first time and read back by a rerun (a resumed training:
-    building them again from the store took 2.5 minutes of its budget on the full index)."""
+    building them again from the store took 2.5 minutes of its budget on the full index); a damaged file is built
+    again, being only a cache."""
     if path.is_file():
-        rows = {}
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                record = json.loads(line)
-                rows[record["topic"]] = record["texts"]
-        return rows
+        try:
+            with open(path, encoding="utf-8") as f:
+                read = {r["topic"]: r["texts"] for r in map(json.loads, f)}
+            if all(isinstance(t, list) and all(isinstance(x, str) for x in t) for t in read.values()):
+                return read
+        except (ValueError, KeyError, TypeError):
+            pass
     rows = build()
     part = path.with_name(f".{path.name}.part")
     with open(part, "w", encoding="utf-8") as out:

@@ -156,6 +156,8 @@ def test_a_resumed_training_reads_its_rows_back_and_records_the_topics_its_check
     assert cached_rows(path, lambda: calls.append(1) or built) == built
     again = cached_rows(path, lambda: calls.append(1) or {})
     assert again == built and list(again) == ["t3", "t1", "t2"] and calls == [1]
+    path.write_text('{"topic": "t3", "texts": ["q3"', encoding="utf-8")  # damaged: built again
+    assert cached_rows(path, lambda: calls.append(1) or built) == built and calls == [1, 1]
     assert topics_seen(list(built), batch=2, step=1) == ["t3", "t1"]
     assert topics_seen(list(built), batch=2, step=5) == ["t3", "t1", "t2"]
     assert topics_seen(list(built), batch=2, step=None) == ["t3", "t1", "t2"]
