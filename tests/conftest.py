@@ -220,7 +220,7 @@ def cross_index(small_index, cross_train_files, tmp_path_factory) -> Path:
     after one step (--max-minutes 0), the second resumes from its checkpoint and finishes. Read it as it is."""
     import shutil
 
-    from mathscout.evaluation.training.cross_encoder import WORK, main
+    from mathscout.evaluation.training.cross_encoder import ROWS_FILE, WORK, main
 
     index = tmp_path_factory.mktemp("cross-index") / "small"
     shutil.copytree(small_index, index)
@@ -229,7 +229,7 @@ def cross_index(small_index, cross_train_files, tmp_path_factory) -> Path:
     main([*arguments, "--max-minutes", "0"])
     checkpoints = sorted(p.name for p in (index / WORK / "trainer").glob("checkpoint-*"))
     assert checkpoints == ["checkpoint-1"], checkpoints  # stopped after its first step, resumable
-    assert (index / WORK / "rows.jsonl").is_file()  # the training rows, which the resumed run reads back
+    assert (index / WORK / ROWS_FILE).is_file()  # the training rows, which the resumed run reads back
     assert not (index / "cross-encoder").exists()
     main(arguments)
     assert not (index / WORK).exists()  # the work folder goes once the model is stored

@@ -104,7 +104,7 @@ from mathscout.evaluation.training.cross_recipe import (
 from mathscout.evaluation.training.plan import TrainingPlan, require_train_files
 from mathscout.evaluation.tuning import Scorer
 from mathscout.index.integrity import record_folder
-from mathscout.index.layout import IndexDir
+from mathscout.index.layout import IndexDir, write_json_atomic
 from mathscout.retrievers.registry import open_retriever
 from mathscout.retrievers.rerank import passage_text
 from mathscout.types import Query
@@ -305,34 +305,30 @@ def training_rows(
     return rows
 
 
-ROWS_FILE = "rows.jsonl"  # the training rows, written once: a resumed training reads them instead of rebuilding
+ROWS_FILE = "rows.json"  # the training rows, written once: a resumed training reads them instead of rebuilding
 
 
 def cached_rows(path: Path, build: Callable[[], dict[str, list[str]]]) -> dict[str, list[str]]:
-    """`build()`'s rows, written to `path` (atomically) the first time and read back by a rerun (a resumed training:
-    building them again from the store took 2.5 minutes of its budget on the full index); a damaged file is built
-    again, being only a cache."""
-    if path.is_file():
-        try:
-            with open(path, encoding="utf-8") as f:
-                read = {r["topic"]: r["texts"] for r in map(json.loads, f)}
-            if all(isinstance(t, list) and all(isinstance(x, str) for x in t) for t in read.values()):
-                return read
-        except (ValueError, KeyError, TypeError):
-            pass
+    """`build()`'s rows (topic id → texts, in order), written to `path` the first time and read back by a rerun (a
+    resumed training: building them again from the store took 2.5 minutes of its budget on the full index); a damaged
+    file is built again, being only a cache."""
+    try:
+        read = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(read, dict) and all(
+            isinstance(t, list) and all(isinstance(x, str) for x in t) for t in read.values()
+        ):
+            return read
+    except (OSError, ValueError):
+        pass
     rows = build()
-    part = path.with_name(f".{path.name}.part")
-    with open(part, "w", encoding="utf-8") as out:
-        for qid, texts in rows.items():
-            out.write(json.dumps({"topic": qid, "texts": texts}) + "\n")
-    part.replace(path)
+    write_json_atomic(path, rows)
     return rows
 
 
 def topics_seen(row_topics: list[str], batch: int, step: int | None) -> list[str]:
     """The training topics the model at `step` has been trained on: the trainer takes the rows in order, `batch`
     at a time (an epoch past the first adds none); `step` None: every one."""
-    return list(row_topics) if step is None else list(row_topics[: step * batch])
+    return row_topics if step is None else row_topics[: step * batch]
 
 
 # ---- 3. training ----------------------------------------------------------------------------------------------------

@@ -152,7 +152,7 @@ def test_a_resumed_training_reads_its_rows_back_and_records_the_topics_its_check
 
     built = {"t3": ["q3", "$x^2$", "n1"], "t1": ["q1", "p1 \u00e9", "n2"], "t2": ["q2", "p2", "n3"]}
     calls = []
-    path = tmp_path / "rows.jsonl"
+    path = tmp_path / "rows.json"
     assert cached_rows(path, lambda: calls.append(1) or built) == built
     again = cached_rows(path, lambda: calls.append(1) or {})
     assert again == built and list(again) == ["t3", "t1", "t2"] and calls == [1]
