@@ -296,7 +296,9 @@ class CrossEncoderReranker(_BaseReranker):
         from mathscout.dense.cross import interpolate
 
         logits = self.scorer.scores(query, self.passages(hits), self.batch_size)
-        return [float(s) for s in interpolate(logits, [h.score for h in hits], self.weight_for(hits))]
+        info = self.scorer.info
+        scale = info.scale if info is not None else "probability"  # the scale its stored weights were tuned on
+        return [float(s) for s in interpolate(logits, [h.score for h in hits], self.weight_for(hits), scale)]
 
 
 def cross_encoder_usable(index) -> bool:

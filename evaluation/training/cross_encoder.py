@@ -31,7 +31,8 @@ with hard negatives from the index's own first stages, stored with the index (ma
    the first) the library's CrossEncoderRerankingEvaluator gives the held-out nDCG@10 of the strongest first stage's
    reranked top CROSS_DEPTH; the best checkpoint is the model kept.
 4. Held-out: nDCG@10 of each first stage's top CROSS_DEPTH on the held-out topics, before and after reranking,
-   alone and interpolated; the weight is tuned per first stage, and the strongest one's is the stored default.
+   alone and interpolated (the cross-encoder's probability, `interpolate`); the weight is tuned per first stage, and
+   the strongest one's is the stored default.
 5. Backends: the held-out pairs scored by torch fp32, ONNX fp32 and ONNX int8: Kendall τ and top-10 agreement against
    fp32 per topic, ms per pair. The fastest backend that keeps the order (mean τ ≥ MIN_TAU and top-10 agreement ≥
    MIN_TOP10) is chosen and recorded; torch always qualifies.
@@ -650,6 +651,7 @@ def held_out_report(
         "reranked": {n: mean(reranked(n, "torch"), everyone) for n in runs},
         "interpolation": {
             "weight": weight,
+            "scale": "probability",  # interpolate's default: what the grid below was tuned on
             "stage": stage,
             "weights": weights,
             "reranked": {n: grid[weights[n] if stage in weights else weight][n] for n in runs},
@@ -710,6 +712,7 @@ def store_model(
         max_length=settings.max_length,
         weight=interpolation["weight"],
         weights=interpolation.get("weights", {}) if interpolation.get("stage") else {},
+        scale=interpolation.get("scale", "logit"),
         files=record_folder(staging),
         training=training,
     )
@@ -885,8 +888,8 @@ def train(args: argparse.Namespace) -> Path | None:
 
 def remeasure_backends(args: argparse.Namespace) -> Path:
     """`--measure-backends`: the stored model's held-out report (step 5's backends included) measured again with this
-    version's ONNX exports on its own held-out topics, and the backend the rule then chooses stored with it; no
-    training. The index must be the build its negatives were mined from."""
+    version's ONNX exports on its own held-out topics, and the backend the rule then chooses stored with it, the
+    weights tuned again on the probability scale (`interpolate`); no training. The index must be the build its negatives were mined from."""
     index = IndexDir(args.index)
     info = CrossEncoderInfo.require(index.path)
     training = info.training
@@ -1025,7 +1028,8 @@ def main(argv: list[str] | None = None) -> None:
         "--measure-backends",
         action="store_true",
         help="no training: measure the stored model's backends again (this version's ONNX exports) on its held-out "
-        "topics and store the one the rule chooses",
+        "topics and store the one the rule chooses, with its interpolation weights tuned again (on this version's "
+        "probability scale)",
     )
     args = parser.parse_args(argv)
     if str(args.topics) == "all" and not args.topics.exists():  # `--topics all`: every topic of the default file

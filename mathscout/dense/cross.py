@@ -41,6 +41,9 @@ INFO_FILE = "cross-encoder.json"
 MODEL_DIR = "model"
 ONNX_FILES = {"onnx-int8": "model.int8.onnx", "onnx": "model.onnx"}  # a stored graph per backend (the chosen one)
 BACKENDS = ("onnx-int8", "onnx", "torch")
+# the cross-encoder's scale in `interpolate`: its probability (the logistic of its logit: what the library's predict()
+# gives) or the raw logit (models stored before issue 43's fourth session, whose weights were tuned on that)
+SCALES = ("probability", "logit")
 BATCH = 32  # pairs per forward pass on torch (ONNX runs each pair alone)
 INT8_OPS = ("MatMul",)  # what the int8 graph quantises (`onnx_graph`)
 # hits the cross-encoder reads where the product chooses the depth (the `auto` plan, the ranker's `cross.*` features): the
@@ -69,6 +72,7 @@ class CrossEncoderInfo(TunedFile):
     )
     # the share tuned for each first stage measured held out (`weight_for`); `weight` is the strongest stage's
     weights: dict[str, float] = field(default_factory=dict)
+    scale: str = "logit"  # what the weights were tuned on (SCALES); a file without it: the logit
     files: dict[str, dict] = field(default_factory=dict)  # path inside the folder → size and CRC-32 (index integrity)
     training: dict[str, Any] = field(
         default_factory=dict
@@ -89,6 +93,7 @@ class CrossEncoderInfo(TunedFile):
                 str(k): file.number(v, "weights", 0.0, 1.0)
                 for k, v in file.mapping(data.get("weights", {}), "weights").items()
             },
+            scale=file.name(data.get("scale", "logit"), "scale", SCALES),
             files=file.mapping(data.get("files"), "files"),
             training=file.mapping(data.get("training", {}), "training"),
         )
@@ -128,10 +133,14 @@ def measured_gain(info: CrossEncoderInfo, first_stage: str) -> bool:
     return isinstance(before, (int, float)) and isinstance(after, (int, float)) and weight > 0 and after > before
 
 
-def interpolate(cross: Sequence[float] | np.ndarray, first: Sequence[float], weight: float) -> np.ndarray:
+def interpolate(
+    cross: Sequence[float] | np.ndarray, first: Sequence[float], weight: float, scale: str = "probability"
+) -> np.ndarray:
     """`weight` · z(cross-encoder) + (1 − `weight`) · z(first stage), each standardised over one query's reranked hits
     (a constant list standardises to 0): the relevance signals fused by linear interpolation, the weight tuned on
-    held-out topics (Zhong 2023 thesis §5.2.4, MABOWDOR's fusion). `weight` 1 is the cross-encoder alone."""
+    held-out topics (Zhong 2023 thesis §5.2.4, MABOWDOR's fusion). `weight` 1 is the cross-encoder alone. `cross` are
+    logits; on the `probability` scale their logistic is standardised: a listwise-trained model's logits have a long
+    upper tail that lets its top hit override the first stage at any weight, which the probability bounds."""
 
     def z(values: Sequence[float] | np.ndarray) -> np.ndarray:
         array = np.asarray(values, dtype=np.float64)
@@ -140,7 +149,10 @@ def interpolate(cross: Sequence[float] | np.ndarray, first: Sequence[float], wei
 
     if weight >= 1.0:
         return np.asarray(cross, dtype=np.float64)
-    return weight * z(cross) + (1.0 - weight) * z(first)
+    signal = np.asarray(cross, dtype=np.float64)
+    if scale == "probability":
+        signal = 0.5 * (1.0 + np.tanh(0.5 * signal))  # the logistic, without overflow
+    return weight * z(signal) + (1.0 - weight) * z(first)
 
 
 def load_cross_model(model_dir: Path, max_length: int, cached: bool = True, device: str = "cpu"):

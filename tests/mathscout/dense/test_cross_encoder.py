@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from mathscout.errors import DamagedIndexError, IndexMissingError, MathScoutError
@@ -190,9 +191,24 @@ def test_the_cross_encoder_has_an_opinion_and_its_weight_fuses_it(cross_index):
         assert [h.doc_id for h in kept.rerank(question, hits)] == [h.doc_id for h in hits]
         orders.append([h.doc_id for h in alone.rerank(question, hits)] != [h.doc_id for h in hits])
     assert any(orders)
-    assert interpolate([3.0, 1.0, 2.0], [0.0, 0.0, 0.0], 0.5).tolist() == pytest.approx(
+    assert info.scale == "probability"  # what this version tunes the weights on
+    assert interpolate([3.0, 1.0, 2.0], [0.0, 0.0, 0.0], 0.5, "logit").tolist() == pytest.approx(
         [0.5 * 1.5**0.5, -0.5 * 1.5**0.5, 0.0]
     )
+
+
+def test_on_the_probability_scale_the_first_stage_orders_the_hits_the_cross_encoder_is_sure_of():
+    """Two hits the cross-encoder is sure of (logits 6 and 9: probabilities 0.998 and 0.9999) are ordered by the first
+    stage at weight 0.5; on the logit scale the long upper tail lets the larger logit win. Weight 1 is the logits."""
+    from mathscout.dense.cross import interpolate
+
+    first, logits = [1.0, 0.9, 0.5, 0.1], [6.0, 9.0, -2.0, -3.0]
+    on_probability = interpolate(logits, first, 0.5)
+    on_logit = interpolate(logits, first, 0.5, "logit")
+    assert on_probability[0] > on_probability[1] > on_probability[2] > on_probability[3]
+    assert on_logit[1] > on_logit[0]
+    assert interpolate(logits, first, 1.0).tolist() == logits
+    assert np.isfinite(interpolate([800.0, -800.0, 0.0], [1.0, 2.0, 3.0], 0.5)).all()  # no overflow
 
 
 def test_run_reranks_with_the_cross_encoder(cross_index, dev_subset, tmp_path):
