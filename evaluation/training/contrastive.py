@@ -39,9 +39,15 @@ def mean_ndcg_at_10(rankings: list[dict[int, float]], relevant: list[dict[int, i
 
 
 def plot_losses(
-    losses: list[float], path: Path, title: str, held_out: list[float] | None = None, steps_per_epoch: int = 0
+    losses: list[float],
+    path: Path,
+    title: str,
+    held_out: list[float] | None = None,
+    steps_per_epoch: int = 0,
+    held_out_steps: list[int] | None = None,
 ) -> None:
-    """Batch losses and their running mean; with `held_out`, the held-out nDCG@10 after each epoch (right axis)."""
+    """Batch losses and their running mean; with `held_out`, the held-out nDCG@10 after each epoch (right axis), or at
+    `held_out_steps`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,7 +68,7 @@ def plot_losses(
     if held_out:
         right = ax.twinx()
         right.plot(
-            [e * steps_per_epoch for e in range(len(held_out))],
+            held_out_steps or [e * steps_per_epoch for e in range(len(held_out))],
             held_out,
             "o-",
             color="tab:red",

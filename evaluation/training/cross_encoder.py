@@ -27,9 +27,10 @@ with hard negatives from the index's own first stages, stored with the index (ma
    (cross_recipe.py): `listwise`, the softmax cross-entropy of the positive against its group and `--in-batch`
    other questions' positives: Zhong 2023 thesis §5.2.2 Eq. 5.18 with the cross-encoder's raw logit in
    place of the bi-encoder's S(q, p); `pointwise`, binary cross-entropy over the same pairs. Both texts pass through
-   `model_input_text` (formulas stay LaTeX); a pair is cut to L word pieces. Every `--eval-every` steps (and before
-   the first) the library's CrossEncoderRerankingEvaluator gives the held-out nDCG@10 of the strongest first stage's
-   reranked top CROSS_DEPTH; the best checkpoint is the model kept.
+   `model_input_text` (formulas stay LaTeX); a pair is cut to L word pieces. Every `--eval-every` steps (auto: 100
+   or more, so that validating takes at most a tenth of the time; and before the first) the library's
+   CrossEncoderRerankingEvaluator gives the held-out nDCG@10 of the strongest first stage's reranked top CROSS_DEPTH;
+   the best checkpoint is the model kept.
 4. Held-out: nDCG@10 of each first stage's top CROSS_DEPTH on the held-out topics, before and after reranking,
    alone and interpolated (the cross-encoder's probability, `interpolate`); the weight is tuned per first stage, and
    the strongest one's is the stored default.
@@ -360,7 +361,8 @@ class Budget:
         return time.time() + needed > self.ends
 
 
-EVAL_EVERY = 100  # steps between validations: ~5 min of steps on 2 cores, each validation ~30 s (1,800 pairs)
+EVAL_EVERY = 100  # the fewest steps between validations (`--eval-every auto`; a number: exactly that many)
+VALIDATION_SHARE = 0.1  # `auto`: a validation waits until it costs at most this share of the steps' time since the last
 EXPECT_AFTER = 3  # training steps timed before the expected time is printed
 EVALUATOR = "held-out"
 METRIC = f"eval_{EVALUATOR}_ndcg@10"  # the trainer's name of the evaluator's nDCG@10
@@ -407,15 +409,15 @@ def train_model(
     work: Path,
     settings: Settings,
     deadline: float | None,
-    every: int,
+    every: int | None,
     budget: Budget | None = None,
     device: str = "cpu",
 ) -> tuple[bool, dict]:
     """Fine-tune from `base` on `device` with the library's trainer, validated on `samples` (held-out nDCG@10 of the
-    first stage's reranked top hits) every `every` steps and at the start, the best checkpoint kept; (finished, its
-    history: batch losses, held-out curve, best step, pairs seen and ms per pair, and `stopped_early` when the budget
-    ended it). Checkpoints go to work/trainer and a rerun resumes from the newest; at `deadline` (time.time()) it
-    checkpoints and stops, unfinished."""
+    first stage's reranked top hits) every `every` steps (None: `validation_due`'s spacing) and at the start, the best
+    checkpoint kept; (finished, its history: batch losses, held-out curve, best step, pairs seen and ms per pair, and
+    `stopped_early` when the budget ended it). Checkpoints go to work/trainer and a rerun resumes from the newest; at
+    `deadline` (time.time()) it checkpoints and stops, unfinished."""
     from datasets import Dataset
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
@@ -428,6 +430,7 @@ def train_model(
     frozen = freeze_layers(model, settings.freeze_layers)
     model.train()
     output = work / "trainer"
+    spacing = every or EVAL_EVERY
     last = get_last_checkpoint(str(output)) if output.is_dir() else None
     planned = -(-len(rows) // settings.batch) * settings.epochs
     pairs_per_step = settings.batch * (1 + settings.group + min(settings.in_batch, settings.batch - 1))
@@ -440,15 +443,15 @@ def train_model(
         lr_scheduler_type="constant_with_warmup",  # a budget may end it anywhere: no decay left unfinished
         warmup_steps=min(settings.warmup, planned // 10),  # step 0 of a warm-up runs at lr 0: none on tiny runs
         save_strategy="steps",
-        save_steps=every,
+        save_steps=spacing,
         eval_strategy="steps",
-        eval_steps=every,
+        eval_steps=spacing,
         eval_on_start=True,  # the curve's first point, and on a resumed run the budget's seconds per pair
         load_best_model_at_end=True,
         metric_for_best_model=METRIC,
         greater_is_better=True,
         save_total_limit=1,
-        logging_steps=max(1, min(10, every)),
+        logging_steps=max(1, min(10, spacing)),
         report_to="none",
         seed=settings.seed,
         data_seed=settings.seed,
@@ -458,17 +461,20 @@ def train_model(
         disable_tqdm=False,
     )
 
+    stopped: list[int] = []
+    # the steps' seconds (validations excluded), the last validation's, and the steps' since it
+    timing = {"steps": 0, "seconds": 0.0, "began": 0.0, "validation": 0.0, "since_validation": 0.0}
+
     class TimedEvaluator(CrossEncoderRerankingEvaluator):
         def __call__(self, *args, **kwargs):
             started = time.perf_counter()
             metrics = super().__call__(*args, **kwargs)
+            timing["validation"], timing["since_validation"] = time.perf_counter() - started, 0.0
             if budget is not None:
-                budget.validated(time.perf_counter() - started)
+                budget.validated(timing["validation"])
             return metrics
 
     evaluator = TimedEvaluator(samples, always_rerank_positives=False, name=EVALUATOR, batch_size=32, write_csv=False)
-    stopped: list[int] = []
-    timing = {"steps": 0, "seconds": 0.0, "began": 0.0}
 
     class StepTime(TrainerCallback):
         """Seconds of the training steps alone (validations excluded) and, after a few, the expected time."""
@@ -477,7 +483,9 @@ def train_model(
             timing["began"] = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
-            timing["seconds"] += time.perf_counter() - timing["began"]
+            seconds = time.perf_counter() - timing["began"]
+            timing["seconds"] += seconds
+            timing["since_validation"] += seconds
             timing["steps"] += 1
             if timing["steps"] == EXPECT_AFTER:
                 step = timing["seconds"] / timing["steps"]
@@ -492,6 +500,16 @@ def train_model(
                     f"\ntraining: {step:.2f} s a step, {1000 * step / pairs_per_step:.0f} ms a pair; {note}",
                     file=sys.stderr,
                 )
+
+    class ValidationSpacing(TrainerCallback):
+        """`--eval-every auto`: a scheduled validation (and its checkpoint) is skipped until it is due."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            last_step = state.global_step >= state.max_steps
+            if every is None and control.should_evaluate and not last_step:
+                due = validation_due(timing["validation"], timing["since_validation"])
+                control.should_evaluate = control.should_save = due
+            return control
 
     class Deadline(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -511,7 +529,7 @@ def train_model(
         train_dataset=dataset,
         loss=loss,
         evaluator=evaluator,
-        callbacks=[Deadline(), StepTime()],
+        callbacks=[StepTime(), ValidationSpacing(), Deadline()],  # in this order: a deadline saves and validates
     )
     if last:
         print(f"resuming from {last}", file=sys.stderr)
@@ -541,6 +559,20 @@ def train_model(
     if finished:  # the best checkpoint's weights (load_best_model_at_end)
         save_fp32(model, work / MODEL_DIR)
     return finished, history
+
+
+def validation_due(validation_seconds: float, steps_seconds: float, share: float = VALIDATION_SHARE) -> bool:
+    """Whether a validation that took `validation_seconds` last time is due after `steps_seconds` of steps since:
+    when it costs at most `share` of them (on 2 cores a validation of 1,800 pairs takes ~40 s and 100 steps ~100 s, so
+    every 100 steps spent 30 % of a budget on validations; on a GPU every scheduled one is due)."""
+    return validation_seconds <= share * steps_seconds
+
+
+def spacing_text(every: int | None) -> str:
+    """How often the training validates, in words."""
+    if every is not None:
+        return f"every {every} steps"
+    return f"every {EVAL_EVERY} steps or more, so that validating takes at most {VALIDATION_SHARE:.0%} of the time"
 
 
 def save_fp32(model: Any, folder: Path) -> None:
@@ -739,6 +771,19 @@ def _count_or_all(text: str) -> int | str:
     return count
 
 
+def _steps_or_auto(text: str) -> int | None:
+    """`--eval-every`: a number of steps, or `auto` (None)."""
+    if text == "auto":
+        return None
+    try:
+        steps = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of steps or auto, not {text!r}") from None
+    if steps < 1:
+        raise argparse.ArgumentTypeError("at least 1")
+    return steps
+
+
 def resolve_settings(args: argparse.Namespace, index: IndexDir, device: str) -> Settings:
     """The command's settings with the index's defaults filled in: the miners (`default_miners`) and, on CUDA, the
     larger batch."""
@@ -801,8 +846,8 @@ def train(args: argparse.Namespace) -> Path | None:
         plan["rows"] = len(rows)
         print(
             f"{len(rows):,} training questions; {-(-len(rows) // settings.batch) * settings.epochs:,} steps; "
-            f"held-out nDCG@10 every {args.eval_every} steps; the {args.budget_minutes:g}-minute budget ends it early "
-            "if need be",
+            f"held-out nDCG@10 {spacing_text(args.eval_every)}; the {args.budget_minutes:g}-minute budget ends it "
+            "early if need be",
             file=sys.stderr,
         )
         finished, history = train_model(
@@ -825,13 +870,13 @@ def train(args: argparse.Namespace) -> Path | None:
                 file=sys.stderr,
             )
             return None
-        curve = [score for _, score in history["held_out_curve"]]
+        curve = [score for _, score in history["held_out_curve"]]  # at the steps validated
         plot_losses(
             history["losses"],
             work / "loss.png",
             f"cross-encoder: {plan['rows']} questions, {settings.epochs} epoch(s), best step {history['best_step']}",
             held_out=curve,
-            steps_per_epoch=args.eval_every,
+            held_out_steps=[step for step, _ in history["held_out_curve"]],
         )
     t0 = time.time()
     report = held_out_report(
@@ -1001,9 +1046,10 @@ def main(argv: list[str] | None = None) -> None:
     add_device_argument(parser)
     parser.add_argument(
         "--eval-every",
-        type=int,
-        default=EVAL_EVERY,
-        help="steps between held-out validations (each one a checkpoint; the best one is kept)",
+        type=_steps_or_auto,
+        default=None,
+        help=f"steps between held-out validations (each one a checkpoint; the best one is kept); auto (default): at "
+        f"least {EVAL_EVERY}, and each validation at most {VALIDATION_SHARE:.0%}% of the steps' time since the last",
     )
     parser.add_argument("--save", type=Path, default=None, help="also copy the stored model folder to this folder")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")
@@ -1038,7 +1084,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [b for b in args.backends if b not in BACKENDS]
     if unknown:
         raise MathScoutError(f"unknown backend(s) {', '.join(unknown)} (available: {', '.join(BACKENDS)})")
-    for name in ("group", "depth", "batch", "epochs", "eval_every"):
+    for name in ("group", "depth", "batch", "epochs"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise MathScoutError(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("in_batch", "freeze_layers"):

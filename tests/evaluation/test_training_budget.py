@@ -50,3 +50,43 @@ def test_a_spent_time_budget_ends_training_early_with_a_usable_model(small_index
     assert fitted_topics(IndexDir(index)) == set(training["topic_ids"])
     assert len(training["topic_ids"]) == 2 + training["counts"]["held_out_topics"]
     assert len(open_cross_scorer(index).scores("What is $x^2$?", ["$x^2$ is x times x."])) == 1
+
+
+def test_auto_validation_spacing_skips_the_validations_that_cost_too_much(
+    small_index, cross_train_files, tmp_path, monkeypatch
+):
+    """`--eval-every auto` (the default): a scheduled validation runs only when `validation_due` says it costs little
+    enough against the steps since the last one (here steps 1 and 3 are refused, step 2 allowed), the last step is
+    always validated, and the rule is given the last validation's seconds and the steps' seconds since it."""
+    from mathscout.dense.cross import CrossEncoderInfo
+    from mathscout.evaluation.training import cross_encoder
+
+    index = tmp_path / "small"
+    shutil.copytree(small_index, index)
+    topics, qrels = cross_train_files
+    every = TINY_CROSS_ENCODER.index("--eval-every")
+    batch = TINY_CROSS_ENCODER.index("--batch")
+    tiny = [*TINY_CROSS_ENCODER[:batch], "--batch", "2", *TINY_CROSS_ENCODER[batch + 2 : every]]  # 4 steps, auto
+    asked: list[tuple[float, float]] = []
+    monkeypatch.setattr(cross_encoder, "EVAL_EVERY", 1)  # every step is scheduled; the rule decides
+    monkeypatch.setattr(cross_encoder, "validation_due", lambda v, s: asked.append((v, s)) or len(asked) == 2)
+    args = ["--index", str(index), "--topics", str(topics), "--qrels", str(qrels), *tiny, "--backends", "torch"]
+    cross_encoder.main(args)
+    training = CrossEncoderInfo.require(index).training
+    assert [step for step, _ in training["held_out_curve"]] == [0, 2, 4]
+    assert len(asked) == 3 and all(v > 0 and s > 0 for v, s in asked)  # steps 1, 2 and 3; not the last
+    assert asked[2][1] < asked[1][1]  # one step's time at step 3 (counted again from step 2's validation), two at 2
+
+
+def test_the_validation_rule_and_its_option(capsys):
+    """A validation is due when it costs at most a tenth of the steps' time since the last one (40 s of validation:
+    after 400 s of steps, not 100 s); `--eval-every` takes a number of steps or auto, and refuses others in one line."""
+    from mathscout.evaluation.training.cross_encoder import main, spacing_text, validation_due
+
+    assert not validation_due(40.0, 100.0) and validation_due(40.0, 400.0) and validation_due(0.5, 10.0)
+    assert spacing_text(None).startswith("every 100 steps or more") and spacing_text(7) == "every 7 steps"
+    for bad, why in (("0", "at least 1"), ("often", "a number of steps or auto, not 'often'")):
+        with pytest.raises(SystemExit):
+            main(["--index", "/nonexistent", "--eval-every", bad])
+        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+        assert len(errors) == 1 and "--eval-every" in errors[0] and why in errors[0], errors
