@@ -758,30 +758,25 @@ def store_model(
     return target
 
 
-def _count_or_all(text: str) -> int | str:
-    """`--train-topics`: a number of topics, or `all`."""
-    if text == "all":
-        return text
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a number or all, not {text!r}") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError("at least 1")
-    return count
+def _whole_or(word: str, meaning: int | str | None, noun: str):
+    """An argparse type: a whole number of at least 1, or `word` (read as `meaning`)."""
+
+    def parse(text: str) -> int | str | None:
+        if text == word:
+            return meaning
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"a {noun} or {word}, not {text!r}") from None
+        if number < 1:
+            raise argparse.ArgumentTypeError("at least 1")
+        return number
+
+    return parse
 
 
-def _steps_or_auto(text: str) -> int | None:
-    """`--eval-every`: a number of steps, or `auto` (None)."""
-    if text == "auto":
-        return None
-    try:
-        steps = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a number of steps or auto, not {text!r}") from None
-    if steps < 1:
-        raise argparse.ArgumentTypeError("at least 1")
-    return steps
+_count_or_all = _whole_or("all", "all", "number")  # `--train-topics`: a number of topics, or all
+_steps_or_auto = _whole_or("auto", None, "number of steps")  # `--eval-every`: a number of steps, or auto (None)
 
 
 def resolve_settings(args: argparse.Namespace, index: IndexDir, device: str) -> Settings:
