@@ -293,11 +293,11 @@ class CrossEncoderReranker(_BaseReranker):
         return weight_for(info, stages.pop() if len(stages) == 1 else None)
 
     def scores(self, query: str, hits: list[Hit]) -> list[float]:
-        from mathscout.dense.cross import interpolate
+        from mathscout.dense.cross import PROBABILITY, interpolate
 
         logits = self.scorer.scores(query, self.passages(hits), self.batch_size)
         info = self.scorer.info
-        scale = info.scale if info is not None else "probability"  # the scale its stored weights were tuned on
+        scale = info.scale if info is not None else PROBABILITY  # the scale its stored weights were tuned on
         return [float(s) for s in interpolate(logits, [h.score for h in hits], self.weight_for(hits), scale)]
 
 

@@ -73,8 +73,10 @@ from mathscout.dense.cross import (
     CROSS_DEPTH,
     FOLDER,
     INFO_FILE,
+    LOGIT,
     MODEL_DIR,
     ONNX_FILES,
+    PROBABILITY,
     TRAIN_COMMAND,
     CrossEncoderInfo,
     CrossScorer,
@@ -505,8 +507,7 @@ def train_model(
         """`--eval-every auto`: a scheduled validation (and its checkpoint) is skipped until it is due."""
 
         def on_step_end(self, args, state, control, **kwargs):
-            last_step = state.global_step >= state.max_steps
-            if every is None and control.should_evaluate and not last_step:
+            if control.should_evaluate and state.global_step < state.max_steps:  # the last step always validates
                 due = validation_due(timing["validation"], timing["since_validation"])
                 control.should_evaluate = control.should_save = due
             return control
@@ -529,7 +530,8 @@ def train_model(
         train_dataset=dataset,
         loss=loss,
         evaluator=evaluator,
-        callbacks=[StepTime(), ValidationSpacing(), Deadline()],  # in this order: a deadline saves and validates
+        # in this order: the spacing reads the steps' time, and a deadline saves and validates whatever it decided
+        callbacks=[StepTime(), *([ValidationSpacing()] if every is None else []), Deadline()],
     )
     if last:
         print(f"resuming from {last}", file=sys.stderr)
@@ -664,7 +666,7 @@ def held_out_report(
         out = {}
         for q in scores["torch"]:
             hits = [(d, s) for d, s in mined[q].runs.get(name, []) if d in scores["torch"][q]]
-            fused = interpolate([scores["torch"][q][d] for d, _ in hits], [s for _, s in hits], weight)
+            fused = interpolate([scores["torch"][q][d] for d, _ in hits], [s for _, s in hits], weight, PROBABILITY)
             out[q] = sorted(((d, float(f)) for (d, _), f in zip(hits, fused)), key=lambda x: -x[1])
         return out
 
@@ -683,7 +685,7 @@ def held_out_report(
         "reranked": {n: mean(reranked(n, "torch"), everyone) for n in runs},
         "interpolation": {
             "weight": weight,
-            "scale": "probability",  # interpolate's default: what the grid below was tuned on
+            "scale": PROBABILITY,  # what the grid below was tuned on
             "stage": stage,
             "weights": weights,
             "reranked": {n: grid[weights[n] if stage in weights else weight][n] for n in runs},
@@ -744,7 +746,7 @@ def store_model(
         max_length=settings.max_length,
         weight=interpolation["weight"],
         weights=interpolation.get("weights", {}) if interpolation.get("stage") else {},
-        scale=interpolation.get("scale", "logit"),
+        scale=interpolation.get("scale", LOGIT),
         files=record_folder(staging),
         training=training,
     )
@@ -929,7 +931,8 @@ def train(args: argparse.Namespace) -> Path | None:
 def remeasure_backends(args: argparse.Namespace) -> Path:
     """`--measure-backends`: the stored model's held-out report (step 5's backends included) measured again with this
     version's ONNX exports on its own held-out topics, and the backend the rule then chooses stored with it, the
-    weights tuned again on the probability scale (`interpolate`); no training. The index must be the build its negatives were mined from."""
+    weights tuned again on the probability scale (`interpolate`); no training. The index must be the build its
+    negatives were mined from."""
     index = IndexDir(args.index)
     info = CrossEncoderInfo.require(index.path)
     training = info.training
@@ -1043,8 +1046,8 @@ def main(argv: list[str] | None = None) -> None:
         "--eval-every",
         type=_steps_or_auto,
         default=None,
-        help=f"steps between held-out validations (each one a checkpoint; the best one is kept); auto (default): at "
-        f"least {EVAL_EVERY}, and each validation at most {VALIDATION_SHARE:.0%}% of the steps' time since the last",
+        help="steps between held-out validations (each one a checkpoint; the best one is kept); auto (default): "
+        + spacing_text(None).replace("%", "%%"),  # argparse formats the help
     )
     parser.add_argument("--save", type=Path, default=None, help="also copy the stored model folder to this folder")
     parser.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this long")

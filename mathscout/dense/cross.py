@@ -43,7 +43,7 @@ ONNX_FILES = {"onnx-int8": "model.int8.onnx", "onnx": "model.onnx"}  # a stored 
 BACKENDS = ("onnx-int8", "onnx", "torch")
 # the cross-encoder's scale in `interpolate`: its probability (the logistic of its logit: what the library's predict()
 # gives) or the raw logit (models stored before issue 43's fourth session, whose weights were tuned on that)
-SCALES = ("probability", "logit")
+PROBABILITY, LOGIT = SCALES = ("probability", "logit")
 BATCH = 32  # pairs per forward pass on torch (ONNX runs each pair alone)
 INT8_OPS = ("MatMul",)  # what the int8 graph quantises (`onnx_graph`)
 # hits the cross-encoder reads where the product chooses the depth (the `auto` plan, the ranker's `cross.*` features): the
@@ -72,7 +72,7 @@ class CrossEncoderInfo(TunedFile):
     )
     # the share tuned for each first stage measured held out (`weight_for`); `weight` is the strongest stage's
     weights: dict[str, float] = field(default_factory=dict)
-    scale: str = "logit"  # what the weights were tuned on (SCALES); a file without it: the logit
+    scale: str = LOGIT  # what the weights were tuned on (SCALES); a file without it: the logit
     files: dict[str, dict] = field(default_factory=dict)  # path inside the folder → size and CRC-32 (index integrity)
     training: dict[str, Any] = field(
         default_factory=dict
@@ -93,7 +93,7 @@ class CrossEncoderInfo(TunedFile):
                 str(k): file.number(v, "weights", 0.0, 1.0)
                 for k, v in file.mapping(data.get("weights", {}), "weights").items()
             },
-            scale=file.name(data.get("scale", "logit"), "scale", SCALES),
+            scale=file.name(data.get("scale", LOGIT), "scale", SCALES),
             files=file.mapping(data.get("files"), "files"),
             training=file.mapping(data.get("training", {}), "training"),
         )
@@ -134,7 +134,7 @@ def measured_gain(info: CrossEncoderInfo, first_stage: str) -> bool:
 
 
 def interpolate(
-    cross: Sequence[float] | np.ndarray, first: Sequence[float], weight: float, scale: str = "probability"
+    cross: Sequence[float] | np.ndarray, first: Sequence[float], weight: float, scale: str = PROBABILITY
 ) -> np.ndarray:
     """`weight` · z(cross-encoder) + (1 − `weight`) · z(first stage), each standardised over one query's reranked hits
     (a constant list standardises to 0): the relevance signals fused by linear interpolation, the weight tuned on
@@ -150,7 +150,7 @@ def interpolate(
     if weight >= 1.0:
         return np.asarray(cross, dtype=np.float64)
     signal = np.asarray(cross, dtype=np.float64)
-    if scale == "probability":
+    if scale == PROBABILITY:
         signal = 0.5 * (1.0 + np.tanh(0.5 * signal))  # the logistic, without overflow
     return weight * z(signal) + (1.0 - weight) * z(first)
 
