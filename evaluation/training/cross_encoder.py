@@ -354,13 +354,19 @@ class Budget:
     def validated(self, seconds: float) -> None:
         self.pair_seconds = seconds / max(self.validation_pairs, 1)
 
+    def kept(self) -> float:
+        """The seconds kept (with SAFETY) for a validation the schedule may run now, the last one and the report."""
+        pair_seconds = self.pair_seconds or 0.0
+        return SAFETY * (pair_seconds * (2 * self.validation_pairs + self.report_pairs) + self.export_seconds)
+
     def spent(self) -> bool:
-        """True when the time left no longer covers (with SAFETY) a validation the schedule may run now, the last one
-        and the report (the training validates at its start, so the seconds per pair are measured before any step)."""
-        if self.pair_seconds is None:
-            return False
-        needed = SAFETY * (self.pair_seconds * (2 * self.validation_pairs + self.report_pairs) + self.export_seconds)
-        return time.time() + needed > self.ends
+        """True when the time left no longer covers what it keeps (the training validates at its start, so the seconds
+        per pair are measured before any step)."""
+        return self.pair_seconds is not None and time.time() + self.kept() > self.ends
+
+    def steps_left(self, step_seconds: float) -> int:
+        """The steps of `step_seconds` each (their validations' share included) that fit before the budget is spent."""
+        return max(0, int((self.ends - time.time() - self.kept()) / step_seconds))
 
 
 EVAL_EVERY = 100  # the fewest steps between validations (`--eval-every auto`; a number: exactly that many)
@@ -491,13 +497,11 @@ def train_model(
             timing["steps"] += 1
             if timing["steps"] == EXPECT_AFTER:
                 step = timing["seconds"] / timing["steps"]
+                validated = step + validation_seconds_per_step(timing["validation"], step, every)
                 left = state.max_steps - state.global_step
-                note = f"about {left * step / 60:.1f} min for the {left:,} steps left"
-                if budget is not None:
-                    reach = max(0, int((budget.ends - time.time()) / step))
-                    note += (
-                        f"; the budget's time left covers about {min(reach, left):,} of them (with validations less)"
-                    )
+                note = f"about {left * validated / 60:.1f} min for the {left:,} steps left, validations included"
+                if budget is not None:  # less the time kept for the last validation and the report
+                    note += f"; the budget's time left covers about {min(budget.steps_left(validated), left):,} of them"
                 print(
                     f"\ntraining: {step:.2f} s a step, {1000 * step / pairs_per_step:.0f} ms a pair; {note}",
                     file=sys.stderr,
@@ -568,6 +572,14 @@ def validation_due(validation_seconds: float, steps_seconds: float, share: float
     when it costs at most `share` of them (on 2 cores a validation of 1,800 pairs takes ~40 s and 100 steps ~100 s, so
     every 100 steps spent 30 % of a budget on validations; on a GPU every scheduled one is due)."""
     return validation_seconds <= share * steps_seconds
+
+
+def validation_seconds_per_step(validation_seconds: float, step_seconds: float, every: int | None) -> float:
+    """What validating adds to each step on average: one validation every `every` steps, or under `auto` (None) at
+    most VALIDATION_SHARE of the steps' time and at most one every EVAL_EVERY steps."""
+    if every is not None:
+        return validation_seconds / every
+    return min(VALIDATION_SHARE * step_seconds, validation_seconds / EVAL_EVERY)
 
 
 def spacing_text(every: int | None) -> str:

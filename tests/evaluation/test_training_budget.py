@@ -90,3 +90,23 @@ def test_the_validation_rule_and_its_option(capsys):
             main(["--index", "/nonexistent", "--eval-every", bad])
         errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
         assert len(errors) == 1 and "--eval-every" in errors[0] and why in errors[0], errors
+
+
+def test_the_expected_steps_count_the_validations_and_what_the_budget_keeps():
+    """The expected time a training prints counts each step's share of the validations (auto: at most a tenth of the
+    step, at most one validation every 100 steps; a number: one every that many steps), and the steps a budget covers
+    leave out what it keeps for the last validation and the report (a 100-minute run here predicted 2,882 steps
+    without them and ended at 1,853)."""
+    import time
+
+    from mathscout.evaluation.training.cross_encoder import SAFETY, Budget, validation_seconds_per_step
+
+    assert validation_seconds_per_step(20.0, 2.0, None) == pytest.approx(0.2)  # a tenth of the step
+    assert validation_seconds_per_step(5.0, 2.0, None) == pytest.approx(0.05)  # one every 100 steps costs less
+    assert validation_seconds_per_step(20.0, 2.0, 10) == pytest.approx(2.0)
+    budget = Budget(10.0, ends=time.time() + 600.0, validation_pairs=1000, report_pairs=2000, pair_seconds=0.02)
+    kept = SAFETY * (0.02 * (2 * 1000 + 2000) + budget.export_seconds)
+    assert budget.kept() == pytest.approx(kept) and not budget.spent()
+    assert budget.steps_left(2.2) in (int((600.0 - kept) / 2.2) - 1, int((600.0 - kept) / 2.2))
+    assert Budget(1.0, ends=time.time() + 60.0, validation_pairs=1000, report_pairs=2000, pair_seconds=0.02).spent()
+    assert Budget(1.0, ends=time.time() - 1.0, validation_pairs=1, report_pairs=1).steps_left(1.0) == 0
