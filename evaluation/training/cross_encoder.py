@@ -575,11 +575,13 @@ def validation_due(validation_seconds: float, steps_seconds: float, share: float
 
 
 def validation_seconds_per_step(validation_seconds: float, step_seconds: float, every: int | None) -> float:
-    """What validating adds to each step on average: one validation every `every` steps, or under `auto` (None) at
-    most VALIDATION_SHARE of the steps' time and at most one every EVAL_EVERY steps."""
-    if every is not None:
-        return validation_seconds / every
-    return min(VALIDATION_SHARE * step_seconds, validation_seconds / EVAL_EVERY)
+    """What validating adds to each step on average: one validation every `every` steps, or under `auto` (None) one at
+    the first scheduled step (a multiple of EVAL_EVERY) where `validation_due` allows it."""
+    if every is None:
+        every = EVAL_EVERY
+        while step_seconds > 0 and not validation_due(validation_seconds, every * step_seconds):
+            every += EVAL_EVERY
+    return validation_seconds / every
 
 
 def spacing_text(every: int | None) -> str:
