@@ -497,8 +497,8 @@ def train_model(
             timing["steps"] += 1
             if timing["steps"] == EXPECT_AFTER:
                 step = timing["seconds"] / timing["steps"]
-                validated = step + validation_seconds_per_step(timing["validation"], step, every)
                 left = state.max_steps - state.global_step
+                validated = step + validation_seconds_per_step(timing["validation"], step, every, left)
                 note = f"about {left * validated / 60:.1f} min for the {left:,} steps left, validations included"
                 if budget is not None:  # less the time kept for the last validation and the report
                     note += f"; the budget's time left covers about {min(budget.steps_left(validated), left):,} of them"
@@ -574,14 +574,19 @@ def validation_due(validation_seconds: float, steps_seconds: float, share: float
     return validation_seconds <= share * steps_seconds
 
 
-def validation_seconds_per_step(validation_seconds: float, step_seconds: float, every: int | None) -> float:
-    """What validating adds to each step on average: one validation every `every` steps, or under `auto` (None) one at
-    the first scheduled step (a multiple of EVAL_EVERY) where `validation_due` allows it."""
+def validation_seconds_per_step(
+    validation_seconds: float, step_seconds: float, every: int | None, steps_left: int
+) -> float:
+    """What validating adds to each of the `steps_left` steps on average: one validation every `every` steps, or under
+    `auto` (None) one at the first scheduled step (a multiple of EVAL_EVERY) where `validation_due` allows it. The
+    search stops at the steps left (it looped forever on a rule that never allowed one): past them only the last step's
+    validation runs."""
+    steps_left = max(steps_left, 1)
     if every is None:
-        every = EVAL_EVERY
-        while step_seconds > 0 and not validation_due(validation_seconds, every * step_seconds):
-            every += EVAL_EVERY
-    return validation_seconds / every
+        scheduled = range(EVAL_EVERY, steps_left, EVAL_EVERY)
+        due = (n for n in scheduled if validation_due(validation_seconds, n * step_seconds))
+        every = next(due, steps_left)
+    return validation_seconds / min(every, steps_left)
 
 
 def spacing_text(every: int | None) -> str:

@@ -92,7 +92,7 @@ def test_the_validation_rule_and_its_option(capsys):
         assert len(errors) == 1 and "--eval-every" in errors[0] and why in errors[0], errors
 
 
-def test_the_expected_steps_count_the_validations_and_what_the_budget_keeps():
+def test_the_expected_steps_count_the_validations_and_what_the_budget_keeps(monkeypatch):
     """The expected time a training prints counts each step's share of the validations (auto: at most a tenth of the
     step, at most one validation every 100 steps; a number: one every that many steps), and the steps a budget covers
     leave out what it keeps for the last validation and the report (a 100-minute run here predicted 2,882 steps
@@ -101,9 +101,16 @@ def test_the_expected_steps_count_the_validations_and_what_the_budget_keeps():
 
     from mathscout.evaluation.training.cross_encoder import SAFETY, Budget, validation_seconds_per_step
 
-    assert validation_seconds_per_step(20.0, 2.0, None) == pytest.approx(0.2)  # a tenth of the step
-    assert validation_seconds_per_step(5.0, 2.0, None) == pytest.approx(0.05)  # one every 100 steps costs less
-    assert validation_seconds_per_step(20.0, 2.0, 10) == pytest.approx(2.0)
+    assert validation_seconds_per_step(20.0, 2.0, None, 3000) == pytest.approx(0.2)  # a tenth of the step
+    assert validation_seconds_per_step(5.0, 2.0, None, 3000) == pytest.approx(0.05)  # one every 100 steps costs less
+    assert validation_seconds_per_step(20.0, 2.0, 10, 3000) == pytest.approx(2.0)
+    # no scheduled step before the end allows one (a validation dearer than the steps left): the last step's alone
+    assert validation_seconds_per_step(300.0, 2.0, None, 250) == pytest.approx(300.0 / 250)
+    assert validation_seconds_per_step(20.0, 2.0, 10, 4) == pytest.approx(5.0)  # fewer steps left than the spacing
+    from mathscout.evaluation.training import cross_encoder
+
+    monkeypatch.setattr(cross_encoder, "validation_due", lambda v, s: False)  # a rule that never allows one ends too
+    assert validation_seconds_per_step(20.0, 2.0, None, 100_000) == pytest.approx(20.0 / 100_000)
     budget = Budget(10.0, ends=time.time() + 600.0, validation_pairs=1000, report_pairs=2000, pair_seconds=0.02)
     kept = SAFETY * (0.02 * (2 * 1000 + 2000) + budget.export_seconds)
     assert budget.kept() == pytest.approx(kept) and not budget.spent()
