@@ -579,8 +579,7 @@ def validation_seconds_per_step(
 ) -> float:
     """What validating adds to each of the `steps_left` steps on average: one validation every `every` steps, or under
     `auto` (None) one at the first scheduled step (a multiple of EVAL_EVERY) where `validation_due` allows it. The
-    search stops at the steps left (it looped forever on a rule that never allowed one): past them only the last step's
-    validation runs."""
+    search stops at the steps left, whatever the rule says: past them only the last step's validation runs."""
     steps_left = max(steps_left, 1)
     if every is None:
         scheduled = range(EVAL_EVERY, steps_left, EVAL_EVERY)

@@ -99,6 +99,7 @@ def test_the_expected_steps_count_the_validations_and_what_the_budget_keeps(monk
     without them and ended at 1,853)."""
     import time
 
+    from mathscout.evaluation.training import cross_encoder
     from mathscout.evaluation.training.cross_encoder import SAFETY, Budget, validation_seconds_per_step
 
     assert validation_seconds_per_step(20.0, 2.0, None, 3000) == pytest.approx(0.2)  # a tenth of the step
@@ -107,8 +108,6 @@ def test_the_expected_steps_count_the_validations_and_what_the_budget_keeps(monk
     # no scheduled step before the end allows one (a validation dearer than the steps left): the last step's alone
     assert validation_seconds_per_step(300.0, 2.0, None, 250) == pytest.approx(300.0 / 250)
     assert validation_seconds_per_step(20.0, 2.0, 10, 4) == pytest.approx(5.0)  # fewer steps left than the spacing
-    from mathscout.evaluation.training import cross_encoder
-
     monkeypatch.setattr(cross_encoder, "validation_due", lambda v, s: False)  # a rule that never allows one ends too
     assert validation_seconds_per_step(20.0, 2.0, None, 100_000) == pytest.approx(20.0 / 100_000)
     budget = Budget(10.0, ends=time.time() + 600.0, validation_pairs=1000, report_pairs=2000, pair_seconds=0.02)
