@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import pickle
 import random
 import sys
 import time
@@ -33,6 +32,7 @@ import numpy as np
 
 from mathscout.errors import QueryError
 from mathscout.evaluation.formula_queries import keyed_formulas
+from mathscout.evaluation.work_files import WorkFile, as_text, as_whole
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.rewrite import MIN_FORM_LEAVES, REWRITE_WEIGHT, StructureRewriteRetriever
 from mathscout.retrievers.structure import StructureRetriever
@@ -56,6 +56,50 @@ def formula_keys(index: IndexDir) -> tuple[dict[str, set[str]], list[tuple[int, 
         if MIN_LEAVES <= leaves <= MAX_LEAVES:
             candidates.append((ordinal, formula.doc_id, formula.latex, key))
     return docs_by_key, candidates
+
+
+def _keys_file(path: Path) -> WorkFile:
+    return WorkFile(path, "formula keys cache", 1, "delete it: the benchmark makes it again")
+
+
+def _rewrites_file(path: Path) -> WorkFile:
+    return WorkFile(path, "rewrite cache", 1, "delete it: the benchmark makes it again")
+
+
+def read_keys(path: Path) -> tuple[dict[str, set[str]], list[tuple[int, str, str, str]]]:
+    """`formula_keys`' result as `--keys-cache` holds it (JSON lines: never run, whoever made the file)."""
+    file = _keys_file(path)
+    docs_by_key: dict[str, set[str]] = {}
+    candidates = []
+    _, lines = file.read()
+    for number, record in lines:
+        try:
+            if "key" in record:
+                docs_by_key[as_text(record["key"])] = {as_text(d) for d in record["docs"]}
+            else:
+                ordinal, doc_id, latex, key = record["candidate"]
+                candidates.append((as_whole(ordinal), as_text(doc_id), as_text(latex), as_text(key)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise file.error(f"line {number}: {type(exc).__name__} {exc}") from None
+    return docs_by_key, candidates
+
+
+def read_rewrites(path: Path) -> dict[tuple[str, int], RewriteResult]:
+    """The rewrite results `--rewrite-cache` holds, by (formula, max forms)."""
+    file = _rewrites_file(path)
+    stored = {}
+    _, lines = file.read()
+    for number, record in lines:
+        try:
+            notice = record["notice"]
+            stored[(as_text(record["latex"]), as_whole(record["max_forms"]))] = RewriteResult(
+                as_text(record["original"]),
+                [EquivalentForm(as_text(latex), as_text(rule)) for latex, rule in record["forms"]],
+                None if notice is None else as_text(notice),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise file.error(f"line {number}: {type(exc).__name__} {exc}") from None
+    return stored
 
 
 def build_queries(candidates, docs_by_key, sample: int, seed: int, rewrite, limit_draws: int):
@@ -154,21 +198,25 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--weights", default="1.0,0.9,0.8", help="rewrite weights to compare (max fusion)")
     parser.add_argument("--json", help="write all figures and queries here")
-    parser.add_argument("--keys-cache", help="pickle of the collection's formula keys (reused when it exists)")
-    parser.add_argument("--rewrite-cache", help="pickle of rewrite results by formula (reused and extended)")
+    parser.add_argument("--keys-cache", help="the collection's formula keys, JSON lines (reused when it exists)")
+    parser.add_argument("--rewrite-cache", help="rewrite results by formula, JSON lines (reused and extended)")
     args = parser.parse_args(argv)
 
     index = IndexDir(args.index)
     started = time.perf_counter()
     cache = Path(args.keys_cache) if args.keys_cache else None
     if cache is not None and cache.is_file():
-        with open(cache, "rb") as f:
-            docs_by_key, candidates = pickle.load(f)
+        docs_by_key, candidates = read_keys(cache)
     else:
         docs_by_key, candidates = formula_keys(index)
         if cache is not None:
-            with open(cache, "wb") as out:
-                pickle.dump((docs_by_key, candidates), out)
+            _keys_file(cache).write(
+                {},
+                [
+                    *({"key": k, "docs": sorted(d)} for k, d in docs_by_key.items()),
+                    *({"candidate": c} for c in candidates),
+                ],
+            )
     print(
         f"collection: {len(candidates):,} candidate formulas, {len(docs_by_key):,} distinct trees ({time.perf_counter() - started:.0f} s)",
         file=sys.stderr,
@@ -180,13 +228,23 @@ def main(argv: list[str] | None = None) -> None:
     stored: dict[tuple[str, int], RewriteResult] = {}
     rewrite_cache = Path(args.rewrite_cache) if args.rewrite_cache else None
     if rewrite_cache is not None and rewrite_cache.is_file():
-        with open(rewrite_cache, "rb") as f:
-            stored = pickle.load(f)
+        stored = read_rewrites(rewrite_cache)
 
     def save_rewrites() -> None:
         if rewrite_cache is not None:
-            with open(rewrite_cache, "wb") as f:
-                pickle.dump(stored, f)
+            _rewrites_file(rewrite_cache).write(
+                {},
+                (
+                    {
+                        "latex": latex,
+                        "max_forms": n,
+                        "original": r.original,
+                        "notice": r.notice,
+                        "forms": [[f.latex, f.rule] for f in r.forms],
+                    }
+                    for (latex, n), r in stored.items()
+                ),
+            )
 
     def cached(latex: str, max_forms: int = 8, seconds: float = args.seconds) -> RewriteResult:
         if (latex, max_forms) not in stored:

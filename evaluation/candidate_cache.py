@@ -1,19 +1,19 @@
 """First-stage candidates of many topics, generated once and kept on disk (a rerun reads them back for free).
 
-    python -m mathscout.evaluation.candidate_cache --index DIR --topics T [--qrels Q --sample N] --out FILE.pkl
+    python -m mathscout.evaluation.candidate_cache --index DIR --topics T [--qrels Q --sample N] --out FILE.jsonl
 
 A cache records the index, the retrievers (wanted and served), the depth and the build it was made with (the files of
 the store and of the components served, and the trained colbert model's description); a cache made with other
 retrievers (e.g. before the index got a dense component), another depth or another build (a rebuilt component, a
 retrained model) is refused, so features are never computed over mismatched candidates. The cross-encoder's logits
 record the model that gave them: after a retraining they are recomputed over the cached candidates.
-Topics are written in chunks: an interrupted run resumes where it stopped.
+Topics are written in chunks: an interrupted run resumes where it stopped. The file is JSON lines (`work_files`): a
+cache someone else made is read as data, never run.
 """
 
 from __future__ import annotations
 
 import argparse
-import pickle
 import random
 import time
 from pathlib import Path
@@ -23,13 +23,23 @@ from mathscout.dense.cross import CrossEncoderInfo
 from mathscout.errors import MathScoutError
 from mathscout.evaluation.measures import read_qrels
 from mathscout.evaluation.topics import load_topics
+from mathscout.evaluation.work_files import WorkFile, as_number, as_scores, as_text, as_whole
 from mathscout.index.layout import IndexDir
-from mathscout.retrievers.candidates import DEPTH, RETRIEVERS, CandidateGenerator, Candidates, lacks_cross
+from mathscout.retrievers.candidates import (
+    DEPTH,
+    RETRIEVERS,
+    CandidateGenerator,
+    Candidates,
+    QueryStats,
+    lacks_cross,
+)
 from mathscout.retrievers.colbert_model import ColbertTraining
+from mathscout.retrievers.equivalence import RewriteMatch, RewriteMatches
 from mathscout.retrievers.registry import servable_modes
-from mathscout.types import Query
+from mathscout.types import Hit, MatchedFormula, Query
 
 CHUNK = 50  # topics between two saves
+KIND, VERSION = "candidate cache", 2  # version 1 was a Python pickle (never read: it can run code)
 
 
 def choose_topics(
@@ -46,17 +56,141 @@ def choose_topics(
     return topics
 
 
+def _cache_file(path: Path) -> WorkFile:
+    return WorkFile(path, KIND, VERSION, "give another --cache file (a missing one is made)")
+
+
 def read_cache(path: Path) -> dict:
-    """A candidate cache file: {"meta": how it was made, "topics": topic id → Candidates}."""
-    with open(path, "rb") as f:
-        return pickle.load(f)
+    """A candidate cache file: {"meta": how it was made, "topics": topic id → Candidates} (a later line of a topic
+    replaces an earlier one)."""
+    file = _cache_file(path)
+    header, lines = file.read()
+    meta = header.get("meta")
+    if not isinstance(meta, dict):
+        raise file.error("its header has no meta object")
+    topics: dict[str, Candidates] = {}
+    for line_number, record in lines:
+        try:
+            candidates = candidates_from_json(record["candidates"])
+            if record["topic"] != candidates.query.id:
+                raise ValueError("its topic is not its query's")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise file.error(f"line {line_number} is not a topic's candidates: {type(exc).__name__} {exc}") from None
+        topics[candidates.query.id] = candidates
+    return {"meta": meta, "topics": topics}
 
 
 def _write(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(path)
+    """The whole cache, replaced at once."""
+    topics = data["topics"].values()
+    _cache_file(path).write({"meta": data["meta"]}, (_topic_line(c) for c in topics))
+
+
+def _append(path: Path, topics: list[Candidates]) -> None:
+    _cache_file(path).append(_topic_line(c) for c in topics)
+
+
+def _topic_line(candidates: Candidates) -> dict:
+    return {"topic": candidates.query.id, "candidates": candidates_to_json(candidates)}
+
+
+# --- Candidates as JSON: every field, typed on the way back ----------------------------------------------------------
+
+
+def _hit_to_json(hit: Hit) -> dict:
+    """A hit's fields, those at their defaults left out (a candidate's hits are mostly id, score and rank)."""
+    out: dict[str, Any] = {"doc_id": hit.doc_id, "score": hit.score, "rank": hit.rank}
+    if hit.components:
+        out["components"] = hit.components
+    if hit.formulas:
+        out["formulas"] = [[f.formula_id, f.latex, f.score, f.highlight] for f in hit.formulas]
+    for name in ("snippet", "title", "explanation"):
+        if getattr(hit, name):
+            out[name] = getattr(hit, name)
+    return out
+
+
+def _hit_from_json(value: dict) -> Hit:
+    return Hit(
+        as_text(value["doc_id"]),
+        as_number(value["score"]),
+        as_whole(value.get("rank", 0)),
+        as_text(value.get("snippet", "")),
+        [
+            MatchedFormula(
+                as_text(i), as_text(latex), as_number(score), [(as_whole(a), as_whole(b)) for a, b in highlight]
+            )
+            for i, latex, score, highlight in value.get("formulas", [])
+        ],
+        as_scores(value.get("components", {})),
+        as_text(value.get("title", "")),
+        as_text(value.get("explanation", "")),
+    )
+
+
+def _hits(value: Any) -> list[Hit]:
+    return [_hit_from_json(h) for h in value]
+
+
+def candidates_to_json(candidates: Candidates) -> dict:
+    """One topic's candidates as JSON values (NaN where a feature is unknown: Python's json writes and reads it)."""
+    c = candidates
+    rewrites = c.rewrites
+    return {
+        "query": {"id": c.query.id, "text": c.query.text, "formula": c.query.formula},
+        "stats": {
+            "formulas": c.stats.formulas,
+            "math_share": c.stats.math_share,
+            "terms": c.stats.terms,
+            "kind": c.stats.kind,
+            "perfect_structure": c.stats.perfect_structure,
+        },
+        "runs": {name: [_hit_to_json(h) for h in hits] for name, hits in c.runs.items()},
+        "missing": list(c.missing),
+        "seconds": c.seconds,
+        "rewrites": None
+        if rewrites is None
+        else {
+            "forms": rewrites.forms,
+            "matches": {doc: [m.tier, m.score] for doc, m in rewrites.matches.items()},
+            "seconds": rewrites.seconds,
+        },
+        "titles": c.titles,
+        "cross": None if c.cross is None else [_hit_to_json(h) for h in c.cross],
+    }
+
+
+def candidates_from_json(value: dict) -> Candidates:
+    """`candidates_to_json`'s inverse; a TypeError, KeyError or ValueError for a value that is not one."""
+    query, stats, rewrites = value["query"], value["stats"], value["rewrites"]
+    formula = query["formula"]
+    perfect = stats["perfect_structure"]
+    forms = None if rewrites is None else rewrites["forms"]
+    return Candidates(
+        query=Query(as_text(query["id"]), as_text(query["text"]), None if formula is None else as_text(formula)),
+        stats=QueryStats(
+            as_whole(stats["formulas"]),
+            as_number(stats["math_share"]),
+            as_whole(stats["terms"]),
+            as_text(stats["kind"]),
+            None if perfect is None else as_number(perfect),
+        ),
+        runs={as_text(name): _hits(hits) for name, hits in value["runs"].items()},
+        missing=tuple(as_text(m) for m in value["missing"]),
+        seconds=as_scores(value["seconds"]),
+        rewrites=None
+        if rewrites is None
+        else RewriteMatches(
+            None if forms is None else as_whole(forms),
+            {
+                as_text(doc): RewriteMatch(as_number(tier), as_number(score))
+                for doc, (tier, score) in rewrites["matches"].items()
+            },
+            as_number(rewrites["seconds"]),
+        ),
+        titles=None if value["titles"] is None else as_scores(value["titles"]),
+        cross=None if value["cross"] is None else _hits(value["cross"]),
+    )
 
 
 def cached_candidates(
@@ -83,8 +217,10 @@ def cached_candidates(
         "cross_model": index.build_hash([], described=(CrossEncoderInfo.FILE,)) if cross_depth > 0 else None,
     }
     data: dict[str, Any] = {"meta": meta, "topics": {}}
+    rewrite = True  # the next save writes the whole file (a new one, or a new header); else it appends
     if cache is not None and cache.is_file():
         data = read_cache(cache)
+        rewrite = False
         made = data["meta"]
         if any(made.get(k) != meta[k] for k in ("depth", "retrievers", "used", "build")):
             raise MathScoutError(
@@ -94,6 +230,7 @@ def cached_candidates(
             for candidates in data["topics"].values():
                 candidates.cross = None
             made["cross_model"] = meta["cross_model"]
+            rewrite = True
     known: dict[str, Candidates] = data["topics"]
     todo = [
         t
@@ -105,21 +242,30 @@ def cached_candidates(
     if todo:
         generator = generator or CandidateGenerator(index, retrievers, depth, cross_depth)
         started = time.perf_counter()
+        unsaved: list[Candidates] = []
+        replaced = False  # a topic of the file was appended again: the last save compacts the file
         for n, topic in enumerate(todo, 1):
+            replaced = replaced or topic.id in known
             # candidates cached before the question–document features existed keep their runs and gain the features
             known[topic.id] = (
                 generator.add_question_document(known[topic.id]) if topic.id in known else generator.generate(topic)
             )
+            unsaved.append(known[topic.id])
             if cache is not None and (n % CHUNK == 0 or n == len(todo)):
-                _write(cache, data)
+                if rewrite or (n == len(todo) and replaced):
+                    _write(cache, data)
+                    rewrite = False
+                else:
+                    _append(cache, unsaved)
+                unsaved = []
             if log and (n % CHUNK == 0 or n == len(todo)):
                 print(f"[candidates] {n}/{len(todo)} topics, {time.perf_counter() - started:.0f} s", flush=True)
     return [known[t.id] for t in topics]
 
 
 def _lacks_question_document(candidates: Candidates, used: list[str]) -> bool:
-    """Cached before `rewrites`/`titles` existed (unpickled without them: the class defaults, None), though the
-    index could compute them (rewrites need structure search, title BM25 needs the bm25 component)."""
+    """Cached before `rewrites`/`titles` existed (None), though the index could compute them (rewrites need structure
+    search, title BM25 needs the bm25 component)."""
     return (candidates.rewrites is None and "structure" in used) or (candidates.titles is None and "bm25" in used)
 
 

@@ -1,8 +1,8 @@
 """Why a learned ranker scores what it scores (issue 34): learning curves over the number of train topics, with and
 without the cross-encoder's features, beside re-orderings of the same candidates by their judgements (oracles).
 
-    python -m mathscout.evaluation.ranker_curve --index DIR --train-cache C-train.pkl --train-qrels Q
-                                                --eval-cache C-dev.pkl --eval-qrels Q [--sizes 250,500,1000,2000]
+    python -m mathscout.evaluation.ranker_curve --index DIR --train-cache C-train.jsonl --train-qrels Q
+                                                --eval-cache C-dev.jsonl --eval-qrels Q [--sizes 250,500,1000,2000]
 
 The caches are `mathscout train ranker --cache` files (made with the cross-encoder's logits, `--cross-depth 30`). For
 each size, a seeded sample of the cached train topics gives one LambdaMART fit with the stored parameters

@@ -5,9 +5,9 @@ Dump each topic's per-formula and BM25 document scores once, then write TREC run
 selection / text part without searching again (Zhong 2023 thesis §3.2.3, §3.3.3 Fig. 3.10):
 
     mathscout train structure --index DIR [--sample 1000]     dump the train topics, tune, write DIR/structure.json
-    mathscout train structure dump --index DIR --topics T --depth 100 --out DUMP.pkl [--sample N]
-    mathscout train structure runs --dump DUMP.pkl --out-dir DIR --lambdas 0.1,0.5,2.5 --max-formulas 0,3
-    mathscout train structure tune --dump TRAIN.pkl --qrels Q --lambdas … --max-formulas … [--index DIR]
+    mathscout train structure dump --index DIR --topics T --depth 100 --out DUMP.jsonl [--sample N]
+    mathscout train structure runs --dump DUMP.jsonl --out-dir DIR --lambdas 0.1,0.5,2.5 --max-formulas 0,3
+    mathscout train structure tune --dump TRAIN.jsonl --qrels Q --lambdas … --max-formulas … [--index DIR]
 
 The dump holds, per topic: each readable query formula's width (its widest node's upper bound) and its
 per-document top `depth` (the structure mode's per-document pruned search, GBP-LEN), BM25 over the words
@@ -31,7 +31,6 @@ measure before (the index's current setting) and after, and stores all of them w
 from __future__ import annotations
 
 import argparse
-import pickle
 import random
 import sys
 import time
@@ -43,6 +42,7 @@ from mathscout.config import SHARED_COLLECTION
 from mathscout.errors import MathScoutError, QueryError
 from mathscout.evaluation.measures import evaluate_run, read_qrels
 from mathscout.evaluation.topics import load_topics, require_train_topics
+from mathscout.evaluation.work_files import WorkFile, as_number, as_scores, as_text
 from mathscout.index.layout import IndexDir
 from mathscout.retrievers.base import prepare_query
 from mathscout.structure.scoring import LAMBDA_M, fuse_math_text
@@ -89,8 +89,7 @@ def dump(
         }
         if n % 20 == 0:
             print(f"[dump] {n}/{len(topics)} topics, {time.perf_counter() - started:.0f} s", flush=True)
-    with open(out, "wb") as f:
-        pickle.dump({"depth": depth, "topics": records}, f)
+    _dump_file(out).write({"depth": depth}, ({"topic": tid, "record": r} for tid, r in records.items()))
     print(f"{len(records)} topics dumped to {out} in {time.perf_counter() - started:.0f} s")
 
 
@@ -108,9 +107,36 @@ def _top_lists(retriever, bm25, doc_ids: list[str], prepared: list, query, depth
     return per_formula, full
 
 
+def _dump_file(path: Path) -> WorkFile:
+    """A dump is JSON lines (`work_files`): one someone else made is read as data, never run."""
+    return WorkFile(path, "structure dump", 2, "make it again with 'mathscout train structure dump'")
+
+
 def _read_dump(path: Path) -> dict:
-    with open(path, "rb") as f:
-        return pickle.load(f)["topics"]
+    """Topic id → its record (formulas: [width, document scores, document tiers] each; words, full: document scores)."""
+    file = _dump_file(path)
+    _, lines = file.read()
+    records = {}
+    for line_number, line in lines:
+        try:
+            records[as_text(line["topic"])] = _record(line["record"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise file.error(f"line {line_number} is not a topic's record: {type(exc).__name__} {exc}") from None
+    return records
+
+
+def _record(value: dict) -> dict:
+    record = {
+        "formulas": [
+            (as_number(width), as_scores(documents), as_scores(tiers)) for width, documents, tiers in value["formulas"]
+        ],
+        "words": as_scores(value["words"]),
+        "full": as_scores(value["full"]),
+        "n_formulas": as_number(value["n_formulas"]),
+    }
+    if "kind" in value:
+        record["kind"] = as_text(value["kind"])
+    return record
 
 
 def _with_kinds(records: dict, topics_path: Path) -> dict:
@@ -475,7 +501,7 @@ def main(argv: list[str] | None = None) -> None:
 
         require_train_topics(args.topics, args.qrels, what="tuning")
         with tempfile.TemporaryDirectory(prefix="mathscout-tune-") as tmp:
-            dumped = args.dump or Path(tmp) / "train.pkl"
+            dumped = args.dump or Path(tmp) / "train.jsonl"
             if args.dump is None:
                 dump(args.index, args.topics, args.depth, dumped, args.sample, qrels=args.qrels)
             records = _with_kinds(_read_dump(dumped), args.topics)

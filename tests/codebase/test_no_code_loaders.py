@@ -1,7 +1,7 @@
 """No loader runs code from a file (issue 42: an index folder is untrusted input). Every module of the package is
 parsed (ast, nothing imported) and each call that can execute what a file holds fails with its file and line: an
 unpickler, joblib, gensim's `.load`, `torch.load` without `weights_only=True`, `np.load` without `allow_pickle=False`
-and `trust_remote_code=True`. The few pickles that stay are listed with the reason they are not index input.
+and `trust_remote_code=True`. The one pickle that stays is listed with the reason it is not input from a file.
 Runs without ../shared."""
 
 from __future__ import annotations
@@ -13,10 +13,7 @@ from tests.support.source import package_modules
 # module → why its pickles are not input from an index or a stranger
 PICKLES_ALLOWED = {
     "mathscout.isolated": "arguments and results passed over a pipe between MathScout's own processes",
-    "mathscout.evaluation.candidate_cache": "a candidate cache the user names (--cache), written by their own run",
-    "mathscout.evaluation.structure_tuning": "a dump the user names (--dump), written by their own run",
-    "mathscout.benchmarks.rewrite_equivalence": "the benchmark's own caches (--keys-cache, --rewrite-cache)",
-}
+}  # the caches and dumps a user names (--cache, --dump, a benchmark's caches) are JSON lines: evaluation/work_files.py
 NEVER = {"joblib.load", "KeyedVectors.load", "Word2Vec.load", "FastText.load", "Doc2Vec.load", "dill.load"}
 
 
