@@ -36,6 +36,7 @@ from mathscout.ui.chat import (
     run_turn,
     search_turn,
 )
+from mathscout.ui.cross_site import CrossSiteCheck
 from mathscout.ui.hosts import HostCheck, HostPolicy
 from mathscout.ui.indexes import discover_indexes
 from mathscout.ui.inputs import formula_problem
@@ -612,7 +613,10 @@ def build_site(
         **LOOK,
     )
     app.has_launched = True
-    site.add_middleware(HostCheck, policy=hosts or HostPolicy())  # before the login and the body
+    site.add_middleware(CrossSiteCheck, policy=hosts or HostPolicy())  # another website's requests (CSRF)
+    site.add_middleware(
+        HostCheck, policy=hosts or HostPolicy()
+    )  # first (outside the above): before the login and the body
     site.add_middleware(AccessLog)  # outermost: one line per request, refused ones too (logged at info)
     return site
 

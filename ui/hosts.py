@@ -102,15 +102,19 @@ class HostCheck:
         hosts = [v.decode("latin-1") for k, v in scope["headers"] if k == b"host"]
         if len(hosts) <= 1 and self.policy.accepts(hosts[0] if hosts else None):
             return await self.app(scope, receive, send)
-        message = self.policy.refusal(" ".join(hosts))
-        if scope["type"] == "websocket":
-            return await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
-        body = json.dumps({"error": message}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 421,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_refusal(scope, send, 421, self.policy.refusal(" ".join(hosts)))
+
+
+async def send_refusal(scope, send, status: int, message: str) -> None:
+    """A request refused before any route: `status` and one JSON error line (a WebSocket closed before it opens)."""
+    if scope["type"] == "websocket":
+        return await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+    body = json.dumps({"error": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,5 +1,5 @@
 """Hostile HTTP requests to a real `mathscout serve` on 127.0.0.1 (issue 32, items 1, 2, 3 and 10; issue 42,
-items 2 and 7).
+items 2 and 7; requests another website's page makes a visitor's browser send).
 
 Three servers run for the whole module over a copy of the tiny index with a secret file beside it, and an index
 of documents with odd ids: the default `serve` (no login), one with `--auth`, and one listening on 0.0.0.0
@@ -8,6 +8,7 @@ of documents with odd ids: the default `serve` (no login), one with `--auth`, an
     HOSTILE        (method, path, body, status, words of the one-line error): failures of /api and /docs
     HOSTILE_HEADERS (headers, path, status, words): requests refused for their head
     HOSTS          (Host header, answered by a loopback server, answered by the 0.0.0.0 one): DNS rebinding
+    CROSS_SITE     (headers, answered): where the browser says a request comes from (cross-site request forgery)
     ODD_IDS        document ids the API must fetch percent-encoded
     file_targets   files no route may serve; every route of the app is probed (enumerated in-process, so a
                    route a new Gradio adds is probed too), and every input of every page event
@@ -85,14 +86,19 @@ def odd_index(tmp_path_factory) -> Path:
     return folder / "odd"
 
 
-def _serve(home: Path, index: Path, cache: Path, auth: str | None, *more: str):
+def _serve(home: Path, index: Path, cache: Path, auth: str | None, *more: str, access_log: bool = False):
+    """`access_log`: the server logs a line per request (client, method, path, status) into its log."""
     server = Server(
         home,
         "--index",
         str(index),
         *more,
         auth=auth,
-        extra_env={"GRADIO_TEMP_DIR": str(cache), "GRADIO_EXAMPLES_CACHE": str(index.parent / "examples")},
+        extra_env={
+            "GRADIO_TEMP_DIR": str(cache),
+            "GRADIO_EXAMPLES_CACHE": str(index.parent / "examples"),
+            **({"MATHSCOUT_LOG": "info"} if access_log else {}),
+        },
     )
     server.cache = cache  # Gradio's file cache is made inside it: no target may ever be copied there
     return server
@@ -105,7 +111,8 @@ def home(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def open_server(home, index, odd_index, tmp_path_factory):
-    with _serve(home, index, tmp_path_factory.mktemp("open-cache"), None, "--index", str(odd_index)) as server:
+    cache = tmp_path_factory.mktemp("open-cache")
+    with _serve(home, index, cache, None, "--index", str(odd_index), access_log=True) as server:
         yield server
 
 
@@ -593,6 +600,102 @@ def test_every_route_of_the_app_refuses_a_rebound_name(open_server, site_routes)
         answers = list(pool.map(lambda r: fetch(open_server, r[0], r[1], b"{}", headers, seconds=30), requests))
     assert [(r, status) for r, (status, _) in zip(requests, answers) if status != 421] == []
     assert all("does not answer for the host" in assert_http_error(status, got, 421) for status, got in answers)
+
+
+# ---- requests another website's page makes the visitor's browser send (cross-site request forgery) ----------
+
+NAVIGATION = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+CROSS_SITE = [  # headers as a browser sends them, answered on every route (else 403 on every route)
+    ({"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}, False),
+    ({"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}, False),
+    ({"Sec-Fetch-Site": "CROSS-SITE"}, False),
+    ({"Origin": "https://evil.example"}, False),
+    ({"Origin": "http://127.0.0.1.evil.example:7860"}, False),
+    ({"Origin": "null"}, False),
+    ({"Origin": "file://"}, False),
+    ({"Origin": "http://localhost:1234", "Sec-Fetch-Site": "cross-site"}, False),
+    ({"Origin": "http://127.0.0.1:7860", "Sec-Fetch-Site": "same-origin"}, True),
+    ({"Origin": "http://[::1]:7860", "Sec-Fetch-Site": "same-site"}, True),
+    ({"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}, True),  # typed into the address bar
+    ({}, True),  # a program: curl, `mathscout --server`, the Python client
+]
+
+
+@pytest.mark.parametrize("server_name", [*SERVERS, "public_server"])
+@pytest.mark.parametrize("headers, answered", CROSS_SITE, ids=lambda v: str(v)[:60])
+def test_a_request_another_website_sends_is_refused_on_every_route(server_name, request, headers, answered):
+    server = request.getfixturevalue(server_name)
+    login = LOGIN if server.auth else None
+    for method, path, body in HOST_ROUTES:
+        status, got_headers, got = server.request(method, path, body, login=login, headers=headers)
+        if answered:
+            assert status != 403, (method, path, got[:300])
+        else:
+            assert "not other websites" in assert_http_error(status, got, 403), (method, path)
+            assert got_headers["content-type"] == "application/json"
+
+
+def test_a_link_from_another_website_opens_the_page_but_runs_no_api_route(open_server):
+    assert open_server.request("GET", "/", None, headers=NAVIGATION)[0] == 200
+    status, _, got = open_server.request("GET", "/api/search?q=x", None, headers=NAVIGATION)
+    assert "another website's page sent this request" in assert_http_error(status, got, 403)
+
+
+@pytest.mark.browser
+def test_a_page_of_another_site_cannot_make_the_browser_search_or_ask(open_server):
+    """A real chromium opens a page at evil.example (mapped to this machine, so the browser sends its requests: a
+    public site's requests to 127.0.0.1 chromium blocks itself, other browsers do not) that asks this server through
+    an image, a no-cors fetch and a posted text body: each reaches the server (its access log) and is refused."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+    import http.server
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    target = open_server.url
+    evil = f"""<html><body><img src="{target}/api/search?q=from-an-image"><script>
+    fetch("{target}/api/search?q=from-a-fetch", {{mode: "no-cors"}});
+    fetch("{target}/api/ask", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+        body: JSON.stringify({{question: "from a form"}})}});
+    </script></body></html>""".encode()
+
+    class EvilSite(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(evil)))
+            self.end_headers()
+            self.wfile.write(evil)
+
+        def log_message(self, *args):
+            pass
+
+    def requests_logged() -> list[str]:
+        lines = open_server.log_text()[logged_before:].splitlines()
+        return sorted(" ".join(line.split()[1:4]) for line in lines if re.match(r"\S+ (GET|POST) /api/", line))
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EvilSite)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    logged_before = len(open_server.log_text())
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM,
+                headless=True,
+                args=["--no-sandbox", "--host-resolver-rules=MAP evil.example 127.0.0.1"],
+            )
+            try:
+                page = browser.new_page()
+                page.goto(f"http://evil.example:{site.server_address[1]}/")
+                deadline = time.monotonic() + 30
+                while len(requests_logged()) < 3 and time.monotonic() < deadline:
+                    page.wait_for_timeout(200)
+            finally:
+                browser.close()
+    finally:
+        site.shutdown()
+    assert requests_logged() == ["GET /api/search 403", "GET /api/search 403", "POST /api/ask 403"]
 
 
 def test_the_public_server_says_who_may_reach_it(public_server):
