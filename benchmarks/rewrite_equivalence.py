@@ -27,6 +27,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,40 +67,32 @@ def _rewrites_file(path: Path) -> WorkFile:
     return WorkFile(path, "rewrite cache", 1, "delete it: the benchmark makes it again")
 
 
+def _key_or_candidate(record: dict) -> tuple[str, Any]:
+    if "key" in record:
+        return "key", (as_text(record["key"]), {as_text(d) for d in record["docs"]})
+    ordinal, doc_id, latex, key = record["candidate"]
+    return "candidate", (as_whole(ordinal), as_text(doc_id), as_text(latex), as_text(key))
+
+
 def read_keys(path: Path) -> tuple[dict[str, set[str]], list[tuple[int, str, str, str]]]:
     """`formula_keys`' result as `--keys-cache` holds it (JSON lines: never run, whoever made the file)."""
-    file = _keys_file(path)
-    docs_by_key: dict[str, set[str]] = {}
-    candidates = []
-    _, lines = file.read()
-    for number, record in lines:
-        try:
-            if "key" in record:
-                docs_by_key[as_text(record["key"])] = {as_text(d) for d in record["docs"]}
-            else:
-                ordinal, doc_id, latex, key = record["candidate"]
-                candidates.append((as_whole(ordinal), as_text(doc_id), as_text(latex), as_text(key)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise file.error(f"line {number}: {type(exc).__name__} {exc}") from None
-    return docs_by_key, candidates
+    records = _keys_file(path).read(_key_or_candidate, "a formula key or a candidate formula").records
+    return dict(v for kind, v in records if kind == "key"), [v for kind, v in records if kind == "candidate"]
+
+
+def _rewrite_from_line(record: dict) -> tuple[tuple[str, int], RewriteResult]:
+    notice = record["notice"]
+    result = RewriteResult(
+        as_text(record["original"]),
+        [EquivalentForm(as_text(latex), as_text(rule)) for latex, rule in record["forms"]],
+        None if notice is None else as_text(notice),
+    )
+    return (as_text(record["latex"]), as_whole(record["max_forms"])), result
 
 
 def read_rewrites(path: Path) -> dict[tuple[str, int], RewriteResult]:
     """The rewrite results `--rewrite-cache` holds, by (formula, max forms)."""
-    file = _rewrites_file(path)
-    stored = {}
-    _, lines = file.read()
-    for number, record in lines:
-        try:
-            notice = record["notice"]
-            stored[(as_text(record["latex"]), as_whole(record["max_forms"]))] = RewriteResult(
-                as_text(record["original"]),
-                [EquivalentForm(as_text(latex), as_text(rule)) for latex, rule in record["forms"]],
-                None if notice is None else as_text(notice),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise file.error(f"line {number}: {type(exc).__name__} {exc}") from None
-    return stored
+    return dict(_rewrites_file(path).read(_rewrite_from_line, "a rewrite result").records)
 
 
 def build_queries(candidates, docs_by_key, sample: int, seed: int, rewrite, limit_draws: int):

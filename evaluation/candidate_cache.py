@@ -61,23 +61,22 @@ def _cache_file(path: Path) -> WorkFile:
 
 
 def read_cache(path: Path) -> dict:
-    """A candidate cache file: {"meta": how it was made, "topics": topic id → Candidates} (a later line of a topic
-    replaces an earlier one)."""
+    """A candidate cache file: {"meta": how it was made, "topics": topic id → Candidates (a later line of a topic
+    replaces an earlier one), "appendable": whether the next save may append to it}."""
     file = _cache_file(path)
-    header, lines = file.read()
-    meta = header.get("meta")
+    contents = file.read(_topic_from_line, "a topic's candidates")
+    meta = contents.header.get("meta")
     if not isinstance(meta, dict):
         raise file.error("its header has no meta object")
-    topics: dict[str, Candidates] = {}
-    for line_number, record in lines:
-        try:
-            candidates = candidates_from_json(record["candidates"])
-            if record["topic"] != candidates.query.id:
-                raise ValueError("its topic is not its query's")
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise file.error(f"line {line_number} is not a topic's candidates: {type(exc).__name__} {exc}") from None
-        topics[candidates.query.id] = candidates
-    return {"meta": meta, "topics": topics}
+    topics = {candidates.query.id: candidates for candidates in contents.records}
+    return {"meta": meta, "topics": topics, "appendable": contents.appendable}
+
+
+def _topic_from_line(record: dict) -> Candidates:
+    candidates = candidates_from_json(record["candidates"])
+    if record["topic"] != candidates.query.id:
+        raise ValueError("its topic is not its query's")
+    return candidates
 
 
 def _write(path: Path, data: dict) -> None:
@@ -220,7 +219,7 @@ def cached_candidates(
     rewrite = True  # the next save writes the whole file (a new one, or a new header); else it appends
     if cache is not None and cache.is_file():
         data = read_cache(cache)
-        rewrite = False
+        rewrite = not data.pop("appendable")  # a last line cut by an interrupted write: the next save writes it whole
         made = data["meta"]
         if any(made.get(k) != meta[k] for k in ("depth", "retrievers", "used", "build")):
             raise MathScoutError(

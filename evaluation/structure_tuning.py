@@ -114,15 +114,8 @@ def _dump_file(path: Path) -> WorkFile:
 
 def _read_dump(path: Path) -> dict:
     """Topic id → its record (formulas: [width, document scores, document tiers] each; words, full: document scores)."""
-    file = _dump_file(path)
-    _, lines = file.read()
-    records = {}
-    for line_number, line in lines:
-        try:
-            records[as_text(line["topic"])] = _record(line["record"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise file.error(f"line {line_number} is not a topic's record: {type(exc).__name__} {exc}") from None
-    return records
+    contents = _dump_file(path).read(lambda line: (as_text(line["topic"]), _record(line["record"])), "a topic's record")
+    return dict(contents.records)
 
 
 def _record(value: dict) -> dict:

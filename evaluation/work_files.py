@@ -4,19 +4,35 @@ of ours (another format, a damaged line, an old pickle) is one MathScoutError li
 
 The first line is a header (`{"mathscout": KIND, "version": N, …}`), each further line one record. Records are
 appended as a run goes (a later line for the same key replaces an earlier one, see the readers); a last line cut by an
-interrupted write is passed over, so the run that reads it resumes."""
+interrupted write is passed over, so the run that reads it resumes (and writes the file whole at its next save)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from mathscout.errors import MathScoutError
 
+T = TypeVar("T")
 PICKLE_MARK = b"\x80"  # the first byte of a pickle (protocol 2 and later): the format these files had before
+
+
+DECODE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError)  # a record of another shape
+
+
+@dataclass
+class Contents(Generic[T]):
+    """A work file as read: its header, its records decoded in order, and whether more may be appended after them
+    (the file ends with a whole line; else the next save writes it whole)."""
+
+    header: dict
+    records: list[T]
+    appendable: bool
 
 
 class WorkFile:
@@ -28,42 +44,50 @@ class WorkFile:
     def error(self, reason: str) -> MathScoutError:
         return MathScoutError(f"the {self.kind} {self.path} is unusable ({reason}): {self.remedy}")
 
-    def read(self) -> tuple[dict, Iterator[tuple[int, Any]]]:
-        """The header and the records (line number, JSON value); raises `error` for a file that is not this kind."""
+    def read(self, decode: Callable[[Any], T], what: str) -> Contents[T]:
+        """The header and each record through `decode` (a record it cannot decode: `error` naming the line as not
+        `what`); a last line cut by an interrupted write is passed over."""
         try:
-            with open(self.path, "rb") as f:
-                if f.read(1) == PICKLE_MARK:
+            with open(self.path, "rb") as raw:
+                if raw.peek(1)[:1] == PICKLE_MARK:
                     raise self.error(
                         "it is a Python pickle, the format before this version, which can run code when read; "
                         "it was not opened"
                     )
+                return self._decoded(io.TextIOWrapper(raw, encoding="utf-8"), decode, what)
         except OSError as exc:
             raise self.error(exc.strerror or type(exc).__name__) from None
-        lines = self._lines()
-        header = next(lines, None)
+        except UnicodeDecodeError:
+            raise self.error("it is not UTF-8 text") from None
+
+    def _decoded(self, lines: Iterable[str], decode: Callable[[Any], T], what: str) -> Contents[T]:
+        header: dict | None = None
+        records: list[T] = []
+        appendable = True
+        for number, line in enumerate(lines, 1):
+            appendable = line.endswith("\n")
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as exc:  # JSONDecodeError
+                if not appendable:  # the last line, cut by an interrupted write
+                    break
+                raise self.error(f"line {number} is not JSON: {str(exc)[:120]}") from None
+            if header is None:
+                if not (isinstance(value, dict) and value.get("mathscout") == self.kind):
+                    raise self.error(f"line {number} is not a {self.kind}'s header")
+                if value.get("version") != self.version:
+                    raise self.error(f"version {value.get('version')!r}, not {self.version}")
+                header = value
+                continue
+            try:
+                records.append(decode(value))
+            except DECODE_ERRORS as exc:
+                raise self.error(f"line {number} is not {what}: {type(exc).__name__} {exc}") from None
         if header is None:
             raise self.error("it is empty")
-        _, value = header
-        if not (isinstance(value, dict) and value.get("mathscout") == self.kind):
-            raise self.error(f"line 1 is not a {self.kind}'s header")
-        if value.get("version") != self.version:
-            raise self.error(f"version {value.get('version')!r}, not {self.version}")
-        return value, lines
-
-    def _lines(self) -> Iterator[tuple[int, Any]]:
-        with open(self.path, encoding="utf-8", errors="strict") as f:
-            try:
-                for number, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        yield number, json.loads(line)
-                    except ValueError as exc:  # JSONDecodeError; a last line cut by an interrupted write is passed over
-                        if not line.endswith("\n"):
-                            return
-                        raise self.error(f"line {number} is not JSON: {str(exc)[:120]}") from None
-            except UnicodeDecodeError:
-                raise self.error("it is not UTF-8 text") from None
+        return Contents(header, records, appendable)
 
     def write(self, header: dict, records: Iterable[Any]) -> None:
         """The whole file, replaced at once (a crash leaves the old one)."""
@@ -77,36 +101,10 @@ class WorkFile:
         tmp.replace(self.path)
 
     def append(self, records: Iterable[Any]) -> None:
-        """Records added at the end (the file and its header exist), after a last line cut by an interrupted write is
-        dropped."""
-        self._drop_cut_line()
+        """Records added at the end of a file `read` found appendable."""
         with open(self.path, "a", encoding="utf-8") as f:
             for record in records:
                 f.write(json.dumps(record) + "\n")
-
-    def _drop_cut_line(self, chunk: int = 1 << 16) -> None:
-        """A file that does not end with a newline: its last line ended when it is whole JSON, else cut off (as the
-        readers pass it over)."""
-        with open(self.path, "r+b") as f:
-            end = f.seek(0, os.SEEK_END)
-            position = end
-            while position > 0:
-                start = max(0, position - chunk)
-                f.seek(start)
-                block = f.read(position - start)
-                if position == end and block.endswith(b"\n"):
-                    return
-                newline = block.rfind(b"\n")
-                if newline >= 0:
-                    position = start + newline + 1
-                    break
-                position = start
-            f.seek(position)
-            try:
-                json.loads(f.read())
-                f.write(b"\n")
-            except ValueError:
-                f.truncate(position)
 
 
 # --- a record's values, typed on the way back (a TypeError names what was found instead) --------------------------

@@ -613,10 +613,9 @@ def build_site(
         **LOOK,
     )
     app.has_launched = True
-    site.add_middleware(CrossSiteCheck, policy=hosts or HostPolicy())  # another website's requests (CSRF)
-    site.add_middleware(
-        HostCheck, policy=hosts or HostPolicy()
-    )  # first (outside the above): before the login and the body
+    policy = hosts or HostPolicy()
+    site.add_middleware(CrossSiteCheck, policy=policy)  # another website's requests (CSRF), after the Host check
+    site.add_middleware(HostCheck, policy=policy)  # added later, so it runs first: before the login and the body
     site.add_middleware(AccessLog)  # outermost: one line per request, refused ones too (logged at info)
     return site
 

@@ -18,14 +18,14 @@ error line (a WebSocket is closed before it opens), before any route, login or b
 
 from __future__ import annotations
 
-from mathscout.ui.hosts import HostPolicy, send_refusal
+from mathscout.ui.hosts import HostPolicy, header_values, send_refusal
 
 API_PREFIXES = ("/api/", "/gradio_api/")  # routes that run something: never by a navigation from another site
 
 
 def _header(scope, name: bytes) -> str | None:
-    values = [v.decode("latin-1") for k, v in scope["headers"] if k == name]
-    return values[-1] if values else None
+    """The header's last value (None without one)."""
+    return next(reversed(header_values(scope, name)), None)
 
 
 def refusal(scope, policy: HostPolicy) -> str | None:

@@ -99,10 +99,15 @@ class HostCheck:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        hosts = [v.decode("latin-1") for k, v in scope["headers"] if k == b"host"]
+        hosts = header_values(scope, b"host")
         if len(hosts) <= 1 and self.policy.accepts(hosts[0] if hosts else None):
             return await self.app(scope, receive, send)
         await send_refusal(scope, send, 421, self.policy.refusal(" ".join(hosts)))
+
+
+def header_values(scope, name: bytes) -> list[str]:
+    """Every value of the request header `name` (lower case, as ASGI gives names), in order."""
+    return [v.decode("latin-1") for k, v in scope["headers"] if k == name]
 
 
 async def send_refusal(scope, send, status: int, message: str) -> None:
